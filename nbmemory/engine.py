@@ -1,0 +1,615 @@
+"""The engine: one process's view of a store (DuckDB + lexical + vector indexes).
+
+It validates input, writes through the journal, keeps both indexes in step and ranks
+recalls. It never imports IPython, tornado, jupyter_server or the MCP library.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from . import __version__
+from .config import Settings
+from .embed import Embedder, make_embedder, model_name
+from .errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreUnavailable)
+from .lexical import LexicalIndex
+from .ranking import MODES, rank
+from .lock import OwnerLock, prepare_directory
+from .models import (KINDS, PRIORITIES, Event, Hit, Hits, Note, Provenance, Snapshot,
+                     StaleReason, utcnow)
+from .store import SCHEMA_VERSION, Filters, Store
+from .vectors import VectorIndex, VectorIndexError
+
+Progress = Callable[[int, int], None]
+
+VECTOR_FILENAME = "vectors.usearch"
+PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
+MAX_NOTE_CHARS = 100_000
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing, with the total the filters matched."""
+
+    notes: list[Note]
+    total: int
+    offset: int
+    limit: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"notes": [n.to_dict() for n in self.notes], "total": self.total,
+                "offset": self.offset, "limit": self.limit}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Page:
+        return cls([Note.from_dict(n) for n in data["notes"]], data["total"],
+                   data["offset"], data["limit"])
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def default_author() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        return "unknown"
+
+
+def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if isinstance(tags, str):
+        tags = tags.split(",")
+    out = []
+    for tag in tags:
+        tag = str(tag).strip().lower().lstrip("#")
+        if not tag:
+            continue
+        if any(c.isspace() for c in tag):
+            raise InvalidInput(f"Tag {tag!r} contains a space; separate tags with commas: -t a,b")
+        if tag not in out:
+            out.append(tag)
+    return tuple(out)
+
+
+def check_kind(kind: str) -> str:
+    kind = (kind or "").strip().lower()
+    if kind not in KINDS:
+        raise InvalidInput(f"Unknown kind {kind!r}; use one of: {', '.join(KINDS)}")
+    return kind
+
+
+def check_priority(priority: str) -> str:
+    value = (priority or "").strip().lower()
+    value = {"h": "high", "m": "medium", "med": "medium", "l": "low"}.get(value, value)
+    if value not in PRIORITIES:
+        raise InvalidInput(f"Unknown priority {priority!r}; use one of: {', '.join(PRIORITIES)}")
+    return value
+
+
+def check_text(text: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("The note is empty; write the finding itself, e.g. "
+                           "%remember orders.amount is in cents before 2021")
+    text = text.strip()
+    if len(text) > MAX_NOTE_CHARS:
+        raise InvalidInput(f"The note has {len(text):,} characters; the limit is "
+                           f"{MAX_NOTE_CHARS:,}. Store the finding, not the whole source.")
+    return text
+
+
+def filters_for(*, tags=None, kind=None, priority=None, since=None, until=None,
+                statuses=("active",)) -> Filters:
+    def many(value, check):
+        if value is None:
+            return ()
+        values = value.split(",") if isinstance(value, str) else value
+        return tuple(check(v) for v in values if str(v).strip())
+
+    return Filters(tags=normalise_tags(tags), kinds=many(kind, check_kind),
+                   priorities=many(priority, check_priority), since=since, until=until,
+                   statuses=tuple(statuses))
+
+
+class Engine:
+    """Everything a store can do, for the one process that owns it."""
+
+    def __init__(self, directory: str | os.PathLike, *, settings: Settings | None = None,
+                 embedder: Embedder | None = None, progress: Progress | None = None):
+        self.directory = Path(directory)
+        self.settings = settings or Settings()
+        self.embedder = embedder or make_embedder(self.settings.model)
+        self.started = time.time()
+        self._lock = threading.RLock()
+        prepare_directory(self.directory)
+        self._owner = OwnerLock(self.directory)
+        self._owner.acquire()
+        try:
+            self.store = Store(self.directory)
+        except BaseException:
+            self._owner.release()
+            raise
+        self._writes_since_save = 0
+        self._inactive: set[int] = set()
+        self.index_state = "empty"
+        self.lexical = LexicalIndex()
+        self.vectors: VectorIndex | None = None
+        self._open_indexes(progress)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._owner.held:
+                try:
+                    self._save_vectors()
+                finally:
+                    self.store.close()
+                    self._owner.release()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def stored_identity(self) -> str | None:
+        """``model:dims`` of the vectors in the store, or None before the first note."""
+        return self.store.meta("embedder")
+
+    @property
+    def mismatch(self) -> tuple[str, str] | None:
+        stored = self.stored_identity
+        if stored and model_name(stored) != self.embedder.name:
+            return stored, self.embedder.name
+        return None
+
+    def _check_embedder(self) -> None:
+        mismatch = self.mismatch
+        if mismatch:
+            stored, configured = mismatch
+            raise EmbedderMismatch(
+                f"This store's vectors were made with {stored}, but the configured model is "
+                f"{configured!r}. Re-embed the notes with %memory reembed (or "
+                f"nbmemory reindex --reembed), or set the model back to {model_name(stored)!r}."
+            )
+
+    def _open_indexes(self, progress: Progress | None) -> None:
+        statuses = ("active", "revoked", "superseded")
+        ids = self.store.note_ids(Filters(statuses=statuses))
+        active = set(self.store.note_ids(Filters()).tolist())
+        self._inactive = set(ids.tolist()) - active
+        self.lexical.add_many(self.store.texts(ids.tolist()))
+        stored = self.stored_identity
+        if not stored or self.mismatch:
+            self.index_state = "empty" if not stored else "needs re-embedding"
+            return
+        path = self.directory / VECTOR_FILENAME
+        try:
+            index, meta = VectorIndex.load(path, expansion_search=self.settings.expansion_search)
+            if meta.get("embedder") != stored:
+                raise VectorIndexError(f"built for {meta.get('embedder')}, store has {stored}")
+            changed = self.store.changed_since(int(meta.get("seq", 0)))
+            self.vectors = index
+            self._sync_vectors(changed)
+            if set(index.keys().tolist()) != set(ids.tolist()):
+                raise VectorIndexError("keys disagree with the store")
+            self.index_state = f"loaded, caught up {len(changed)} notes" if changed else "loaded"
+            if changed:
+                self._save_vectors(force=True)
+        except VectorIndexError as exc:
+            self._rebuild_vectors(progress)
+            self.index_state = "rebuilt" if not path.exists() else f"rebuilt ({exc})"
+            if "No such file" in str(exc):
+                self.index_state = "rebuilt (no index file)"
+
+    def _new_vector_index(self, ndim: int) -> VectorIndex:
+        s = self.settings
+        return VectorIndex(ndim, connectivity=s.connectivity, expansion_add=s.expansion_add,
+                           expansion_search=s.expansion_search)
+
+    def _rebuild_vectors(self, progress: Progress | None = None) -> None:
+        model = model_name(self.stored_identity)
+        statuses = ("active", "revoked", "superseded")
+        ids = self.store.note_ids(Filters(statuses=statuses))
+        keys, matrix = self.store.vectors(model, ids.tolist())
+        ndim = int(self.stored_identity.rsplit(":", 1)[1])
+        index = self._new_vector_index(ndim)
+        batch = 2_000
+        for start in range(0, len(keys), batch):
+            index.add(keys[start:start + batch], matrix[start:start + batch])
+            if progress:
+                progress(min(start + batch, len(keys)), len(keys))
+        self.vectors = index
+        self._save_vectors(force=True)
+
+    def _sync_vectors(self, note_ids: Sequence[int]) -> None:
+        """Bring the vector index in line with the store for ``note_ids`` (idempotent)."""
+        if not note_ids or self.vectors is None:
+            return
+        model = model_name(self.stored_identity)
+        live = set(self.store.note_ids(Filters(statuses=("active", "revoked", "superseded"))).tolist())
+        keep = [i for i in note_ids if i in live]
+        self.vectors.remove([i for i in note_ids if i not in live])
+        if keep:
+            keys, matrix = self.store.vectors(model, keep)
+            self.vectors.add(keys, matrix)
+
+    def _save_vectors(self, force: bool = False) -> None:
+        if self.vectors is None or not (force or self._writes_since_save):
+            return
+        meta = {"seq": self.store.position(), "embedder": self.stored_identity,
+                "count": len(self.vectors), "nbmemory": __version__}
+        self.vectors.save(self.directory / VECTOR_FILENAME, meta)
+        self._writes_since_save = 0
+
+    def _after_write(self) -> None:
+        self._writes_since_save += 1
+        if self._writes_since_save >= self.settings.save_every:
+            self._save_vectors()
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        self._check_embedder()
+        return self.embedder.encode(texts)
+
+    def _index_note(self, note_id: int, text: str, vector: np.ndarray) -> None:
+        self.lexical.add(note_id, text)
+        if self.vectors is None:
+            self.vectors = self._new_vector_index(len(vector))
+        self.vectors.add([note_id], vector[None, :])
+
+    # -- remember -----------------------------------------------------------------------
+
+    def remember(self, text: str, *, kind: str = "finding", priority: str = "medium",
+                 tags: str | Iterable[str] | None = None, author: str | None = None,
+                 provenance: Provenance | dict | None = None, request_id: str | None = None,
+                 supersedes: int | None = None) -> Note:
+        """Store a finding and return it. A repeated ``request_id`` returns the first note."""
+        text = check_text(text)
+        kind, priority, tags = check_kind(kind), check_priority(priority), normalise_tags(tags)
+        if isinstance(provenance, dict):
+            provenance = Provenance.from_dict(provenance)
+        provenance = provenance or Provenance()
+        author = author or default_author()
+        with self._lock:
+            if request_id:
+                done = self.store.request_note(request_id)
+                if done is not None:
+                    return self.get(done)
+            if supersedes is not None:
+                self._require_status(supersedes, "active", "supersede")
+            vector = self._embed([text])[0]
+            at = utcnow()
+            digest = content_hash(text)
+            with self.store.transaction():
+                note_id = self.store.next_note_id()
+                self.store.insert_note(note_id, at=at, supersedes=supersedes)
+                data = {"supersedes": supersedes} if supersedes is not None else None
+                seq = self.store.append_event("created", note_id, actor=author, at=at,
+                                              request_id=request_id, data=data)
+                self.store.insert_version(note_id, text=text, content_hash=digest, kind=kind,
+                                          priority=priority, tags=tags, author=author,
+                                          provenance=provenance, at=at, seq=seq)
+                self._put_vector(digest, vector)
+                if supersedes is not None:
+                    self.store.append_event("superseded_by", supersedes, actor=author, at=at,
+                                            request_id=request_id, data={"by": note_id})
+                    self.store.set_status(supersedes, "superseded")
+            self._index_note(note_id, text, vector)
+            if supersedes is not None:
+                self._inactive.add(supersedes)
+            self._after_write()
+            return self.get(note_id)
+
+    def _put_vector(self, digest: str, vector: np.ndarray) -> None:
+        if not self.stored_identity:
+            self.store.set_meta("embedder", f"{self.embedder.name}:{len(vector)}")
+        self.store.put_embeddings(self.embedder.name, [(digest, vector)])
+
+    def supersede(self, note_id: int, text: str, **kwargs) -> Note:
+        """Write ``text`` as a new note that replaces ``note_id`` (kept in its history)."""
+        old = self.get(note_id)
+        kwargs.setdefault("kind", old.kind)
+        kwargs.setdefault("priority", old.priority)
+        kwargs.setdefault("tags", old.tags)
+        return self.remember(text, supersedes=note_id, **kwargs)
+
+    def edit(self, note_id: int, *, text: str | None = None, kind: str | None = None,
+             priority: str | None = None, tags: str | Iterable[str] | None = None,
+             author: str | None = None, request_id: str | None = None) -> Note:
+        """Write a new version of a note; the old version stays in its history."""
+        with self._lock:
+            old = self._require_status(note_id, "active", "edit")
+            new_text = check_text(text) if text is not None else old.text
+            new_kind = check_kind(kind) if kind is not None else old.kind
+            new_priority = check_priority(priority) if priority is not None else old.priority
+            new_tags = normalise_tags(tags) if tags is not None else old.tags
+            changed = [name for name, a, b in (("text", new_text, old.text),
+                                               ("kind", new_kind, old.kind),
+                                               ("priority", new_priority, old.priority),
+                                               ("tags", new_tags, old.tags)) if a != b]
+            if not changed:
+                return old
+            if request_id and self.store.request_note(request_id) is not None:
+                return self.get(note_id)
+            digest = content_hash(new_text)
+            vector = None
+            if not self.store.has_embedding(self.embedder.name, digest):
+                vector = self._embed([new_text])[0]
+            author = author or default_author()
+            at = utcnow()
+            with self.store.transaction():
+                seq = self.store.append_event("edited", note_id, actor=author, at=at,
+                                              request_id=request_id, data={"changed": changed})
+                self.store.insert_version(note_id, text=new_text, content_hash=digest,
+                                          kind=new_kind, priority=new_priority, tags=new_tags,
+                                          author=author, provenance=old.provenance, at=at, seq=seq)
+                if vector is not None:
+                    self._put_vector(digest, vector)
+            if "text" in changed:
+                if vector is None:
+                    vector = self.store.vectors(self.embedder.name, [note_id])[1][0]
+                self._index_note(note_id, new_text, vector)
+            self._after_write()
+            return self.get(note_id)
+
+    # -- forget -------------------------------------------------------------------------
+
+    def _require_status(self, note_id: int, status: str, action: str) -> Note:
+        note = self.store.get_notes([note_id]).get(note_id)
+        if note is None:
+            raise NotFound(f"No note #{note_id}. Find ids with %recall or %memory list.")
+        if note.status != status:
+            hint = {"revoked": f"reinstate it first with %memory reinstate {note_id}",
+                    "superseded": "change the note that superseded it instead",
+                    "purged": "it was purged and cannot come back",
+                    "active": "it is active"}[note.status]
+            raise Conflict(f"Cannot {action} note #{note_id}: it is {note.status}; {hint}.")
+        return note
+
+    def forget(self, note_ids: int | Iterable[int], *, actor: str | None = None,
+               request_id: str | None = None) -> list[Note]:
+        """Revoke notes: hidden from recall, kept in history, reversible with reinstate."""
+        ids = [int(note_ids)] if isinstance(note_ids, (int, np.integer)) else [int(i) for i in note_ids]
+        if not ids:
+            raise InvalidInput("Give the id of the note to forget, e.g. %forget 12")
+        with self._lock:
+            if request_id and self.store.request_note(request_id) is not None:
+                return list(self.store.get_notes(ids).values())
+            for note_id in ids:
+                self._require_status(note_id, "active", "forget")
+            at = utcnow()
+            actor = actor or default_author()
+            with self.store.transaction():
+                for note_id in ids:
+                    self.store.append_event("revoked", note_id, actor=actor, at=at,
+                                            request_id=request_id)
+                    self.store.set_status(note_id, "revoked")
+            self._inactive.update(ids)
+            self._after_write()
+            notes = self.store.get_notes(ids)
+            return [notes[i] for i in ids]
+
+    def reinstate(self, note_id: int, *, actor: str | None = None) -> Note:
+        with self._lock:
+            self._require_status(note_id, "revoked", "reinstate")
+            at = utcnow()
+            with self.store.transaction():
+                self.store.append_event("reinstated", note_id, actor=actor or default_author(), at=at)
+                self.store.set_status(note_id, "active")
+            self._inactive.discard(note_id)
+            self._after_write()
+            return self.get(note_id)
+
+    # -- read ---------------------------------------------------------------------------
+
+    def get(self, note_id: int) -> Note:
+        with self._lock:
+            note = self.store.get_notes([int(note_id)]).get(int(note_id))
+            if note is None:
+                raise NotFound(f"No note #{note_id}. Find ids with %recall or %memory list.")
+            return self._with_stale([note])[0]
+
+    def notes(self, *, tags=None, kind=None, priority=None, since: datetime | None = None,
+              until: datetime | None = None, status: str | Sequence[str] = "active",
+              offset: int = 0, limit: int = 50, order: str = "newest") -> Page:
+        if limit < 1 or offset < 0:
+            raise InvalidInput("limit must be at least 1 and offset at least 0")
+        if order not in ("newest", "oldest", "priority"):
+            raise InvalidInput(f"Unknown order {order!r}; use newest, oldest or priority")
+        statuses = (status,) if isinstance(status, str) else tuple(status)
+        filters = filters_for(tags=tags, kind=kind, priority=priority, since=since,
+                              until=until, statuses=statuses)
+        with self._lock:
+            notes, total = self.store.list_notes(filters, offset=offset, limit=limit, order=order)
+            return Page(self._with_stale(notes), total, offset, limit)
+
+    def history(self, note_id: int) -> list[Event]:
+        with self._lock:
+            self.get(note_id)
+            return self.store.events(note_id)
+
+    def _with_stale(self, notes: list[Note]) -> list[Note]:
+        """Attach stale reasons (superseded for now; anchors add more)."""
+        out = []
+        for note in notes:
+            reasons: list[StaleReason] = []
+            if note.status == "superseded":
+                by = next((e.data.get("by") for e in reversed(self.store.events(note.id))
+                           if e.type == "superseded_by"), None)
+                reasons.append(StaleReason("superseded", f"#{by}" if by else ""))
+            out.append(note if not reasons else _replace(note, stale=tuple(reasons)))
+        return out
+
+    # -- recall -------------------------------------------------------------------------
+
+    def recall(self, query: str, *, k: int = 5, tags=None, kind=None, priority=None,
+               since: datetime | None = None, until: datetime | None = None,
+               explain: bool = False, min_score: float | None = None,
+               mode: str = "hybrid") -> Hits:
+        """Hybrid recall: BM25 and dense cosine, fused; filters apply before ranking.
+
+        ``mode`` "lexical" or "dense" ranks by one channel only (for evaluation).
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("The query is empty; e.g. %recall where is the lock taken")
+        if k < 1:
+            raise InvalidInput(f"k must be at least 1 (got {k})")
+        if mode not in MODES:
+            raise InvalidInput(f"Unknown mode {mode!r}; use one of: {', '.join(MODES)}")
+        query = query.strip()
+        threshold = self.settings.min_score if min_score is None else min_score
+        filters = filters_for(tags=tags, kind=kind, priority=priority, since=since, until=until)
+        with self._lock:
+            self._check_embedder()
+            candidates = self.store.note_ids(filters) if filters.narrows else None
+            scored = self._rank(query, candidates, pool=max(10 * k, 50), mode=mode)
+            hits, previously, below = [], [], 0
+            for note_id, fused, lex, dense in scored:
+                if note_id in self._inactive:
+                    if fused >= threshold and len(previously) < 3 and len(hits) < k:
+                        previously.append((note_id, fused, lex, dense))
+                    continue
+                if len(hits) >= k:
+                    break
+                if fused < threshold:
+                    below += 1
+                    continue
+                hits.append((note_id, fused, lex, dense))
+            notes = self.store.get_notes([h[0] for h in hits + previously])
+            ordered = self._with_stale([notes[h[0]] for h in hits + previously])
+            by_id = {n.id: n for n in ordered}
+
+            def make(rows):
+                return [Hit(by_id[i], round(float(f), 4),
+                            round(float(lx), 4) if explain else None,
+                            round(float(d), 4) if explain else None) for i, f, lx, d in rows]
+
+            result = Hits(make(hits), query=query, filtered_out=below,
+                          previously=tuple(make(previously)), explain=explain)
+            self.store.log_recall(at=utcnow(), query=query, k=k, returned=len(result),
+                                  lexical=sum(1 for h in scored if h.lexical > 0),
+                                  dense=len(scored), filtered_out=below)
+            return result
+
+    def _rank(self, query: str, candidates: np.ndarray | None, pool: int, mode: str):
+        if self.vectors is None or not len(self.vectors):
+            return []
+        qvec = self.embedder.encode([query])[0] if mode != "lexical" else None
+        rows = rank(query, qvec, self.lexical, self.vectors, candidates=candidates, pool=pool,
+                    exact_below=self.settings.exact_below, skip=len(self._inactive), mode=mode)
+        priority = self._priorities([r.note_id for r in rows])
+        rows = [r._replace(score=r.score + PRIORITY_BONUS[priority.get(r.note_id, "medium")])
+                for r in rows]
+        rows.sort(key=lambda r: (-r.score, r.note_id))
+        return rows
+
+    def _priorities(self, ids: Sequence[int]) -> dict[int, str]:
+        if not ids:
+            return {}
+        rows = self.store.con.execute(
+            "SELECT n.id, v.priority FROM notes n JOIN note_versions v ON v.note_id = n.id "
+            "AND v.version = n.version WHERE n.id IN (SELECT unnest(?))", [list(ids)]).fetchall()
+        return dict(rows)
+
+    def similar(self, note_id: int, *, k: int = 3, min_similarity: float = 0.5) -> list[Hit]:
+        """Active notes closest to ``note_id`` (shown after remember; never merged)."""
+        with self._lock:
+            self.get(note_id)
+            if self.vectors is None or note_id not in self.vectors:
+                return []
+            vector = self.vectors.get(np.array([note_id]))[0]
+            keys, sims = self.vectors.search(vector, k + 1 + len(self._inactive),
+                                             exact=len(self.vectors) <= self.settings.exact_below)
+            rows = [(int(i), float(s)) for i, s in zip(keys, sims)
+                    if i != note_id and i not in self._inactive and s >= min_similarity][:k]
+            notes = self.store.get_notes([i for i, _ in rows])
+            return [Hit(notes[i], round(s, 4), dense=round(s, 4)) for i, s in rows]
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    def snapshot(self, name: str, *, message: str = "", author: str | None = None) -> Snapshot:
+        name = (name or "").strip()
+        if not name or any(c.isspace() for c in name):
+            raise InvalidInput("Give the snapshot a name without spaces, e.g. %snapshot before-refactor")
+        with self._lock:
+            if self.store.snapshots(name):
+                raise Conflict(f"A snapshot named {name!r} already exists; pick another name "
+                               "(list them with %snapshot --list).")
+            at = utcnow()
+            author = author or default_author()
+            with self.store.transaction():
+                seq = self.store.append_event("snapshot", None, actor=author, at=at,
+                                              data={"name": name})
+                self.store.add_snapshot(name, seq=seq, at=at, message=message, author=author)
+            return self.store.snapshots(name)[0]
+
+    def snapshots(self) -> list[Snapshot]:
+        with self._lock:
+            return self.store.snapshots()
+
+    # -- models -------------------------------------------------------------------------
+
+    def reembed(self, progress: Progress | None = None) -> dict[str, Any]:
+        """Embed every note with the configured model and switch the store to it."""
+        with self._lock:
+            todo = self.store.texts_missing_embedding(self.embedder.name)
+            batch = 64
+            for start in range(0, len(todo), batch):
+                chunk = todo[start:start + batch]
+                vectors = self.embedder.encode([t for _, t in chunk])
+                with self.store.transaction():
+                    self.store.put_embeddings(self.embedder.name,
+                                              [(h, v) for (h, _), v in zip(chunk, vectors)])
+                if progress:
+                    progress(min(start + batch, len(todo)), len(todo))
+            previous = self.stored_identity
+            self.store.set_meta("embedder", self.embedder.identity)
+            self._rebuild_vectors()
+            self.index_state = "rebuilt (re-embedded)"
+            return {"from": previous, "to": self.embedder.identity, "embedded": len(todo)}
+
+    # -- status -------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            counts = self.store.counts()
+            stats = self.store.recall_stats()
+            return {
+                "store": str(self.directory),
+                "notes": counts.get("active", 0),
+                "by_status": counts,
+                "snapshots": len(self.store.snapshots()),
+                "model": self.stored_identity or self.embedder.name,
+                "configured_model": self.embedder.name,
+                "model_loaded": bool(getattr(self.embedder, "loaded", True)),
+                "mismatch": bool(self.mismatch),
+                "index": self.index_state,
+                "vectors": len(self.vectors) if self.vectors is not None else 0,
+                "lexical_docs": len(self.lexical),
+                "journal_position": self.store.position(),
+                "schema_version": SCHEMA_VERSION,
+                "version": __version__,
+                "pid": os.getpid(),
+                "uptime_s": round(time.time() - self.started, 1),
+                **stats,
+            }
+
+
+def _replace(note: Note, **changes) -> Note:
+    from dataclasses import replace
+
+    return replace(note, **changes)

@@ -1,0 +1,163 @@
+"""BM25 with stemming, kept in memory and updated on every write.
+
+It is a projection of the note texts in DuckDB, rebuilt when the store opens.
+Identifiers are kept whole as well as split into stemmed parts, so
+``PyObject_GC_Del`` and ``orders.amount`` match exactly and by their pieces.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+from typing import Iterable
+
+import numpy as np
+
+try:
+    import Stemmer
+
+    _stem_words = Stemmer.Stemmer("english").stemWord
+except ImportError:  # pragma: no cover - PyStemmer is a declared dependency
+    import snowballstemmer
+
+    _stem_words = snowballstemmer.stemmer("english").stemWord
+
+STOPWORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have he her
+    his how i if in into is it its me my no not of on or our she so than that the their them
+    then there these they this those to too was we were what when where which while who why
+    will with would you your""".split()
+)
+
+# An identifier-ish run: words joined by . _ :: / or -, e.g. orders.amount, PyObject_GC_Del.
+_TOKEN = re.compile(r"[A-Za-z0-9]+(?:(?:::|[._/\-])[A-Za-z0-9]+)*")
+_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    return _stem_words(word)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased stemmed words, plus each compound identifier whole."""
+    out: list[str] = []
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        parts = _PART.findall(token)
+        if len(parts) > 1:
+            out.append(token.lower())
+        for part in parts:
+            word = part.lower()
+            if word not in STOPWORDS:
+                out.append(_stem(word))
+    return out
+
+
+class LexicalIndex:
+    """An inverted index with Okapi BM25 scoring (k1=1.2, b=0.75)."""
+
+    k1 = 1.2
+    b = 0.75
+
+    def __init__(self) -> None:
+        self._postings: dict[str, dict[int, int]] = {}
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._doc_terms: dict[int, dict[str, int]] = {}
+        self._doc_len: dict[int, int] = {}
+        self._total_len = 0
+
+    def __len__(self) -> int:
+        return len(self._doc_terms)
+
+    def __contains__(self, doc_id: int) -> bool:
+        return doc_id in self._doc_terms
+
+    def add(self, doc_id: int, text: str) -> None:
+        if doc_id in self._doc_terms:
+            self.remove(doc_id)
+        counts: dict[str, int] = {}
+        for term in tokenize(text):
+            counts[term] = counts.get(term, 0) + 1
+        self._doc_terms[doc_id] = counts
+        self._doc_len[doc_id] = length = sum(counts.values())
+        self._total_len += length
+        for term, tf in counts.items():
+            self._postings.setdefault(term, {})[doc_id] = tf
+            self._arrays.pop(term, None)
+
+    def add_many(self, docs: Iterable[tuple[int, str]]) -> None:
+        for doc_id, text in docs:
+            self.add(doc_id, text)
+
+    def remove(self, doc_id: int) -> None:
+        counts = self._doc_terms.pop(doc_id, None)
+        if counts is None:
+            return
+        self._total_len -= self._doc_len.pop(doc_id)
+        for term in counts:
+            posting = self._postings[term]
+            del posting[doc_id]
+            if not posting:
+                del self._postings[term]
+            self._arrays.pop(term, None)
+
+    def _posting_arrays(self, term: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        arrays = self._arrays.get(term)
+        if arrays is None:
+            posting = self._postings[term]
+            ids = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
+            tfs = np.fromiter(posting.values(), dtype=np.float32, count=len(posting))
+            lens = np.fromiter((self._doc_len[i] for i in posting),
+                               dtype=np.float32, count=len(posting))
+            arrays = self._arrays[term] = (ids, tfs, lens)
+        return arrays
+
+    def score(self, query: str, candidates: np.ndarray | None = None,
+              limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Ids and BM25 scores of matching documents, best first.
+
+        ``candidates`` (sorted int64 ids) restricts the result to those documents.
+        """
+        n_docs = len(self._doc_terms)
+        terms = [t for t in dict.fromkeys(tokenize(query)) if t in self._postings]
+        if not n_docs or not terms:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        avg_len = self._total_len / n_docs
+        id_parts, score_parts = [], []
+        for term in terms:
+            ids, tfs, lens = self._posting_arrays(term)
+            df = len(ids)
+            idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            norm = self.k1 * (1.0 - self.b + self.b * lens / avg_len)
+            id_parts.append(ids)
+            score_parts.append(idf * tfs * (self.k1 + 1.0) / (tfs + norm))
+        ids = np.concatenate(id_parts)
+        scores = np.concatenate(score_parts)
+        if candidates is not None:
+            keep = np.isin(ids, candidates, assume_unique=False)
+            ids, scores = ids[keep], scores[keep]
+        if not len(ids):
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        unique, inverse = np.unique(ids, return_inverse=True)
+        totals = np.bincount(inverse, weights=scores).astype(np.float32)
+        order = np.argsort(-totals, kind="stable")
+        if limit is not None:
+            order = order[:limit]
+        return unique[order], totals[order]
+
+    def max_score(self, query: str) -> float:
+        """The score of a document of average length holding each query term once.
+
+        Dividing by it puts scores on a scale where 1 means "every term matched".
+        """
+        n_docs = len(self._doc_terms)
+        if not n_docs:
+            return 0.0
+        total = 0.0
+        for term in dict.fromkeys(tokenize(query)):
+            df = len(self._postings.get(term, ()))
+            if df:
+                total += math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+        return total

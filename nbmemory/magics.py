@@ -1,0 +1,324 @@
+"""IPython magics: %remember, %recall, %forget, %snapshot and %memory.
+
+Options come first and the rest of the line is the note or query verbatim, so
+apostrophes and quotes in a note need no escaping. Settings are traitlets:
+``%config NbMemory.k = 10``. Errors become one-line ``UsageError``s.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+from traitlets import Float, Int, Unicode, observe
+
+from . import display as show
+from .config import DEFAULT_MODEL, Settings
+from .errors import NbMemoryError
+from .models import Provenance
+
+_OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(?:=(\"[^\"]*\"|'[^']*'|\S+))?")
+_VALUE = re.compile(r"\s+(\"[^\"]*\"|'[^']*'|\S+)")
+
+
+def split_options(parser, line: str):
+    """Parse leading options with ``parser``; return (namespace, the rest verbatim).
+
+    ``--`` ends the options explicitly, for text that itself starts with a dash.
+    """
+    takes_value = {}
+    for action in parser._actions:
+        for option in action.option_strings:
+            takes_value[option] = action.nargs != 0
+    tokens, rest = [], line
+    while True:
+        match = _OPTION.match(rest)
+        if not match:
+            break
+        option, inline = match.group(1), match.group(2)
+        if option == "--":
+            rest = rest[match.end():]
+            break
+        if option not in takes_value:
+            if option.startswith("--") or len(option) == 2:
+                raise UsageError(f"Unknown option {option}; see the help with ?")
+            break
+        rest = rest[match.end():]
+        tokens.append(option)
+        if takes_value[option]:
+            if inline is None:
+                value = _VALUE.match(rest)
+                if not value:
+                    raise UsageError(f"Option {option} needs a value")
+                inline, rest = value.group(1), rest[value.end():]
+            tokens.append(inline.strip("\"'") if inline[:1] in "\"'" else inline)
+    if rest.strip().startswith("-- "):
+        rest = rest.strip()[3:]
+    return parser.parse_args(tokens), rest.strip()
+
+
+def parse_since(value: str | None) -> datetime | None:
+    """``7d``, ``12h``, ``3w`` ago, or an ISO date."""
+    if not value:
+        return None
+    match = re.fullmatch(r"(\d+)\s*([hdw])", value.strip())
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        delta = {"h": timedelta(hours=amount), "d": timedelta(days=amount),
+                 "w": timedelta(weeks=amount)}[unit]
+        return datetime.now(timezone.utc) - delta
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"Cannot read the time {value!r}; use 7d, 12h, 2w or 2026-01-31") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def parse_ids(text: str) -> list[int]:
+    ids = []
+    for token in text.replace(",", " ").split():
+        try:
+            ids.append(int(token.lstrip("#")))
+        except ValueError:
+            raise UsageError(f"{token!r} is not a note id; ids are numbers like 12 or #12") from None
+    return ids
+
+
+@contextmanager
+def usage_errors():
+    try:
+        yield
+    except NbMemoryError as exc:
+        raise UsageError(str(exc)) from None
+
+
+@magics_class
+class NbMemory(Magics):
+    """Remember findings, recall them, forget them, snapshot what you know."""
+
+    store = Unicode("", help="Store directory. Empty: NBMEMORY_HOME, the nearest .nbmemory/ "
+                             "above the working directory, the git root, or the working "
+                             "directory.").tag(config=True)
+    model = Unicode(DEFAULT_MODEL, help="sentence-transformers model for embeddings.").tag(config=True)
+    k = Int(5, help="How many notes %recall shows by default.").tag(config=True)
+    similar = Int(3, help="How many similar notes to show after %remember (0 hides them).").tag(config=True)
+    min_score = Float(Settings.min_score, help="Recall hides notes scoring below this "
+                                               "(and says how many).").tag(config=True)
+
+    def __init__(self, shell=None, **kwargs):
+        super().__init__(shell=shell, **kwargs)
+        self._memory = None
+
+    @property
+    def mem(self):
+        """The store's Memory, opened on first use (so %load_ext stays instant)."""
+        if self._memory is None:
+            from .memory import Memory
+
+            with usage_errors():
+                self._memory = Memory.open(self.store or None, model=self.model,
+                                           settings=Settings(model=self.model, min_score=self.min_score))
+        return self._memory
+
+    @observe("store", "model", "min_score")
+    def _reopen(self, change) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._memory is not None:
+            self._memory.close()
+            self._memory = None
+
+    def _provenance(self) -> Provenance:
+        kernel = getattr(self.shell, "kernel", None)
+        return Provenance(source="notebook" if kernel is not None else "ipython",
+                          execution_count=getattr(self.shell, "execution_count", None))
+
+    # -- %remember ------------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("-p", "--priority", default="medium", help="high, medium or low (default medium)")
+    @argument("-t", "--tags", default="", help="comma-separated tags, e.g. -t orders,units")
+    @argument("-k", "--kind", default="finding",
+              help="finding, gotcha, decision, question, reference or procedure")
+    @argument("--supersedes", type=int, default=None, metavar="ID",
+              help="this note replaces note ID (kept in its history)")
+    @argument("text", nargs="*", help="the finding itself; in %%remember the cell body")
+    @line_cell_magic
+    def remember(self, line: str, cell: str | None = None):
+        """Store a finding: %remember [-p high] [-t a,b] [-k kind] text
+
+        In cell form the whole cell body is the note:
+
+            %%remember -p high -t orders
+            orders.amount is in cents before 2021-03 and in euros after.
+        """
+        args, text = split_options(self.remember.parser, line)
+        if cell is not None:
+            text = cell if not text else f"{text}\n{cell}"
+        with usage_errors():
+            options = dict(kind=args.kind, priority=args.priority, tags=args.tags,
+                           provenance=self._provenance())
+            if args.supersedes is not None:
+                note = self.mem.supersede(args.supersedes, text, **options)
+            else:
+                note = self.mem.remember(text, **options)
+            similar = self.mem.similar(note.id, k=self.similar) if self.similar else []
+        similar = [h for h in similar if h.note.id != args.supersedes]
+        display(show.remembered_display(note, similar))
+
+    # -- %recall --------------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("-k", type=int, default=None, help="how many notes (default NbMemory.k)")
+    @argument("-t", "--tags", default=None, help="only notes with all these tags")
+    @argument("--kind", default=None, help="only notes of these kinds (comma-separated)")
+    @argument("-p", "--priority", default=None, help="only notes of these priorities")
+    @argument("--since", default=None, help="only notes written since: 7d, 12h, 2w or a date")
+    @argument("--explain", action="store_true", help="show the keyword and semantic scores")
+    @argument("--provenance", action="store_true", help="show where each note came from")
+    @argument("--min-score", type=float, default=None, help="hide notes scoring below this")
+    @argument("query", nargs="*", help="what you want to know, in any words")
+    @line_magic
+    def recall(self, line: str):
+        """Find notes by meaning and by keyword: %recall [-k N] [-t tags] [--kind K] query
+
+        ``hits = %recall ...`` keeps the hits (``hits.to_dataframe()`` for pandas).
+        """
+        args, query = split_options(self.recall.parser, line)
+        with usage_errors():
+            hits = self.mem.recall(query, k=self.k if args.k is None else args.k, tags=args.tags, kind=args.kind,
+                                      priority=args.priority, since=parse_since(args.since),
+                                      explain=args.explain, min_score=args.min_score)
+        hits.show_provenance = args.provenance
+        return hits
+
+    # -- %forget --------------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("ids", nargs="*", help="ids of the notes to forget")
+    @line_magic
+    def forget(self, line: str):
+        """Forget notes (reversible): %forget ID [ID ...]; undo with %memory reinstate ID"""
+        ids = parse_ids(line)
+        if not ids:
+            raise UsageError("Give the id of the note to forget, e.g. %forget 12")
+        with usage_errors():
+            notes = self.mem.forget(ids)
+        listed = ", ".join(f"#{n.id}" for n in notes)
+        undo = "; ".join(f"%memory reinstate {n.id}" for n in notes)
+        print(f"Forgot {listed}. Undo with: {undo}")
+
+    # -- %snapshot ------------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("-m", "--message", default="", help="why this moment matters")
+    @argument("--list", action="store_true", help="list snapshots")
+    @argument("name", nargs="*", help="snapshot name (no spaces)")
+    @line_magic
+    def snapshot(self, line: str):
+        """Seal what you know now: %snapshot NAME [-m message]; %snapshot --list"""
+        args = parse_argstring(self.snapshot, line)
+        with usage_errors():
+            if args.list:
+                return display(show.snapshots_display(self.mem.snapshots()))
+            if not args.name:
+                raise UsageError("Give the snapshot a name: %snapshot NAME [-m message]")
+            snap = self.mem.snapshot(" ".join(args.name), message=args.message)
+        print(f"Sealed snapshot {snap.name!r} at journal position {snap.seq} "
+              f"({snap.note_count} active notes).")
+
+    # -- %memory --------------------------------------------------------------------------
+
+    @line_magic
+    def memory(self, line: str):
+        """Status and upkeep of the store.
+
+        %memory                     store, counts, model, index, empty-recall rate
+        %memory list [-t tags] [--kind K] [-n N]   newest notes
+        %memory history ID          every event of a note
+        %memory reinstate ID        undo %forget
+        %memory reembed             re-embed all notes with the configured model
+        %memory settings            current settings (change with %config NbMemory.x = ...)
+        """
+        command, _, rest = line.strip().partition(" ")
+        handler = getattr(self, f"_memory_{command or 'status'}", None)
+        if handler is None:
+            raise UsageError(f"Unknown %memory command {command!r}; try %memory? for the list")
+        with usage_errors():
+            return handler(rest.strip())
+
+    def _memory_status(self, rest: str):
+        display(show.status_display(self.mem.status()))
+
+    def _memory_settings(self, rest: str):
+        names = ("store", "model", "k", "similar", "min_score")
+        width = max(map(len, names))
+        print("\n".join(f"NbMemory.{n.ljust(width)} = {getattr(self, n)!r}" for n in names))
+
+    def _memory_history(self, rest: str):
+        ids = parse_ids(rest)
+        if len(ids) != 1:
+            raise UsageError("Give one note id: %memory history 12")
+        display(show.history_display(ids[0], self.mem.history(ids[0])))
+
+    def _memory_reinstate(self, rest: str):
+        ids = parse_ids(rest)
+        if not ids:
+            raise UsageError("Give the id of the note to reinstate: %memory reinstate 12")
+        for note_id in ids:
+            note = self.mem.reinstate(note_id)
+            print(f"Reinstated #{note.id}.")
+
+    @magic_arguments()
+    @argument("-t", "--tags", default=None)
+    @argument("--kind", default=None)
+    @argument("-p", "--priority", default=None)
+    @argument("-n", type=int, default=20, help="how many (default 20)")
+    @argument("--status", default="active", help="active, revoked, superseded or purged")
+    def _list_args(self, line):  # holds the parser for %memory list
+        """%memory list [-t tags] [--kind K] [-p P] [-n N] [--status S]"""
+
+    def _memory_list(self, rest: str):
+        args = parse_argstring(self._list_args, rest)
+        page = self.mem.notes(tags=args.tags, kind=args.kind, priority=args.priority,
+                                 status=args.status, limit=args.n)
+        display(show.notes_display(page.notes, title=f"{page.total} {args.status} notes",
+                                   total=page.total))
+
+    def _memory_reembed(self, rest: str):
+        from tqdm.auto import tqdm
+
+        bar = None
+
+        def progress(done: int, total: int) -> None:
+            nonlocal bar
+            if bar is None:
+                bar = tqdm(total=total, desc="re-embedding", unit="note")
+            bar.update(done - bar.n)
+
+        result = self.mem.reembed(progress=progress)
+        if bar is not None:
+            bar.close()
+        print(f"Re-embedded {result['embedded']} texts; the store now uses {result['to']}.")
+
+
+def load_ipython_extension(ipython) -> None:
+    ipython.register_magics(NbMemory(ipython))
+
+
+def unload_ipython_extension(ipython) -> None:
+    magics = ipython.magics_manager.registry.pop("NbMemory", None)
+    if magics is not None:
+        magics.close()
+        for kind in ("line", "cell"):
+            for name in ("remember", "recall", "forget", "snapshot", "memory"):
+                ipython.magics_manager.magics[kind].pop(name, None)
+        if magics in ipython.configurables:
+            ipython.configurables.remove(magics)
+

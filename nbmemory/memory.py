@@ -1,0 +1,160 @@
+"""The facade every front end uses: remember, recall, forget, snapshot and friends.
+
+A ``Memory`` talks to a backend with one method, ``call(operation, **arguments)``. The
+local backend runs the engine in this process; the service client (another module)
+sends the same call to the store's owner process. Either way the caller gets domain
+objects back, and write operations carry a request id so a retry is applied once.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import datetime
+from typing import Any, Callable, Iterable, Protocol, Sequence
+
+from .config import Settings, StoreLocation, locate_store
+from .models import Event, Hit, Hits, Note, Provenance, Snapshot
+
+Progress = Callable[[int, int], None]
+
+
+class Backend(Protocol):
+    def call(self, operation: str, **arguments: Any) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class LocalBackend:
+    """Runs operations on an :class:`~nbmemory.engine.Engine` owned by this process."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def call(self, operation: str, **arguments: Any) -> Any:
+        return getattr(self.engine, operation)(**arguments)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _request_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Memory:
+    """A store of findings.
+
+    >>> mem = Memory.open("/tmp/demo-store")          # doctest: +SKIP
+    >>> note = mem.remember("orders.amount is in cents before 2021", tags="orders")
+    >>> mem.recall("what unit is the order total in?")[0].note.id == note.id
+    True
+    """
+
+    def __init__(self, backend: Backend, location: StoreLocation | None = None):
+        self._backend = backend
+        self.location = location
+
+    @classmethod
+    def open(cls, path: str | os.PathLike | None = None, *, settings: Settings | None = None,
+             model: str | None = None, embedder=None, progress: Progress | None = None) -> Memory:
+        """Open (creating if needed) the store at ``path`` or where :func:`locate_store` finds it.
+
+        The store is owned by this process for as long as the Memory is open.
+        """
+        from .engine import Engine
+
+        location = locate_store(path)
+        settings = settings or Settings()
+        if model:
+            settings = Settings(**{**settings.__dict__, "model": model})
+        engine = Engine(location.path, settings=settings, embedder=embedder, progress=progress)
+        return cls(LocalBackend(engine), location)
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _call(self, operation: str, **arguments: Any) -> Any:
+        return self._backend.call(operation, **arguments)
+
+    # -- writes -------------------------------------------------------------------------
+
+    def remember(self, text: str, *, kind: str = "finding", priority: str = "medium",
+                 tags: str | Iterable[str] | None = None, author: str | None = None,
+                 provenance: Provenance | None = None, supersedes: int | None = None,
+                 request_id: str | None = None) -> Note:
+        """Store a finding. ``tags`` is a list or a comma-separated string."""
+        return self._call("remember", text=text, kind=kind, priority=priority, tags=tags,
+                          author=author, provenance=provenance, supersedes=supersedes,
+                          request_id=request_id or _request_id())
+
+    def supersede(self, note_id: int, text: str, **options: Any) -> Note:
+        """Store ``text`` as a new note replacing ``note_id`` (which stays in history)."""
+        options.setdefault("request_id", _request_id())
+        return self._call("supersede", note_id=note_id, text=text, **options)
+
+    def edit(self, note_id: int, *, text: str | None = None, kind: str | None = None,
+             priority: str | None = None, tags: str | Iterable[str] | None = None,
+             author: str | None = None, request_id: str | None = None) -> Note:
+        """Write a new version of a note with the given fields changed."""
+        return self._call("edit", note_id=note_id, text=text, kind=kind, priority=priority,
+                          tags=tags, author=author, request_id=request_id or _request_id())
+
+    def forget(self, note_ids: int | Iterable[int], *, actor: str | None = None,
+               request_id: str | None = None) -> list[Note]:
+        """Revoke notes: hidden from recall, kept in history, undone by :meth:`reinstate`."""
+        ids = [note_ids] if isinstance(note_ids, int) else list(note_ids)
+        return self._call("forget", note_ids=ids, actor=actor,
+                          request_id=request_id or _request_id())
+
+    def reinstate(self, note_id: int, *, actor: str | None = None) -> Note:
+        return self._call("reinstate", note_id=note_id, actor=actor)
+
+    def snapshot(self, name: str, *, message: str = "", author: str | None = None) -> Snapshot:
+        """Seal the current state under ``name`` (cheap: it records a journal position)."""
+        return self._call("snapshot", name=name, message=message, author=author)
+
+    def reembed(self, progress: Progress | None = None) -> dict[str, Any]:
+        """Re-embed every note with the configured model and switch the store to it."""
+        return self._call("reembed", progress=progress)
+
+    # -- reads --------------------------------------------------------------------------
+
+    def recall(self, query: str, *, k: int = 5, tags: str | Iterable[str] | None = None,
+               kind: str | Sequence[str] | None = None, priority: str | Sequence[str] | None = None,
+               since: datetime | None = None, until: datetime | None = None,
+               explain: bool = False, min_score: float | None = None) -> Hits:
+        """Hybrid (keyword + semantic) recall of the ``k`` best active notes."""
+        return self._call("recall", query=query, k=k, tags=tags, kind=kind, priority=priority,
+                          since=since, until=until, explain=explain, min_score=min_score)
+
+    def get(self, note_id: int) -> Note:
+        return self._call("get", note_id=note_id)
+
+    def notes(self, *, tags=None, kind=None, priority=None, since: datetime | None = None,
+              until: datetime | None = None, status: str | Sequence[str] = "active",
+              offset: int = 0, limit: int = 50, order: str = "newest"):
+        """A page of notes (``.notes``, ``.total``), newest first by default."""
+        return self._call("notes", tags=tags, kind=kind, priority=priority, since=since,
+                          until=until, status=status, offset=offset, limit=limit, order=order)
+
+    def similar(self, note_id: int, *, k: int = 3) -> list[Hit]:
+        return self._call("similar", note_id=note_id, k=k)
+
+    def history(self, note_id: int) -> list[Event]:
+        return self._call("history", note_id=note_id)
+
+    def snapshots(self) -> list[Snapshot]:
+        return self._call("snapshots")
+
+    def status(self) -> dict[str, Any]:
+        status = self._call("status")
+        if self.location is not None:
+            status["store_reason"] = self.location.reason
+        return status

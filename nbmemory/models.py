@@ -1,0 +1,270 @@
+"""Domain objects: small frozen dataclasses shared by every layer.
+
+Each has ``to_dict``/``from_dict`` so the service, the REST API and the MCP server
+can move them as JSON without knowing their insides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+KINDS = ("finding", "gotcha", "decision", "question", "reference", "procedure")
+PRIORITIES = ("high", "medium", "low")
+STATUSES = ("active", "revoked", "purged")
+STALE_REASONS = (
+    "missing",
+    "content_changed",
+    "schema_changed",
+    "rows_changed",
+    "cell_changed",
+    "superseded",
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _dt(value: str | datetime | None) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a note came from. Every field is optional: a CLI note has no cell."""
+
+    notebook: str | None = None
+    cell_id: str | None = None
+    execution_count: int | None = None
+    cell_hash: str | None = None
+    cell_source: str | None = None
+    kernel_session: str | None = None
+    git_commit: str | None = None
+    git_branch: str | None = None
+    git_dirty: bool | None = None
+    workspace: str | None = None
+    source: str | None = None  # "notebook", "ipython", "cli", "mcp", "api", "panel"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Provenance:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (data or {}).items() if k in names})
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Something a note is about, with the fingerprint taken when it was last checked."""
+
+    kind: str  # file, dir, glob, data, variable, cell
+    target: str
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "target": self.target, "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Anchor:
+        return cls(data["kind"], data["target"], dict(data.get("fingerprint") or {}))
+
+
+@dataclass(frozen=True)
+class StaleReason:
+    """Why a note may no longer hold: ``content_changed data/orders.csv``."""
+
+    reason: str
+    target: str = ""
+    detail: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.reason} {self.target}".strip()
+        return f"{text} ({self.detail})" if self.detail else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reason": self.reason, "target": self.target, "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StaleReason:
+        return cls(data["reason"], data.get("target", ""), data.get("detail", ""))
+
+
+@dataclass(frozen=True)
+class Note:
+    id: int
+    text: str
+    kind: str = "finding"
+    priority: str = "medium"
+    tags: tuple[str, ...] = ()
+    status: str = "active"
+    version: int = 1
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    author: str | None = None
+    provenance: Provenance = field(default_factory=Provenance)
+    anchors: tuple[Anchor, ...] = ()
+    stale: tuple[StaleReason, ...] = ()
+
+    @property
+    def is_stale(self) -> bool:
+        return bool(self.stale)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "text": self.text,
+            "kind": self.kind,
+            "priority": self.priority,
+            "tags": list(self.tags),
+            "status": self.status,
+            "version": self.version,
+            "created_at": _iso(self.created_at),
+            "updated_at": _iso(self.updated_at),
+            "author": self.author,
+            "provenance": self.provenance.to_dict(),
+            "anchors": [a.to_dict() for a in self.anchors],
+            "stale": [s.to_dict() for s in self.stale],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Note:
+        return cls(
+            id=int(data["id"]),
+            text=data["text"],
+            kind=data.get("kind", "finding"),
+            priority=data.get("priority", "medium"),
+            tags=tuple(data.get("tags") or ()),
+            status=data.get("status", "active"),
+            version=int(data.get("version", 1)),
+            created_at=_dt(data.get("created_at")),
+            updated_at=_dt(data.get("updated_at")),
+            author=data.get("author"),
+            provenance=Provenance.from_dict(data.get("provenance")),
+            anchors=tuple(Anchor.from_dict(a) for a in data.get("anchors") or ()),
+            stale=tuple(StaleReason.from_dict(s) for s in data.get("stale") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A recalled note with its fused score and, for explain mode, per-channel scores."""
+
+    note: Note
+    score: float
+    lexical: float | None = None
+    dense: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"note": self.note.to_dict(), "score": self.score,
+                "lexical": self.lexical, "dense": self.dense}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hit:
+        return cls(Note.from_dict(data["note"]), float(data["score"]),
+                   data.get("lexical"), data.get("dense"))
+
+
+class Hits(list):
+    """The result of a recall: a list of :class:`Hit` plus what the user should know about it.
+
+    ``filtered_out`` counts candidates a score threshold hid; ``previously`` holds revoked
+    notes that would have matched ("previously believed ...").
+    """
+
+    def __init__(self, hits=(), *, query: str = "", filtered_out: int = 0,
+                 previously: tuple[Hit, ...] = (), explain: bool = False):
+        super().__init__(hits)
+        self.query = query
+        self.filtered_out = filtered_out
+        self.previously = tuple(previously)
+        self.explain = explain
+        self.show_provenance = False
+
+    @property
+    def notes(self) -> list[Note]:
+        return [h.note for h in self]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "hits": [h.to_dict() for h in self],
+            "filtered_out": self.filtered_out,
+            "previously": [h.to_dict() for h in self.previously],
+            "explain": self.explain,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hits:
+        return cls(
+            [Hit.from_dict(h) for h in data["hits"]],
+            query=data.get("query", ""),
+            filtered_out=int(data.get("filtered_out", 0)),
+            previously=tuple(Hit.from_dict(h) for h in data.get("previously") or ()),
+            explain=bool(data.get("explain")),
+        )
+
+    def to_dataframe(self):
+        """The hits as a pandas DataFrame, one row per note (pandas is imported here)."""
+        from .display import hits_dataframe
+
+        return hits_dataframe(self)
+
+    def _repr_html_(self) -> str:
+        from .display import hits_html
+
+        return hits_html(self, provenance=self.show_provenance)
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        from .display import hits_text
+
+        printer.text(hits_text(self, provenance=self.show_provenance))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    name: str
+    seq: int
+    at: datetime
+    message: str = ""
+    author: str | None = None
+    note_count: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "seq": self.seq, "at": _iso(self.at),
+                "message": self.message, "author": self.author, "note_count": self.note_count}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Snapshot:
+        return cls(data["name"], int(data["seq"]), _dt(data["at"]), data.get("message", ""),
+                   data.get("author"), int(data.get("note_count", 0)))
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of the append-only journal."""
+
+    seq: int
+    at: datetime
+    note_id: int | None
+    type: str
+    actor: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "at": _iso(self.at), "note_id": self.note_id,
+                "type": self.type, "actor": self.actor, "data": self.data}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Event:
+        return cls(int(data["seq"]), _dt(data["at"]), data.get("note_id"), data["type"],
+                   data.get("actor"), dict(data.get("data") or {}))

@@ -1,0 +1,425 @@
+"""The canonical store: one DuckDB file holding notes, versions, vectors and the journal.
+
+Schema changes are named migrations applied each in its own transaction together with
+its record. A store that records a migration this version does not know was written by
+a newer nbmemory and is refused untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import duckdb
+import numpy as np
+
+from . import __version__
+from .errors import StoreTooNew, StoreUnavailable
+from .models import Event, Note, Provenance, Snapshot
+
+DB_FILENAME = "memory.duckdb"
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "m001_create_notes",
+        """
+        CREATE SEQUENCE note_ids START 1;
+        CREATE SEQUENCE event_seqs START 1;
+        CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
+        CREATE TABLE notes (
+            id BIGINT PRIMARY KEY,
+            status VARCHAR NOT NULL,
+            version INTEGER NOT NULL,
+            supersedes BIGINT,
+            created_at TIMESTAMP NOT NULL,
+            updated_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE note_versions (
+            note_id BIGINT NOT NULL,
+            version INTEGER NOT NULL,
+            text VARCHAR NOT NULL,
+            content_hash VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,
+            priority VARCHAR NOT NULL,
+            tags VARCHAR[] NOT NULL,
+            author VARCHAR,
+            created_at TIMESTAMP NOT NULL,
+            provenance JSON,
+            seq BIGINT NOT NULL,
+            PRIMARY KEY (note_id, version)
+        );
+        CREATE TABLE embeddings (
+            content_hash VARCHAR NOT NULL,
+            model VARCHAR NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (content_hash, model)
+        );
+        CREATE TABLE events (
+            seq BIGINT PRIMARY KEY,
+            occurred_at TIMESTAMP NOT NULL,
+            note_id BIGINT,
+            type VARCHAR NOT NULL,
+            actor VARCHAR,
+            request_id VARCHAR,
+            data JSON
+        );
+        CREATE INDEX events_by_request ON events (request_id);
+        CREATE INDEX events_by_note ON events (note_id);
+        CREATE TABLE snapshots (
+            name VARCHAR PRIMARY KEY,
+            seq BIGINT NOT NULL,
+            sealed_at TIMESTAMP NOT NULL,
+            message VARCHAR NOT NULL,
+            author VARCHAR
+        );
+        CREATE TABLE recall_log (
+            logged_at TIMESTAMP NOT NULL,
+            query VARCHAR NOT NULL,
+            k INTEGER NOT NULL,
+            returned INTEGER NOT NULL,
+            lexical INTEGER NOT NULL,
+            dense INTEGER NOT NULL,
+            filtered_out INTEGER NOT NULL
+        );
+        """,
+    ),
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _naive(value: datetime) -> datetime:
+    return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    return value.replace(tzinfo=timezone.utc) if value is not None else None
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Narrow a listing or a recall. Every given filter must hold (tags: all of them)."""
+
+    tags: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    priorities: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    statuses: tuple[str, ...] = ("active",)
+
+    @property
+    def narrows(self) -> bool:
+        """True when the filter excludes some active notes."""
+        return bool(self.tags or self.kinds or self.priorities or self.since or self.until
+                    or set(self.statuses) != {"active"})
+
+    def sql(self) -> tuple[str, list[Any]]:
+        clauses, params = [], []
+        if self.statuses:
+            clauses.append("n.status IN (SELECT unnest(?))")
+            params.append(list(self.statuses))
+        if self.tags:
+            clauses.append("list_has_all(v.tags, ?)")
+            params.append(list(self.tags))
+        if self.kinds:
+            clauses.append("v.kind IN (SELECT unnest(?))")
+            params.append(list(self.kinds))
+        if self.priorities:
+            clauses.append("v.priority IN (SELECT unnest(?))")
+            params.append(list(self.priorities))
+        if self.since:
+            clauses.append("n.created_at >= ?")
+            params.append(_naive(self.since))
+        if self.until:
+            clauses.append("n.created_at < ?")
+            params.append(_naive(self.until))
+        return (" AND ".join(clauses) or "TRUE"), params
+
+
+_NOTE_COLUMNS = """
+    n.id, v.text, v.kind, v.priority, v.tags, n.status, n.version, n.created_at,
+    v.created_at, v.author, v.provenance
+"""
+_NOTE_FROM = "notes n JOIN note_versions v ON v.note_id = n.id AND v.version = n.version"
+
+
+def _note(row: tuple) -> Note:
+    return Note(
+        id=row[0], text=row[1], kind=row[2], priority=row[3], tags=tuple(row[4]),
+        status=row[5], version=row[6], created_at=_aware(row[7]), updated_at=_aware(row[8]),
+        author=row[9], provenance=Provenance.from_dict(json.loads(row[10]) if row[10] else None),
+    )
+
+
+class Store:
+    """Owns one DuckDB connection. Not thread-safe: the engine serialises calls."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.path = self.directory / DB_FILENAME
+        try:
+            self.con = duckdb.connect(str(self.path))
+        except duckdb.Error as exc:
+            if "lock" in str(exc).lower():
+                raise StoreUnavailable(
+                    f"The store {self.path} is open in another process that does not use "
+                    f"nbmemory's owner lock ({exc}). Close that process and try again."
+                ) from exc
+            raise StoreUnavailable(
+                f"The store {self.path} is unreadable ({exc}). It may be damaged or written "
+                "by another DuckDB version: use the nbmemory version that wrote it, or move "
+                "the file away to start a new store."
+            ) from exc
+        try:
+            self._migrate()
+        except BaseException:
+            self.con.close()
+            raise
+
+    def close(self) -> None:
+        self.con.close()
+
+    # -- schema -------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        self.con.execute(
+            "CREATE TABLE IF NOT EXISTS migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL)"
+        )
+        applied = {row[0] for row in self.con.execute("SELECT name FROM migrations").fetchall()}
+        known = {name for name, _ in MIGRATIONS}
+        unknown = sorted(applied - known)
+        if unknown:
+            raise StoreTooNew(
+                f"The store {self.path} was written by a newer nbmemory (it has migration "
+                f"{unknown[-1]}; this is nbmemory {__version__} with schema {SCHEMA_VERSION}). "
+                "Upgrade nbmemory (pip install -U nbmemory); the store was not touched."
+            )
+        for name, sql in MIGRATIONS:
+            if name in applied:
+                continue
+            with self.transaction():
+                for statement in filter(str.strip, sql.split(";")):
+                    self.con.execute(statement)
+                self.con.execute("INSERT INTO migrations VALUES (?, ?)", [name, _naive(_now())])
+                self._set_meta("schema_version", str(SCHEMA_VERSION))
+                self._set_meta("written_by", __version__)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.con.begin()
+        try:
+            yield
+        except BaseException:
+            self.con.rollback()
+            raise
+        else:
+            self.con.commit()
+
+    # -- meta ---------------------------------------------------------------------------
+
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else default
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._set_meta(key, value)
+
+    # -- journal ------------------------------------------------------------------------
+
+    def append_event(self, type: str, note_id: int | None, *, actor: str | None,
+                     at: datetime, request_id: str | None = None,
+                     data: dict | None = None) -> int:
+        seq = self.con.execute("SELECT nextval('event_seqs')").fetchone()[0]
+        self.con.execute(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [seq, _naive(at), note_id, type, actor, request_id,
+             json.dumps(data) if data else None],
+        )
+        return seq
+
+    def position(self) -> int:
+        return self.con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+
+    def request_note(self, request_id: str) -> int | None:
+        """The note a request already wrote, so a retried write is applied once."""
+        row = self.con.execute(
+            "SELECT note_id FROM events WHERE request_id = ? ORDER BY seq LIMIT 1", [request_id]
+        ).fetchone()
+        return row[0] if row else None
+
+    def events(self, note_id: int | None = None, *, after: int = 0) -> list[Event]:
+        where, params = "seq > ?", [after]
+        if note_id is not None:
+            where += " AND note_id = ?"
+            params.append(note_id)
+        rows = self.con.execute(
+            f"SELECT seq, occurred_at, note_id, type, actor, data FROM events WHERE {where} ORDER BY seq",
+            params,
+        ).fetchall()
+        return [Event(r[0], _aware(r[1]), r[2], r[3], r[4], json.loads(r[5]) if r[5] else {})
+                for r in rows]
+
+    def changed_since(self, seq: int) -> list[int]:
+        rows = self.con.execute(
+            "SELECT DISTINCT note_id FROM events WHERE seq > ? AND note_id IS NOT NULL", [seq]
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    # -- notes --------------------------------------------------------------------------
+
+    def next_note_id(self) -> int:
+        return self.con.execute("SELECT nextval('note_ids')").fetchone()[0]
+
+    def insert_note(self, note_id: int, *, at: datetime, supersedes: int | None = None) -> None:
+        self.con.execute(
+            "INSERT INTO notes VALUES (?, 'active', 0, ?, ?, ?)",
+            [note_id, supersedes, _naive(at), _naive(at)],
+        )
+
+    def insert_version(self, note_id: int, *, text: str, content_hash: str, kind: str,
+                       priority: str, tags: Sequence[str], author: str | None,
+                       provenance: Provenance, at: datetime, seq: int) -> int:
+        version = self.con.execute(
+            "SELECT coalesce(max(version), 0) + 1 FROM note_versions WHERE note_id = ?", [note_id]
+        ).fetchone()[0]
+        self.con.execute(
+            "INSERT INTO note_versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [note_id, version, text, content_hash, kind, priority, list(tags), author,
+             _naive(at), json.dumps(provenance.to_dict()), seq],
+        )
+        self.con.execute("UPDATE notes SET version = ?, updated_at = ? WHERE id = ?",
+                         [version, _naive(at), note_id])
+        return version
+
+    def set_status(self, note_id: int, status: str) -> None:
+        self.con.execute("UPDATE notes SET status = ? WHERE id = ?", [status, note_id])
+
+    def status_of(self, note_id: int) -> str | None:
+        row = self.con.execute("SELECT status FROM notes WHERE id = ?", [note_id]).fetchone()
+        return row[0] if row else None
+
+    def get_notes(self, ids: Sequence[int]) -> dict[int, Note]:
+        if not len(ids):
+            return {}
+        rows = self.con.execute(
+            f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_FROM} WHERE n.id IN (SELECT unnest(?))",
+            [[int(i) for i in ids]],
+        ).fetchall()
+        return {row[0]: _note(row) for row in rows}
+
+    def list_notes(self, filters: Filters, *, offset: int = 0, limit: int = 50,
+                   order: str = "newest") -> tuple[list[Note], int]:
+        where, params = filters.sql()
+        order_by = {"newest": "n.updated_at DESC, n.id DESC", "oldest": "n.id ASC",
+                    "priority": "CASE v.priority WHEN 'high' THEN 0 WHEN 'medium' THEN 1 ELSE 2 END, n.id DESC"}[order]
+        total = self.con.execute(f"SELECT count(*) FROM {_NOTE_FROM} WHERE {where}", params).fetchone()[0]
+        rows = self.con.execute(
+            f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_FROM} WHERE {where} ORDER BY {order_by} "
+            "LIMIT ? OFFSET ?", params + [limit, offset],
+        ).fetchall()
+        return [_note(r) for r in rows], total
+
+    def note_ids(self, filters: Filters) -> np.ndarray:
+        where, params = filters.sql()
+        rows = self.con.execute(
+            f"SELECT n.id FROM {_NOTE_FROM} WHERE {where} ORDER BY n.id", params
+        ).fetchnumpy()
+        return np.asarray(rows["id"], dtype=np.int64)
+
+    def texts(self, ids: Sequence[int] | None = None) -> list[tuple[int, str]]:
+        """(id, current text) of active notes, or of ``ids``."""
+        if ids is None:
+            sql, params = f"SELECT n.id, v.text FROM {_NOTE_FROM} WHERE n.status = 'active'", []
+        else:
+            sql = f"SELECT n.id, v.text FROM {_NOTE_FROM} WHERE n.id IN (SELECT unnest(?))"
+            params = [[int(i) for i in ids]]
+        return self.con.execute(sql, params).fetchall()
+
+    def counts(self) -> dict[str, int]:
+        rows = self.con.execute("SELECT status, count(*) FROM notes GROUP BY status").fetchall()
+        return dict(rows)
+
+    # -- vectors ------------------------------------------------------------------------
+
+    def put_embeddings(self, model: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        self.con.executemany(
+            "INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)",
+            [[h, model, np.asarray(v, dtype=np.float32).tobytes()] for h, v in items],
+        )
+
+    def has_embedding(self, model: str, content_hash: str) -> bool:
+        return self.con.execute(
+            "SELECT 1 FROM embeddings WHERE content_hash = ? AND model = ?", [content_hash, model]
+        ).fetchone() is not None
+
+    def vectors(self, model: str, ids: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Ids and current vectors of active notes (or of ``ids``) for ``model``."""
+        sql = (f"SELECT n.id, e.vector FROM {_NOTE_FROM} "
+               "JOIN embeddings e ON e.content_hash = v.content_hash AND e.model = ? ")
+        params: list[Any] = [model]
+        if ids is None:
+            sql += "WHERE n.status = 'active'"
+        else:
+            sql += "WHERE n.id IN (SELECT unnest(?))"
+            params.append([int(i) for i in ids])
+        rows = self.con.execute(sql + " ORDER BY n.id", params).fetchall()
+        if not rows:
+            return np.empty(0, np.int64), np.empty((0, 0), np.float32)
+        keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+        return keys, matrix.reshape(len(rows), -1)
+
+    def texts_missing_embedding(self, model: str) -> list[tuple[str, str]]:
+        """(content_hash, text) of current versions with no vector for ``model``."""
+        return self.con.execute(
+            f"SELECT DISTINCT v.content_hash, v.text FROM {_NOTE_FROM} "
+            "WHERE n.status = 'active' AND NOT EXISTS (SELECT 1 FROM embeddings e "
+            "WHERE e.content_hash = v.content_hash AND e.model = ?)", [model]
+        ).fetchall()
+
+    def models(self) -> list[str]:
+        return [r[0] for r in self.con.execute("SELECT DISTINCT model FROM embeddings").fetchall()]
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    def add_snapshot(self, name: str, *, seq: int, at: datetime, message: str,
+                     author: str | None) -> None:
+        self.con.execute("INSERT INTO snapshots VALUES (?, ?, ?, ?, ?)",
+                         [name, seq, _naive(at), message, author])
+
+    def snapshots(self, name: str | None = None) -> list[Snapshot]:
+        where, params = ("WHERE name = ?", [name]) if name is not None else ("", [])
+        rows = self.con.execute(
+            f"SELECT name, seq, sealed_at, message, author FROM snapshots {where} ORDER BY seq, name",
+            params).fetchall()
+        return [Snapshot(r[0], r[1], _aware(r[2]), r[3], r[4], self.count_active_at(r[1]))
+                for r in rows]
+
+    def count_active_at(self, seq: int) -> int:
+        return self.con.execute(
+            "SELECT count(*) FROM (SELECT note_id, arg_max(type, seq) AS last FROM events "
+            "WHERE seq <= ? AND note_id IS NOT NULL AND type IN "
+            "('created', 'revoked', 'reinstated', 'superseded_by', 'purged') GROUP BY note_id) "
+            "WHERE last IN ('created', 'reinstated')", [seq]).fetchone()[0]
+
+    # -- recall log ---------------------------------------------------------------------
+
+    def log_recall(self, *, at: datetime, query: str, k: int, returned: int, lexical: int,
+                   dense: int, filtered_out: int) -> None:
+        self.con.execute("INSERT INTO recall_log VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [_naive(at), query, k, returned, lexical, dense, filtered_out])
+
+    def recall_stats(self) -> dict[str, int]:
+        total, empty = self.con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE returned = 0) FROM recall_log").fetchone()
+        return {"recalls": total, "empty_recalls": empty}
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,311 @@
+"""The engine through the Memory facade, with real DuckDB and usearch and the hash embedder."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from nbmemory.config import Settings
+from nbmemory.embed import HashEmbedder
+from nbmemory.engine import VECTOR_FILENAME
+from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreLocked,
+                             StoreTooNew)
+from nbmemory.memory import Memory
+from nbmemory.store import Store
+
+
+def snapshot_of(store_dir):
+    """Everything canonical in the store, to check a failed call changed nothing."""
+    mem_engine_tables = ["notes", "note_versions", "events", "embeddings", "snapshots"]
+    store = Store(store_dir)
+    try:
+        return {t: store.con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+                for t in mem_engine_tables}
+    finally:
+        store.close()
+
+
+def test_remember_then_get_and_recall(memory):
+    note = memory.remember("orders.amount is in cents before 2021", priority="high",
+                           tags="Orders, units", kind="gotcha")
+    assert note.id == 1
+    assert (note.kind, note.priority, note.tags, note.status) == ("gotcha", "high",
+                                                                 ("orders", "units"), "active")
+    assert memory.get(1).text == "orders.amount is in cents before 2021"
+    hits = memory.recall("orders.amount")
+    assert [h.note.id for h in hits] == [1]
+
+
+def test_ids_are_sequential_integers(memory):
+    ids = [memory.remember(f"finding number {i}").id for i in range(5)]
+    assert ids == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(text="   "), "The note is empty"),
+    (dict(text="x", kind="idea"), "Unknown kind 'idea'; use one of: finding, gotcha"),
+    (dict(text="x", priority="urgent"), "Unknown priority 'urgent'; use one of: high, medium, low"),
+    (dict(text="x", tags="two words"), "Tag 'two words' contains a space"),
+])
+def test_bad_input_is_refused_and_store_unchanged(memory, store_dir, kwargs, message):
+    memory.remember("a first note")
+    engine = memory._backend.engine
+    before = {t: engine.store.con.execute(f"SELECT count(*) FROM {t}").fetchone()
+              for t in ("notes", "events", "note_versions")}
+    with pytest.raises(InvalidInput, match=message):
+        memory.remember(**kwargs)
+    after = {t: engine.store.con.execute(f"SELECT count(*) FROM {t}").fetchone()
+             for t in ("notes", "events", "note_versions")}
+    assert before == after
+
+
+def test_unknown_id_errors(memory):
+    with pytest.raises(NotFound, match=r"No note #42\. Find ids with %recall"):
+        memory.get(42)
+    with pytest.raises(NotFound, match="No note #42"):
+        memory.forget(42)
+
+
+def test_forget_hides_and_reinstate_restores(memory):
+    a = memory.remember("the watcher races acquire_lock")
+    memory.remember("unrelated finding about parquet files")
+    memory.forget(a.id)
+    hits = memory.recall("watcher acquire_lock")
+    assert a.id not in [h.note.id for h in hits]
+    assert [h.note.id for h in hits.previously] == [a.id]
+    assert memory.get(a.id).status == "revoked"
+    with pytest.raises(Conflict, match="it is revoked; reinstate it first"):
+        memory.forget(a.id)
+    memory.reinstate(a.id)
+    assert memory.recall("watcher acquire_lock")[0].note.id == a.id
+
+
+def test_forget_many_is_all_or_nothing(memory):
+    a = memory.remember("first")
+    with pytest.raises(NotFound):
+        memory.forget([a.id, 99])
+    assert memory.get(a.id).status == "active"
+
+
+def test_retried_write_is_applied_once(memory):
+    first = memory.remember("only once please", request_id="req-1")
+    again = memory.remember("only once please", request_id="req-1")
+    assert first.id == again.id
+    assert memory.notes().total == 1
+
+
+def test_edit_makes_a_new_version_and_keeps_history(memory):
+    note = memory.remember("amount is in dollars", tags="orders")
+    edited = memory.edit(note.id, text="amount is in cents", priority="high")
+    assert (edited.id, edited.version, edited.priority) == (note.id, 2, "high")
+    assert memory.recall("cents")[0].note.text == "amount is in cents"
+    assert [e.type for e in memory.history(note.id)] == ["created", "edited"]
+    versions = memory._backend.engine.store.con.execute(
+        "SELECT version, text FROM note_versions WHERE note_id = ? ORDER BY version",
+        [note.id]).fetchall()
+    assert versions == [(1, "amount is in dollars"), (2, "amount is in cents")]
+
+
+def test_supersede_links_and_marks_the_old_note(memory):
+    old = memory.remember("the cache is never invalidated", tags="cache")
+    new = memory.supersede(old.id, "the cache is invalidated on every commit")
+    assert new.id != old.id and new.tags == ("cache",)
+    stale = memory.get(old.id)
+    assert stale.status == "superseded"
+    assert [str(r) for r in stale.stale] == [f"superseded #{new.id}"]
+    assert [h.note.id for h in memory.recall("cache invalidated")] == [new.id]
+    with pytest.raises(Conflict, match="it is superseded"):
+        memory.supersede(old.id, "again")
+
+
+def test_filters_apply_before_ranking(memory):
+    memory.remember("lock ordering matters", tags="locks", kind="gotcha", priority="high")
+    memory.remember("lock files live in /tmp", tags="fs", kind="finding", priority="low")
+    assert [h.note.tags for h in memory.recall("lock", tags="locks")] == [("locks",)]
+    assert [h.note.kind for h in memory.recall("lock", kind="finding")] == ["finding"]
+    assert [h.note.priority for h in memory.recall("lock", priority="high")] == ["high"]
+    assert len(memory.recall("lock", tags="nothing-has-this")) == 0
+
+
+def test_priority_breaks_near_ties(memory):
+    low = memory.remember("retry budget is three attempts", priority="low")
+    high = memory.remember("retry budget is three attempts", priority="high")
+    assert [h.note.id for h in memory.recall("retry budget")] == [high.id, low.id]
+
+
+def test_threshold_counts_what_it_hides(memory):
+    memory.remember("alpha beta gamma")
+    memory.remember("completely different words here")
+    hits = memory.recall("alpha", min_score=0.99)
+    assert len(hits) == 0 and hits.filtered_out >= 1
+    hits = memory.recall("alpha", min_score=0.0)
+    assert hits.filtered_out == 0 and len(hits) == 2
+
+
+def test_explain_gives_channel_scores(memory):
+    memory.remember("PyObject_GC_Del frees GC memory")
+    hit = memory.recall("PyObject_GC_Del", explain=True)[0]
+    assert hit.lexical > 0.5 and -1 <= hit.dense <= 1
+    assert memory.recall("PyObject_GC_Del")[0].lexical is None
+
+
+def test_empty_recalls_are_counted(memory):
+    memory.remember("something")
+    memory.recall("something")
+    memory.recall("zzz qqq", min_score=0.9)
+    status = memory.status()
+    assert (status["recalls"], status["empty_recalls"]) == (2, 1)
+
+
+def test_notes_pages_and_totals(memory):
+    for i in range(7):
+        memory.remember(f"note {i}", tags="even" if i % 2 == 0 else "odd")
+    page = memory.notes(limit=3, offset=3, order="oldest")
+    assert [n.text for n in page.notes] == ["note 3", "note 4", "note 5"]
+    assert page.total == 7
+    assert memory.notes(tags="even").total == 4
+    with pytest.raises(InvalidInput, match="Unknown order"):
+        memory.notes(order="random")
+
+
+def test_hits_convert_to_a_dataframe(memory):
+    memory.remember("one finding", tags="a")
+    frame = memory.recall("finding").to_dataframe()
+    assert list(frame["id"]) == [1] and frame.loc[0, "tags"] == ["a"]
+
+
+def test_similar_notes_are_shown_not_merged(memory):
+    a = memory.remember("the watcher thread races acquire_lock on startup")
+    b = memory.remember("acquire_lock races the watcher thread at startup")
+    memory.remember("parquet files are partitioned by day")
+    assert [h.note.id for h in memory.similar(b.id)] == [a.id]
+    assert memory.notes().total == 3
+
+
+def test_snapshot_names_are_unique(memory):
+    memory.remember("x")
+    snap = memory.snapshot("before-refactor", message="start")
+    assert (snap.name, snap.note_count, snap.message) == ("before-refactor", 1, "start")
+    with pytest.raises(Conflict, match="A snapshot named 'before-refactor' already exists"):
+        memory.snapshot("before-refactor")
+    with pytest.raises(InvalidInput, match="without spaces"):
+        memory.snapshot("two words")
+
+
+def test_reopen_keeps_everything_and_loads_the_index(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        for i in range(20):
+            mem.remember(f"finding {i} about topic {i % 3}")
+        mem.forget(3)
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["index"] == "loaded"
+        assert mem.notes().total == 19
+        assert mem.recall("finding 7 about topic 1")[0].note.id == 8
+
+
+def test_index_catches_up_after_unsaved_writes(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember("saved on close")
+    with Memory.open(store_dir, embedder=HashEmbedder(), settings=Settings(save_every=10**6)) as mem:
+        engine = mem._backend.engine
+        mem.remember("written after the last save")
+        engine.store.close()  # simulate a crash: no save on close
+        engine._owner.release()
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["index"] == "loaded, caught up 1 notes"
+        assert mem.recall("written after the last save")[0].note.id == 2
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate", "garbage"])
+def test_missing_or_corrupt_index_is_rebuilt(store_dir, damage):
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        for i in range(30):
+            mem.remember(f"note about subject {i}")
+    path = store_dir / VECTOR_FILENAME
+    if damage == "delete":
+        path.unlink()
+    elif damage == "truncate":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    else:
+        path.write_bytes(b"not an index" * 20)
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["index"].startswith("rebuilt")
+        assert mem.recall("note about subject 17")[0].note.id == 18
+
+
+def test_vector_file_is_replaced_atomically(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember("x")
+    leftovers = [p for p in os.listdir(store_dir) if p.endswith(".tmp")]
+    assert leftovers == []
+    meta = json.loads((store_dir / (VECTOR_FILENAME + ".json")).read_text())
+    assert meta["embedder"] == "hash:64" and meta["count"] == 1
+
+
+def test_model_change_is_detected_and_reembed_switches(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder(64)) as mem:
+        mem.remember("orders.amount is in cents")
+    with Memory.open(store_dir, embedder=HashEmbedder(32, name="other")) as mem:
+        with pytest.raises(EmbedderMismatch, match=r"made with hash:64, but the configured model "
+                                                   r"is 'other'.*%memory reembed"):
+            mem.recall("cents")
+        with pytest.raises(EmbedderMismatch):
+            mem.remember("new note")
+        assert mem.notes().total == 1
+        seen = []
+        result = mem.reembed(progress=lambda done, total: seen.append((done, total)))
+        assert result == {"from": "hash:64", "to": "other:32", "embedded": 1}
+        assert seen == [(1, 1)]
+        assert mem.recall("cents")[0].note.id == 1
+    with Memory.open(store_dir, embedder=HashEmbedder(32, name="other")) as mem:
+        assert mem.status()["model"] == "other:32"
+
+
+def test_second_owner_is_refused_with_pid(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder()):
+        with pytest.raises(StoreLocked, match=rf"owned by another process \(pid {os.getpid()}\)"):
+            Memory.open(store_dir, embedder=HashEmbedder())
+
+
+def test_store_from_a_newer_version_is_refused_untouched(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember("keep me")
+    store = Store(store_dir)
+    store.con.execute("INSERT INTO migrations VALUES ('m999_from_the_future', now())")
+    store.close()
+    before = (store_dir / "memory.duckdb").read_bytes()
+    with pytest.raises(StoreTooNew, match="written by a newer nbmemory.*m999_from_the_future"):
+        Memory.open(store_dir, embedder=HashEmbedder())
+    assert (store_dir / "memory.duckdb").read_bytes() == before
+
+
+def test_unreadable_store_gives_a_clear_error(store_dir):
+    store_dir.mkdir()
+    (store_dir / "memory.duckdb").write_bytes(b"this is not a database" * 100)
+    from nbmemory.errors import StoreUnavailable
+
+    with pytest.raises(StoreUnavailable, match="is unreadable"):
+        Memory.open(store_dir, embedder=HashEmbedder())
+
+
+def test_exact_and_approximate_dense_search_agree(store_dir):
+    """Above exact_below the dense channel uses the HNSW graph; results stay the same."""
+    texts = [f"topic {i} concerns module m{i} and function f{i * 7}" for i in range(300)]
+    results = []
+    for exact_below in (10**6, 10):
+        directory = store_dir.parent / f"s{exact_below}"
+        with Memory.open(directory, embedder=HashEmbedder(),
+                         settings=Settings(exact_below=exact_below)) as mem:
+            for t in texts:
+                mem.remember(t)
+            results.append([h.note.id for h in mem.recall("module m42 function", k=3)])
+    assert results[0] == results[1]
+    assert results[0][0] == 43
+
+
+def test_vectors_match_the_embedder(engine):
+    note_text = "vectors are normalised"
+    engine.remember(note_text)
+    keys, matrix = engine.store.vectors("hash", [1])
+    np.testing.assert_allclose(matrix[0], HashEmbedder().encode([note_text])[0], rtol=1e-6)

@@ -1,0 +1,167 @@
+"""The magics in a real, history-less InteractiveShell."""
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from nbmemory.config import Settings
+from nbmemory.embed import HashEmbedder
+from nbmemory.magics import NbMemory, split_options
+from nbmemory.memory import Memory
+from nbmemory.models import Hits
+
+
+@pytest.fixture
+def ip(store_dir, monkeypatch):
+    shell = InteractiveShell.instance(history_length=0)
+    shell.run_line_magic("load_ext", "nbmemory")
+    magics = shell.magics_manager.registry["NbMemory"]
+    shell.run_line_magic("config", f"NbMemory.store = {str(store_dir)!r}")
+    # The hash embedder stands in for the model: these tests are about the magics.
+    monkeypatch.setattr(Memory, "open", _open_with_hash(Memory.open))
+    yield shell
+    shell.run_line_magic("unload_ext", "nbmemory")
+    InteractiveShell.clear_instance()
+
+
+def _open_with_hash(original):
+    def open_(path=None, **kwargs):
+        kwargs["embedder"] = HashEmbedder()
+        return original(path, **kwargs)
+    return open_
+
+
+class Shown:
+    """What a magic printed or displayed, as the plain text a terminal would show."""
+
+    def __init__(self, captured):
+        self.stdout = captured.stdout + "".join(
+            o.data.get("text/plain", "") + "\n" for o in captured.outputs)
+        self.html = "".join(o.data.get("text/html", "") for o in captured.outputs)
+
+
+def run(ip, line, cell=None):
+    name, _, rest = line.partition(" ")
+    with capture_output() as captured:
+        if cell is None:
+            result = ip.run_line_magic(name, rest)
+        else:
+            result = ip.run_cell_magic(name, rest, cell)
+    return result, Shown(captured)
+
+
+def test_remember_line_form_keeps_quotes_and_options(ip):
+    _, out = run(ip, "remember -p high -t orders,units -k gotcha don't sum \"amount\" across 2021")
+    assert "Remembered #1 (gotcha, high) [orders, units]" in out.stdout
+    hits, _ = run(ip, "recall amount")
+    assert hits[0].note.text == "don't sum \"amount\" across 2021"
+    assert hits[0].note.provenance.source == "ipython"
+
+
+def test_remember_cell_form_uses_the_body(ip):
+    run(ip, "remember -t locks", "acquire_lock() must run first.\nThe watcher races it.")
+    note = run(ip, "recall watcher")[0][0].note
+    assert note.text == "acquire_lock() must run first.\nThe watcher races it."
+    assert note.tags == ("locks",)
+
+
+def test_remember_shows_similar_notes(ip):
+    run(ip, "remember the watcher thread races acquire_lock at startup")
+    _, out = run(ip, "remember acquire_lock races the watcher thread at startup")
+    assert "Similar notes (not merged):" in out.stdout and "#1" in out.stdout
+
+
+def test_recall_returns_hits_with_html_and_text(ip):
+    run(ip, "remember -t orders orders.amount is in cents <b>before</b> 2021")
+    hits, _ = run(ip, "recall -k 3 --explain orders.amount")
+    assert isinstance(hits, Hits) and len(hits) == 1
+    html = hits._repr_html_()
+    assert "&lt;b&gt;before&lt;/b&gt;" in html and "<b>before</b>" not in html
+    assert "lexical" in html
+    from IPython.lib.pretty import pretty
+
+    assert pretty(hits).startswith("#1  ")
+
+
+@pytest.mark.parametrize("line, message", [
+    ("remember", "The note is empty"),
+    ("remember -p urgent finding", "Unknown priority 'urgent'"),
+    ("remember -k idea finding", "Unknown kind 'idea'"),
+    ("remember --colour red finding", "Unknown option --colour"),
+    ("recall", "The query is empty"),
+    ("recall -k 0 x", "k must be at least 1"),
+    ("recall --since yesterday x", "Cannot read the time 'yesterday'"),
+    ("forget", "Give the id of the note to forget"),
+    ("forget abc", "'abc' is not a note id"),
+    ("forget 99", "No note #99"),
+    ("memory frobnicate", "Unknown %memory command 'frobnicate'"),
+    ("memory history", "Give one note id"),
+    ("snapshot", "Give the snapshot a name"),
+])
+def test_errors_are_one_line_usage_errors(ip, line, message):
+    with pytest.raises(UsageError, match=message):
+        run(ip, line)
+
+
+def test_forget_and_reinstate(ip):
+    run(ip, "remember the watcher races the lock")
+    _, out = run(ip, "forget #1")
+    assert out.stdout.strip() == "Forgot #1. Undo with: %memory reinstate 1"
+    assert len(run(ip, "recall watcher")[0]) == 0
+    _, out = run(ip, "memory reinstate 1")
+    assert out.stdout.strip() == "Reinstated #1."
+    assert len(run(ip, "recall watcher")[0]) == 1
+
+
+def test_memory_status_says_where_and_why(ip, store_dir):
+    run(ip, "remember a finding")
+    run(ip, "recall nothing matches zzzz --min-score 0.9")
+    _, out = run(ip, "memory")
+    text = out.stdout
+    assert f"store          {store_dir} (given explicitly)" in text
+    assert "1 active" in text
+    assert "empty recalls  0/0" not in text
+
+
+def test_memory_list_and_history(ip):
+    run(ip, "remember -t a first")
+    run(ip, "remember -t b second")
+    run(ip, "forget 1")
+    _, out = run(ip, "memory list -t b")
+    assert "1 active notes" in out.stdout
+    _, out = run(ip, "memory history 1")
+    text = out.stdout
+    assert "created" in text and "revoked" in text
+
+
+def test_snapshot_seal_and_list(ip):
+    run(ip, "remember a finding")
+    _, out = run(ip, 'snapshot before-refactor -m "all good"')
+    assert "Sealed snapshot 'before-refactor'" in out.stdout
+    _, out = run(ip, "snapshot --list")
+    assert "before-refactor" in out.stdout
+    with pytest.raises(UsageError, match="already exists"):
+        run(ip, "snapshot before-refactor")
+
+
+def test_config_changes_settings(ip):
+    for i in range(8):
+        run(ip, f"remember lock finding {i}")
+    ip.run_line_magic("config", "NbMemory.k = 2")
+    assert len(run(ip, "recall lock finding")[0]) == 2
+    _, out = run(ip, "memory settings")
+    assert "NbMemory.k         = 2" in out.stdout
+
+
+def test_help_is_available(ip):
+    doc = ip.magics_manager.registry["NbMemory"].remember.__doc__
+    assert "-p PRIORITY, --priority PRIORITY" in doc and "%%remember" in doc
+
+
+def test_split_options_stops_at_text():
+    parser = NbMemory.remember.parser
+    args, text = split_options(parser, "-p high -t a,b -- -1 is a sentinel")
+    assert (args.priority, args.tags, text) == ("high", "a,b", "-1 is a sentinel")
+    args, text = split_options(parser, "--kind=gotcha x -p low")
+    assert (args.kind, text) == ("gotcha", "x -p low")
