@@ -10,7 +10,7 @@ import textwrap
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
-from .models import Event, Hit, Hits, Note, Snapshot, utcnow
+from .models import CHANGES, Event, Hit, Hits, Note, Snapshot, SnapshotDiff, utcnow
 
 _STYLE = ("<style>.nbm-table td,.nbm-table th{text-align:left;vertical-align:top;padding:2px 8px}"
           ".nbm-stale{color:var(--jp-warn-color0,#b35900);font-weight:600}"
@@ -244,3 +244,28 @@ def history_display(note_id: int, events: Sequence[Event]) -> Rich:
     text = f"History of #{note_id}\n" + "\n".join("  ".join(r).rstrip() for r in rows)
     return Rich(text, f"<p><b>History of #{note_id}</b></p>"
                 + _table(["seq", "time", "event", "actor", "detail"], rows))
+
+
+_CHANGE_TITLES = {"added": "Added", "edited": "Edited", "superseded": "Superseded",
+                  "revoked": "Forgotten", "reinstated": "Reinstated", "purged": "Purged",
+                  "became_stale": "Became stale", "no_longer_stale": "No longer stale"}
+
+
+def diff_display(result: SnapshotDiff) -> Rich:
+    head = f"From {result.a!r} to {result.b!r}"
+    if not result.changes:
+        return Rich(f"{head}: no changes.", f"<p>{html.escape(head)}: no changes.</p>")
+    lines, parts = [head], [f"<p><b>{html.escape(head)}</b></p>"]
+    for change in CHANGES:
+        rows = [c for c in result.changes if c.change == change]
+        if not rows:
+            continue
+        lines.append(f"{_CHANGE_TITLES[change]} ({len(rows)}):")
+        items = []
+        for c in rows:
+            detail = f" [{c.detail}]" if c.detail else ""
+            text = c.note.text if c.change != "purged" else "(text erased)"
+            lines.append(f"  #{c.note.id}{detail} " + textwrap.shorten(text, 90))
+            items.append(f"<li>#{c.note.id}{html.escape(detail)} {html.escape(text)}</li>")
+        parts.append(f"<p>{_CHANGE_TITLES[change]} ({len(rows)}):</p><ul>{''.join(items)}</ul>")
+    return Rich("\n".join(lines), _STYLE + "".join(parts))

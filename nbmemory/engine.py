@@ -11,6 +11,7 @@ import hashlib
 import os
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,13 +23,14 @@ from . import __version__
 from .config import Settings
 from .embed import Embedder, make_embedder, model_name
 from .errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreUnavailable)
+from .history import PastView, diff
 from .lexical import LexicalIndex
 from .ranking import MODES, rank
 from .lock import OwnerLock, prepare_directory
 from .models import (KINDS, PRIORITIES, Event, Hit, Hits, Note, Provenance, Snapshot,
-                     StaleReason, utcnow)
+                     SnapshotDiff, StaleReason, utcnow)
 from .store import SCHEMA_VERSION, Filters, Store
-from .vectors import VectorIndex, VectorIndexError
+from .vectors import MatrixVectors, VectorIndex, VectorIndexError
 
 Progress = Callable[[int, int], None]
 
@@ -123,6 +125,28 @@ def filters_for(*, tags=None, kind=None, priority=None, since=None, until=None,
                    statuses=tuple(statuses))
 
 
+@dataclass(frozen=True)
+class _LiveView:
+    """The current notes, read through the store and the in-memory indexes."""
+
+    store: Store
+    lexical: LexicalIndex
+    vectors: VectorIndex | MatrixVectors
+    inactive: set[int]
+
+    def candidates(self, filters: Filters) -> np.ndarray:
+        return self.store.note_ids(filters)
+
+    def priorities(self, ids: Sequence[int]) -> dict[int, str]:
+        return self.store.priorities(ids)
+
+    def get_notes(self, ids: Sequence[int]) -> dict[int, Note]:
+        return self.store.get_notes(ids)
+
+
+_NO_VECTORS = MatrixVectors(np.empty(0, np.int64), np.empty((0, 1), np.float32))
+
+
 class Engine:
     """Everything a store can do, for the one process that owns it."""
 
@@ -143,6 +167,7 @@ class Engine:
             raise
         self._writes_since_save = 0
         self._inactive: set[int] = set()
+        self._past_views: dict[int, PastView] = {}
         self.index_state = "empty"
         self.lexical = LexicalIndex()
         self.vectors: VectorIndex | None = None
@@ -296,7 +321,7 @@ class Engine:
             digest = content_hash(text)
             with self.store.transaction():
                 note_id = self.store.next_note_id()
-                self.store.insert_note(note_id, at=at, supersedes=supersedes)
+                self.store.insert_note(note_id, uid=uuid.uuid4().hex, at=at, supersedes=supersedes)
                 data = {"supersedes": supersedes} if supersedes is not None else None
                 seq = self.store.append_event("created", note_id, actor=author, at=at,
                                               request_id=request_id, data=data)
@@ -414,6 +439,28 @@ class Engine:
             self._after_write()
             return self.get(note_id)
 
+    def purge(self, note_id: int, *, actor: str | None = None) -> Note:
+        """Erase a note's text and vectors for good. The journal keeps that it happened."""
+        with self._lock:
+            note = self.store.get_notes([note_id]).get(note_id)
+            if note is None:
+                raise NotFound(f"No note #{note_id}. Find ids with %recall or %memory list.")
+            if note.status == "purged":
+                raise Conflict(f"Note #{note_id} is already purged.")
+            with self.store.transaction():
+                self.store.append_event("purged", note_id, actor=actor or default_author(),
+                                        at=utcnow())
+                self.store.purge_text(note_id)
+                self.store.set_status(note_id, "purged")
+            self.lexical.remove(note_id)
+            if self.vectors is not None:
+                self.vectors.remove([note_id])
+            self._inactive.discard(note_id)
+            self._past_views.clear()
+            self._save_vectors(force=True)  # the old index file still holds the vector
+            self.store.con.execute("CHECKPOINT")
+            return self.get(note_id)
+
     # -- read ---------------------------------------------------------------------------
 
     def get(self, note_id: int) -> Note:
@@ -459,10 +506,11 @@ class Engine:
     def recall(self, query: str, *, k: int = 5, tags=None, kind=None, priority=None,
                since: datetime | None = None, until: datetime | None = None,
                explain: bool = False, min_score: float | None = None,
-               mode: str = "hybrid") -> Hits:
+               as_of: str | None = None, mode: str = "hybrid") -> Hits:
         """Hybrid recall: BM25 and dense cosine, fused; filters apply before ranking.
 
-        ``mode`` "lexical" or "dense" ranks by one channel only (for evaluation).
+        ``as_of`` names a snapshot: search the notes as they were then. ``mode``
+        "lexical" or "dense" ranks by one channel only (for evaluation).
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("The query is empty; e.g. %recall where is the lock taken")
@@ -475,55 +523,54 @@ class Engine:
         filters = filters_for(tags=tags, kind=kind, priority=priority, since=since, until=until)
         with self._lock:
             self._check_embedder()
-            candidates = self.store.note_ids(filters) if filters.narrows else None
-            scored = self._rank(query, candidates, pool=max(10 * k, 50), mode=mode)
+            view = self._live_view() if as_of is None else self._past_view(as_of)
+            scored = []
+            if len(view.vectors):
+                candidates = view.candidates(filters) if filters.narrows else None
+                qvec = self.embedder.encode([query])[0] if mode != "lexical" else None
+                scored = rank(query, qvec, view.lexical, view.vectors, candidates=candidates,
+                              pool=max(10 * k, 50), exact_below=self.settings.exact_below,
+                              skip=len(view.inactive), mode=mode)
+                priority_of = view.priorities([r.note_id for r in scored])
+                scored = sorted((r._replace(score=r.score + PRIORITY_BONUS[priority_of[r.note_id]])
+                                 for r in scored), key=lambda r: (-r.score, r.note_id))
             hits, previously, below = [], [], 0
-            for note_id, fused, lex, dense in scored:
-                if note_id in self._inactive:
-                    if fused >= threshold and len(previously) < 3 and len(hits) < k:
-                        previously.append((note_id, fused, lex, dense))
+            for row in scored:
+                if row.note_id in view.inactive:
+                    if row.score >= threshold and len(previously) < 3 and len(hits) < k:
+                        previously.append(row)
                     continue
                 if len(hits) >= k:
                     break
-                if fused < threshold:
+                if row.score < threshold:
                     below += 1
                     continue
-                hits.append((note_id, fused, lex, dense))
-            notes = self.store.get_notes([h[0] for h in hits + previously])
-            ordered = self._with_stale([notes[h[0]] for h in hits + previously])
-            by_id = {n.id: n for n in ordered}
+                hits.append(row)
+            notes = view.get_notes([r.note_id for r in hits + previously])
+            by_id = {n.id: n for n in self._with_stale(list(notes.values()))}
 
             def make(rows):
-                return [Hit(by_id[i], round(float(f), 4),
-                            round(float(lx), 4) if explain else None,
-                            round(float(d), 4) if explain else None) for i, f, lx, d in rows]
+                return [Hit(by_id[r.note_id], round(r.score, 4),
+                            round(r.lexical, 4) if explain else None,
+                            round(r.dense, 4) if explain else None) for r in rows]
 
             result = Hits(make(hits), query=query, filtered_out=below,
                           previously=tuple(make(previously)), explain=explain)
             self.store.log_recall(at=utcnow(), query=query, k=k, returned=len(result),
-                                  lexical=sum(1 for h in scored if h.lexical > 0),
+                                  lexical=sum(1 for r in scored if r.lexical > 0),
                                   dense=len(scored), filtered_out=below)
             return result
 
-    def _rank(self, query: str, candidates: np.ndarray | None, pool: int, mode: str):
-        if self.vectors is None or not len(self.vectors):
-            return []
-        qvec = self.embedder.encode([query])[0] if mode != "lexical" else None
-        rows = rank(query, qvec, self.lexical, self.vectors, candidates=candidates, pool=pool,
-                    exact_below=self.settings.exact_below, skip=len(self._inactive), mode=mode)
-        priority = self._priorities([r.note_id for r in rows])
-        rows = [r._replace(score=r.score + PRIORITY_BONUS[priority.get(r.note_id, "medium")])
-                for r in rows]
-        rows.sort(key=lambda r: (-r.score, r.note_id))
-        return rows
+    def _live_view(self) -> _LiveView:
+        return _LiveView(self.store, self.lexical, self.vectors or _NO_VECTORS, self._inactive)
 
-    def _priorities(self, ids: Sequence[int]) -> dict[int, str]:
-        if not ids:
-            return {}
-        rows = self.store.con.execute(
-            "SELECT n.id, v.priority FROM notes n JOIN note_versions v ON v.note_id = n.id "
-            "AND v.version = n.version WHERE n.id IN (SELECT unnest(?))", [list(ids)]).fetchall()
-        return dict(rows)
+    def _past_view(self, name: str) -> PastView:
+        snapshot = self._snapshot(name)
+        view = self._past_views.get(snapshot.seq)
+        if view is None:
+            view = PastView.build(self.store, snapshot.seq, self.embedder.name)
+            self._past_views = {snapshot.seq: view}  # keep one: views can be large
+        return view
 
     def similar(self, note_id: int, *, k: int = 3, min_similarity: float = 0.5) -> list[Hit]:
         """Active notes closest to ``note_id`` (shown after remember; never merged)."""
@@ -542,6 +589,7 @@ class Engine:
     # -- snapshots ----------------------------------------------------------------------
 
     def snapshot(self, name: str, *, message: str = "", author: str | None = None) -> Snapshot:
+        """Seal the current state under ``name``: a journal position plus the stale flags."""
         name = (name or "").strip()
         if not name or any(c.isspace() for c in name):
             raise InvalidInput("Give the snapshot a name without spaces, e.g. %snapshot before-refactor")
@@ -551,15 +599,52 @@ class Engine:
                                "(list them with %snapshot --list).")
             at = utcnow()
             author = author or default_author()
+            stale = {str(note_id): [r.to_dict() for r in reasons]
+                     for note_id, reasons in self._stale_now().items()}
             with self.store.transaction():
                 seq = self.store.append_event("snapshot", None, actor=author, at=at,
-                                              data={"name": name})
+                                              data={"name": name, "stale": stale})
                 self.store.add_snapshot(name, seq=seq, at=at, message=message, author=author)
             return self.store.snapshots(name)[0]
 
     def snapshots(self) -> list[Snapshot]:
         with self._lock:
             return self.store.snapshots()
+
+    def _snapshot(self, name: str) -> Snapshot:
+        found = self.store.snapshots(name)
+        if not found:
+            known = ", ".join(s.name for s in self.store.snapshots()[-5:]) or "none yet"
+            raise NotFound(f"No snapshot named {name!r} (recent: {known}). "
+                           "List them with %snapshot --list.")
+        return found[0]
+
+    def _stale_now(self) -> dict[int, list[StaleReason]]:
+        """Stale reasons of every active note, as of now."""
+        notes = self.store.list_notes(Filters(), limit=2**62)[0]
+        return {n.id: list(n.stale) for n in self._with_stale(notes) if n.stale}
+
+    def _stale_at(self, snapshot: Snapshot) -> dict[int, list[StaleReason]]:
+        event = self.store.event(snapshot.seq)
+        return {int(i): [StaleReason.from_dict(r) for r in reasons]
+                for i, reasons in (event.data.get("stale") or {}).items()}
+
+    def snapshot_diff(self, a: str, b: str | None = None) -> SnapshotDiff:
+        """Notes added, edited, superseded, revoked, reinstated, purged or gone stale from
+        snapshot ``a`` to snapshot ``b`` (default: now)."""
+        with self._lock:
+            first = self._snapshot(a)
+            before = {n.id: n for n, _ in self.store.notes_at(first.seq)}
+            if b is None:
+                b_name, b_seq = "now", self.store.position()
+                stale_after = self._stale_now()
+            else:
+                second = self._snapshot(b)
+                b_name, b_seq = second.name, second.seq
+                stale_after = self._stale_at(second)
+            after = {n.id: n for n, _ in self.store.notes_at(b_seq)}
+            changes = diff(before, after, self._stale_at(first), stale_after)
+            return SnapshotDiff(first.name, b_name, first.seq, b_seq, tuple(changes))
 
     # -- models -------------------------------------------------------------------------
 

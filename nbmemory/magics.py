@@ -183,6 +183,8 @@ class NbMemory(Magics):
     @argument("--explain", action="store_true", help="show the keyword and semantic scores")
     @argument("--provenance", action="store_true", help="show where each note came from")
     @argument("--min-score", type=float, default=None, help="hide notes scoring below this")
+    @argument("--as-of", default=None, metavar="SNAPSHOT",
+              help="search the notes as they were when SNAPSHOT was sealed")
     @argument("query", nargs="*", help="what you want to know, in any words")
     @line_magic
     def recall(self, line: str):
@@ -194,39 +196,76 @@ class NbMemory(Magics):
         with usage_errors():
             hits = self.mem.recall(query, k=self.k if args.k is None else args.k, tags=args.tags, kind=args.kind,
                                       priority=args.priority, since=parse_since(args.since),
-                                      explain=args.explain, min_score=args.min_score)
+                                      explain=args.explain, min_score=args.min_score,
+                                      as_of=args.as_of)
         hits.show_provenance = args.provenance
         return hits
 
     # -- %forget --------------------------------------------------------------------------
 
     @magic_arguments()
+    @argument("--purge", action="store_true",
+              help="erase the text and vectors for good (asks to confirm)")
+    @argument("--yes", action="store_true", help="with --purge: do not ask")
     @argument("ids", nargs="*", help="ids of the notes to forget")
     @line_magic
     def forget(self, line: str):
-        """Forget notes (reversible): %forget ID [ID ...]; undo with %memory reinstate ID"""
-        ids = parse_ids(line)
+        """Forget notes (reversible): %forget ID [ID ...]; undo with %memory reinstate ID
+
+        %forget --purge ID erases the note's text and vectors for privacy; the journal keeps
+        only that a purge happened. It cannot be undone.
+        """
+        args, rest = split_options(self.forget.parser, line)
+        ids = parse_ids(rest)
         if not ids:
             raise UsageError("Give the id of the note to forget, e.g. %forget 12")
+        if args.purge:
+            return self._purge(ids, confirmed=args.yes)
         with usage_errors():
             notes = self.mem.forget(ids)
         listed = ", ".join(f"#{n.id}" for n in notes)
         undo = "; ".join(f"%memory reinstate {n.id}" for n in notes)
         print(f"Forgot {listed}. Undo with: {undo}")
 
+    def _purge(self, ids: list[int], *, confirmed: bool) -> None:
+        with usage_errors():
+            notes = [self.mem.get(i) for i in ids]
+        if not confirmed:
+            listed = ", ".join(f"#{n.id}" for n in notes)
+            answer = input(f"Erase {listed} permanently (text and vectors; cannot be undone)? "
+                           "Type 'purge' to confirm: ")
+            if answer.strip().lower() != "purge":
+                print("Nothing purged.")
+                return
+        with usage_errors():
+            for note in notes:
+                self.mem.purge(note.id)
+        print(f"Purged {', '.join(f'#{n.id}' for n in notes)}: text and vectors erased.")
+
     # -- %snapshot ------------------------------------------------------------------------
 
     @magic_arguments()
     @argument("-m", "--message", default="", help="why this moment matters")
     @argument("--list", action="store_true", help="list snapshots")
-    @argument("name", nargs="*", help="snapshot name (no spaces)")
+    @argument("--diff", action="store_true",
+              help="what changed from snapshot A to snapshot B (default: now)")
+    @argument("name", nargs="*", help="snapshot name (no spaces); with --diff: A [B]")
     @line_magic
     def snapshot(self, line: str):
-        """Seal what you know now: %snapshot NAME [-m message]; %snapshot --list"""
+        """Seal what you know now: %snapshot NAME [-m message]
+
+        %snapshot --list          every snapshot with its time and note count
+        %snapshot --diff A [B]    notes added, edited, superseded, revoked and gone stale
+                                  from A to B (default: now)
+        """
         args = parse_argstring(self.snapshot, line)
         with usage_errors():
             if args.list:
                 return display(show.snapshots_display(self.mem.snapshots()))
+            if args.diff:
+                if len(args.name) not in (1, 2):
+                    raise UsageError("Give one or two snapshot names: %snapshot --diff A [B]")
+                return display(show.diff_display(self.mem.snapshot_diff(*args.name)))
             if not args.name:
                 raise UsageError("Give the snapshot a name: %snapshot NAME [-m message]")
             snap = self.mem.snapshot(" ".join(args.name), message=args.message)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from .config import Settings, StoreLocation, locate_store
-from .models import Event, Hit, Hits, Note, Provenance, Snapshot
+from .models import Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
 
 Progress = Callable[[int, int], None]
 
@@ -114,7 +114,12 @@ class Memory:
                           request_id=request_id or _request_id())
 
     def reinstate(self, note_id: int, *, actor: str | None = None) -> Note:
+        """Bring back a forgotten (revoked) note."""
         return self._call("reinstate", note_id=note_id, actor=actor)
+
+    def purge(self, note_id: int, *, actor: str | None = None) -> Note:
+        """Erase a note's text and vectors for good (privacy). Cannot be undone."""
+        return self._call("purge", note_id=note_id, actor=actor)
 
     def snapshot(self, name: str, *, message: str = "", author: str | None = None) -> Snapshot:
         """Seal the current state under ``name`` (cheap: it records a journal position)."""
@@ -129,10 +134,15 @@ class Memory:
     def recall(self, query: str, *, k: int = 5, tags: str | Iterable[str] | None = None,
                kind: str | Sequence[str] | None = None, priority: str | Sequence[str] | None = None,
                since: datetime | None = None, until: datetime | None = None,
-               explain: bool = False, min_score: float | None = None) -> Hits:
-        """Hybrid (keyword + semantic) recall of the ``k`` best active notes."""
+               explain: bool = False, min_score: float | None = None,
+               as_of: str | None = None) -> Hits:
+        """Hybrid (keyword + semantic) recall of the ``k`` best active notes.
+
+        ``as_of`` names a snapshot: search the notes as they were when it was sealed.
+        """
         return self._call("recall", query=query, k=k, tags=tags, kind=kind, priority=priority,
-                          since=since, until=until, explain=explain, min_score=min_score)
+                          since=since, until=until, explain=explain, min_score=min_score,
+                          as_of=as_of)
 
     def get(self, note_id: int) -> Note:
         return self._call("get", note_id=note_id)
@@ -152,6 +162,10 @@ class Memory:
 
     def snapshots(self) -> list[Snapshot]:
         return self._call("snapshots")
+
+    def snapshot_diff(self, a: str, b: str | None = None) -> SnapshotDiff:
+        """What changed from snapshot ``a`` to snapshot ``b`` (default: now)."""
+        return self._call("snapshot_diff", a=a, b=b)
 
     def status(self) -> dict[str, Any]:
         status = self._call("status")

@@ -114,6 +114,7 @@ class Note:
     provenance: Provenance = field(default_factory=Provenance)
     anchors: tuple[Anchor, ...] = ()
     stale: tuple[StaleReason, ...] = ()
+    supersedes: int | None = None
 
     @property
     def is_stale(self) -> bool:
@@ -134,6 +135,7 @@ class Note:
             "provenance": self.provenance.to_dict(),
             "anchors": [a.to_dict() for a in self.anchors],
             "stale": [s.to_dict() for s in self.stale],
+            "supersedes": self.supersedes,
         }
 
     @classmethod
@@ -152,6 +154,7 @@ class Note:
             provenance=Provenance.from_dict(data.get("provenance")),
             anchors=tuple(Anchor.from_dict(a) for a in data.get("anchors") or ()),
             stale=tuple(StaleReason.from_dict(s) for s in data.get("stale") or ()),
+            supersedes=data.get("supersedes"),
         )
 
 
@@ -268,3 +271,46 @@ class Event:
     def from_dict(cls, data: dict[str, Any]) -> Event:
         return cls(int(data["seq"]), _dt(data["at"]), data.get("note_id"), data["type"],
                    data.get("actor"), dict(data.get("data") or {}))
+
+
+CHANGES = ("added", "edited", "superseded", "revoked", "reinstated", "purged",
+           "became_stale", "no_longer_stale")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One note's change between two moments: ``superseded`` with detail ``by #13``."""
+
+    change: str
+    note: Note
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"change": self.change, "note": self.note.to_dict(), "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Change:
+        return cls(data["change"], Note.from_dict(data["note"]), data.get("detail", ""))
+
+
+@dataclass(frozen=True)
+class SnapshotDiff:
+    """What changed in the notes between snapshot ``a`` and snapshot ``b`` (or now)."""
+
+    a: str
+    b: str
+    a_seq: int
+    b_seq: int
+    changes: tuple[Change, ...] = ()
+
+    def of(self, change: str) -> list[Note]:
+        return [c.note for c in self.changes if c.change == change]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "a_seq": self.a_seq, "b_seq": self.b_seq,
+                "changes": [c.to_dict() for c in self.changes]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SnapshotDiff:
+        return cls(data["a"], data["b"], int(data["a_seq"]), int(data["b_seq"]),
+                   tuple(Change.from_dict(c) for c in data.get("changes") or ()))

@@ -32,6 +32,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
         CREATE TABLE notes (
             id BIGINT PRIMARY KEY,
+            uid VARCHAR NOT NULL UNIQUE,
             status VARCHAR NOT NULL,
             version INTEGER NOT NULL,
             supersedes BIGINT,
@@ -116,6 +117,15 @@ class Filters:
         return bool(self.tags or self.kinds or self.priorities or self.since or self.until
                     or set(self.statuses) != {"active"})
 
+    def matches(self, note: Note) -> bool:
+        """The same test as :meth:`sql`, for notes already in memory."""
+        return ((not self.statuses or note.status in self.statuses)
+                and set(self.tags) <= set(note.tags)
+                and (not self.kinds or note.kind in self.kinds)
+                and (not self.priorities or note.priority in self.priorities)
+                and (self.since is None or note.created_at >= self.since)
+                and (self.until is None or note.created_at < self.until))
+
     def sql(self) -> tuple[str, list[Any]]:
         clauses, params = [], []
         if self.statuses:
@@ -139,9 +149,13 @@ class Filters:
         return (" AND ".join(clauses) or "TRUE"), params
 
 
+_STATUS_EVENTS = "'created', 'revoked', 'reinstated', 'superseded_by', 'purged'"
+_STATUS_AFTER = """CASE last_type WHEN 'revoked' THEN 'revoked' WHEN 'superseded_by' THEN 'superseded'
+    WHEN 'purged' THEN 'purged' ELSE 'active' END"""
+
 _NOTE_COLUMNS = """
     n.id, v.text, v.kind, v.priority, v.tags, n.status, n.version, n.created_at,
-    v.created_at, v.author, v.provenance
+    v.created_at, v.author, v.provenance, n.supersedes
 """
 _NOTE_FROM = "notes n JOIN note_versions v ON v.note_id = n.id AND v.version = n.version"
 
@@ -151,6 +165,7 @@ def _note(row: tuple) -> Note:
         id=row[0], text=row[1], kind=row[2], priority=row[3], tags=tuple(row[4]),
         status=row[5], version=row[6], created_at=_aware(row[7]), updated_at=_aware(row[8]),
         author=row[9], provenance=Provenance.from_dict(json.loads(row[10]) if row[10] else None),
+        supersedes=row[11],
     )
 
 
@@ -243,6 +258,9 @@ class Store:
         )
         return seq
 
+    def event(self, seq: int) -> Event:
+        return next(iter(self.events(after=seq - 1, until=seq)))
+
     def position(self) -> int:
         return self.con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
 
@@ -253,8 +271,12 @@ class Store:
         ).fetchone()
         return row[0] if row else None
 
-    def events(self, note_id: int | None = None, *, after: int = 0) -> list[Event]:
+    def events(self, note_id: int | None = None, *, after: int = 0,
+               until: int | None = None) -> list[Event]:
         where, params = "seq > ?", [after]
+        if until is not None:
+            where += " AND seq <= ?"
+            params.append(until)
         if note_id is not None:
             where += " AND note_id = ?"
             params.append(note_id)
@@ -276,10 +298,11 @@ class Store:
     def next_note_id(self) -> int:
         return self.con.execute("SELECT nextval('note_ids')").fetchone()[0]
 
-    def insert_note(self, note_id: int, *, at: datetime, supersedes: int | None = None) -> None:
+    def insert_note(self, note_id: int, *, uid: str, at: datetime, status: str = "active",
+                    supersedes: int | None = None) -> None:
         self.con.execute(
-            "INSERT INTO notes VALUES (?, 'active', 0, ?, ?, ?)",
-            [note_id, supersedes, _naive(at), _naive(at)],
+            "INSERT INTO notes VALUES (?, ?, ?, 0, ?, ?, ?)",
+            [note_id, uid, status, supersedes, _naive(at), _naive(at)],
         )
 
     def insert_version(self, note_id: int, *, text: str, content_hash: str, kind: str,
@@ -299,6 +322,15 @@ class Store:
 
     def set_status(self, note_id: int, status: str) -> None:
         self.con.execute("UPDATE notes SET status = ? WHERE id = ?", [status, note_id])
+
+    def purge_text(self, note_id: int) -> None:
+        """Erase a note's text, provenance and vectors in every version (privacy)."""
+        self.con.execute(
+            "DELETE FROM embeddings WHERE content_hash IN (SELECT content_hash FROM note_versions "
+            "WHERE note_id = ?) AND content_hash NOT IN (SELECT content_hash FROM note_versions "
+            "WHERE note_id <> ?)", [note_id, note_id])
+        self.con.execute("UPDATE note_versions SET text = '', content_hash = 'purged', "
+                         "provenance = NULL WHERE note_id = ?", [note_id])
 
     def status_of(self, note_id: int) -> str | None:
         row = self.con.execute("SELECT status FROM notes WHERE id = ?", [note_id]).fetchone()
@@ -332,6 +364,14 @@ class Store:
         ).fetchnumpy()
         return np.asarray(rows["id"], dtype=np.int64)
 
+    def priorities(self, ids: Sequence[int]) -> dict[int, str]:
+        if not len(ids):
+            return {}
+        rows = self.con.execute(
+            f"SELECT n.id, v.priority FROM {_NOTE_FROM} WHERE n.id IN (SELECT unnest(?))",
+            [[int(i) for i in ids]]).fetchall()
+        return dict(rows)
+
     def texts(self, ids: Sequence[int] | None = None) -> list[tuple[int, str]]:
         """(id, current text) of active notes, or of ``ids``."""
         if ids is None:
@@ -344,6 +384,34 @@ class Store:
     def counts(self) -> dict[str, int]:
         rows = self.con.execute("SELECT status, count(*) FROM notes GROUP BY status").fetchall()
         return dict(rows)
+
+    def notes_at(self, seq: int) -> list[tuple[Note, str]]:
+        """Every note as it stood at journal position ``seq``, with its content hash.
+
+        Status and version are folded from the journal, so this is exact for any past
+        position (purged text is gone for good, by design).
+        """
+        rows = self.con.execute(f"""
+            WITH last AS (
+                SELECT note_id, arg_max(type, seq) AS last_type FROM events
+                WHERE seq <= ? AND note_id IS NOT NULL AND type IN ({_STATUS_EVENTS})
+                GROUP BY note_id),
+            ver AS (
+                SELECT note_id, max(version) AS version FROM note_versions
+                WHERE seq <= ? GROUP BY note_id)
+            SELECT n.id, v.text, v.kind, v.priority, v.tags, {_STATUS_AFTER}, v.version,
+                   n.created_at, v.created_at, v.author, v.provenance, n.supersedes, v.content_hash
+            FROM last JOIN ver USING (note_id)
+            JOIN note_versions v ON v.note_id = ver.note_id AND v.version = ver.version
+            JOIN notes n ON n.id = ver.note_id
+            ORDER BY n.id""", [seq, seq]).fetchall()
+        return [(_note(r[:12]), r[12]) for r in rows]
+
+    def vectors_by_hash(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        rows = self.con.execute(
+            "SELECT content_hash, vector FROM embeddings WHERE model = ? "
+            "AND content_hash IN (SELECT unnest(?))", [model, list(hashes)]).fetchall()
+        return {h: np.frombuffer(v, dtype=np.float32) for h, v in rows}
 
     # -- vectors ------------------------------------------------------------------------
 
@@ -376,11 +444,15 @@ class Store:
         return keys, matrix.reshape(len(rows), -1)
 
     def texts_missing_embedding(self, model: str) -> list[tuple[str, str]]:
-        """(content_hash, text) of current versions with no vector for ``model``."""
+        """(content_hash, text) of every kept version with no vector for ``model``.
+
+        Past versions count too, so recall as of a snapshot works after a model change.
+        """
         return self.con.execute(
-            f"SELECT DISTINCT v.content_hash, v.text FROM {_NOTE_FROM} "
-            "WHERE n.status = 'active' AND NOT EXISTS (SELECT 1 FROM embeddings e "
-            "WHERE e.content_hash = v.content_hash AND e.model = ?)", [model]
+            "SELECT DISTINCT v.content_hash, v.text FROM note_versions v "
+            "JOIN notes n ON n.id = v.note_id WHERE n.status <> 'purged' "
+            "AND NOT EXISTS (SELECT 1 FROM embeddings e "
+            "WHERE e.content_hash = v.content_hash AND e.model = ?) ORDER BY 1", [model]
         ).fetchall()
 
     def models(self) -> list[str]:
@@ -403,10 +475,9 @@ class Store:
 
     def count_active_at(self, seq: int) -> int:
         return self.con.execute(
-            "SELECT count(*) FROM (SELECT note_id, arg_max(type, seq) AS last FROM events "
-            "WHERE seq <= ? AND note_id IS NOT NULL AND type IN "
-            "('created', 'revoked', 'reinstated', 'superseded_by', 'purged') GROUP BY note_id) "
-            "WHERE last IN ('created', 'reinstated')", [seq]).fetchone()[0]
+            "SELECT count(*) FROM (SELECT note_id, arg_max(type, seq) AS last_type FROM events "
+            f"WHERE seq <= ? AND note_id IS NOT NULL AND type IN ({_STATUS_EVENTS}) "
+            "GROUP BY note_id) WHERE last_type IN ('created', 'reinstated')", [seq]).fetchone()[0]
 
     # -- recall log ---------------------------------------------------------------------
 

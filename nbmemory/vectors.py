@@ -109,3 +109,37 @@ class VectorIndex:
         if index is None:
             raise VectorIndexError(f"{path}: not a usearch index")
         return cls(index.ndim, expansion_search=expansion_search, _index=index), meta
+
+
+class MatrixVectors:
+    """Exact search over a fixed matrix, with the read interface of :class:`VectorIndex`.
+
+    Used for views of the past (recall as of a snapshot), which are small and short-lived.
+    """
+
+    def __init__(self, keys: np.ndarray, matrix: np.ndarray):
+        order = np.argsort(keys)
+        self._keys = np.asarray(keys, dtype=np.int64)[order]
+        matrix = np.asarray(matrix, dtype=np.float32)
+        self._matrix = matrix.reshape(len(keys), -1)[order] if len(keys) else matrix
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: int) -> bool:
+        i = np.searchsorted(self._keys, key)
+        return bool(i < len(self._keys) and self._keys[i] == key)
+
+    def keys(self) -> np.ndarray:
+        return self._keys
+
+    def get(self, keys: np.ndarray) -> np.ndarray:
+        return self._matrix[np.searchsorted(self._keys, np.asarray(keys, dtype=np.int64))]
+
+    def similarities(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        return self.get(keys) @ np.asarray(query, dtype=np.float32)
+
+    def search(self, query: np.ndarray, k: int, *, exact: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        sims = self._matrix @ np.asarray(query, dtype=np.float32)
+        top = np.argsort(-sims, kind="stable")[:k]
+        return self._keys[top], sims[top]

@@ -165,3 +165,34 @@ def test_split_options_stops_at_text():
     assert (args.priority, args.tags, text) == ("high", "a,b", "-1 is a sentinel")
     args, text = split_options(parser, "--kind=gotcha x -p low")
     assert (args.kind, text) == ("gotcha", "x -p low")
+
+
+def test_snapshot_diff_and_recall_as_of(ip):
+    run(ip, "remember the cache is never invalidated")
+    run(ip, "snapshot before")
+    run(ip, "remember --supersedes 1 the cache is invalidated on every commit")
+    _, out = run(ip, "snapshot --diff before")
+    assert "From 'before' to 'now'" in out.stdout
+    assert "Added (1):\n  #2 the cache is invalidated on every commit" in out.stdout
+    assert "Superseded (1):\n  #1 [by #2] the cache is never invalidated" in out.stdout
+    then, _ = run(ip, "recall --as-of before cache invalidated")
+    now, _ = run(ip, "recall cache invalidated")
+    assert [h.note.id for h in then] == [1] and [h.note.id for h in now] == [2]
+    with pytest.raises(UsageError, match="No snapshot named 'nope'"):
+        run(ip, "snapshot --diff nope")
+    with pytest.raises(UsageError, match="Give one or two snapshot names"):
+        run(ip, "snapshot --diff")
+
+
+def test_purge_asks_for_confirmation(ip, monkeypatch):
+    run(ip, "remember my api key is abc123")
+    monkeypatch.setattr("builtins.input", lambda prompt: "no")
+    _, out = run(ip, "forget --purge 1")
+    assert "Nothing purged." in out.stdout
+    assert run(ip, "recall api key")[0][0].note.id == 1
+    monkeypatch.setattr("builtins.input", lambda prompt: "purge")
+    _, out = run(ip, "forget --purge 1")
+    assert "Purged #1: text and vectors erased." in out.stdout
+    assert len(run(ip, "recall api key")[0]) == 0
+    _, out = run(ip, "memory history 1")
+    assert "purged" in out.stdout

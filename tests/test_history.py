@@ -1,0 +1,126 @@
+"""Supersede, revoke, purge, snapshots, diffs and recall as of a snapshot."""
+
+import pytest
+
+from nbmemory.errors import Conflict, NotFound
+
+QUERIES = ["lock watcher", "orders amount cents", "parquet partition", "retry budget"]
+
+
+def seed(memory):
+    texts = ["the watcher thread races acquire_lock", "orders.amount is in cents",
+             "parquet files are partitioned by day", "the retry budget is three attempts",
+             "lock files live in /tmp and are never cleaned", "amount columns are summed per day"]
+    return [memory.remember(t).id for t in texts]
+
+
+def results(memory, **kwargs):
+    return {q: [(h.note.id, h.score, h.note.text) for h in memory.recall(q, min_score=0.0, **kwargs)]
+            for q in QUERIES}
+
+
+def test_recall_as_of_returns_what_recall_returned_then(memory):
+    ids = seed(memory)
+    memory.snapshot("then")
+    recorded = results(memory)
+    memory.remember("a brand new note about the lock watcher and orders amount")
+    memory.edit(ids[1], text="orders.amount is in euros since 2021")
+    memory.forget(ids[0])
+    memory.supersede(ids[2], "parquet files are partitioned by hour now")
+    assert results(memory) != recorded
+    assert results(memory, as_of="then") == recorded
+
+
+def test_recall_as_of_never_reveals_a_purged_note(memory):
+    ids = seed(memory)
+    memory.snapshot("then")
+    memory.purge(ids[3])
+    hits = memory.recall("retry budget", min_score=0.0, k=10, as_of="then")
+    assert ids[3] not in [h.note.id for h in hits]
+
+
+def test_as_of_unknown_snapshot_is_a_clear_error(memory):
+    memory.remember("x")
+    memory.snapshot("known")
+    with pytest.raises(NotFound, match=r"No snapshot named 'nope' \(recent: known\)"):
+        memory.recall("x", as_of="nope")
+
+
+def test_as_of_filters_use_the_notes_as_they_were(memory):
+    note = memory.remember("lock ordering matters", tags="locks")
+    memory.snapshot("s1")
+    memory.edit(note.id, tags="other")
+    assert [h.note.id for h in memory.recall("lock", tags="locks", as_of="s1")] == [note.id]
+    assert len(memory.recall("lock", tags="locks")) == 0
+
+
+def test_diff_lists_every_kind_of_change(memory):
+    ids = seed(memory)
+    memory.forget(ids[5])
+    memory.snapshot("a")
+    added = memory.remember("a new finding")
+    memory.edit(ids[1], text="orders.amount is in euros")
+    new = memory.supersede(ids[2], "partitioned by hour")
+    memory.forget(ids[0])
+    memory.reinstate(ids[5])
+    memory.purge(ids[3])
+    memory.snapshot("b")
+    memory.remember("after b")
+    diff = memory.snapshot_diff("a", "b")
+    kinds = {c.change: [c.note.id for c in diff.changes if c.change == c.change]
+             for c in diff.changes}
+    got = {c.change: [] for c in diff.changes}
+    for c in diff.changes:
+        got[c.change].append(c.note.id)
+    assert got == {"added": [added.id, new.id], "edited": [ids[1]], "superseded": [ids[2]],
+                   "revoked": [ids[0]], "reinstated": [ids[5]], "purged": [ids[3]]}
+    assert next(c.detail for c in diff.changes if c.change == "superseded") == f"by #{new.id}"
+    assert kinds  # every change is listed under its kind
+    assert [c.note.text for c in memory.snapshot_diff("b").changes] == ["after b"]
+
+
+def test_diff_with_unknown_snapshot(memory):
+    memory.snapshot("a")
+    with pytest.raises(NotFound, match="No snapshot named 'zz'"):
+        memory.snapshot_diff("a", "zz")
+
+
+def test_superseding_unknown_or_revoked_ids_fails_and_changes_nothing(memory):
+    note = memory.remember("x")
+    with pytest.raises(NotFound, match="No note #99"):
+        memory.supersede(99, "y")
+    memory.forget(note.id)
+    with pytest.raises(Conflict, match="Cannot supersede note #1: it is revoked"):
+        memory.supersede(note.id, "y")
+    assert memory.notes(status=("active", "revoked", "superseded")).total == 1
+
+
+def test_history_shows_every_event_with_actor(memory):
+    note = memory.remember("x", author="ana")
+    memory.edit(note.id, priority="high", author="ben")
+    memory.forget(note.id, actor="ana")
+    memory.reinstate(note.id, actor="ben")
+    events = memory.history(note.id)
+    assert [(e.type, e.actor) for e in events] == [("created", "ana"), ("edited", "ben"),
+                                                   ("revoked", "ana"), ("reinstated", "ben")]
+    assert events[1].data == {"changed": ["priority"]}
+
+
+def test_purge_erases_text_and_vectors_but_keeps_the_fact(memory, store_dir):
+    secret = "the staging password is hunter2-violet"
+    note = memory.remember(secret)
+    memory.remember("an unrelated note")
+    memory.edit(note.id, text=secret + " (rotated monthly)")
+    purged = memory.purge(note.id)
+    assert (purged.status, purged.text) == ("purged", "")
+    assert [e.type for e in memory.history(note.id)][-1] == "purged"
+    assert all(h.note.id != note.id for h in memory.recall("staging password", min_score=0))
+    engine = memory._backend.engine
+    assert engine.store.con.execute(
+        "SELECT count(*) FROM note_versions WHERE text LIKE '%hunter2%'").fetchone()[0] == 0
+    assert engine.store.vectors("hash", [note.id])[0].tolist() == []
+    assert note.id not in engine.vectors
+    with pytest.raises(Conflict, match="already purged"):
+        memory.purge(note.id)
+    memory.close()
+    assert b"hunter2" not in (store_dir / "memory.duckdb").read_bytes()
