@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from . import __version__
+from . import __version__, exchange
 from .config import Settings
 from .embed import Embedder, make_embedder, model_name
 from .errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreUnavailable)
@@ -37,6 +37,8 @@ Progress = Callable[[int, int], None]
 VECTOR_FILENAME = "vectors.usearch"
 PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
 MAX_NOTE_CHARS = 100_000
+# Revoked and superseded notes stay indexed so recall can say "previously believed".
+INDEXED = ("active", "revoked", "superseded")
 
 
 @dataclass(frozen=True)
@@ -212,34 +214,43 @@ class Engine:
                 f"nbmemory reindex --reembed), or set the model back to {model_name(stored)!r}."
             )
 
-    def _open_indexes(self, progress: Progress | None) -> None:
-        statuses = ("active", "revoked", "superseded")
-        ids = self.store.note_ids(Filters(statuses=statuses))
-        active = set(self.store.note_ids(Filters()).tolist())
-        self._inactive = set(ids.tolist()) - active
+    def _open_indexes(self, progress: Progress | None, *, rebuild: bool = False) -> None:
+        """Build the keyword index and load (or catch up, or rebuild) the vector index."""
+        ids = self.store.note_ids(Filters(statuses=INDEXED))
+        self._inactive = set(ids.tolist()) - set(self.store.note_ids(Filters()).tolist())
+        self.lexical = LexicalIndex()
         self.lexical.add_many(self.store.texts(ids.tolist()))
+        self._past_views.clear()
+        self.vectors = None
         stored = self.stored_identity
         if not stored or self.mismatch:
             self.index_state = "empty" if not stored else "needs re-embedding"
             return
-        path = self.directory / VECTOR_FILENAME
         try:
-            index, meta = VectorIndex.load(path, expansion_search=self.settings.expansion_search)
-            if meta.get("embedder") != stored:
-                raise VectorIndexError(f"built for {meta.get('embedder')}, store has {stored}")
-            changed = self.store.changed_since(int(meta.get("seq", 0)))
-            self.vectors = index
-            self._sync_vectors(changed)
-            if set(index.keys().tolist()) != set(ids.tolist()):
-                raise VectorIndexError("keys disagree with the store")
-            self.index_state = f"loaded, caught up {len(changed)} notes" if changed else "loaded"
-            if changed:
-                self._save_vectors(force=True)
+            if rebuild:
+                raise VectorIndexError("asked to rebuild")
+            self.index_state = self._load_vectors(ids)
         except VectorIndexError as exc:
             self._rebuild_vectors(progress)
-            self.index_state = "rebuilt" if not path.exists() else f"rebuilt ({exc})"
-            if "No such file" in str(exc):
-                self.index_state = "rebuilt (no index file)"
+            self.index_state = f"rebuilt ({exc})"
+
+    def _load_vectors(self, ids: np.ndarray) -> str:
+        path = self.directory / VECTOR_FILENAME
+        if not path.exists():
+            raise VectorIndexError("no index file")
+        index, meta = VectorIndex.load(path, expansion_search=self.settings.expansion_search)
+        if meta.get("embedder") != self.stored_identity:
+            raise VectorIndexError(f"built for {meta.get('embedder')}")
+        changed = self.store.changed_since(int(meta.get("seq", 0)))
+        self.vectors = index
+        self._sync_vectors(changed)
+        if set(index.keys().tolist()) != set(ids.tolist()):
+            self.vectors = None
+            raise VectorIndexError("keys disagree with the store")
+        if not changed:
+            return "loaded"
+        self._save_vectors(force=True)
+        return f"loaded, caught up {len(changed)} notes"
 
     def _new_vector_index(self, ndim: int) -> VectorIndex:
         s = self.settings
@@ -248,8 +259,7 @@ class Engine:
 
     def _rebuild_vectors(self, progress: Progress | None = None) -> None:
         model = model_name(self.stored_identity)
-        statuses = ("active", "revoked", "superseded")
-        ids = self.store.note_ids(Filters(statuses=statuses))
+        ids = self.store.note_ids(Filters(statuses=INDEXED))
         keys, matrix = self.store.vectors(model, ids.tolist())
         ndim = int(self.stored_identity.rsplit(":", 1)[1])
         index = self._new_vector_index(ndim)
@@ -266,7 +276,7 @@ class Engine:
         if not note_ids or self.vectors is None:
             return
         model = model_name(self.stored_identity)
-        live = set(self.store.note_ids(Filters(statuses=("active", "revoked", "superseded"))).tolist())
+        live = set(self.store.note_ids(Filters(statuses=INDEXED)).tolist())
         keep = [i for i in note_ids if i in live]
         self.vectors.remove([i for i in note_ids if i not in live])
         if keep:
@@ -603,8 +613,9 @@ class Engine:
                      for note_id, reasons in self._stale_now().items()}
             with self.store.transaction():
                 seq = self.store.append_event("snapshot", None, actor=author, at=at,
-                                              data={"name": name, "stale": stale})
-                self.store.add_snapshot(name, seq=seq, at=at, message=message, author=author)
+                                              data={"name": name})
+                self.store.add_snapshot(name, seq=seq, at=at, message=message, author=author,
+                                        stale=stale)
             return self.store.snapshots(name)[0]
 
     def snapshots(self) -> list[Snapshot]:
@@ -625,9 +636,8 @@ class Engine:
         return {n.id: list(n.stale) for n in self._with_stale(notes) if n.stale}
 
     def _stale_at(self, snapshot: Snapshot) -> dict[int, list[StaleReason]]:
-        event = self.store.event(snapshot.seq)
         return {int(i): [StaleReason.from_dict(r) for r in reasons]
-                for i, reasons in (event.data.get("stale") or {}).items()}
+                for i, reasons in self.store.snapshot_stale(snapshot.name).items()}
 
     def snapshot_diff(self, a: str, b: str | None = None) -> SnapshotDiff:
         """Notes added, edited, superseded, revoked, reinstated, purged or gone stale from
@@ -651,21 +661,66 @@ class Engine:
     def reembed(self, progress: Progress | None = None) -> dict[str, Any]:
         """Embed every note with the configured model and switch the store to it."""
         with self._lock:
-            todo = self.store.texts_missing_embedding(self.embedder.name)
-            batch = 64
-            for start in range(0, len(todo), batch):
-                chunk = todo[start:start + batch]
-                vectors = self.embedder.encode([t for _, t in chunk])
-                with self.store.transaction():
-                    self.store.put_embeddings(self.embedder.name,
-                                              [(h, v) for (h, _), v in zip(chunk, vectors)])
-                if progress:
-                    progress(min(start + batch, len(todo)), len(todo))
+            embedded = self._embed_missing(progress)
             previous = self.stored_identity
             self.store.set_meta("embedder", self.embedder.identity)
-            self._rebuild_vectors()
+            self._open_indexes(None, rebuild=True)
             self.index_state = "rebuilt (re-embedded)"
-            return {"from": previous, "to": self.embedder.identity, "embedded": len(todo)}
+            return {"from": previous, "to": self.embedder.identity, "embedded": embedded}
+
+    # -- export and import --------------------------------------------------------------
+
+    def export_jsonl(self, path: str, *, progress: Progress | None = None) -> dict[str, int]:
+        """Write the whole store, losslessly, to a JSON Lines file at ``path``."""
+        with self._lock:
+            return exchange.export_jsonl(self.store, path, model=self.stored_identity,
+                                         progress=progress)
+
+    def import_jsonl(self, path: str, *, on_conflict: str = "skip", actor: str | None = None,
+                     progress: Progress | None = None) -> dict[str, int]:
+        """Import an export. Into an empty store it restores exactly; otherwise notes are
+        matched by uid and ``on_conflict`` (skip, replace, keep-both) says what wins."""
+        if on_conflict not in exchange.POLICIES:
+            raise InvalidInput(f"Unknown conflict policy {on_conflict!r}; use one of: "
+                               f"{', '.join(exchange.POLICIES)}")
+        export = exchange.read_export(path)
+        with self._lock:
+            self._check_embedder()
+            empty = self.store.position() == 0
+            with self.store.transaction():
+                if empty:
+                    summary = exchange.restore(self.store, export, progress)
+                    summary = {"restored": summary.get("notes", 0)}
+                    model = export.header.get("model")
+                    if model and model_name(model) == self.embedder.name:
+                        self.store.set_meta("embedder", model)
+                else:
+                    summary = exchange.merge(self.store, export, policy=on_conflict,
+                                             actor=actor or default_author(), now=utcnow())
+            embedded = self._embed_missing(progress)
+            self._open_indexes(progress, rebuild=True)
+            return {**summary, "embedded": embedded}
+
+    def _embed_missing(self, progress: Progress | None = None) -> int:
+        """Embed every kept text that has no vector for the configured model."""
+        todo = self.store.texts_missing_embedding(self.embedder.name)
+        for start in range(0, len(todo), 64):
+            chunk = todo[start:start + 64]
+            vectors = self.embedder.encode([t for _, t in chunk])
+            with self.store.transaction():
+                self.store.put_embeddings(self.embedder.name,
+                                          [(h, v) for (h, _), v in zip(chunk, vectors)])
+            if progress:
+                progress(min(start + 64, len(todo)), len(todo))
+        if todo and not self.stored_identity:
+            self.store.set_meta("embedder", f"{self.embedder.name}:{len(vectors[0])}")
+        return len(todo)
+
+    def export_markdown(self, directory: str, *, by: str = "tag") -> list[str]:
+        """Readable Markdown pages of the active notes, one per tag (or kind)."""
+        with self._lock:
+            notes = self._with_stale(self.store.list_notes(Filters(), limit=2**62)[0])
+            return [str(p) for p in exchange.export_markdown(notes, directory, by=by)]
 
     # -- status -------------------------------------------------------------------------
 

@@ -90,6 +90,26 @@ def parse_ids(text: str) -> list[int]:
 
 
 @contextmanager
+def progress_bar(description: str):
+    """A progress callback drawing a tqdm bar (a widget in notebooks) on first use."""
+    from tqdm.auto import tqdm
+
+    bar = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, desc=description, unit="item")
+        bar.update(done - bar.n)
+
+    try:
+        yield progress
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+@contextmanager
 def usage_errors():
     try:
         yield
@@ -283,6 +303,9 @@ class NbMemory(Magics):
         %memory history ID          every event of a note
         %memory reinstate ID        undo %forget
         %memory reembed             re-embed all notes with the configured model
+        %memory export FILE.jsonl   everything, losslessly (notes, versions, journal, snapshots)
+        %memory export --markdown DIR [--by tag|kind]   readable pages, one per tag or kind
+        %memory import FILE.jsonl [--on-conflict skip|replace|keep-both]
         %memory settings            current settings (change with %config NbMemory.x = ...)
         """
         command, _, rest = line.strip().partition(" ")
@@ -331,20 +354,40 @@ class NbMemory(Magics):
                                    total=page.total))
 
     def _memory_reembed(self, rest: str):
-        from tqdm.auto import tqdm
-
-        bar = None
-
-        def progress(done: int, total: int) -> None:
-            nonlocal bar
-            if bar is None:
-                bar = tqdm(total=total, desc="re-embedding", unit="note")
-            bar.update(done - bar.n)
-
-        result = self.mem.reembed(progress=progress)
-        if bar is not None:
-            bar.close()
+        with progress_bar("re-embedding") as progress:
+            result = self.mem.reembed(progress=progress)
         print(f"Re-embedded {result['embedded']} texts; the store now uses {result['to']}.")
+
+    @magic_arguments()
+    @argument("--markdown", action="store_true", help="write Markdown pages into a directory")
+    @argument("--by", default="tag", help="with --markdown: one page per 'tag' or 'kind'")
+    @argument("path", help="file (JSON Lines) or, with --markdown, directory")
+    def _export_args(self, line):  # holds the parser for %memory export
+        """%memory export FILE.jsonl | %memory export --markdown DIR [--by tag|kind]"""
+
+    def _memory_export(self, rest: str):
+        args = parse_argstring(self._export_args, rest)
+        if args.markdown:
+            pages = self.mem.export_markdown(args.path, by=args.by)
+            print(f"Wrote {len(pages)} Markdown pages to {args.path} (start at index.md).")
+            return
+        with progress_bar("exporting") as progress:
+            counts = self.mem.export_jsonl(args.path, progress=progress)
+        print(f"Exported {counts.get('notes', 0)} notes, {counts.get('events', 0)} journal "
+              f"events and {counts.get('snapshots', 0)} snapshots to {args.path}.")
+
+    @magic_arguments()
+    @argument("--on-conflict", default="skip", help="skip, replace or keep-both")
+    @argument("path", help="a file written by %memory export")
+    def _import_args(self, line):  # holds the parser for %memory import
+        """%memory import FILE.jsonl [--on-conflict skip|replace|keep-both]"""
+
+    def _memory_import(self, rest: str):
+        args = parse_argstring(self._import_args, rest)
+        with progress_bar("importing") as progress:
+            summary = self.mem.import_jsonl(args.path, on_conflict=args.on_conflict,
+                                            progress=progress)
+        print("Imported: " + ", ".join(f"{v} {k}" for k, v in summary.items()))
 
 
 def load_ipython_extension(ipython) -> None:

@@ -129,6 +129,21 @@ class Memory:
         """Re-embed every note with the configured model and switch the store to it."""
         return self._call("reembed", progress=progress)
 
+    def export_jsonl(self, path: str | os.PathLike, *, progress: Progress | None = None) -> dict[str, int]:
+        """Write the whole store (notes, versions, vectors, journal, snapshots) to ``path``."""
+        return self._call("export_jsonl", path=str(path), progress=progress)
+
+    def import_jsonl(self, path: str | os.PathLike, *, on_conflict: str = "skip",
+                     progress: Progress | None = None) -> dict[str, int]:
+        """Import an export file. ``on_conflict``: skip, replace or keep-both for notes
+        already in this store. Importing the same file again changes nothing."""
+        return self._call("import_jsonl", path=str(path), on_conflict=on_conflict,
+                          progress=progress)
+
+    def export_markdown(self, directory: str | os.PathLike, *, by: str = "tag") -> list[str]:
+        """Readable Markdown pages, one per tag (or kind), deterministic so they diff well."""
+        return self._call("export_markdown", directory=str(directory), by=by)
+
     # -- reads --------------------------------------------------------------------------
 
     def recall(self, query: str, *, k: int = 5, tags: str | Iterable[str] | None = None,

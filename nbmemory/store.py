@@ -27,8 +27,6 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         "m001_create_notes",
         """
-        CREATE SEQUENCE note_ids START 1;
-        CREATE SEQUENCE event_seqs START 1;
         CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
         CREATE TABLE notes (
             id BIGINT PRIMARY KEY,
@@ -75,7 +73,8 @@ MIGRATIONS: list[tuple[str, str]] = [
             seq BIGINT NOT NULL,
             sealed_at TIMESTAMP NOT NULL,
             message VARCHAR NOT NULL,
-            author VARCHAR
+            author VARCHAR,
+            stale JSON
         );
         CREATE TABLE recall_log (
             logged_at TIMESTAMP NOT NULL,
@@ -250,7 +249,7 @@ class Store:
     def append_event(self, type: str, note_id: int | None, *, actor: str | None,
                      at: datetime, request_id: str | None = None,
                      data: dict | None = None) -> int:
-        seq = self.con.execute("SELECT nextval('event_seqs')").fetchone()[0]
+        seq = self.position() + 1  # the engine serialises writers
         self.con.execute(
             "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
             [seq, _naive(at), note_id, type, actor, request_id,
@@ -296,7 +295,7 @@ class Store:
     # -- notes --------------------------------------------------------------------------
 
     def next_note_id(self) -> int:
-        return self.con.execute("SELECT nextval('note_ids')").fetchone()[0]
+        return self.con.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
 
     def insert_note(self, note_id: int, *, uid: str, at: datetime, status: str = "active",
                     supersedes: int | None = None) -> None:
@@ -461,9 +460,14 @@ class Store:
     # -- snapshots ----------------------------------------------------------------------
 
     def add_snapshot(self, name: str, *, seq: int, at: datetime, message: str,
-                     author: str | None) -> None:
-        self.con.execute("INSERT INTO snapshots VALUES (?, ?, ?, ?, ?)",
-                         [name, seq, _naive(at), message, author])
+                     author: str | None, stale: dict) -> None:
+        self.con.execute("INSERT INTO snapshots VALUES (?, ?, ?, ?, ?, ?)",
+                         [name, seq, _naive(at), message, author, json.dumps(stale)])
+
+    def snapshot_stale(self, name: str) -> dict:
+        """The stale flags recorded when snapshot ``name`` was sealed: {note id: [reason dicts]}."""
+        row = self.con.execute("SELECT stale FROM snapshots WHERE name = ?", [name]).fetchone()
+        return json.loads(row[0]) if row and row[0] else {}
 
     def snapshots(self, name: str | None = None) -> list[Snapshot]:
         where, params = ("WHERE name = ?", [name]) if name is not None else ("", [])

@@ -196,3 +196,17 @@ def test_purge_asks_for_confirmation(ip, monkeypatch):
     assert len(run(ip, "recall api key")[0]) == 0
     _, out = run(ip, "memory history 1")
     assert "purged" in out.stdout
+
+
+def test_export_and_import_magics(ip, tmp_path):
+    run(ip, "remember -t orders orders.amount is in cents")
+    _, out = run(ip, f"memory export {tmp_path / 'all.jsonl'}")
+    assert f"Exported 1 notes, 1 journal events and 0 snapshots to {tmp_path / 'all.jsonl'}." in out.stdout
+    _, out = run(ip, f"memory export --markdown {tmp_path / 'md'}")
+    assert "Wrote 2 Markdown pages" in out.stdout
+    assert (tmp_path / "md" / "orders.md").exists()
+    _, out = run(ip, f"memory import {tmp_path / 'all.jsonl'}")
+    assert "Imported: 0 added, 1 skipped" in out.stdout
+    with pytest.raises(UsageError, match="is not an nbmemory export"):
+        (tmp_path / "x.jsonl").write_text("{}\n")
+        run(ip, f"memory import {tmp_path / 'x.jsonl'}")

@@ -1,0 +1,324 @@
+"""Export and import: lossless JSON Lines, and readable Markdown.
+
+The JSON Lines file holds every row of the canonical tables (notes, versions, vectors,
+the journal, snapshots, and whatever later migrations add), between a header line and
+an end line that counts the rows, so a truncated or foreign file is refused before
+anything is written. Importing into an empty store restores it exactly (ids and
+journal positions included); importing into a store with notes merges by note uid
+with an explicit conflict policy, and importing the same file twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from . import __version__
+from .errors import InvalidInput
+from .models import Note
+from .store import SCHEMA_VERSION, Store
+
+FORMAT = "nbmemory-export"
+FORMAT_VERSION = 1
+POLICIES = ("skip", "replace", "keep-both")
+# Derived or operational tables that an export leaves out.
+NOT_EXPORTED = {"migrations", "meta", "recall_log"}
+Progress = Callable[[int, int], None]
+
+
+def _tables(store: Store) -> dict[str, dict[str, str]]:
+    """Canonical tables in dependency-friendly order, each with its column types."""
+    rows = store.con.execute(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall()
+    tables: dict[str, dict[str, str]] = {}
+    for table, column, kind in rows:
+        if table not in NOT_EXPORTED:
+            tables.setdefault(table, {})[column] = kind
+    first = ["notes", "note_versions", "embeddings", "events", "snapshots"]
+    return {t: tables[t] for t in first + sorted(set(tables) - set(first)) if t in tables}
+
+
+def _encode(value: Any, kind: str) -> Any:
+    if value is None:
+        return None
+    if kind == "BLOB":
+        return base64.b64encode(value).decode()
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return value
+
+
+def _decode(value: Any, kind: str) -> Any:
+    if value is None:
+        return None
+    if kind == "BLOB":
+        return base64.b64decode(value)
+    if kind.startswith("TIMESTAMP"):
+        return datetime.fromisoformat(value)
+    return value
+
+
+def export_jsonl(store: Store, path: str | Path, *, model: str | None,
+                 progress: Progress | None = None) -> dict[str, int]:
+    """Write the whole store to ``path``; returns rows written per table."""
+    tables = _tables(store)
+    total = sum(store.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
+    counts: dict[str, int] = {}
+    done = 0
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(json.dumps({"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
+                              "nbmemory": __version__, "schema": SCHEMA_VERSION,
+                              "model": model, "tables": {t: c for t, c in tables.items()}}) + "\n")
+        for table, columns in tables.items():
+            names = list(columns)
+            order = ", ".join(names[:2])
+            cursor = store.con.execute(f"SELECT * FROM {table} ORDER BY {order}")
+            counts[table] = 0
+            while batch := cursor.fetchmany(1000):
+                for row in batch:
+                    record = {n: _encode(v, columns[n]) for n, v in zip(names, row)}
+                    out.write(json.dumps({"type": "row", "table": table, "row": record}) + "\n")
+                counts[table] += len(batch)
+                done += len(batch)
+                if progress:
+                    progress(done, total)
+        out.write(json.dumps({"type": "end", "counts": counts}) + "\n")
+    tmp.replace(path)
+    return counts
+
+
+@dataclass
+class Export:
+    """A parsed, validated export file."""
+
+    header: dict[str, Any]
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def table(self, name: str) -> list[dict[str, Any]]:
+        return self.rows.get(name, [])
+
+
+def read_export(path: str | Path) -> Export:
+    """Parse and check a whole export file; raises InvalidInput before any write."""
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInput(f"No file {path}; give the path of a file made by nbmemory export.")
+    export: Export | None = None
+    end = None
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                raise InvalidInput(f"{path} line {number} is not JSON: this is not an nbmemory "
+                                   "export, or the file is damaged. Nothing was imported.") from None
+            if export is None:
+                if not isinstance(record, dict) or record.get("format") != FORMAT:
+                    raise InvalidInput(f"{path} is not an nbmemory export (no header line). "
+                                       "Nothing was imported.")
+                if record.get("format_version", 0) > FORMAT_VERSION:
+                    raise InvalidInput(f"{path} was written by a newer nbmemory "
+                                       f"({record.get('nbmemory')}); upgrade to import it.")
+                export = Export(record)
+                continue
+            kind = record.get("type") if isinstance(record, dict) else None
+            if end is not None:
+                raise InvalidInput(f"{path} has data after its end line (line {number}).")
+            if kind == "row":
+                export.rows.setdefault(record["table"], []).append(record["row"])
+            elif kind == "end":
+                end = record
+            else:
+                raise InvalidInput(f"{path} line {number} is not an export record.")
+    if export is None:
+        raise InvalidInput(f"{path} is empty. Nothing was imported.")
+    counts = {t: len(r) for t, r in export.rows.items()}
+    if end is None or {t: n for t, n in end["counts"].items() if n} != counts:
+        raise InvalidInput(f"{path} is truncated (its end line is missing or its row counts "
+                           "differ). Export again; nothing was imported.")
+    return export
+
+
+def _insert(store: Store, table: str, row: dict[str, Any], columns: dict[str, str]) -> None:
+    names = [n for n in columns if n in row]
+    marks = ", ".join("?" for _ in names)
+    store.con.execute(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})",
+                      [_decode(row[n], columns[n]) for n in names])
+
+
+def restore(store: Store, export: Export, progress: Progress | None = None) -> dict[str, int]:
+    """Copy every row into an empty store, ids and journal positions unchanged."""
+    tables = _tables(store)
+    unknown = sorted(set(export.rows) - set(tables))
+    if unknown:
+        raise InvalidInput(f"The export has tables this nbmemory does not know ({', '.join(unknown)}); "
+                           "upgrade nbmemory to import it.")
+    total = sum(len(r) for r in export.rows.values())
+    done = 0
+    for table, columns in tables.items():
+        for row in export.table(table):
+            _insert(store, table, row, columns)
+            done += 1
+            if progress and done % 500 == 0:
+                progress(done, total)
+    if progress:
+        progress(total, total)
+    return {t: len(r) for t, r in export.rows.items()}
+
+
+def merge(store: Store, export: Export, *, policy: str, actor: str,
+          now: datetime) -> dict[str, int]:
+    """Merge an export into a store that has notes, matching notes by uid."""
+    if policy not in POLICIES:
+        raise InvalidInput(f"Unknown conflict policy {policy!r}; use one of: {', '.join(POLICIES)}")
+    tables = _tables(store)
+    known = dict(store.con.execute("SELECT uid, id FROM notes").fetchall())
+    versions: dict[int, list[dict]] = {}
+    for row in export.table("note_versions"):
+        versions.setdefault(row["note_id"], []).append(row)
+    events: dict[int | None, list[dict]] = {}
+    for row in export.table("events"):
+        events.setdefault(row["note_id"], []).append(row)
+    summary = {"added": 0, "skipped": 0, "replaced": 0, "unchanged": 0, "snapshots": 0}
+    id_map: dict[int, int] = {}
+    seq_map: dict[int, int] = {}
+
+    def add_note(row: dict, uid: str, origin: str | None) -> None:
+        new_id = store.next_note_id()
+        id_map[row["id"]] = new_id
+        _insert(store, "notes", {**row, "id": new_id, "uid": uid, "supersedes": None},
+                tables["notes"])
+        for event in events.get(row["id"], []):
+            seq = store.position() + 1
+            seq_map[event["seq"]] = seq
+            data = json.loads(event["data"]) if event.get("data") else {}
+            if origin and event["type"] == "created":
+                data["imported_from"] = origin
+            _insert(store, "events", {**event, "seq": seq, "note_id": new_id,
+                                      "data": json.dumps(data) if data else None},
+                    tables["events"])
+        for version in versions.get(row["id"], []):
+            _insert(store, "note_versions", {**version, "note_id": new_id,
+                                             "seq": seq_map.get(version["seq"], store.position())},
+                    tables["note_versions"])
+        for table, columns in tables.items():
+            if table in ("notes", "note_versions", "events", "embeddings", "snapshots"):
+                continue
+            for extra in export.table(table):
+                if extra.get("note_id") == row["id"]:
+                    _insert(store, table, {**extra, "note_id": new_id}, columns)
+        summary["added"] += 1
+
+    for row in sorted(export.table("notes"), key=lambda r: r["id"]):
+        uid = row["uid"]
+        if uid not in known:
+            add_note(row, uid, None)
+        elif policy == "skip":
+            summary["skipped"] += 1
+        elif policy == "keep-both":
+            copy_uid = uuid.uuid5(uuid.NAMESPACE_URL, f"nbmemory-copy:{uid}").hex
+            if copy_uid in known:
+                summary["unchanged"] += 1
+            else:
+                add_note(row, copy_uid, uid)
+        else:
+            summary[_replace(store, known[uid], row, versions.get(row["id"], []), actor, now)] += 1
+    for row in export.table("embeddings"):
+        store.con.execute("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)",
+                          [row["content_hash"], row["model"], _decode(row["vector"], "BLOB")])
+    # Remap supersede links between notes imported together.
+    for row in export.table("notes"):
+        if row.get("supersedes") in id_map and row["id"] in id_map:
+            store.con.execute("UPDATE notes SET supersedes = ? WHERE id = ?",
+                              [id_map[row["supersedes"]], id_map[row["id"]]])
+    names = {s.name for s in store.snapshots()}
+    for snap in export.table("snapshots"):
+        if snap["name"] in names:
+            continue
+        seq = max([v for k, v in seq_map.items() if k <= snap["seq"]] or [store.position()])
+        stale = {str(id_map[int(i)]): r for i, r in json.loads(snap.get("stale") or "{}").items()
+                 if int(i) in id_map}
+        _insert(store, "snapshots", {**snap, "seq": seq, "stale": json.dumps(stale)},
+                tables["snapshots"])
+        summary["snapshots"] += 1
+    return summary
+
+
+def _replace(store: Store, note_id: int, row: dict, versions: list[dict], actor: str,
+             now: datetime) -> str:
+    """Make the store's note match the file's current version, as a new version."""
+    current = store.get_notes([note_id])[note_id]
+    latest = max(versions, key=lambda v: v["version"]) if versions else None
+    if latest is None or current.status == "purged":
+        return "skipped"
+    fields = (latest["text"], latest["kind"], latest["priority"], tuple(latest["tags"]))
+    same = fields == (current.text, current.kind, current.priority, current.tags)
+    if same and row["status"] == current.status:
+        return "unchanged"
+    if not same:
+        seq = store.append_event("edited", note_id, actor=actor, at=now,
+                                 data={"changed": ["imported"]})
+        store.con.execute(
+            "INSERT INTO note_versions SELECT ?, max(version) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+            "FROM note_versions WHERE note_id = ?",
+            [note_id, latest["text"], latest["content_hash"], latest["kind"], latest["priority"],
+             latest["tags"], latest.get("author"), now.replace(tzinfo=None),
+             latest.get("provenance"), seq, note_id])
+        store.con.execute("UPDATE notes SET version = version + 1, updated_at = ? WHERE id = ?",
+                          [now.replace(tzinfo=None), note_id])
+    if row["status"] != current.status and row["status"] in ("active", "revoked"):
+        store.append_event("reinstated" if row["status"] == "active" else "revoked", note_id,
+                           actor=actor, at=now, data={"imported": True})
+        store.set_status(note_id, row["status"])
+    return "replaced"
+
+
+def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "tag") -> list[Path]:
+    """One Markdown page per tag (or kind) plus an index, ordered so it diffs well."""
+    if by not in ("tag", "kind"):
+        raise InvalidInput(f"Group pages by 'tag' or 'kind', not {by!r}")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    groups: dict[str, list[Note]] = {}
+    for note in sorted(notes, key=lambda n: n.id):
+        keys = (note.tags or ("untagged",)) if by == "tag" else (note.kind,)
+        for key in keys:
+            groups.setdefault(key, []).append(note)
+    written = []
+    index = ["# nbmemory notes", "", f"Grouped by {by}.", ""]
+    for key in sorted(groups):
+        page = directory / f"{_slug(key)}.md"
+        lines = [f"# {key}", ""]
+        for note in groups[key]:
+            lines += _note_markdown(note)
+        page.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+        written.append(page)
+        index.append(f"- [{key}]({page.name}) ({len(groups[key])} notes)")
+    (directory / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
+    return [directory / "index.md", *written]
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text.lower()) or "notes"
+
+
+def _note_markdown(note: Note) -> list[str]:
+    from .display import provenance_line, stale_marker
+
+    lines = [f"## #{note.id}: {note.kind}, {note.priority} priority", "", note.text, ""]
+    meta = [f"- written {note.created_at:%Y-%m-%d} by {note.author or 'unknown'}"
+            + (f", version {note.version} of {note.updated_at:%Y-%m-%d}" if note.version > 1 else "")]
+    if note.tags:
+        meta.append("- tags: " + ", ".join(note.tags))
+    meta.append("- from: " + provenance_line(note))
+    if note.stale:
+        meta.append("- " + stale_marker(note))
+    return lines + meta + [""]

@@ -1,0 +1,158 @@
+"""Export to JSON Lines and Markdown, import back with conflict policies."""
+
+import json
+
+import pytest
+
+from nbmemory.embed import HashEmbedder
+from nbmemory.errors import InvalidInput
+from nbmemory.memory import Memory
+
+QUERIES = ["lock watcher", "orders amount", "parquet partition day", "retry", "cache 17"]
+TOPICS = ["lock watcher", "orders amount cents", "parquet partition", "retry budget", "cache"]
+
+
+def build(memory, n=1000):
+    for i in range(n):
+        memory.remember(f"finding {i}: the {TOPICS[i % 5]} detail number {i}",
+                        tags=f"t{i % 4}", priority=("high", "medium", "low")[i % 3])
+        if i == 300:
+            memory.snapshot("s1", message="first")
+    for i in range(1, n, 50):
+        memory.edit(i, text=f"edited finding {i} about the {TOPICS[i % 5]}")
+    memory.forget(list(range(2, n, 97)))
+    memory.snapshot("s2")
+    for i in range(3, 300, 60):
+        memory.supersede(i, f"finding {i} was wrong: the {TOPICS[i % 5]} works differently")
+    memory.reinstate(2)
+    memory.snapshot("s3", message="last")
+
+
+def observe(memory):
+    """Everything a user can see, to compare two stores."""
+    statuses = ("active", "revoked", "superseded", "purged")
+    notes = memory.notes(status=statuses, limit=10_000, order="oldest")
+    return {
+        "recall": {q: [(h.note.id, h.score) for h in memory.recall(q, k=10)] for q in QUERIES},
+        "as_of": {q: [h.note.id for h in memory.recall(q, as_of="s2")] for q in QUERIES},
+        "notes": [n.to_dict() for n in notes.notes],
+        "history": {i: [e.to_dict() for e in memory.history(i)] for i in (1, 2, 3, 51, 999)},
+        "snapshots": [s.to_dict() for s in memory.snapshots()],
+        "diffs": [memory.snapshot_diff("s1", "s3").to_dict(), memory.snapshot_diff("s2").to_dict()],
+    }
+
+
+@pytest.fixture
+def big_export(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("source")
+    with Memory.open(directory / "store", embedder=HashEmbedder()) as source:
+        build(source)
+        seen = []
+        counts = source.export_jsonl(directory / "all.jsonl",
+                                     progress=lambda d, t: seen.append((d, t)))
+        expected = observe(source)
+    assert counts["notes"] == 1005 and counts["snapshots"] == 3
+    assert seen[-1][0] == seen[-1][1]
+    return directory / "all.jsonl", expected
+
+
+def test_round_trip_is_lossless_and_reimport_duplicates_nothing(big_export, tmp_path):
+    path, expected = big_export
+    with Memory.open(tmp_path / "copy", embedder=HashEmbedder()) as copy:
+        summary = copy.import_jsonl(path)
+        assert summary == {"restored": 1005, "embedded": 0}
+        assert observe(copy) == expected
+        for policy in ("skip", "replace", "keep-both"):
+            copy.import_jsonl(path, on_conflict=policy)
+            if policy != "keep-both":
+                assert observe(copy) == expected
+        total = copy.notes(status=("active", "revoked", "superseded"), limit=1).total
+        copy.import_jsonl(path, on_conflict="keep-both")
+        assert copy.notes(status=("active", "revoked", "superseded"), limit=1).total == total
+
+
+def test_merge_policies(tmp_path):
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        shared = a.remember("amount is in dollars", tags="orders")
+        a.export_jsonl(tmp_path / "v1.jsonl")
+        a.edit(shared.id, text="amount is in cents")
+        a.remember("only in a")
+        a.snapshot("from-a")
+        a.export_jsonl(tmp_path / "v2.jsonl")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        b.remember("b's own note")
+        assert b.import_jsonl(tmp_path / "v1.jsonl")["added"] == 1
+        assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="skip") == {
+            "added": 1, "skipped": 1, "replaced": 0, "unchanged": 0, "snapshots": 1, "embedded": 0}
+        assert b.recall("amount")[0].note.text == "amount is in dollars"
+        assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="replace")["replaced"] == 1
+        assert b.recall("amount")[0].note.text == "amount is in cents"
+        assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="replace")["unchanged"] == 2
+        assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="keep-both")["added"] == 2
+        texts = sorted(n.text for n in b.notes(limit=100).notes)
+        assert texts == ["amount is in cents", "amount is in cents", "b's own note",
+                         "only in a", "only in a"]
+        assert [s.name for s in b.snapshots()] == ["from-a"]
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "is truncated"),
+    ('{"some": "json"}\n', "is not an nbmemory export"),
+    ("id,text\n1,hello\n", "line 1 is not JSON"),
+    ("", "is empty"),
+])
+def test_bad_files_are_refused_and_the_store_is_unchanged(tmp_path, content, message):
+    with Memory.open(tmp_path / "src", embedder=HashEmbedder()) as src:
+        for i in range(20):
+            src.remember(f"note {i}")
+        src.export_jsonl(tmp_path / "good.jsonl")
+    lines = (tmp_path / "good.jsonl").read_text().splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines[: len(lines) // 2]) if content is None else content)
+    with Memory.open(tmp_path / "dst", embedder=HashEmbedder()) as dst:
+        dst.remember("existing")
+        with pytest.raises(InvalidInput, match=message):
+            dst.import_jsonl(bad)
+        assert [n.text for n in dst.notes().notes] == ["existing"]
+        with pytest.raises(InvalidInput, match="Unknown conflict policy 'merge'"):
+            dst.import_jsonl(tmp_path / "good.jsonl", on_conflict="merge")
+        with pytest.raises(InvalidInput, match="No file"):
+            dst.import_jsonl(tmp_path / "missing.jsonl")
+
+
+def test_import_into_another_model_embeds_the_texts(tmp_path):
+    with Memory.open(tmp_path / "src", embedder=HashEmbedder(64)) as src:
+        src.remember("orders.amount is in cents")
+        src.export_jsonl(tmp_path / "x.jsonl")
+    with Memory.open(tmp_path / "dst", embedder=HashEmbedder(32, name="other")) as dst:
+        assert dst.import_jsonl(tmp_path / "x.jsonl")["embedded"] == 1
+        assert dst.recall("cents")[0].note.id == 1
+        assert dst.status()["model"] == "other:32"
+
+
+def test_markdown_export_is_grouped_and_deterministic(memory, tmp_path):
+    memory.remember("orders.amount is in cents", tags="orders,units", priority="high")
+    memory.remember("acquire_lock must run first", kind="gotcha")
+    memory.remember("revoked one", tags="orders")
+    memory.forget(3)
+    first = memory.export_markdown(tmp_path / "md1")
+    second = memory.export_markdown(tmp_path / "md2")
+    names = [p.rsplit("/", 1)[1] for p in first]
+    assert names == ["index.md", "orders.md", "units.md", "untagged.md"]
+    assert [open(p).read() for p in first] == [open(p).read() for p in second]
+    orders = (tmp_path / "md1" / "orders.md").read_text()
+    assert "## #1: finding, high priority\n\norders.amount is in cents\n" in orders
+    assert "revoked one" not in orders
+    assert "- from: not from a notebook" in orders
+    by_kind = memory.export_markdown(tmp_path / "md3", by="kind")
+    assert sorted(p.rsplit("/", 1)[1] for p in by_kind) == ["finding.md", "gotcha.md", "index.md"]
+
+
+def test_export_file_is_json_lines_with_header_and_end(memory, tmp_path):
+    memory.remember("x")
+    memory.export_jsonl(tmp_path / "e.jsonl")
+    records = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+    assert records[0]["format"] == "nbmemory-export" and records[0]["model"] == "hash:64"
+    assert records[-1] == {"type": "end", "counts": {"notes": 1, "note_versions": 1,
+                                                      "embeddings": 1, "events": 1,
+                                                      "snapshots": 0}}
