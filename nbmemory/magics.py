@@ -378,7 +378,7 @@ class NbMemory(Magics):
 
     @magic_arguments()
     @argument("--on-conflict", default="skip", help="skip, replace or keep-both")
-    @argument("path", help="a file written by %memory export")
+    @argument("path", help="a file written by %%memory export")
     def _import_args(self, line):  # holds the parser for %memory import
         """%memory import FILE.jsonl [--on-conflict skip|replace|keep-both]"""
 
