@@ -238,12 +238,17 @@ def snapshots_display(snapshots: Sequence[Snapshot]) -> Rich:
     return Rich(text, _table(["name", "sealed", "notes", "message", "author"], rows))
 
 
-def history_display(note_id: int, events: Sequence[Event]) -> Rich:
+def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note] = ()) -> Rich:
     rows = [(str(e.seq), e.at.strftime("%Y-%m-%d %H:%M:%S") if e.at else "", e.type,
              e.actor or "", ", ".join(f"{k}={v}" for k, v in e.data.items())) for e in events]
     text = f"History of #{note_id}\n" + "\n".join("  ".join(r).rstrip() for r in rows)
-    return Rich(text, f"<p><b>History of #{note_id}</b></p>"
-                + _table(["seq", "time", "event", "actor", "detail"], rows))
+    body = f"<p><b>History of #{note_id}</b></p>" + _table(
+        ["seq", "time", "event", "actor", "detail"], rows)
+    if len(chain) > 1:
+        links = " -> ".join(f"#{n.id} ({n.status})" for n in chain)
+        text += f"\nSupersede chain: {links}"
+        body += f"<p>Supersede chain: {html.escape(links)}</p>"
+    return Rich(text, body)
 
 
 _CHANGE_TITLES = {"added": "Added", "edited": "Edited", "superseded": "Superseded",

@@ -499,6 +499,21 @@ class Engine:
             self.get(note_id)
             return self.store.events(note_id)
 
+    def chain(self, note_id: int) -> list[Note]:
+        """The supersede chain through ``note_id``, oldest first."""
+        with self._lock:
+            note = self.get(note_id)
+            older = []
+            while note.supersedes is not None:
+                note = self.get(note.supersedes)
+                older.append(note)
+            chain = older[::-1] + [self.get(note_id)]
+            while True:
+                newer = self.store.superseded_by(chain[-1].id)
+                if newer is None:
+                    return chain
+                chain.append(self.get(newer))
+
     def _with_stale(self, notes: list[Note]) -> list[Note]:
         """Attach stale reasons (superseded for now; anchors add more)."""
         out = []

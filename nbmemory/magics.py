@@ -327,7 +327,7 @@ class NbMemory(Magics):
         ids = parse_ids(rest)
         if len(ids) != 1:
             raise UsageError("Give one note id: %memory history 12")
-        display(show.history_display(ids[0], self.mem.history(ids[0])))
+        display(show.history_display(ids[0], self.mem.history(ids[0]), self.mem.chain(ids[0])))
 
     def _memory_reinstate(self, rest: str):
         ids = parse_ids(rest)

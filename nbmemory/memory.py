@@ -175,6 +175,10 @@ class Memory:
     def history(self, note_id: int) -> list[Event]:
         return self._call("history", note_id=note_id)
 
+    def chain(self, note_id: int) -> list[Note]:
+        """The notes that superseded one another through ``note_id``, oldest first."""
+        return self._call("chain", note_id=note_id)
+
     def snapshots(self) -> list[Snapshot]:
         return self._call("snapshots")
 

@@ -331,6 +331,10 @@ class Store:
         self.con.execute("UPDATE note_versions SET text = '', content_hash = 'purged', "
                          "provenance = NULL WHERE note_id = ?", [note_id])
 
+    def superseded_by(self, note_id: int) -> int | None:
+        row = self.con.execute("SELECT id FROM notes WHERE supersedes = ?", [note_id]).fetchone()
+        return row[0] if row else None
+
     def status_of(self, note_id: int) -> str | None:
         row = self.con.execute("SELECT status FROM notes WHERE id = ?", [note_id]).fetchone()
         return row[0] if row else None

@@ -124,3 +124,12 @@ def test_purge_erases_text_and_vectors_but_keeps_the_fact(memory, store_dir):
         memory.purge(note.id)
     memory.close()
     assert b"hunter2" not in (store_dir / "memory.duckdb").read_bytes()
+
+
+def test_supersede_chain(memory):
+    a = memory.remember("v1 of the finding")
+    b = memory.supersede(a.id, "v2 of the finding")
+    c = memory.supersede(b.id, "v3 of the finding")
+    for note_id in (a.id, b.id, c.id):
+        assert [n.id for n in memory.chain(note_id)] == [a.id, b.id, c.id]
+    assert [n.status for n in memory.chain(a.id)] == ["superseded", "superseded", "active"]

@@ -210,3 +210,11 @@ def test_export_and_import_magics(ip, tmp_path):
     with pytest.raises(UsageError, match="is not an nbmemory export"):
         (tmp_path / "x.jsonl").write_text("{}\n")
         run(ip, f"memory import {tmp_path / 'x.jsonl'}")
+
+
+def test_history_shows_the_supersede_chain(ip):
+    run(ip, "remember first take")
+    run(ip, "remember --supersedes 1 second take")
+    _, out = run(ip, "memory history 1")
+    assert "superseded_by" in out.stdout
+    assert "Supersede chain: #1 (superseded) -> #2 (active)" in out.stdout
