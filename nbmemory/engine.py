@@ -304,6 +304,7 @@ class Engine:
         self.lexical.add(note_id, text)
         if self.vectors is None:
             self.vectors = self._new_vector_index(len(vector))
+            self.index_state = "new"
         self.vectors.add([note_id], vector[None, :])
 
     # -- remember -----------------------------------------------------------------------
