@@ -30,9 +30,14 @@ def age(when: datetime | None, now: datetime | None = None) -> str:
 
 
 def stale_marker(note: Note) -> str:
-    if not note.stale:
-        return ""
-    return "[STALE: " + "; ".join(str(r) for r in note.stale) + "]"
+    """``[STALE: content_changed data/orders.csv]``, plus how a question was resolved."""
+    marks = []
+    if note.resolution:
+        reason = f": {note.resolution_reason}" if note.resolution_reason else ""
+        marks.append(f"[{note.resolution.upper()}{reason}]")
+    if note.stale:
+        marks.append("[STALE: " + "; ".join(str(r) for r in note.stale) + "]")
+    return " ".join(marks)
 
 
 def provenance_line(note: Note) -> str:
@@ -123,7 +128,7 @@ def hits_text(hits: Hits, *, provenance: bool = False) -> str:
         lines.append(f"({hits.filtered_out} more below the score threshold; "
                      "lower it with --min-score)")
     for hit in hits.previously:
-        lines.append(f"Previously believed (#{hit.note.id}, {hit.note.status}): "
+        lines.append(f"Previously believed (#{hit.note.id}, {_why_not(hit.note)}): "
                      + textwrap.shorten(hit.note.text, 100))
     return "\n".join(lines)
 
@@ -149,8 +154,16 @@ def hits_html(hits: Hits, *, provenance: bool = False) -> str:
                 "lower it with <code>--min-score</code>.</p>")
     for hit in hits.previously:
         out += (f'<p class="nbm-muted">Previously believed (#{hit.note.id}, '
-                f"{html.escape(hit.note.status)}): {html.escape(hit.note.text)}</p>")
+                f"{html.escape(_why_not(hit.note))}): {html.escape(hit.note.text)}</p>")
     return out
+
+
+def _why_not(note: Note) -> str:
+    if note.status == "refuted" and note.resolution_reason:
+        return f"refuted: {note.resolution_reason}"
+    if note.status == "superseded" and note.stale:
+        return f"superseded by {note.stale[0].target}"
+    return note.status
 
 
 def hits_dataframe(hits: Sequence[Hit]):
@@ -252,7 +265,7 @@ def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note]
 
 
 _CHANGE_TITLES = {"added": "Added", "edited": "Edited", "superseded": "Superseded",
-                  "revoked": "Forgotten", "reinstated": "Reinstated", "purged": "Purged",
+                  "revoked": "Forgotten", "refuted": "Refuted", "reinstated": "Reinstated", "purged": "Purged",
                   "became_stale": "Became stale", "no_longer_stale": "No longer stale"}
 
 

@@ -38,7 +38,7 @@ VECTOR_FILENAME = "vectors.usearch"
 PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
 MAX_NOTE_CHARS = 100_000
 # Revoked and superseded notes stay indexed so recall can say "previously believed".
-INDEXED = ("active", "revoked", "superseded")
+INDEXED = ("active", "revoked", "superseded", "refuted")
 
 
 @dataclass(frozen=True)
@@ -412,6 +412,7 @@ class Engine:
             hint = {"revoked": f"reinstate it first with %memory reinstate {note_id}",
                     "superseded": "change the note that superseded it instead",
                     "purged": "it was purged and cannot come back",
+                    "refuted": f"reopen it first with %memory reopen {note_id}",
                     "active": "it is active"}[note.status]
             raise Conflict(f"Cannot {action} note #{note_id}: it is {note.status}; {hint}.")
         return note
@@ -471,6 +472,56 @@ class Engine:
             self._save_vectors(force=True)  # the old index file still holds the vector
             self.store.con.execute("CHECKPOINT")
             return self.get(note_id)
+
+    # -- questions and hypotheses ---------------------------------------------------------
+
+    def confirm(self, note_id: int, reason: str = "", *, actor: str | None = None) -> Note:
+        """Mark a question or hypothesis as confirmed; it stays active."""
+        return self._resolve(note_id, "confirmed", reason, actor)
+
+    def refute(self, note_id: int, reason: str, *, actor: str | None = None) -> Note:
+        """Mark a hypothesis as refuted: hidden from recall except as "previously believed"."""
+        if not (reason or "").strip():
+            raise InvalidInput(f"Say why it is refuted: %memory refute {note_id} the nulls "
+                               "come from the join, not the source")
+        return self._resolve(note_id, "refuted", reason, actor)
+
+    def reopen(self, note_id: int, *, actor: str | None = None) -> Note:
+        """Undo a confirm or refute: the question is open again."""
+        with self._lock:
+            note = self.get(note_id)
+            if note.resolution is None:
+                raise Conflict(f"Note #{note_id} is not confirmed or refuted; nothing to reopen.")
+            with self.store.transaction():
+                self.store.append_event("reopened", note_id, actor=actor or default_author(),
+                                        at=utcnow())
+                self.store.set_status(note_id, "active")
+            self._inactive.discard(note_id)
+            self._after_write()
+            return self.get(note_id)
+
+    def _resolve(self, note_id: int, outcome: str, reason: str, actor: str | None) -> Note:
+        with self._lock:
+            note = self._require_status(note_id, "active",
+                                        {"confirmed": "confirm", "refuted": "refute"}[outcome])
+            if note.resolution == outcome:
+                raise Conflict(f"Note #{note_id} is already {outcome}.")
+            data = {"reason": reason.strip()} if reason and reason.strip() else None
+            with self.store.transaction():
+                self.store.append_event(outcome, note_id, actor=actor or default_author(),
+                                        at=utcnow(), data=data)
+                if outcome == "refuted":
+                    self.store.set_status(note_id, "refuted")
+            if outcome == "refuted":
+                self._inactive.add(note_id)
+            self._after_write()
+            return self.get(note_id)
+
+    def open_questions(self, *, limit: int = 50) -> list[Note]:
+        """Active questions that are neither confirmed nor refuted, newest first."""
+        with self._lock:
+            notes = self.store.list_notes(Filters(kinds=("question",)), limit=2**62)[0]
+            return self._with_stale([n for n in notes if n.resolution is None][:limit])
 
     # -- read ---------------------------------------------------------------------------
 

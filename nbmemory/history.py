@@ -65,12 +65,12 @@ def diff(before: dict[int, Note], after: dict[int, Note],
                 changes.append(Change("added", new))
             continue
         if old.status != new.status:
-            if new.status in ("revoked", "purged"):
+            if new.status in ("revoked", "purged", "refuted"):
                 changes.append(Change(new.status, new))
             elif new.status == "superseded":
                 by = next((n.id for n in after.values() if n.supersedes == note_id), None)
                 changes.append(Change("superseded", new, f"by #{by}" if by else ""))
-            elif new.status == "active" and old.status == "revoked":
+            elif new.status == "active" and old.status in ("revoked", "refuted"):
                 changes.append(Change("reinstated", new))
         elif new.status == "active" and new.version != old.version:
             changes.append(Change("edited", new, f"v{old.version} -> v{new.version}"))

@@ -89,6 +89,13 @@ def parse_ids(text: str) -> list[int]:
     return ids
 
 
+def _id_and_text(rest: str, verb: str) -> tuple[int, str]:
+    head, _, text = rest.strip().partition(" ")
+    if not head:
+        raise UsageError(f"Give a note id: %memory {verb} 12 [reason]")
+    return parse_ids(head)[0], text.strip()
+
+
 @contextmanager
 def progress_bar(description: str):
     """A progress callback drawing a tqdm bar (a widget in notebooks) on first use."""
@@ -203,6 +210,8 @@ class NbMemory(Magics):
     @argument("--explain", action="store_true", help="show the keyword and semantic scores")
     @argument("--provenance", action="store_true", help="show where each note came from")
     @argument("--min-score", type=float, default=None, help="hide notes scoring below this")
+    @argument("--open", action="store_true",
+              help="open questions (neither confirmed nor refuted); with a query, the best of them")
     @argument("--as-of", default=None, metavar="SNAPSHOT",
               help="search the notes as they were when SNAPSHOT was sealed")
     @argument("query", nargs="*", help="what you want to know, in any words")
@@ -213,11 +222,19 @@ class NbMemory(Magics):
         ``hits = %recall ...`` keeps the hits (``hits.to_dataframe()`` for pandas).
         """
         args, query = split_options(self.recall.parser, line)
+        if args.open and not query:
+            with usage_errors():
+                questions = self.mem.open_questions(limit=args.k or 50)
+            return display(show.notes_display(questions, title="Open questions"))
+        if args.open:
+            args.kind = "question"
         with usage_errors():
             hits = self.mem.recall(query, k=self.k if args.k is None else args.k, tags=args.tags, kind=args.kind,
                                       priority=args.priority, since=parse_since(args.since),
                                       explain=args.explain, min_score=args.min_score,
                                       as_of=args.as_of)
+        if args.open:
+            hits[:] = [h for h in hits if h.note.resolution is None]
         hits.show_provenance = args.provenance
         return hits
 
@@ -302,6 +319,7 @@ class NbMemory(Magics):
         %memory list [-t tags] [--kind K] [-n N]   newest notes
         %memory history ID          every event of a note
         %memory reinstate ID        undo %forget
+        %memory confirm ID [reason] / refute ID reason / reopen ID   resolve a question
         %memory reembed             re-embed all notes with the configured model
         %memory export FILE.jsonl   everything, losslessly (notes, versions, journal, snapshots)
         %memory export --markdown DIR [--by tag|kind]   readable pages, one per tag or kind
@@ -336,6 +354,23 @@ class NbMemory(Magics):
         for note_id in ids:
             note = self.mem.reinstate(note_id)
             print(f"Reinstated #{note.id}.")
+
+    def _memory_confirm(self, rest: str):
+        note_id, reason = _id_and_text(rest, "confirm")
+        note = self.mem.confirm(note_id, reason)
+        print(f"Confirmed #{note.id}.")
+
+    def _memory_refute(self, rest: str):
+        note_id, reason = _id_and_text(rest, "refute")
+        note = self.mem.refute(note_id, reason)
+        print(f"Refuted #{note.id}; recall shows it only as previously believed. "
+              f"Undo with: %memory reopen {note.id}")
+
+    def _memory_reopen(self, rest: str):
+        ids = parse_ids(rest)
+        if len(ids) != 1:
+            raise UsageError("Give one note id: %memory reopen 12")
+        print(f"Reopened #{self.mem.reopen(ids[0]).id}.")
 
     @magic_arguments()
     @argument("-t", "--tags", default=None)

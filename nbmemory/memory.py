@@ -121,6 +121,22 @@ class Memory:
         """Erase a note's text and vectors for good (privacy). Cannot be undone."""
         return self._call("purge", note_id=note_id, actor=actor)
 
+    def confirm(self, note_id: int, reason: str = "") -> Note:
+        """Mark a question or hypothesis as confirmed (it stays active)."""
+        return self._call("confirm", note_id=note_id, reason=reason)
+
+    def refute(self, note_id: int, reason: str) -> Note:
+        """Mark a hypothesis as refuted; recall shows it only as "previously believed"."""
+        return self._call("refute", note_id=note_id, reason=reason)
+
+    def reopen(self, note_id: int) -> Note:
+        """Undo a confirm or refute."""
+        return self._call("reopen", note_id=note_id)
+
+    def open_questions(self, *, limit: int = 50) -> list[Note]:
+        """Questions that are neither confirmed nor refuted."""
+        return self._call("open_questions", limit=limit)
+
     def snapshot(self, name: str, *, message: str = "", author: str | None = None) -> Snapshot:
         """Seal the current state under ``name`` (cheap: it records a journal position)."""
         return self._call("snapshot", name=name, message=message, author=author)

@@ -13,7 +13,8 @@ from typing import Any
 
 KINDS = ("finding", "gotcha", "decision", "question", "reference", "procedure")
 PRIORITIES = ("high", "medium", "low")
-STATUSES = ("active", "revoked", "purged")
+STATUSES = ("active", "revoked", "superseded", "refuted", "purged")
+RESOLUTIONS = ("confirmed", "refuted")
 STALE_REASONS = (
     "missing",
     "content_changed",
@@ -115,6 +116,8 @@ class Note:
     anchors: tuple[Anchor, ...] = ()
     stale: tuple[StaleReason, ...] = ()
     supersedes: int | None = None
+    resolution: str | None = None  # confirmed | refuted (questions and hypotheses)
+    resolution_reason: str | None = None
 
     @property
     def is_stale(self) -> bool:
@@ -136,6 +139,8 @@ class Note:
             "anchors": [a.to_dict() for a in self.anchors],
             "stale": [s.to_dict() for s in self.stale],
             "supersedes": self.supersedes,
+            "resolution": self.resolution,
+            "resolution_reason": self.resolution_reason,
         }
 
     @classmethod
@@ -155,6 +160,8 @@ class Note:
             anchors=tuple(Anchor.from_dict(a) for a in data.get("anchors") or ()),
             stale=tuple(StaleReason.from_dict(s) for s in data.get("stale") or ()),
             supersedes=data.get("supersedes"),
+            resolution=data.get("resolution"),
+            resolution_reason=data.get("resolution_reason"),
         )
 
 
@@ -273,7 +280,7 @@ class Event:
                    data.get("actor"), dict(data.get("data") or {}))
 
 
-CHANGES = ("added", "edited", "superseded", "revoked", "reinstated", "purged",
+CHANGES = ("added", "edited", "superseded", "revoked", "refuted", "reinstated", "purged",
            "became_stale", "no_longer_stale")
 
 

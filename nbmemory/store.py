@@ -148,15 +148,20 @@ class Filters:
         return (" AND ".join(clauses) or "TRUE"), params
 
 
-_STATUS_EVENTS = "'created', 'revoked', 'reinstated', 'superseded_by', 'purged'"
+_STATUS_EVENTS = "'created', 'revoked', 'reinstated', 'superseded_by', 'purged', 'refuted', 'reopened'"
 _STATUS_AFTER = """CASE last_type WHEN 'revoked' THEN 'revoked' WHEN 'superseded_by' THEN 'superseded'
-    WHEN 'purged' THEN 'purged' ELSE 'active' END"""
+    WHEN 'purged' THEN 'purged' WHEN 'refuted' THEN 'refuted' ELSE 'active' END"""
 
 _NOTE_COLUMNS = """
     n.id, v.text, v.kind, v.priority, v.tags, n.status, n.version, n.created_at,
-    v.created_at, v.author, v.provenance, n.supersedes
+    v.created_at, v.author, v.provenance, n.supersedes, r.resolution
 """
+# The latest confirmed/refuted/reopened event of each note, with its reason.
+_RESOLUTIONS = """LEFT JOIN (SELECT note_id, arg_max(type || ':' || coalesce(data->>'reason', ''), seq)
+    AS resolution FROM events WHERE type IN ('confirmed', 'refuted', 'reopened')
+    GROUP BY note_id) r ON r.note_id = n.id"""
 _NOTE_FROM = "notes n JOIN note_versions v ON v.note_id = n.id AND v.version = n.version"
+_NOTE_FROM_RESOLVED = f"{_NOTE_FROM} {_RESOLUTIONS}"
 
 
 def _note(row: tuple) -> Note:
@@ -164,8 +169,15 @@ def _note(row: tuple) -> Note:
         id=row[0], text=row[1], kind=row[2], priority=row[3], tags=tuple(row[4]),
         status=row[5], version=row[6], created_at=_aware(row[7]), updated_at=_aware(row[8]),
         author=row[9], provenance=Provenance.from_dict(json.loads(row[10]) if row[10] else None),
-        supersedes=row[11],
+        supersedes=row[11], **_resolution(row[12] if len(row) > 12 else None),
     )
+
+
+def _resolution(value: str | None) -> dict[str, str | None]:
+    kind, _, reason = (value or "").partition(":")
+    if kind not in ("confirmed", "refuted"):
+        return {}
+    return {"resolution": kind, "resolution_reason": reason or None}
 
 
 class Store:
@@ -343,7 +355,7 @@ class Store:
         if not len(ids):
             return {}
         rows = self.con.execute(
-            f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_FROM} WHERE n.id IN (SELECT unnest(?))",
+            f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_FROM_RESOLVED} WHERE n.id IN (SELECT unnest(?))",
             [[int(i) for i in ids]],
         ).fetchall()
         return {row[0]: _note(row) for row in rows}
@@ -355,7 +367,7 @@ class Store:
                     "priority": "CASE v.priority WHEN 'high' THEN 0 WHEN 'medium' THEN 1 ELSE 2 END, n.id DESC"}[order]
         total = self.con.execute(f"SELECT count(*) FROM {_NOTE_FROM} WHERE {where}", params).fetchone()[0]
         rows = self.con.execute(
-            f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_FROM} WHERE {where} ORDER BY {order_by} "
+            f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_FROM_RESOLVED} WHERE {where} ORDER BY {order_by} "
             "LIMIT ? OFFSET ?", params + [limit, offset],
         ).fetchall()
         return [_note(r) for r in rows], total
@@ -403,12 +415,16 @@ class Store:
                 SELECT note_id, max(version) AS version FROM note_versions
                 WHERE seq <= ? GROUP BY note_id)
             SELECT n.id, v.text, v.kind, v.priority, v.tags, {_STATUS_AFTER}, v.version,
-                   n.created_at, v.created_at, v.author, v.provenance, n.supersedes, v.content_hash
+                   n.created_at, v.created_at, v.author, v.provenance, n.supersedes,
+                   (SELECT arg_max(type || ':' || coalesce(data->>'reason', ''), seq) FROM events e
+                    WHERE e.note_id = n.id AND e.seq <= ? AND
+                          e.type IN ('confirmed', 'refuted', 'reopened')),
+                   v.content_hash
             FROM last JOIN ver USING (note_id)
             JOIN note_versions v ON v.note_id = ver.note_id AND v.version = ver.version
             JOIN notes n ON n.id = ver.note_id
-            ORDER BY n.id""", [seq, seq]).fetchall()
-        return [(_note(r[:12]), r[12]) for r in rows]
+            ORDER BY n.id""", [seq, seq, seq]).fetchall()
+        return [(_note(r[:13]), r[13]) for r in rows]
 
     def vectors_by_hash(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.con.execute(
@@ -485,7 +501,8 @@ class Store:
         return self.con.execute(
             "SELECT count(*) FROM (SELECT note_id, arg_max(type, seq) AS last_type FROM events "
             f"WHERE seq <= ? AND note_id IS NOT NULL AND type IN ({_STATUS_EVENTS}) "
-            "GROUP BY note_id) WHERE last_type IN ('created', 'reinstated')", [seq]).fetchone()[0]
+            "GROUP BY note_id) WHERE last_type IN ('created', 'reinstated', 'reopened')",
+            [seq]).fetchone()[0]
 
     # -- recall log ---------------------------------------------------------------------
 

@@ -1,0 +1,71 @@
+"""Questions and hypotheses: open, confirmed, refuted (and still recallable as previously believed)."""
+
+import pytest
+
+from nbmemory.errors import Conflict, InvalidInput
+
+from test_magics import ip, run  # noqa: F401  (the shell fixture)
+
+
+def test_hypothesis_lifecycle(memory):
+    q = memory.remember("are the null amounts caused by the left join on customers?", kind="question")
+    other = memory.remember("does the watcher debounce events?", kind="question")
+    assert [n.id for n in memory.open_questions()] == [other.id, q.id]
+
+    refuted = memory.refute(q.id, "nulls exist in the raw export before any join")
+    assert (refuted.status, refuted.resolution) == ("refuted", "refuted")
+    assert refuted.resolution_reason == "nulls exist in the raw export before any join"
+    hits = memory.recall("null amounts left join customers")
+    assert q.id not in [h.note.id for h in hits]
+    assert [h.note.id for h in hits.previously] == [q.id]
+    assert [n.id for n in memory.open_questions()] == [other.id]
+
+    memory.reopen(q.id)
+    assert memory.get(q.id).status == "active" and memory.get(q.id).resolution is None
+    confirmed = memory.confirm(other.id, "debounce of 50 ms in watcher.py")
+    assert (confirmed.status, confirmed.resolution) == ("active", "confirmed")
+    assert [n.id for n in memory.open_questions()] == [q.id]
+    assert [e.type for e in memory.history(q.id)] == ["created", "refuted", "reopened"]
+
+
+def test_resolution_errors(memory):
+    q = memory.remember("is the cache shared?", kind="question")
+    with pytest.raises(InvalidInput, match="Say why it is refuted"):
+        memory.refute(q.id, "  ")
+    memory.confirm(q.id)
+    with pytest.raises(Conflict, match="already confirmed"):
+        memory.confirm(q.id)
+    memory.forget(q.id)
+    with pytest.raises(Conflict, match="Cannot refute note #1: it is revoked"):
+        memory.refute(q.id, "because")
+    fresh = memory.remember("a finding")
+    with pytest.raises(Conflict, match="nothing to reopen"):
+        memory.reopen(fresh.id)
+
+
+def test_resolution_is_part_of_the_past(memory):
+    q = memory.remember("is the cache shared between workers?", kind="question")
+    memory.snapshot("open")
+    memory.refute(q.id, "each worker has its own")
+    diff = memory.snapshot_diff("open")
+    assert [(c.change, c.note.id) for c in diff.changes] == [("refuted", q.id)]
+    assert memory.recall("cache shared workers", as_of="open")[0].note.resolution is None
+
+
+def test_question_magics(ip):  # noqa: F811
+    run(ip, "remember -k question is the amount column in cents everywhere")
+    run(ip, "remember -k question does the watcher debounce")
+    _, out = run(ip, "recall --open")
+    assert "Open questions" in out.stdout and "#1" in out.stdout and "#2" in out.stdout
+    _, out = run(ip, "memory refute 1 euros after 2021")
+    assert "Refuted #1; recall shows it only as previously believed" in out.stdout
+    hits, _ = run(ip, "recall amount column cents")
+    assert "Previously believed (#1, refuted: euros after 2021)" in hits._repr_html_()
+    _, out = run(ip, "memory confirm 2 yes, 50 ms")
+    assert "Confirmed #2." in out.stdout
+    hits, _ = run(ip, "recall watcher debounce")
+    from IPython.lib.pretty import pretty
+
+    assert "[CONFIRMED: yes, 50 ms]" in pretty(hits)
+    _, out = run(ip, "recall --open")
+    assert "Open questions: none." in out.stdout
