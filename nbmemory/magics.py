@@ -18,6 +18,7 @@ from IPython.display import display
 from traitlets import Float, Int, Unicode, observe
 
 from . import display as show
+from . import procedures
 from .config import DEFAULT_MODEL, Settings
 from .errors import NbMemoryError
 from .models import Provenance
@@ -140,6 +141,7 @@ class NbMemory(Magics):
     def __init__(self, shell=None, **kwargs):
         super().__init__(shell=shell, **kwargs)
         self._memory = None
+        self._outcomes: dict[int, bool] = {}  # execution count -> ran without error
 
     @property
     def mem(self):
@@ -175,6 +177,11 @@ class NbMemory(Magics):
               help="finding, gotcha, decision, question, reference or procedure")
     @argument("--supersedes", type=int, default=None, metavar="ID",
               help="this note replaces note ID (kept in its history)")
+    @argument("--procedure", default=None, metavar="NAME",
+              help="store the code of the cells given by --cells (those that ran without "
+                   "error) as a procedure note named NAME")
+    @argument("--cells", default=None, metavar="N-M",
+              help="with --procedure: execution counts, e.g. 3-7 or 3,5,8-9")
     @argument("text", nargs="*", help="the finding itself; in %%remember the cell body")
     @line_cell_magic
     def remember(self, line: str, cell: str | None = None):
@@ -188,6 +195,8 @@ class NbMemory(Magics):
         args, text = split_options(self.remember.parser, line)
         if cell is not None:
             text = cell if not text else f"{text}\n{cell}"
+        if args.procedure or args.cells:
+            text, args.kind = self._procedure(args, text), "procedure"
         with usage_errors():
             options = dict(kind=args.kind, priority=args.priority, tags=args.tags,
                            provenance=self._provenance())
@@ -198,6 +207,37 @@ class NbMemory(Magics):
             similar = self.mem.similar(note.id, k=self.similar) if self.similar else []
         similar = [h for h in similar if h.note.id != args.supersedes]
         display(show.remembered_display(note, similar))
+
+    def _procedure(self, args, description: str) -> str:
+        if not (args.procedure and args.cells):
+            raise UsageError("A procedure needs a name and cells: "
+                             "%remember --procedure load-orders --cells 3-7")
+        try:
+            counts = procedures.parse_cells(args.cells)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        history = self.shell.history_manager.input_hist_raw
+        sources, failed, missing = [], [], []
+        for count in counts:
+            if count >= len(history) or not history[count].strip():
+                missing.append(count)
+            elif self._outcomes.get(count) is False:
+                failed.append(count)
+            elif not procedures.is_bookkeeping(history[count]):
+                sources.append(history[count])
+        if missing:
+            raise UsageError(f"No cell ran with execution count {', '.join(map(str, missing))} "
+                             f"in this kernel (the last was {len(history) - 1}).")
+        if failed:
+            print(f"Left out cells that raised an error: {', '.join(map(str, failed))}.")
+        if not sources:
+            raise UsageError("None of those cells ran without error; nothing to store.")
+        text = procedures.procedure_text(args.procedure, sources)
+        return f"{text}\n\n{description}" if description else text
+
+    def _record_outcome(self, result) -> None:
+        if result.execution_count is not None:
+            self._outcomes[result.execution_count] = result.success
 
     # -- %recall --------------------------------------------------------------------------
 
@@ -320,6 +360,7 @@ class NbMemory(Magics):
         %memory history ID          every event of a note
         %memory reinstate ID        undo %forget
         %memory confirm ID [reason] / refute ID reason / reopen ID   resolve a question
+        %memory insert ID           put a procedure's code into a new cell
         %memory reembed             re-embed all notes with the configured model
         %memory export FILE.jsonl   everything, losslessly (notes, versions, journal, snapshots)
         %memory export --markdown DIR [--by tag|kind]   readable pages, one per tag or kind
@@ -354,6 +395,20 @@ class NbMemory(Magics):
         for note_id in ids:
             note = self.mem.reinstate(note_id)
             print(f"Reinstated #{note.id}.")
+
+    def _memory_insert(self, rest: str):
+        ids = parse_ids(rest)
+        if len(ids) != 1:
+            raise UsageError("Give one note id: %memory insert 12")
+        note = self.mem.get(ids[0])
+        code = procedures.procedure_code(note.text)
+        if code is None:
+            raise UsageError(f"Note #{note.id} is a {note.kind} with no code block; only "
+                             "procedures (%remember --procedure) can be inserted as code.")
+        if type(self.shell).__name__ == "TerminalInteractiveShell":
+            print(code)
+        else:
+            self.shell.set_next_input(code, replace=False)
 
     def _memory_confirm(self, rest: str):
         note_id, reason = _id_and_text(rest, "confirm")
@@ -426,13 +481,16 @@ class NbMemory(Magics):
 
 
 def load_ipython_extension(ipython) -> None:
-    ipython.register_magics(NbMemory(ipython))
+    magics = NbMemory(ipython)
+    ipython.register_magics(magics)
+    ipython.events.register("post_run_cell", magics._record_outcome)
 
 
 def unload_ipython_extension(ipython) -> None:
     magics = ipython.magics_manager.registry.pop("NbMemory", None)
     if magics is not None:
         magics.close()
+        ipython.events.unregister("post_run_cell", magics._record_outcome)
         for kind in ("line", "cell"):
             for name in ("remember", "recall", "forget", "snapshot", "memory"):
                 ipython.magics_manager.magics[kind].pop(name, None)

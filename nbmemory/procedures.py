@@ -1,0 +1,42 @@
+"""Procedures: the code of cells that worked, kept as a note and put back into a notebook."""
+
+from __future__ import annotations
+
+import re
+
+_FENCE = re.compile(r"```(?:python)?\n(.*?)\n```", re.S)
+_OWN_MAGIC = re.compile(r"^\s*%{1,2}(remember|recall|forget|snapshot|memory|load_ext|reload_ext)\b")
+
+
+def parse_cells(spec: str) -> list[int]:
+    """``3-7`` or ``3,5,8-9`` -> execution counts, in order, without repeats."""
+    counts: list[int] = []
+    for part in filter(None, (p.strip() for p in (spec or "").split(","))):
+        match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+        if not match:
+            raise ValueError(f"Cannot read the cells {spec!r}; use e.g. --cells 3-7 or --cells 3,5,8-9")
+        first = int(match.group(1))
+        last = int(match.group(2) or first)
+        if last < first:
+            raise ValueError(f"The range {part!r} runs backwards; write it as {last}-{first}")
+        counts.extend(c for c in range(first, last + 1) if c not in counts)
+    if not counts:
+        raise ValueError("Say which cells: --cells 3-7 (execution counts, as in In [3])")
+    return counts
+
+
+def is_bookkeeping(source: str) -> bool:
+    """A cell that only runs nbmemory's own magics is not part of a procedure."""
+    lines = [line for line in source.splitlines() if line.strip()]
+    return bool(lines) and all(_OWN_MAGIC.match(line) for line in lines)
+
+
+def procedure_text(name: str, sources: list[str]) -> str:
+    code = "\n\n".join(s.strip("\n") for s in sources)
+    return f"Procedure: {name}\n\n```python\n{code}\n```"
+
+
+def procedure_code(text: str) -> str | None:
+    """The code block of a procedure note, or None if it has none."""
+    match = _FENCE.search(text)
+    return match.group(1) if match else None

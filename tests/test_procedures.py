@@ -1,0 +1,55 @@
+"""Procedures: only cells that ran without error are kept, and they come back as code."""
+
+import pytest
+from IPython.core.error import UsageError
+
+from nbmemory.procedures import parse_cells, procedure_code
+
+from test_magics import ip, run  # noqa: F401  (the shell fixture)
+
+
+def cells(ip, *sources):  # noqa: F811
+    for source in sources:
+        ip.run_cell(source, store_history=True)
+
+
+def test_only_successful_cells_are_captured_and_insert_round_trips(ip):  # noqa: F811
+    cells(ip, "import math", "rows = [1, 2, 3]", "1 / 0", "%recall anything at all",
+          "total = sum(rows) * math.pi")
+    _, out = run(ip, "remember --procedure sum-rows --cells 1-5 -t demo how to total the rows")
+    assert "Left out cells that raised an error: 3." in out.stdout
+    hits, _ = run(ip, "recall --kind procedure total the rows")
+    note = hits[0].note
+    assert note.kind == "procedure" and note.tags == ("demo",)
+    assert procedure_code(note.text) == "import math\n\nrows = [1, 2, 3]\n\ntotal = sum(rows) * math.pi"
+    assert note.text.startswith("Procedure: sum-rows\n")
+    assert note.text.endswith("how to total the rows")
+    ip.rl_next_input = None
+    run(ip, f"memory insert {note.id}")
+    assert ip.rl_next_input == procedure_code(note.text)
+    namespace = {}
+    exec(ip.rl_next_input, namespace)
+    assert namespace["total"] == pytest.approx(6 * 3.141592653589793)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("remember --procedure p", "A procedure needs a name and cells"),
+    ("remember --procedure p --cells 9-x", "Cannot read the cells '9-x'"),
+    ("remember --procedure p --cells 5-2", "The range '5-2' runs backwards"),
+    ("remember --procedure p --cells 40", "No cell ran with execution count 40"),
+    ("remember --procedure p --cells 2", "None of those cells ran without error"),
+])
+def test_procedure_errors(ip, line, message):  # noqa: F811
+    cells(ip, "x = 1", "1 / 0")
+    with pytest.raises(UsageError, match=message):
+        run(ip, line)
+
+
+def test_insert_refuses_notes_without_code(ip):  # noqa: F811
+    run(ip, "remember just a finding")
+    with pytest.raises(UsageError, match="Note #1 is a finding with no code block"):
+        run(ip, "memory insert 1")
+
+
+def test_parse_cells():
+    assert parse_cells("3-5, 4, 9") == [3, 4, 5, 9]
