@@ -638,6 +638,21 @@ class Engine:
                                   dense=len(scored), filtered_out=below)
             return result
 
+    def recall_terms(self, terms: Sequence[str], *, k: int = 5) -> Hits:
+        """Notes whose text names any of ``terms`` (variables, columns, paths alive in a
+        kernel), ranked by BM25 over those terms; the best scores 1.0."""
+        terms = [t for t in terms if t and t.strip()]
+        if not terms:
+            raise InvalidInput("Nothing to recall about: define some variables, or give a query")
+        query = " ".join(terms)
+        with self._lock:
+            ids, scores = self.lexical.score(query, self.store.note_ids(Filters()), limit=k)
+            notes = self._with_stale(list(self.store.get_notes(ids.tolist()).values()))
+            by_id = {n.id: n for n in notes}
+            top = float(scores[0]) if len(scores) else 1.0
+            hits = [Hit(by_id[int(i)], round(float(s) / top, 4)) for i, s in zip(ids, scores)]
+            return Hits(hits, query=f"the namespace ({len(terms)} names)")
+
     def _live_view(self) -> _LiveView:
         return _LiveView(self.store, self.lexical, self.vectors or _NO_VECTORS, self._inactive)
 

@@ -19,6 +19,7 @@ from traitlets import Float, Int, Unicode, observe
 
 from . import display as show
 from . import procedures
+from .namespace import namespace_terms
 from .config import DEFAULT_MODEL, Settings
 from .errors import NbMemoryError
 from .models import Provenance
@@ -259,9 +260,16 @@ class NbMemory(Magics):
     def recall(self, line: str):
         """Find notes by meaning and by keyword: %recall [-k N] [-t tags] [--kind K] query
 
-        ``hits = %recall ...`` keeps the hits (``hits.to_dataframe()`` for pandas).
+        With no query, recall notes about what is alive in the kernel now: variable
+        names, DataFrame columns and file paths. ``hits = %recall ...`` keeps the hits
+        (``hits.to_dataframe()`` for pandas).
         """
         args, query = split_options(self.recall.parser, line)
+        if not query and not args.open:
+            hidden = set(getattr(self.shell, "user_ns_hidden", {}))
+            terms = namespace_terms(self.shell.user_ns, hidden)
+            with usage_errors():
+                return self.mem.recall_terms(terms, k=self.k if args.k is None else args.k)
         if args.open and not query:
             with usage_errors():
                 questions = self.mem.open_questions(limit=args.k or 50)

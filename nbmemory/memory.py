@@ -175,6 +175,10 @@ class Memory:
                           since=since, until=until, explain=explain, min_score=min_score,
                           as_of=as_of)
 
+    def recall_terms(self, terms: Sequence[str], *, k: int = 5) -> Hits:
+        """Notes that mention any of ``terms``: names, columns or paths alive in a kernel."""
+        return self._call("recall_terms", terms=list(terms), k=k)
+
     def get(self, note_id: int) -> Note:
         return self._call("get", note_id=note_id)
 

@@ -89,7 +89,7 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("remember -p urgent finding", "Unknown priority 'urgent'"),
     ("remember -k idea finding", "Unknown kind 'idea'"),
     ("remember --colour red finding", "Unknown option --colour"),
-    ("recall", "The query is empty"),
+    ("recall", "Nothing to recall about"),
     ("recall -k 0 x", "k must be at least 1"),
     ("recall --since yesterday x", "Cannot read the time 'yesterday'"),
     ("forget", "Give the id of the note to forget"),
