@@ -470,7 +470,7 @@ class Engine:
             self._inactive.discard(note_id)
             self._past_views.clear()
             self._save_vectors(force=True)  # the old index file still holds the vector
-            self.store.con.execute("CHECKPOINT")
+            self.store.compact()
             return self.get(note_id)
 
     # -- questions and hypotheses ---------------------------------------------------------
@@ -496,6 +496,7 @@ class Engine:
                 self.store.append_event("reopened", note_id, actor=actor or default_author(),
                                         at=utcnow())
                 self.store.set_status(note_id, "active")
+                self.store.set_resolution(note_id, None, None)
             self._inactive.discard(note_id)
             self._after_write()
             return self.get(note_id)
@@ -510,6 +511,7 @@ class Engine:
             with self.store.transaction():
                 self.store.append_event(outcome, note_id, actor=actor or default_author(),
                                         at=utcnow(), data=data)
+                self.store.set_resolution(note_id, outcome, data["reason"] if data else None)
                 if outcome == "refuted":
                     self.store.set_status(note_id, "refuted")
             if outcome == "refuted":

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 
 from . import __version__
 from .errors import InvalidInput
-from .models import Note
+from .models import Note, Provenance
 from .store import SCHEMA_VERSION, Store
 
 FORMAT = "nbmemory-export"
@@ -266,14 +266,12 @@ def _replace(store: Store, note_id: int, row: dict, versions: list[dict], actor:
     if not same:
         seq = store.append_event("edited", note_id, actor=actor, at=now,
                                  data={"changed": ["imported"]})
-        store.con.execute(
-            "INSERT INTO note_versions SELECT ?, max(version) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ? "
-            "FROM note_versions WHERE note_id = ?",
-            [note_id, latest["text"], latest["content_hash"], latest["kind"], latest["priority"],
-             latest["tags"], latest.get("author"), now.replace(tzinfo=None),
-             latest.get("provenance"), seq, note_id])
-        store.con.execute("UPDATE notes SET version = version + 1, updated_at = ? WHERE id = ?",
-                          [now.replace(tzinfo=None), note_id])
+        provenance = Provenance.from_dict(json.loads(latest["provenance"])
+                                          if latest.get("provenance") else None)
+        store.insert_version(note_id, text=latest["text"], content_hash=latest["content_hash"],
+                             kind=latest["kind"], priority=latest["priority"],
+                             tags=latest["tags"], author=latest.get("author"),
+                             provenance=provenance, at=now, seq=seq)
     if row["status"] != current.status and row["status"] in ("active", "revoked"):
         store.append_event("reinstated" if row["status"] == "active" else "revoked", note_id,
                            actor=actor, at=now, data={"imported": True})

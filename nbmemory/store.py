@@ -8,6 +8,7 @@ a newer nbmemory and is refused untouched.
 from __future__ import annotations
 
 import json
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -22,6 +23,7 @@ from .errors import StoreTooNew, StoreUnavailable
 from .models import Event, Note, Provenance, Snapshot
 
 DB_FILENAME = "memory.duckdb"
+COMPACT_FILENAME = "memory.compact.duckdb"
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -35,7 +37,17 @@ MIGRATIONS: list[tuple[str, str]] = [
             version INTEGER NOT NULL,
             supersedes BIGINT,
             created_at TIMESTAMP NOT NULL,
-            updated_at TIMESTAMP NOT NULL
+            updated_at TIMESTAMP NOT NULL,
+            -- the current version, kept here so reads need no join (history is in note_versions)
+            text VARCHAR NOT NULL DEFAULT '',
+            content_hash VARCHAR NOT NULL DEFAULT '',
+            kind VARCHAR NOT NULL DEFAULT 'finding',
+            priority VARCHAR NOT NULL DEFAULT 'medium',
+            tags VARCHAR[] NOT NULL DEFAULT [],
+            author VARCHAR,
+            provenance JSON,
+            resolution VARCHAR,
+            resolution_reason VARCHAR
         );
         CREATE TABLE note_versions (
             note_id BIGINT NOT NULL,
@@ -131,13 +143,13 @@ class Filters:
             clauses.append("n.status IN (SELECT unnest(?))")
             params.append(list(self.statuses))
         if self.tags:
-            clauses.append("list_has_all(v.tags, ?)")
+            clauses.append("list_has_all(n.tags, ?)")
             params.append(list(self.tags))
         if self.kinds:
-            clauses.append("v.kind IN (SELECT unnest(?))")
+            clauses.append("n.kind IN (SELECT unnest(?))")
             params.append(list(self.kinds))
         if self.priorities:
-            clauses.append("v.priority IN (SELECT unnest(?))")
+            clauses.append("n.priority IN (SELECT unnest(?))")
             params.append(list(self.priorities))
         if self.since:
             clauses.append("n.created_at >= ?")
@@ -153,15 +165,15 @@ _STATUS_AFTER = """CASE last_type WHEN 'revoked' THEN 'revoked' WHEN 'superseded
     WHEN 'purged' THEN 'purged' WHEN 'refuted' THEN 'refuted' ELSE 'active' END"""
 
 _NOTE_COLUMNS = """
-    n.id, v.text, v.kind, v.priority, v.tags, n.status, n.version, n.created_at,
-    v.created_at, v.author, v.provenance, n.supersedes, r.resolution
+    n.id, n.text, n.kind, n.priority, n.tags, n.status, n.version, n.created_at,
+    n.updated_at, n.author, n.provenance, n.supersedes, n.resolution, n.resolution_reason
 """
-# The latest confirmed/refuted/reopened event of each note, with its reason.
-_RESOLUTIONS = """LEFT JOIN (SELECT note_id, arg_max(type || ':' || coalesce(data->>'reason', ''), seq)
-    AS resolution FROM events WHERE type IN ('confirmed', 'refuted', 'reopened')
-    GROUP BY note_id) r ON r.note_id = n.id"""
-_NOTE_FROM = "notes n JOIN note_versions v ON v.note_id = n.id AND v.version = n.version"
-_NOTE_FROM_RESOLVED = f"{_NOTE_FROM} {_RESOLUTIONS}"
+_NOTE_FROM = "notes n"
+
+
+def _id_list(ids: Sequence[int]) -> str:
+    """Ids inlined as a literal list: DuckDB looks these up far faster than a parameter list."""
+    return ", ".join(str(int(i)) for i in ids) or "NULL"
 
 
 def _note(row: tuple) -> Note:
@@ -169,15 +181,14 @@ def _note(row: tuple) -> Note:
         id=row[0], text=row[1], kind=row[2], priority=row[3], tags=tuple(row[4]),
         status=row[5], version=row[6], created_at=_aware(row[7]), updated_at=_aware(row[8]),
         author=row[9], provenance=Provenance.from_dict(json.loads(row[10]) if row[10] else None),
-        supersedes=row[11], **_resolution(row[12] if len(row) > 12 else None),
+        supersedes=row[11], resolution=row[12], resolution_reason=row[13],
     )
 
 
-def _resolution(value: str | None) -> dict[str, str | None]:
+def _split_resolution(value: str | None) -> tuple[str | None, str | None]:
+    """``refuted:why`` -> (refuted, why); reopened or nothing -> (None, None)."""
     kind, _, reason = (value or "").partition(":")
-    if kind not in ("confirmed", "refuted"):
-        return {}
-    return {"resolution": kind, "resolution_reason": reason or None}
+    return (kind, reason or None) if kind in ("confirmed", "refuted") else (None, None)
 
 
 class Store:
@@ -186,6 +197,7 @@ class Store:
     def __init__(self, directory: Path):
         self.directory = Path(directory)
         self.path = self.directory / DB_FILENAME
+        (self.directory / COMPACT_FILENAME).unlink(missing_ok=True)  # an interrupted compact
         try:
             self.con = duckdb.connect(str(self.path))
         except duckdb.Error as exc:
@@ -207,6 +219,26 @@ class Store:
 
     def close(self) -> None:
         self.con.close()
+
+    def compact(self) -> None:
+        """Rewrite the file so that no free block still holds erased text (after a purge).
+
+        DuckDB reuses freed blocks but does not wipe them; copying every table into a
+        new file and renaming it over the old one leaves nothing behind. A crash before
+        the rename leaves the old file intact and a leftover that the next open removes.
+        """
+        fresh = self.path.with_name(COMPACT_FILENAME)
+        fresh.unlink(missing_ok=True)
+        name = self.con.execute("SELECT current_database()").fetchone()[0]
+        self.con.execute("CHECKPOINT")
+        self.con.execute(f"ATTACH '{fresh}' AS compacted")
+        try:
+            self.con.execute(f'COPY FROM DATABASE "{name}" TO compacted')
+        finally:
+            self.con.execute("DETACH compacted")
+        self.con.close()
+        os.replace(fresh, self.path)
+        self.con = duckdb.connect(str(self.path))
 
     # -- schema -------------------------------------------------------------------------
 
@@ -311,8 +343,10 @@ class Store:
 
     def insert_note(self, note_id: int, *, uid: str, at: datetime, status: str = "active",
                     supersedes: int | None = None) -> None:
+        """A new note row; its content arrives with :meth:`insert_version`."""
         self.con.execute(
-            "INSERT INTO notes VALUES (?, ?, ?, 0, ?, ?, ?)",
+            "INSERT INTO notes (id, uid, status, version, supersedes, created_at, updated_at) "
+            "VALUES (?, ?, ?, 0, ?, ?, ?)",
             [note_id, uid, status, supersedes, _naive(at), _naive(at)],
         )
 
@@ -327,8 +361,11 @@ class Store:
             [note_id, version, text, content_hash, kind, priority, list(tags), author,
              _naive(at), json.dumps(provenance.to_dict()), seq],
         )
-        self.con.execute("UPDATE notes SET version = ?, updated_at = ? WHERE id = ?",
-                         [version, _naive(at), note_id])
+        self.con.execute(
+            "UPDATE notes SET version = ?, updated_at = ?, text = ?, content_hash = ?, kind = ?, "
+            "priority = ?, tags = ?, author = ?, provenance = ? WHERE id = ?",
+            [version, _naive(at), text, content_hash, kind, priority, list(tags), author,
+             json.dumps(provenance.to_dict()), note_id])
         return version
 
     def set_status(self, note_id: int, status: str) -> None:
@@ -340,8 +377,13 @@ class Store:
             "DELETE FROM embeddings WHERE content_hash IN (SELECT content_hash FROM note_versions "
             "WHERE note_id = ?) AND content_hash NOT IN (SELECT content_hash FROM note_versions "
             "WHERE note_id <> ?)", [note_id, note_id])
-        self.con.execute("UPDATE note_versions SET text = '', content_hash = 'purged', "
-                         "provenance = NULL WHERE note_id = ?", [note_id])
+        for table, key in (("note_versions", "note_id"), ("notes", "id")):
+            self.con.execute(f"UPDATE {table} SET text = '', content_hash = 'purged', "
+                             f"provenance = NULL WHERE {key} = ?", [note_id])
+
+    def set_resolution(self, note_id: int, resolution: str | None, reason: str | None) -> None:
+        self.con.execute("UPDATE notes SET resolution = ?, resolution_reason = ? WHERE id = ?",
+                         [resolution, reason, note_id])
 
     def superseded_by(self, note_id: int) -> int | None:
         row = self.con.execute("SELECT id FROM notes WHERE supersedes = ?", [note_id]).fetchone()
@@ -355,8 +397,7 @@ class Store:
         if not len(ids):
             return {}
         rows = self.con.execute(
-            f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_FROM_RESOLVED} WHERE n.id IN (SELECT unnest(?))",
-            [[int(i) for i in ids]],
+            f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_FROM} WHERE n.id IN ({_id_list(ids)})"
         ).fetchall()
         return {row[0]: _note(row) for row in rows}
 
@@ -364,10 +405,10 @@ class Store:
                    order: str = "newest") -> tuple[list[Note], int]:
         where, params = filters.sql()
         order_by = {"newest": "n.updated_at DESC, n.id DESC", "oldest": "n.id ASC",
-                    "priority": "CASE v.priority WHEN 'high' THEN 0 WHEN 'medium' THEN 1 ELSE 2 END, n.id DESC"}[order]
+                    "priority": "CASE n.priority WHEN 'high' THEN 0 WHEN 'medium' THEN 1 ELSE 2 END, n.id DESC"}[order]
         total = self.con.execute(f"SELECT count(*) FROM {_NOTE_FROM} WHERE {where}", params).fetchone()[0]
         rows = self.con.execute(
-            f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_FROM_RESOLVED} WHERE {where} ORDER BY {order_by} "
+            f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_FROM} WHERE {where} ORDER BY {order_by} "
             "LIMIT ? OFFSET ?", params + [limit, offset],
         ).fetchall()
         return [_note(r) for r in rows], total
@@ -383,16 +424,15 @@ class Store:
         if not len(ids):
             return {}
         rows = self.con.execute(
-            f"SELECT n.id, v.priority FROM {_NOTE_FROM} WHERE n.id IN (SELECT unnest(?))",
-            [[int(i) for i in ids]]).fetchall()
+            f"SELECT n.id, n.priority FROM {_NOTE_FROM} WHERE n.id IN ({_id_list(ids)})").fetchall()
         return dict(rows)
 
     def texts(self, ids: Sequence[int] | None = None) -> list[tuple[int, str]]:
         """(id, current text) of active notes, or of ``ids``."""
         if ids is None:
-            sql, params = f"SELECT n.id, v.text FROM {_NOTE_FROM} WHERE n.status = 'active'", []
+            sql, params = f"SELECT n.id, n.text FROM {_NOTE_FROM} WHERE n.status = 'active'", []
         else:
-            sql = f"SELECT n.id, v.text FROM {_NOTE_FROM} WHERE n.id IN (SELECT unnest(?))"
+            sql = f"SELECT n.id, n.text FROM {_NOTE_FROM} WHERE n.id IN (SELECT unnest(?))"
             params = [[int(i) for i in ids]]
         return self.con.execute(sql, params).fetchall()
 
@@ -419,12 +459,12 @@ class Store:
                    (SELECT arg_max(type || ':' || coalesce(data->>'reason', ''), seq) FROM events e
                     WHERE e.note_id = n.id AND e.seq <= ? AND
                           e.type IN ('confirmed', 'refuted', 'reopened')),
-                   v.content_hash
+                   NULL, v.content_hash
             FROM last JOIN ver USING (note_id)
             JOIN note_versions v ON v.note_id = ver.note_id AND v.version = ver.version
             JOIN notes n ON n.id = ver.note_id
             ORDER BY n.id""", [seq, seq, seq]).fetchall()
-        return [(_note(r[:13]), r[13]) for r in rows]
+        return [(_note(r[:12] + _split_resolution(r[12])), r[14]) for r in rows]
 
     def vectors_by_hash(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self.con.execute(
@@ -448,7 +488,7 @@ class Store:
     def vectors(self, model: str, ids: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Ids and current vectors of active notes (or of ``ids``) for ``model``."""
         sql = (f"SELECT n.id, e.vector FROM {_NOTE_FROM} "
-               "JOIN embeddings e ON e.content_hash = v.content_hash AND e.model = ? ")
+               "JOIN embeddings e ON e.content_hash = n.content_hash AND e.model = ? ")
         params: list[Any] = [model]
         if ids is None:
             sql += "WHERE n.status = 'active'"
