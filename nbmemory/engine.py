@@ -30,7 +30,7 @@ from .lock import OwnerLock, prepare_directory
 from .models import (KINDS, PRIORITIES, Event, Hit, Hits, Note, Provenance, Snapshot,
                      SnapshotDiff, StaleReason, utcnow)
 from .store import SCHEMA_VERSION, Filters, Store
-from .vectors import MatrixVectors, VectorIndex, VectorIndexError
+from .vectors import DenseRows, VectorIndex, VectorIndexError
 
 Progress = Callable[[int, int], None]
 
@@ -133,20 +133,21 @@ class _LiveView:
 
     store: Store
     lexical: LexicalIndex
-    vectors: VectorIndex | MatrixVectors
+    vectors: VectorIndex | DenseRows
     inactive: set[int]
+    priority: dict[int, str]
 
     def candidates(self, filters: Filters) -> np.ndarray:
         return self.store.note_ids(filters)
 
     def priorities(self, ids: Sequence[int]) -> dict[int, str]:
-        return self.store.priorities(ids)
+        return {i: self.priority.get(i, "medium") for i in ids}
 
     def get_notes(self, ids: Sequence[int]) -> dict[int, Note]:
         return self.store.get_notes(ids)
 
 
-_NO_VECTORS = MatrixVectors(np.empty(0, np.int64), np.empty((0, 1), np.float32))
+_NO_VECTORS = DenseRows.from_matrix(np.empty(0, np.int64), np.empty((0, 1), np.float32))
 
 
 class Engine:
@@ -168,6 +169,9 @@ class Engine:
             self._owner.release()
             raise
         self._writes_since_save = 0
+        self._identity: str | None = None
+        self._priority: dict[int, str] = {}  # of every indexed note, for ranking
+        self._recall_log: list[dict] = []  # flushed with the next write or on close
         self._inactive: set[int] = set()
         self._past_views: dict[int, PastView] = {}
         self.index_state = "empty"
@@ -181,6 +185,7 @@ class Engine:
         with self._lock:
             if self._owner.held:
                 try:
+                    self._flush_recall_log()
                     self._save_vectors()
                 finally:
                     self.store.close()
@@ -195,7 +200,13 @@ class Engine:
     @property
     def stored_identity(self) -> str | None:
         """``model:dims`` of the vectors in the store, or None before the first note."""
-        return self.store.meta("embedder")
+        if self._identity is None:
+            self._identity = self.store.meta("embedder") or ""
+        return self._identity or None
+
+    def _set_identity(self, identity: str) -> None:
+        self.store.set_meta("embedder", identity)
+        self._identity = identity
 
     @property
     def mismatch(self) -> tuple[str, str] | None:
@@ -216,10 +227,13 @@ class Engine:
 
     def _open_indexes(self, progress: Progress | None, *, rebuild: bool = False) -> None:
         """Build the keyword index and load (or catch up, or rebuild) the vector index."""
-        ids = self.store.note_ids(Filters(statuses=INDEXED))
-        self._inactive = set(ids.tolist()) - set(self.store.note_ids(Filters()).tolist())
+        rows = self.store.index_rows(INDEXED)
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        self._inactive = {r[0] for r in rows if r[3] != "active"}
+        self._priority = {r[0]: r[2] for r in rows}
         self.lexical = LexicalIndex()
-        self.lexical.add_many(self.store.texts(ids.tolist()))
+        self.lexical.add_many((r[0], r[1]) for r in rows)
+        self._identity = None
         self._past_views.clear()
         self.vectors = None
         stored = self.stored_identity
@@ -345,6 +359,7 @@ class Engine:
                                             request_id=request_id, data={"by": note_id})
                     self.store.set_status(supersedes, "superseded")
             self._index_note(note_id, text, vector)
+            self._priority[note_id] = priority
             if supersedes is not None:
                 self._inactive.add(supersedes)
             self._after_write()
@@ -352,7 +367,7 @@ class Engine:
 
     def _put_vector(self, digest: str, vector: np.ndarray) -> None:
         if not self.stored_identity:
-            self.store.set_meta("embedder", f"{self.embedder.name}:{len(vector)}")
+            self._set_identity(f"{self.embedder.name}:{len(vector)}")
         self.store.put_embeddings(self.embedder.name, [(digest, vector)])
 
     def supersede(self, note_id: int, text: str, **kwargs) -> Note:
@@ -395,6 +410,7 @@ class Engine:
                                           author=author, provenance=old.provenance, at=at, seq=seq)
                 if vector is not None:
                     self._put_vector(digest, vector)
+            self._priority[note_id] = new_priority
             if "text" in changed:
                 if vector is None:
                     vector = self.store.vectors(self.embedder.name, [note_id])[1][0]
@@ -468,6 +484,7 @@ class Engine:
             if self.vectors is not None:
                 self.vectors.remove([note_id])
             self._inactive.discard(note_id)
+            self._priority.pop(note_id, None)
             self._past_views.clear()
             self._save_vectors(force=True)  # the old index file still holds the vector
             self.store.compact()
@@ -635,10 +652,18 @@ class Engine:
 
             result = Hits(make(hits), query=query, filtered_out=below,
                           previously=tuple(make(previously)), explain=explain)
-            self.store.log_recall(at=utcnow(), query=query, k=k, returned=len(result),
-                                  lexical=sum(1 for r in scored if r.lexical > 0),
-                                  dense=len(scored), filtered_out=below)
+            self._recall_log.append(dict(at=utcnow(), query=query, k=k, returned=len(result),
+                                         lexical=sum(1 for r in scored if r.lexical > 0),
+                                         dense=len(scored), filtered_out=below))
+            if len(self._recall_log) >= 100:
+                self._flush_recall_log()
             return result
+
+    def _flush_recall_log(self) -> None:
+        """Recall statistics are written in batches: one commit per recall cost milliseconds."""
+        if self._recall_log:
+            self.store.log_recalls(self._recall_log)
+            self._recall_log = []
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5) -> Hits:
         """Notes whose text names any of ``terms`` (variables, columns, paths alive in a
@@ -656,7 +681,8 @@ class Engine:
             return Hits(hits, query=f"the namespace ({len(terms)} names)")
 
     def _live_view(self) -> _LiveView:
-        return _LiveView(self.store, self.lexical, self.vectors or _NO_VECTORS, self._inactive)
+        return _LiveView(self.store, self.lexical, self.vectors or _NO_VECTORS, self._inactive,
+                         self._priority)
 
     def _past_view(self, name: str) -> PastView:
         snapshot = self._snapshot(name)
@@ -747,7 +773,7 @@ class Engine:
         with self._lock:
             embedded = self._embed_missing(progress)
             previous = self.stored_identity
-            self.store.set_meta("embedder", self.embedder.identity)
+            self._set_identity(self.embedder.identity)
             self._open_indexes(None, rebuild=True)
             self.index_state = "rebuilt (re-embedded)"
             return {"from": previous, "to": self.embedder.identity, "embedded": embedded}
@@ -771,13 +797,14 @@ class Engine:
         with self._lock:
             self._check_embedder()
             empty = self.store.position() == 0
+            self._identity = None  # the import may set it, inside a transaction that may fail
             with self.store.transaction():
                 if empty:
                     summary = exchange.restore(self.store, export, progress)
                     summary = {"restored": summary.get("notes", 0)}
                     model = export.header.get("model")
                     if model and model_name(model) == self.embedder.name:
-                        self.store.set_meta("embedder", model)
+                        self._set_identity(model)
                 else:
                     summary = exchange.merge(self.store, export, policy=on_conflict,
                                              actor=actor or default_author(), now=utcnow())
@@ -797,7 +824,7 @@ class Engine:
             if progress:
                 progress(min(start + 64, len(todo)), len(todo))
         if todo and not self.stored_identity:
-            self.store.set_meta("embedder", f"{self.embedder.name}:{len(vectors[0])}")
+            self._set_identity(f"{self.embedder.name}:{len(vectors[0])}")
         return len(todo)
 
     def export_markdown(self, directory: str, *, by: str = "tag") -> list[str]:
@@ -810,6 +837,7 @@ class Engine:
 
     def status(self) -> dict[str, Any]:
         with self._lock:
+            self._flush_recall_log()
             counts = self.store.counts()
             stats = self.store.recall_stats()
             return {

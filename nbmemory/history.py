@@ -13,7 +13,7 @@ import numpy as np
 from .lexical import LexicalIndex
 from .models import Change, Note, StaleReason
 from .store import Filters, Store
-from .vectors import MatrixVectors
+from .vectors import DenseRows
 
 
 @dataclass
@@ -23,7 +23,7 @@ class PastView:
     seq: int
     notes: dict[int, Note]
     lexical: LexicalIndex
-    vectors: MatrixVectors
+    vectors: DenseRows
     inactive: set[int] = field(default_factory=set)
 
     @classmethod
@@ -37,7 +37,7 @@ class PastView:
         matrix = (np.vstack([vectors[d] for _, d in rows]) if rows
                   else np.empty((0, 1), np.float32))
         return cls(seq, {note.id: note for note, _ in rows}, lexical,
-                   MatrixVectors(keys, matrix),
+                   DenseRows.from_matrix(keys, matrix),
                    {note.id for note, _ in rows if note.status != "active"})
 
     def candidates(self, filters: Filters) -> np.ndarray:

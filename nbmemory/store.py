@@ -427,6 +427,12 @@ class Store:
             f"SELECT n.id, n.priority FROM {_NOTE_FROM} WHERE n.id IN ({_id_list(ids)})").fetchall()
         return dict(rows)
 
+    def index_rows(self, statuses: Sequence[str]) -> list[tuple[int, str, str, str]]:
+        """(id, text, priority, status) of every note in ``statuses``: what the indexes need."""
+        return self.con.execute(
+            f"SELECT n.id, n.text, n.priority, n.status FROM {_NOTE_FROM} "
+            "WHERE n.status IN (SELECT unnest(?)) ORDER BY n.id", [list(statuses)]).fetchall()
+
     def texts(self, ids: Sequence[int] | None = None) -> list[tuple[int, str]]:
         """(id, current text) of active notes, or of ``ids``."""
         if ids is None:
@@ -546,10 +552,12 @@ class Store:
 
     # -- recall log ---------------------------------------------------------------------
 
-    def log_recall(self, *, at: datetime, query: str, k: int, returned: int, lexical: int,
-                   dense: int, filtered_out: int) -> None:
-        self.con.execute("INSERT INTO recall_log VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         [_naive(at), query, k, returned, lexical, dense, filtered_out])
+    def log_recalls(self, entries: Sequence[dict]) -> None:
+        """Append recall log entries (at, query, k, returned, lexical, dense, filtered_out)."""
+        self.con.executemany(
+            "INSERT INTO recall_log VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [[_naive(e["at"]), e["query"], e["k"], e["returned"], e["lexical"], e["dense"],
+              e["filtered_out"]] for e in entries])
 
     def recall_stats(self) -> dict[str, int]:
         total, empty = self.con.execute(

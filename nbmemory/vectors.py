@@ -36,8 +36,101 @@ def _atomic_write(path: Path, write) -> None:
         os.close(fd)
 
 
+class DenseRows:
+    """Vectors by key in one growable float32 matrix, for exact search and fast lookups.
+
+    usearch's own ``get`` costs about a microsecond per key in Python, too slow for the
+    exact search of a few thousand candidates on every recall; a matrix row is free.
+    """
+
+    def __init__(self, ndim: int, capacity: int = 1024):
+        self.ndim = ndim
+        self._matrix = np.zeros((capacity, ndim), np.float32)
+        self._row_keys = np.zeros(capacity, np.int64)
+        self._alive = np.zeros(capacity, bool)
+        self._rows: dict[int, int] = {}
+        self._used = 0
+        self._keys: np.ndarray | None = None
+
+    @classmethod
+    def from_matrix(cls, keys: np.ndarray, matrix: np.ndarray) -> DenseRows:
+        """Rows for a fixed set of vectors (views of the past)."""
+        matrix = np.asarray(matrix, dtype=np.float32)
+        rows = cls(matrix.shape[1] if matrix.ndim == 2 and matrix.shape[1] else 1,
+                   capacity=max(1, len(keys)))
+        if len(keys):
+            rows.put(np.asarray(keys, dtype=np.int64), matrix.reshape(len(keys), -1))
+        return rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, key: int) -> bool:
+        return int(key) in self._rows
+
+    def keys(self) -> np.ndarray:
+        """Live keys, sorted (cached until the next change)."""
+        if self._keys is None:
+            self._keys = np.sort(self._row_keys[:self._used][self._alive[:self._used]])
+        return self._keys
+
+    def put(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        self._keys = None
+        for key, vector in zip(keys.tolist(), vectors):
+            row = self._rows.get(key)
+            if row is None:
+                if self._used == len(self._matrix):
+                    self._grow()
+                row = self._rows[key] = self._used
+                self._used += 1
+                self._row_keys[row], self._alive[row] = key, True
+            self._matrix[row] = vector
+
+    def delete(self, keys) -> None:
+        self._keys = None
+        for key in keys:
+            row = self._rows.pop(int(key), None)
+            if row is not None:
+                self._alive[row] = False
+        if self._used > 1024 and len(self._rows) < self._used // 2:
+            self._compact()
+
+    def _grow(self) -> None:
+        size = max(1024, 2 * len(self._matrix))
+        self._matrix = np.resize(self._matrix, (size, self.ndim))
+        self._row_keys = np.resize(self._row_keys, size)
+        self._alive = np.concatenate([self._alive, np.zeros(size - len(self._alive), bool)])
+
+    def _compact(self) -> None:
+        live = np.flatnonzero(self._alive[:self._used])
+        self._matrix[:len(live)] = self._matrix[live]
+        self._row_keys[:len(live)] = self._row_keys[live]
+        self._alive[:] = False
+        self._alive[:len(live)] = True
+        self._used = len(live)
+        self._rows = {int(k): i for i, k in enumerate(self._row_keys[:self._used])}
+
+    def get(self, keys: np.ndarray) -> np.ndarray:
+        return self._matrix[[self._rows[int(k)] for k in keys]]
+
+    def similarities(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        if not len(keys):
+            return np.empty(0, np.float32)
+        return self.get(keys) @ np.asarray(query, dtype=np.float32)
+
+    def search(self, query: np.ndarray, k: int, *, exact: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        sims = self._matrix[:self._used] @ np.asarray(query, dtype=np.float32)
+        sims[~self._alive[:self._used]] = -np.inf
+        k = min(k, len(self._rows))
+        if k <= 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        top = np.argpartition(-sims, k - 1)[:k]
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return self._row_keys[top], sims[top]
+
+
 class VectorIndex:
-    """Cosine HNSW index with f32 scalars and explicit graph parameters."""
+    """Cosine HNSW (usearch, f32, explicit graph parameters) plus the exact rows."""
 
     def __init__(self, ndim: int, *, connectivity: int = 16, expansion_add: int = 128,
                  expansion_search: int = 96, _index: Index | None = None):
@@ -46,51 +139,53 @@ class VectorIndex:
             ndim=ndim, metric="cos", dtype="f32", connectivity=connectivity,
             expansion_add=expansion_add, expansion_search=expansion_search)
         self._index.expansion_search = expansion_search
+        self.rows = DenseRows(ndim)
+        if len(self._index):
+            keys = np.asarray(self._index.keys, dtype=np.int64)
+            self.rows.put(keys, np.vstack(self._index.get(keys)).astype(np.float32))
 
     def __len__(self) -> int:
-        return len(self._index)
+        return len(self.rows)
 
     def __contains__(self, key: int) -> bool:
-        return bool(self._index.contains(int(key)))
+        return key in self.rows
 
     def keys(self) -> np.ndarray:
-        return np.asarray(self._index.keys, dtype=np.int64)
+        return self.rows.keys()
 
     def add(self, keys, vectors: np.ndarray) -> None:
         """Add or replace vectors (replacing keeps the call idempotent)."""
         keys = np.atleast_1d(np.asarray(keys, dtype=np.int64))
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(keys), self.ndim)
-        present = [k for k in keys if self._index.contains(int(k))]
+        present = [k for k in keys.tolist() if k in self.rows]
         if present:
             self._index.remove(np.asarray(present, dtype=np.int64))
         self._index.add(keys, vectors)
+        self.rows.put(keys, vectors)
 
     def remove(self, keys) -> None:
-        keys = [int(k) for k in np.atleast_1d(keys) if self._index.contains(int(k))]
+        keys = [int(k) for k in np.atleast_1d(keys) if int(k) in self.rows]
         if keys:
             self._index.remove(np.asarray(keys, dtype=np.int64))
+            self.rows.delete(keys)
 
     def get(self, keys: np.ndarray) -> np.ndarray:
         """Vectors for ``keys`` (all must be present), one row each."""
-        if not len(keys):
-            return np.empty((0, self.ndim), np.float32)
-        rows = self._index.get(np.asarray(keys, dtype=np.int64))
-        if isinstance(rows, np.ndarray) and rows.ndim == 2:
-            return rows.astype(np.float32, copy=False)
-        return np.vstack(rows).astype(np.float32, copy=False)
-
-    def search(self, query: np.ndarray, k: int, *, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Keys and cosine similarities of the ``k`` nearest vectors, best first."""
-        if not len(self._index) or k <= 0:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
-        matches = self._index.search(np.asarray(query, dtype=np.float32), min(k, len(self._index)),
-                                     exact=exact)
-        return (np.asarray(matches.keys, dtype=np.int64),
-                1.0 - np.asarray(matches.distances, dtype=np.float32))
+        return self.rows.get(keys)
 
     def similarities(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """Exact cosine similarity of ``query`` to each of ``keys``."""
-        return self.get(keys) @ np.asarray(query, dtype=np.float32)
+        return self.rows.similarities(query, keys)
+
+    def search(self, query: np.ndarray, k: int, *, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Keys and cosine similarities of the ``k`` nearest vectors, best first."""
+        if not len(self.rows) or k <= 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        if exact:
+            return self.rows.search(query, k)
+        matches = self._index.search(np.asarray(query, dtype=np.float32), min(k, len(self.rows)))
+        return (np.asarray(matches.keys, dtype=np.int64),
+                1.0 - np.asarray(matches.distances, dtype=np.float32))
 
     def save(self, path: Path, meta: dict) -> None:
         """Write index and its metadata (journal position, embedder) atomically."""
@@ -109,37 +204,3 @@ class VectorIndex:
         if index is None:
             raise VectorIndexError(f"{path}: not a usearch index")
         return cls(index.ndim, expansion_search=expansion_search, _index=index), meta
-
-
-class MatrixVectors:
-    """Exact search over a fixed matrix, with the read interface of :class:`VectorIndex`.
-
-    Used for views of the past (recall as of a snapshot), which are small and short-lived.
-    """
-
-    def __init__(self, keys: np.ndarray, matrix: np.ndarray):
-        order = np.argsort(keys)
-        self._keys = np.asarray(keys, dtype=np.int64)[order]
-        matrix = np.asarray(matrix, dtype=np.float32)
-        self._matrix = matrix.reshape(len(keys), -1)[order] if len(keys) else matrix
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __contains__(self, key: int) -> bool:
-        i = np.searchsorted(self._keys, key)
-        return bool(i < len(self._keys) and self._keys[i] == key)
-
-    def keys(self) -> np.ndarray:
-        return self._keys
-
-    def get(self, keys: np.ndarray) -> np.ndarray:
-        return self._matrix[np.searchsorted(self._keys, np.asarray(keys, dtype=np.int64))]
-
-    def similarities(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
-        return self.get(keys) @ np.asarray(query, dtype=np.float32)
-
-    def search(self, query: np.ndarray, k: int, *, exact: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        sims = self._matrix @ np.asarray(query, dtype=np.float32)
-        top = np.argsort(-sims, kind="stable")[:k]
-        return self._keys[top], sims[top]
