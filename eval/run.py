@@ -166,21 +166,31 @@ def summarise(queries: list[dict], runs: dict) -> dict:
     return table
 
 
-def threshold_report(queries: list[dict], runs: dict, threshold: float) -> dict:
-    """How many relevant hybrid hits in the top 10 the default score cutoff would hide."""
-    shown = hidden = 0
-    hidden_first = 0
+def threshold_report(queries: list[dict], runs: dict, threshold: float,
+                     sweep: Sequence[float] = (0.15, 0.2, 0.25, 0.3, 0.35)) -> dict:
+    """What a fused-score cutoff would hide among the top 10 hybrid hits.
+
+    For the default ``threshold``: relevant hits hidden (and how many of those were at rank
+    1); for each value in ``sweep``: the share of relevant and of other hits it hides.
+    """
+    relevant_scores, other_scores, first = [], [], []
     for query, row in zip(queries, runs["hybrid"]):
         relevant = set(query["relevant"])
         for rank, (note_id, score) in enumerate(row, 1):
             if note_id in relevant:
-                if score < threshold:
-                    hidden += 1
-                    hidden_first += rank == 1
-                else:
-                    shown += 1
-    return {"min_score": threshold, "relevant_in_top10": shown + hidden, "hidden": hidden,
-            "hidden_at_rank1": hidden_first}
+                relevant_scores.append(score)
+                first.append(rank == 1)
+            else:
+                other_scores.append(score)
+    relevant_scores, other_scores = np.array(relevant_scores), np.array(other_scores)
+    hidden = relevant_scores < threshold
+    return {"min_score": threshold, "relevant_in_top10": int(len(relevant_scores)),
+            "hidden": int(hidden.sum()),
+            "hidden_at_rank1": int((hidden & np.array(first, bool)).sum()),
+            "others_in_top10": int(len(other_scores)),
+            "sweep": {str(cut): {"relevant_hidden": int((relevant_scores < cut).sum()),
+                                 "others_hidden": int((other_scores < cut).sum())}
+                      for cut in sweep}}
 
 
 def misses(queries: list[dict], runs: dict, mode: str = "hybrid") -> list[str]:
@@ -246,6 +256,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"default threshold min_score={th['min_score']}: hides {th['hidden']} of "
           f"{th['relevant_in_top10']} relevant hybrid hits in the top {K} "
           f"({th['hidden_at_rank1']} of them at rank 1)")
+    print("other cutoffs, hidden among the top 10 hybrid hits: " + "; ".join(
+        f"{cut}: {v['relevant_hidden']}/{th['relevant_in_top10']} relevant, "
+        f"{v['others_hidden']}/{th['others_in_top10']} others"
+        for cut, v in th["sweep"].items()))
     if args.misses:
         print()
         print("\n".join(misses(queries, result["runs"])))

@@ -56,7 +56,8 @@ def fuse(lexical: np.ndarray, dense: np.ndarray, weight: float = LEXICAL_WEIGHT,
     (``Settings.min_score``) reads the same for both channels.
     """
     dense = np.clip(dense, 0.0, 1.0)
-    return 1.0 - (1.0 - dense) * (1.0 - weight * keyword_evidence(lexical, floor))
+    # = 1 - (1 - dense)(1 - weight * keyword), written so that keyword 0 gives dense exactly
+    return dense + (1.0 - dense) * weight * keyword_evidence(lexical, floor)
 
 
 def rank(query: str, qvec: np.ndarray | None, lexical: LexicalIndex, vectors: VectorIndex, *,
