@@ -33,6 +33,8 @@ STOPWORDS = frozenset(
 # An identifier-ish run: words joined by . _ :: / or -, e.g. orders.amount, PyObject_GC_Del.
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:(?:::|[._/\-])[A-Za-z0-9]+)*")
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+# Separators between the levels of a qualified name (module.attr, dir/file, ns::name).
+_QUALIFIER = re.compile(r"::|[./]")
 
 
 @lru_cache(maxsize=200_000)
@@ -41,13 +43,20 @@ def _stem(word: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased stemmed words, plus each compound identifier whole."""
+    """Lower-cased stemmed words, plus each compound identifier whole.
+
+    A qualified name also yields its compound segments, so ``flights.dep_time`` and
+    ``requests.exceptions.RetryError`` match queries for ``dep_time`` and ``RetryError``.
+    """
     out: list[str] = []
     for match in _TOKEN.finditer(text):
         token = match.group()
         parts = _PART.findall(token)
         if len(parts) > 1:
             out.append(token.lower())
+            segments = _QUALIFIER.split(token)
+            if len(segments) > 1:
+                out.extend(s.lower() for s in segments if len(_PART.findall(s)) > 1)
         for part in parts:
             word = part.lower()
             if word not in STOPWORDS:
@@ -150,7 +159,9 @@ class LexicalIndex:
     def max_score(self, query: str) -> float:
         """The score of a document of average length holding each query term once.
 
-        Dividing by it puts scores on a scale where 1 means "every term matched".
+        Dividing by it puts scores on a scale where 1 means "every term matched". A term
+        no document contains still counts, at the idf of a term in no document: a note
+        that shares one common word with a long query has matched a small part of it.
         """
         n_docs = len(self._doc_terms)
         if not n_docs:
@@ -158,6 +169,5 @@ class LexicalIndex:
         total = 0.0
         for term in dict.fromkeys(tokenize(query)):
             df = len(self._postings.get(term, ()))
-            if df:
-                total += math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            total += math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
         return total

@@ -42,3 +42,26 @@ def test_candidates_restrict_results():
 
     ids, _ = index.score("lock", candidates=np.array([2, 4]))
     assert sorted(ids.tolist()) == [2, 4]
+
+
+def test_qualified_names_also_match_their_segments():
+    assert "retryerror" in tokenize("requests.exceptions.RetryError is raised")
+    assert "dep_time" in tokenize("flights.dep_time is HHMM")
+    index = LexicalIndex()
+    index.add(1, "flights.dep_time is an HHMM integer")
+    index.add(2, "dep is short for departure; time zones differ")
+    ids, _ = index.score("dep_time")
+    assert ids[0] == 1
+
+
+def test_query_terms_no_note_contains_still_count_in_the_scale():
+    index = LexicalIndex()
+    index.add(1, "the session client reuses sockets")
+    index.add(2, "orders.amount is stored in cents")
+    assert index.max_score("client zebra quasar") > index.max_score("client")
+    ids, scores = index.score("client zebra quasar")
+    assert list(ids) == [1]
+    # One common word out of three is a small share of the query, not a full match.
+    assert scores[0] / index.max_score("client zebra quasar") < 0.5
+    ids, scores = index.score("orders.amount")
+    assert scores[0] / index.max_score("orders.amount") > 0.8

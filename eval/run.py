@@ -1,0 +1,269 @@
+"""Retrieval evaluation: lexical, dense and hybrid recall on the eval set, with the real model.
+
+    python eval/run.py            # a table of recall@1/5/10 and MRR per mode and query type
+    python eval/run.py --json     # the same numbers as JSON
+    python eval/run.py --misses   # also list the queries hybrid gets wrong at rank 1
+
+The notes in eval/notes.jsonl are remembered one by one into a temporary store through
+``Memory.open`` with the default sentence-transformers model (their embeddings are computed
+in one batch first, which is what makes loading take seconds rather than a minute), then
+every query in eval/queries.jsonl is recalled with ``k=10`` and ``min_score=-1`` (nothing is
+hidden) in each of the three modes.
+
+recall@k is the share of a query's relevant notes found in its top k, divided by
+min(k, number of relevant notes) so that a perfect ranking scores 1; MRR is the mean of
+1 / rank of the first relevant note (0 when none is in the top 10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from nbmemory.config import Settings  # noqa: E402
+from nbmemory.memory import Memory  # noqa: E402
+from nbmemory.ranking import MODES  # noqa: E402
+
+K = 10
+CUTOFFS = (1, 5, 10)
+GROUPS = ("paraphrase", "identifier", "all")
+
+
+def load_jsonl(path: Path) -> list[dict]:
+    with open(path) as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def load_set(directory: Path = HERE) -> tuple[list[dict], list[dict]]:
+    return load_jsonl(directory / "notes.jsonl"), load_jsonl(directory / "queries.jsonl")
+
+
+class PrecomputedEmbedder:
+    """The real embedder, with the vectors of known texts computed up front in batches.
+
+    It has the wrapped model's name and identity, so the store cannot tell the difference;
+    texts it has not seen are passed through to the model.
+    """
+
+    def __init__(self, inner, texts: Sequence[str]):
+        self.inner = inner
+        self.name = inner.name
+        unique = list(dict.fromkeys(texts))
+        vectors = inner.encode(unique) if unique else np.empty((0, 0), np.float32)
+        self._cache = dict(zip(unique, vectors))
+
+    @property
+    def dims(self) -> int:
+        return self.inner.dims
+
+    @property
+    def identity(self) -> str:
+        return self.inner.identity
+
+    @property
+    def loaded(self) -> bool:
+        return True
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in texts if t not in self._cache]
+        if missing:
+            self._cache.update(zip(missing, self.inner.encode(missing)))
+        return np.stack([self._cache[t] for t in texts])
+
+
+@dataclass
+class Loaded:
+    memory: Memory
+    ids: dict[int, str]          # store id -> eval id
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def engine(self):
+        return self.memory._backend.engine
+
+    def close(self) -> None:
+        self.memory.close()
+
+
+def load_store(notes: list[dict], queries: list[dict], directory: Path, embedder=None,
+               settings: Settings | None = None) -> Loaded:
+    """Remember every note into a fresh store at ``directory``."""
+    timings = {}
+    start = time.perf_counter()
+    if embedder is None:
+        from nbmemory.embed import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder()
+    embedder.dims  # load the model before timing the encoding
+    timings["model_load_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    cached = PrecomputedEmbedder(embedder, [n["text"] for n in notes] +
+                                 [q["query"] for q in queries])
+    timings["batch_embed_s"] = time.perf_counter() - start
+    timings["batch_embed_texts"] = len(notes) + len(queries)
+    memory = Memory.open(directory, embedder=cached, settings=settings)
+    ids = {}
+    start = time.perf_counter()
+    for note in notes:
+        stored = memory.remember(note["text"], kind=note["kind"], priority=note["priority"],
+                                 tags=note["tags"])
+        ids[stored.id] = note["id"]
+    timings["remember_s"] = time.perf_counter() - start
+    timings["remember_ms_per_note"] = 1000 * timings["remember_s"] / max(len(notes), 1)
+    return Loaded(memory, ids, timings)
+
+
+def rank_all(loaded: Loaded, queries: list[dict], modes: Sequence[str] = MODES) -> dict:
+    """For each mode, per query: the eval ids and fused scores of the top ``K`` hits."""
+    runs = {}
+    for mode in modes:
+        start = time.perf_counter()
+        rows = []
+        for query in queries:
+            hits = loaded.engine.recall(query["query"], k=K, min_score=-1.0, mode=mode)
+            rows.append([(loaded.ids[h.note.id], h.score) for h in hits])
+        loaded.timings[f"recall_ms_{mode}"] = 1000 * (time.perf_counter() - start) / len(queries)
+        runs[mode] = rows
+    return runs
+
+
+def query_metrics(ranked: Sequence[str], relevant: Sequence[str]) -> dict[str, float]:
+    relevant = set(relevant)
+    out = {}
+    for cutoff in CUTOFFS:
+        found = len(relevant & set(ranked[:cutoff]))
+        out[f"recall@{cutoff}"] = found / min(cutoff, len(relevant))
+    first = next((i for i, note_id in enumerate(ranked[:K], 1) if note_id in relevant), None)
+    out["mrr"] = 1.0 / first if first else 0.0
+    return out
+
+
+def summarise(queries: list[dict], runs: dict) -> dict:
+    """{mode: {group: {metric: mean}}} for the paraphrase half, the identifier half and all."""
+    table = {}
+    for mode, rows in runs.items():
+        per_query = [query_metrics([i for i, _ in row], q["relevant"])
+                     for q, row in zip(queries, rows)]
+        table[mode] = {}
+        for group in GROUPS:
+            chosen = [m for m, q in zip(per_query, queries) if group in ("all", q["type"])]
+            table[mode][group] = {name: float(np.mean([m[name] for m in chosen]))
+                                  for name in chosen[0]}
+            table[mode][group]["queries"] = len(chosen)
+    return table
+
+
+def threshold_report(queries: list[dict], runs: dict, threshold: float,
+                     sweep: Sequence[float] = (0.15, 0.2, 0.25, 0.3, 0.35)) -> dict:
+    """What a fused-score cutoff would hide among the top 10 hybrid hits.
+
+    For the default ``threshold``: relevant hits hidden (and how many of those were at rank
+    1); for each value in ``sweep``: the share of relevant and of other hits it hides.
+    """
+    relevant_scores, other_scores, first = [], [], []
+    for query, row in zip(queries, runs["hybrid"]):
+        relevant = set(query["relevant"])
+        for rank, (note_id, score) in enumerate(row, 1):
+            if note_id in relevant:
+                relevant_scores.append(score)
+                first.append(rank == 1)
+            else:
+                other_scores.append(score)
+    relevant_scores, other_scores = np.array(relevant_scores), np.array(other_scores)
+    hidden = relevant_scores < threshold
+    return {"min_score": threshold, "relevant_in_top10": int(len(relevant_scores)),
+            "hidden": int(hidden.sum()),
+            "hidden_at_rank1": int((hidden & np.array(first, bool)).sum()),
+            "others_in_top10": int(len(other_scores)),
+            "sweep": {str(cut): {"relevant_hidden": int((relevant_scores < cut).sum()),
+                                 "others_hidden": int((other_scores < cut).sum())}
+                      for cut in sweep}}
+
+
+def misses(queries: list[dict], runs: dict, mode: str = "hybrid") -> list[str]:
+    out = []
+    for query, row in zip(queries, runs[mode]):
+        top = [i for i, _ in row]
+        if not top or top[0] not in query["relevant"]:
+            where = [top.index(r) + 1 for r in query["relevant"] if r in top]
+            out.append(f"[{query['type'][:5]}] {query['query']!r}: relevant {query['relevant']} "
+                       f"at {where or 'none'}, got {top[:3]}")
+    return out
+
+
+def format_table(table: dict) -> str:
+    header = f"{'half':<11} {'mode':<8} {'n':>4} " + " ".join(
+        f"{name:>9}" for name in ("recall@1", "recall@5", "recall@10", "MRR"))
+    lines = [header, "-" * len(header)]
+    for group in GROUPS:
+        for mode in MODES:
+            if mode not in table:
+                continue
+            m = table[mode][group]
+            lines.append(f"{group:<11} {mode:<8} {m['queries']:>4} " + " ".join(
+                f"{m[name]:>9.3f}" for name in ("recall@1", "recall@5", "recall@10", "mrr")))
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def evaluate(notes: list[dict], queries: list[dict], embedder=None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="nbmemory-eval-") as tmp:
+        loaded = load_store(notes, queries, Path(tmp) / "store", embedder=embedder)
+        try:
+            runs = rank_all(loaded, queries)
+        finally:
+            loaded.close()
+    threshold = Settings().min_score
+    return {"table": summarise(queries, runs), "timings": loaded.timings,
+            "threshold": threshold_report(queries, runs, threshold), "runs": runs,
+            "notes": len(notes), "queries": len(queries)}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--misses", action="store_true",
+                        help="list queries whose first hybrid hit is not relevant")
+    args = parser.parse_args(argv)
+    notes, queries = load_set()
+    result = evaluate(notes, queries)
+    if args.json:
+        print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=2))
+        return
+    t, th = result["timings"], result["threshold"]
+    print(f"{result['notes']} notes, {result['queries']} queries; model all-MiniLM-L6-v2, k={K}")
+    print(f"load: model {t['model_load_s']:.1f} s, batch embedding of "
+          f"{t['batch_embed_texts']} texts {t['batch_embed_s']:.1f} s, remember loop "
+          f"{t['remember_s']:.1f} s ({t['remember_ms_per_note']:.1f} ms/note)")
+    print("recall per query (query embedding precomputed): " + ", ".join(
+        f"{mode} {t[f'recall_ms_{mode}']:.1f} ms" for mode in MODES))
+    print()
+    print(format_table(result["table"]))
+    print()
+    print(f"default threshold min_score={th['min_score']}: hides {th['hidden']} of "
+          f"{th['relevant_in_top10']} relevant hybrid hits in the top {K} "
+          f"({th['hidden_at_rank1']} of them at rank 1)")
+    print("other cutoffs, hidden among the top 10 hybrid hits: " + "; ".join(
+        f"{cut}: {v['relevant_hidden']}/{th['relevant_in_top10']} relevant, "
+        f"{v['others_hidden']}/{th['others_in_top10']} others"
+        for cut, v in th["sweep"].items()))
+    if args.misses:
+        print()
+        print("\n".join(misses(queries, result["runs"])))
+
+
+if __name__ == "__main__":
+    main()

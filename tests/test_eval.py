@@ -1,0 +1,118 @@
+"""The retrieval evaluation set (eval/): its shape, and hybrid recall measured on it with the real model.
+
+The ranking test loads all notes into a real store with the default model once (about a
+minute on two busy cores) and compares the three recall modes; ``python eval/run.py``
+prints the same numbers as a table.
+"""
+
+import importlib.util
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from nbmemory.lexical import tokenize
+from nbmemory.models import KINDS, PRIORITIES
+
+EVAL = Path(__file__).resolve().parent.parent / "eval"
+
+
+def load_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"nbmemory_eval_{name}", EVAL / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+run = load_module("run")
+NOTES, QUERIES = run.load_set(EVAL)
+BY_ID = {note["id"]: note for note in NOTES}
+
+
+def test_set_is_large_enough_and_split_in_halves():
+    assert len(NOTES) >= 520 and len(QUERIES) >= 160
+    domains = Counter(note["domain"] for note in NOTES)
+    assert set(domains) == {"codebase", "dataset"}
+    assert min(domains.values()) >= 0.45 * len(NOTES), domains
+    types = Counter(query["type"] for query in QUERIES)
+    assert types["paraphrase"] >= 80 and types["identifier"] >= 80, types
+    assert set(types) == {"paraphrase", "identifier"}
+    for kind in ("paraphrase", "identifier"):
+        per_domain = Counter(q["domain"] for q in QUERIES if q["type"] == kind)
+        assert min(per_domain.values()) >= 30, (kind, per_domain)
+
+
+def test_notes_and_queries_are_well_formed():
+    assert len(BY_ID) == len(NOTES), "note ids must be unique"
+    for note in NOTES:
+        prefix = {"codebase": "cb-", "dataset": "ds-"}[note["domain"]]
+        assert note["id"].startswith(prefix), note["id"]
+        assert note["kind"] in KINDS and note["priority"] in PRIORITIES, note["id"]
+        assert note["tags"] and all(isinstance(t, str) and t for t in note["tags"]), note["id"]
+        assert 30 <= len(note["text"]) <= 400, note["id"]
+    assert len({note["text"] for note in NOTES}) == len(NOTES), "duplicate note text"
+    assert len({query["query"] for query in QUERIES}) == len(QUERIES), "duplicate query"
+    for query in QUERIES:
+        assert query["relevant"], query["query"]
+        for note_id in query["relevant"]:
+            assert BY_ID[note_id]["domain"] == query["domain"], (query["query"], note_id)
+
+
+def test_paraphrase_queries_share_no_keyword_with_their_notes():
+    for query in QUERIES:
+        if query["type"] != "paraphrase":
+            continue
+        words = set(tokenize(query["query"]))
+        for note_id in query["relevant"]:
+            shared = words & set(tokenize(BY_ID[note_id]["text"]))
+            assert not shared, f"{query['query']!r} shares {sorted(shared)} with {note_id}"
+
+
+def test_identifier_queries_name_something_their_notes_contain():
+    for query in QUERIES:
+        if query["type"] != "identifier":
+            continue
+        words = set(tokenize(query["query"]))
+        assert any(words & set(tokenize(BY_ID[i]["text"])) for i in query["relevant"]), query
+
+
+def test_jsonl_files_are_built_from_the_sources():
+    make_set = load_module("make_set")
+    notes, queries, problems = make_set.build()
+    assert problems == []
+    assert notes == NOTES, "eval/notes.jsonl is stale: run python eval/make_set.py"
+    assert queries == QUERIES, "eval/queries.jsonl is stale: run python eval/make_set.py"
+    assert json.loads(json.dumps(QUERIES)) == QUERIES
+
+
+@pytest.fixture(scope="module")
+def result(real_embedder):
+    return run.evaluate(NOTES, QUERIES, embedder=real_embedder)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("half", ["paraphrase", "identifier"])
+def test_hybrid_is_at_least_as_good_as_the_better_channel(result, half):
+    table = result["table"]
+    for metric in ("recall@1", "recall@5", "recall@10", "mrr"):
+        best = max(table["lexical"][half][metric], table["dense"][half][metric])
+        assert table["hybrid"][half][metric] >= best - 1e-9, (half, metric, table)
+
+
+@pytest.mark.model
+def test_hybrid_beats_both_channels_overall(result):
+    overall = {mode: result["table"][mode]["all"] for mode in ("hybrid", "lexical", "dense")}
+    for metric in ("recall@1", "mrr"):
+        assert overall["hybrid"][metric] > max(overall["lexical"][metric],
+                                                overall["dense"][metric]), overall
+
+
+@pytest.mark.model
+def test_default_threshold_hides_almost_no_relevant_hit(result):
+    report = result["threshold"]
+    assert report["relevant_in_top10"] > 200
+    assert report["hidden"] <= 0.01 * report["relevant_in_top10"], report
+    assert report["hidden_at_rank1"] == 0, report
