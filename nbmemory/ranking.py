@@ -74,12 +74,11 @@ def rank(query: str, qvec: np.ndarray | None, lexical: LexicalIndex, vectors: Ve
             return []
     lex_ids, lex_scores = lexical.score(query, candidates, limit=pool)
     if mode == "dense" or qvec is not None:
-        if candidates is None and len(vectors) > exact_below:
-            dense_ids, _ = vectors.search(qvec, pool + skip)
+        if candidates is None:
+            dense_ids, _ = vectors.search(qvec, pool + skip, exact=len(vectors) <= exact_below)
         else:
-            keys = candidates if candidates is not None else vectors.keys()
-            sims = vectors.similarities(qvec, keys)
-            dense_ids = keys[np.argsort(-sims, kind="stable")[:pool + skip]]
+            sims = vectors.similarities(qvec, candidates)
+            dense_ids = candidates[np.argsort(-sims, kind="stable")[:pool + skip]]
     else:
         dense_ids = np.empty(0, np.int64)
     if mode == "lexical":
