@@ -8,9 +8,10 @@ from __future__ import annotations
 import html
 import textwrap
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .models import CHANGES, Event, Hit, Hits, Note, Snapshot, SnapshotDiff, utcnow
+from .models import CHANGES, Anchor, Event, Hit, Hits, Note, Snapshot, SnapshotDiff, utcnow
 
 _STYLE = ("<style>.nbm-table td,.nbm-table th{text-align:left;vertical-align:top;padding:2px 8px}"
           ".nbm-stale{color:var(--jp-warn-color0,#b35900);font-weight:600}"
@@ -40,17 +41,75 @@ def stale_marker(note: Note) -> str:
     return " ".join(marks)
 
 
+def _short_path(path: str, workspace: str | None) -> str:
+    if workspace:
+        try:
+            return Path(path).relative_to(workspace).as_posix()
+        except ValueError:
+            pass
+    return path
+
+
 def provenance_line(note: Note) -> str:
+    """``analysis/orders.ipynb cell 3f2a9c1e [12] @ main:1a2b3c4d (dirty) by ana, 2026-11-29 18:40``"""
     p = note.provenance
     if p.notebook:
-        where = p.notebook + (f" cell {p.cell_id}" if p.cell_id else "")
+        where = _short_path(p.notebook, p.workspace)
+        where += f" cell {p.cell_id[:8]}" if p.cell_id else ""
         if p.execution_count is not None:
             where += f" [{p.execution_count}]"
     else:
         where = f"not from a notebook ({p.source})" if p.source else "not from a notebook"
+        if p.source in ("ipython", "kernel") and p.execution_count is not None:
+            where += f" [{p.execution_count}]"
     if p.git_commit:
-        where += f" @ {p.git_branch or '?'}:{p.git_commit[:8]}{' (dirty)' if p.git_dirty else ''}"
+        where += f" @ {p.git_branch or 'detached'}:{p.git_commit[:8]}{' (dirty)' if p.git_dirty else ''}"
+    who = p.author or note.author
+    when = p.captured_at[:16].replace("T", " ") if p.captured_at else ""
+    if who:
+        where += f" by {who}"
+    if when:
+        where += f", {when}"
     return where
+
+
+def anchor_label(anchor: Anchor) -> str:
+    fp = anchor.fingerprint
+    if anchor.kind == "variable":
+        from .anchors import describe_variable
+
+        return f"{anchor.target} ({describe_variable(fp)})"
+    if anchor.kind == "cell":
+        return "its cell"
+    if anchor.kind == "data" and "columns" in fp:
+        rows = f", {fp['rows']:,} rows" if fp.get("rows") is not None else ""
+        return f"{anchor.target} ({len(fp['columns'])} columns{rows})"
+    if anchor.kind == "glob":
+        return f"{anchor.target} ({len(fp.get('files') or ())} files)"
+    if anchor.kind == "dir":
+        return anchor.target.rstrip("/") + "/"
+    return anchor.target
+
+
+def anchors_line(note: Note) -> str:
+    """``data/orders.csv (2 columns, 3 rows), df (DataFrame 3×2), its cell``"""
+    return ", ".join(anchor_label(a) for a in note.anchors)
+
+
+def verified_text(note: Note, event: Event) -> str:
+    data = event.data
+    retaken = data.get("retaken", 0)
+    if not note.anchors:
+        return (f"Verified #{note.id}. It is about no file, data, variable or cell, so it "
+                "cannot go stale; the check is recorded in its history.")
+    text = f"Verified #{note.id}: re-took {retaken} fingerprint{'s' if retaken != 1 else ''}"
+    if data.get("cleared"):
+        text += "; cleared " + "; ".join(data["cleared"])
+    if data.get("kept"):
+        text += (f". Kept the old fingerprint of {', '.join(data['kept'])} (not in this "
+                 "kernel: run the cell that defines it, then verify again)")
+    still = stale_marker(note)
+    return text + "." + (f" Still {still}" if still else "")
 
 
 class Rich:
@@ -86,7 +145,9 @@ def _note_cell(note: Note, *, provenance: bool = False) -> str:
     if marker:
         text += f' <span class="nbm-stale">{html.escape(marker)}</span>'
     if provenance:
-        text += f'<br><span class="nbm-muted">{html.escape(provenance_line(note))}</span>'
+        text += f'<br><span class="nbm-muted">from {html.escape(provenance_line(note))}</span>'
+        if note.anchors:
+            text += f'<br><span class="nbm-muted">about {html.escape(anchors_line(note))}</span>'
     return text
 
 
@@ -124,6 +185,8 @@ def hits_text(hits: Hits, *, provenance: bool = False) -> str:
             lines.append(_wrap(hit.note.text))
             if provenance:
                 lines.append("     from " + provenance_line(hit.note))
+                if hit.note.anchors:
+                    lines.append("     about " + anchors_line(hit.note))
     if hits.filtered_out:
         lines.append(f"({hits.filtered_out} more below the score threshold; "
                      "lower it with --min-score)")
@@ -198,10 +261,15 @@ def notes_display(notes: Sequence[Note], *, title: str = "", total: int | None =
         ["id", "age", "priority", "kind", "tags", "status", "note"], rows, raw=(6,)) + tail)
 
 
-def remembered_display(note: Note, similar: Sequence[Hit]) -> Rich:
+def remembered_display(note: Note, similar: Sequence[Hit], *, hint: str | None = None) -> Rich:
     tags = f" [{', '.join(note.tags)}]" if note.tags else ""
     head = f"Remembered #{note.id} ({note.kind}, {note.priority}){tags}"
     text_lines, html_items = [head], []
+    about = anchors_line(note)
+    if about:
+        text_lines.append(f"About: {about}")
+    if hint:
+        text_lines.append(f"Hint: {hint}")
     if similar:
         text_lines.append("Similar notes (not merged):")
         for hit in similar:
@@ -210,6 +278,10 @@ def remembered_display(note: Note, similar: Sequence[Hit]) -> Rich:
             html_items.append(f"<li>#{hit.note.id} ({hit.score:.2f}) "
                               f"{html.escape(textwrap.shorten(hit.note.text, 140))}</li>")
     body = f"<p>{html.escape(head)}</p>"
+    if about:
+        body += f'<p class="nbm-muted">About: {html.escape(about)}</p>'
+    if hint:
+        body += f'<p class="nbm-stale">Hint: {html.escape(hint)}</p>'
     if html_items:
         body += f'<p class="nbm-muted">Similar notes (not merged):</p><ul>{"".join(html_items)}</ul>'
     return Rich("\n".join(text_lines), _STYLE + body)

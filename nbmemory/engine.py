@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import __version__, exchange
-from .config import Settings
+from .config import Settings, find_git_root
 from .embed import Embedder, make_embedder, model_name
 from .errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreUnavailable)
 from .history import PastView, diff
@@ -29,6 +29,7 @@ from .ranking import MODES, rank
 from .lock import OwnerLock, prepare_directory
 from .models import (KINDS, PRIORITIES, Event, Hit, Hits, Note, Provenance, Snapshot,
                      SnapshotDiff, StaleReason, utcnow)
+from .stale import StaleChecker
 from .store import SCHEMA_VERSION, Filters, Store
 from .vectors import DenseRows, VectorIndex, VectorIndexError
 
@@ -168,6 +169,10 @@ class Engine:
         except BaseException:
             self._owner.release()
             raise
+        # Anchored paths are relative to the workspace: the git root above the store, or
+        # the store's parent (never this process's cwd: the owner may run elsewhere).
+        self.workspace = find_git_root(self.directory.parent.resolve()) or self.directory.parent.resolve()
+        self.checker = StaleChecker(self.workspace, exclude=[self.directory])
         self._writes_since_save = 0
         self._identity: str | None = None
         self._priority: dict[int, str] = {}  # of every indexed note, for ranking
@@ -188,6 +193,7 @@ class Engine:
                     self._flush_recall_log()
                     self._save_vectors()
                 finally:
+                    self.checker.close()
                     self.store.close()
                     self._owner.release()
 
@@ -326,14 +332,27 @@ class Engine:
     def remember(self, text: str, *, kind: str = "finding", priority: str = "medium",
                  tags: str | Iterable[str] | None = None, author: str | None = None,
                  provenance: Provenance | dict | None = None, request_id: str | None = None,
-                 supersedes: int | None = None) -> Note:
-        """Store a finding and return it. A repeated ``request_id`` returns the first note."""
+                 supersedes: int | None = None, about: Sequence[Any] | None = None) -> Note:
+        """Store a finding and return it. A repeated ``request_id`` returns the first note.
+
+        ``about``: paths, directories or globs to anchor the note to (fingerprinted here,
+        where staleness is checked), and ready variable anchors (fingerprinted in the
+        kernel, which has the variables). Paths the text mentions are anchored too.
+        """
         text = check_text(text)
         kind, priority, tags = check_kind(kind), check_priority(priority), normalise_tags(tags)
         if isinstance(provenance, dict):
             provenance = Provenance.from_dict(provenance)
         provenance = provenance or Provenance()
         author = author or default_author()
+        try:  # fingerprint outside the lock: hashing a big file must not block other calls
+            anchors = self.checker.build(text, about, provenance)
+        except InvalidInput:
+            with self._lock:  # a retry of a write that succeeded before the file went away
+                done = self.store.request_note(request_id) if request_id else None
+            if done is None:
+                raise
+            return self.get(done)
         with self._lock:
             if request_id:
                 done = self.store.request_note(request_id)
@@ -353,6 +372,7 @@ class Engine:
                 self.store.insert_version(note_id, text=text, content_hash=digest, kind=kind,
                                           priority=priority, tags=tags, author=author,
                                           provenance=provenance, at=at, seq=seq)
+                self.store.insert_anchors(note_id, list(enumerate(anchors)), seq=seq, at=at)
                 self._put_vector(digest, vector)
                 if supersedes is not None:
                     self.store.append_event("superseded_by", supersedes, actor=author, at=at,
@@ -553,7 +573,8 @@ class Engine:
 
     def notes(self, *, tags=None, kind=None, priority=None, since: datetime | None = None,
               until: datetime | None = None, status: str | Sequence[str] = "active",
-              offset: int = 0, limit: int = 50, order: str = "newest") -> Page:
+              offset: int = 0, limit: int = 50, order: str = "newest",
+              variables: dict | None = None) -> Page:
         if limit < 1 or offset < 0:
             raise InvalidInput("limit must be at least 1 and offset at least 0")
         if order not in ("newest", "oldest", "priority"):
@@ -563,7 +584,7 @@ class Engine:
                               until=until, statuses=statuses)
         with self._lock:
             notes, total = self.store.list_notes(filters, offset=offset, limit=limit, order=order)
-            return Page(self._with_stale(notes), total, offset, limit)
+            return Page(self._with_stale(notes, variables), total, offset, limit)
 
     def history(self, note_id: int) -> list[Event]:
         with self._lock:
@@ -585,8 +606,9 @@ class Engine:
                     return chain
                 chain.append(self.get(newer))
 
-    def _with_stale(self, notes: list[Note]) -> list[Note]:
-        """Attach stale reasons (superseded for now; anchors add more)."""
+    def _with_stale(self, notes: list[Note], variables: dict | None = None) -> list[Note]:
+        """Attach anchors and stale reasons (superseded, and each anchor's; see stale.py)."""
+        anchors = self.store.anchors([n.id for n in notes])
         out = []
         for note in notes:
             reasons: list[StaleReason] = []
@@ -594,7 +616,11 @@ class Engine:
                 by = next((e.data.get("by") for e in reversed(self.store.events(note.id))
                            if e.type == "superseded_by"), None)
                 reasons.append(StaleReason("superseded", f"#{by}" if by else ""))
-            out.append(note if not reasons else _replace(note, stale=tuple(reasons)))
+            mine = tuple(a for _, a in anchors.get(note.id, ()))
+            reasons += self.checker.reasons(mine, variables)
+            if reasons or mine:
+                note = _replace(note, stale=tuple(reasons), anchors=mine)
+            out.append(note)
         return out
 
     # -- recall -------------------------------------------------------------------------
@@ -602,11 +628,14 @@ class Engine:
     def recall(self, query: str, *, k: int = 5, tags=None, kind=None, priority=None,
                since: datetime | None = None, until: datetime | None = None,
                explain: bool = False, min_score: float | None = None,
-               as_of: str | None = None, mode: str = "hybrid") -> Hits:
+               as_of: str | None = None, mode: str = "hybrid", stale: bool | None = None,
+               variables: dict | None = None) -> Hits:
         """Hybrid recall: BM25 and dense cosine, fused; filters apply before ranking.
 
         ``as_of`` names a snapshot: search the notes as they were then. ``mode``
-        "lexical" or "dense" ranks by one channel only (for evaluation).
+        "lexical" or "dense" ranks by one channel only (for evaluation). ``stale`` True
+        keeps only stale notes, False only fresh ones; ``variables``: the calling
+        kernel's variable fingerprints (see stale.py).
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("The query is empty; e.g. %recall where is the lock taken")
@@ -623,6 +652,10 @@ class Engine:
             scored = []
             if len(view.vectors):
                 candidates = view.candidates(filters) if filters.narrows else None
+                if stale is not None:
+                    candidates = self._by_staleness(
+                        view.candidates(filters) if candidates is None else candidates,
+                        stale, variables)
                 qvec = self.embedder.encode([query])[0] if mode != "lexical" else None
                 scored = rank(query, qvec, view.lexical, view.vectors, candidates=candidates,
                               pool=max(10 * k, 50), exact_below=self.settings.exact_below,
@@ -643,7 +676,7 @@ class Engine:
                     continue
                 hits.append(row)
             notes = view.get_notes([r.note_id for r in hits + previously])
-            by_id = {n.id: n for n in self._with_stale(list(notes.values()))}
+            by_id = {n.id: n for n in self._with_stale(list(notes.values()), variables)}
 
             def make(rows):
                 return [Hit(by_id[r.note_id], round(r.score, 4),
@@ -765,6 +798,63 @@ class Engine:
             after = {n.id: n for n, _ in self.store.notes_at(b_seq)}
             changes = diff(before, after, self._stale_at(first), stale_after)
             return SnapshotDiff(first.name, b_name, first.seq, b_seq, tuple(changes))
+
+    # -- staleness ----------------------------------------------------------------------
+
+    def _stale_ids(self, variables: dict | None) -> set[int]:
+        """Active notes with at least one stale anchor (only anchored notes can be)."""
+        anchors = self.store.anchors(self.store.anchored_note_ids())
+        return {note_id for note_id, rows in anchors.items()
+                if self.checker.reasons((a for _, a in rows), variables)}
+
+    def _by_staleness(self, candidates: np.ndarray, stale: bool, variables) -> np.ndarray:
+        marked = np.isin(candidates, np.fromiter(self._stale_ids(variables), np.int64))
+        return candidates[marked] if stale else candidates[~marked]
+
+    def stale(self, *, offset: int = 0, limit: int = 50, variables: dict | None = None) -> Page:
+        """Active notes that are stale, with their reasons, most recently changed first."""
+        if limit < 1 or offset < 0:
+            raise InvalidInput("limit must be at least 1 and offset at least 0")
+        with self._lock:
+            ids = sorted(self._stale_ids(variables))
+            notes = self.store.get_notes(ids)
+            ordered = sorted(notes.values(), key=lambda n: (n.updated_at, n.id), reverse=True)
+            return Page(self._with_stale(ordered[offset:offset + limit], variables),
+                        len(ordered), offset, limit)
+
+    def verify(self, note_id: int, *, actor: str | None = None, variables: dict | None = None,
+               request_id: str | None = None) -> Note:
+        """Re-take the fingerprints of a note's anchors after checking it still holds.
+
+        The old fingerprints stay in the store; a ``verified`` event records what was
+        re-taken, what was stale before, and which anchors could not be re-taken here
+        (a variable this kernel does not have).
+        """
+        with self._lock:
+            if request_id and self.store.request_note(request_id) is not None:
+                return self._with_stale([self.get(note_id)], variables)[0]
+            self._require_status(note_id, "active", "verify")
+            current = self.store.anchors([note_id]).get(note_id, [])
+            before = self.checker.reasons((a for _, a in current), variables)
+            retaken, kept = [], []
+            for position, anchor in current:
+                new = self.checker.retake(anchor, variables)
+                (retaken.append((position, new)) if new is not None else kept.append(anchor.target))
+            at = utcnow()
+            data = {"retaken": len(retaken), "cleared": [str(r) for r in before]}
+            if kept:
+                data["kept"] = kept
+            with self.store.transaction():
+                seq = self.store.append_event("verified", note_id, actor=actor or default_author(),
+                                              at=at, request_id=request_id, data=data)
+                self.store.insert_anchors(note_id, retaken, seq=seq, at=at)
+            note = self.store.get_notes([note_id])[note_id]
+            return self._with_stale([note], variables)[0]
+
+    def variable_anchors(self, scope: str = "") -> list[str]:
+        """Variables active notes are anchored to in ``scope`` (the kernel fingerprints these)."""
+        with self._lock:
+            return self.store.variable_targets(scope or "")
 
     # -- models -------------------------------------------------------------------------
 

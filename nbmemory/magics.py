@@ -7,6 +7,7 @@ apostrophes and quotes in a note need no escaping. Settings are traitlets:
 
 from __future__ import annotations
 
+import os
 import re
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -22,7 +23,7 @@ from . import procedures
 from .namespace import namespace_terms
 from .config import DEFAULT_MODEL, Settings
 from .errors import NbMemoryError
-from .models import Provenance
+from .models import Anchor, Provenance
 
 _OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(?:=(\"[^\"]*\"|'[^']*'|\S+))?")
 _VALUE = re.compile(r"\s+(\"[^\"]*\"|'[^']*'|\S+)")
@@ -143,6 +144,7 @@ class NbMemory(Magics):
         super().__init__(shell=shell, **kwargs)
         self._memory = None
         self._outcomes: dict[int, bool] = {}  # execution count -> ran without error
+        self._notebook: str | None = None  # learnt once, kept for the kernel's life
 
     @property
     def mem(self):
@@ -165,9 +167,54 @@ class NbMemory(Magics):
             self._memory = None
 
     def _provenance(self) -> Provenance:
-        kernel = getattr(self.shell, "kernel", None)
-        return Provenance(source="notebook" if kernel is not None else "ipython",
-                          execution_count=getattr(self.shell, "execution_count", None))
+        from . import provenance
+
+        captured = provenance.capture(self.shell)
+        if captured.notebook:
+            self._notebook = captured.notebook
+        elif self._notebook:  # e.g. nbclient: learnt from an earlier cell
+            captured = Provenance.from_dict({**captured.to_dict(), "notebook": self._notebook,
+                                             "source": "notebook"})
+        return captured
+
+    def _scope(self) -> str:
+        """What variable anchors are scoped to: this kernel's notebook ('' outside one)."""
+        if self._notebook is None:
+            from . import provenance
+
+            self._notebook = provenance.notebook_path(
+                self.shell, code=provenance.current_cell(self.shell)[1])
+        return self._notebook or ""
+
+    def _about(self, specs, scope: str) -> list:
+        """``--about`` values: a variable of the namespace by fingerprint, else a path."""
+        from .anchors import is_glob, variable_fingerprint
+
+        about = []
+        namespace = self.shell.user_ns
+        for spec in specs or ():
+            spec = spec.strip()
+            if spec.isidentifier() and spec in namespace:
+                fingerprint = {**variable_fingerprint(namespace[spec]), "scope": scope}
+                about.append(Anchor("variable", spec, fingerprint).to_dict())
+            elif spec.isidentifier() and not os.path.exists(spec) and not is_glob(spec):
+                raise UsageError(f"--about {spec}: there is no variable {spec!r} in this kernel "
+                                 "and no file of that name here; run the cell that defines it "
+                                 "first, or give a path. The note was not stored.")
+            else:  # the kernel's working directory decides what a relative path means
+                about.append(os.path.abspath(os.path.expanduser(spec)))
+        return about
+
+    def _variables(self) -> dict | None:
+        """Current fingerprints of the anchored variables this kernel has (see stale.py)."""
+        from .anchors import variable_fingerprint
+
+        scope = self._scope()
+        names = [n for n in self.mem.variable_anchors(scope) if n in self.shell.user_ns]
+        if not names:
+            return None
+        return {"scope": scope,
+                "values": {n: variable_fingerprint(self.shell.user_ns[n]) for n in names}}
 
     # -- %remember ------------------------------------------------------------------------
 
@@ -183,31 +230,46 @@ class NbMemory(Magics):
                    "error) as a procedure note named NAME")
     @argument("--cells", default=None, metavar="N-M",
               help="with --procedure: execution counts, e.g. 3-7 or 3,5,8-9")
+    @argument("--about", action="append", default=None, metavar="PATH|GLOB|VAR",
+              help="anchor the note to a file, directory, glob or variable (repeatable); "
+                   "it is flagged stale when that changes. Paths in the text are anchored too")
     @argument("text", nargs="*", help="the finding itself; in %%remember the cell body")
     @line_cell_magic
     def remember(self, line: str, cell: str | None = None):
-        """Store a finding: %remember [-p high] [-t a,b] [-k kind] text
+        """Store a finding: %remember [-p high] [-t a,b] [-k kind] [--about X] text
 
         In cell form the whole cell body is the note:
 
-            %%remember -p high -t orders
+            %%remember -p high -t orders --about data/orders.csv --about df
             orders.amount is in cents before 2021-03 and in euros after.
+
+        Where it came from (notebook, cell, git commit) is recorded; %recall --provenance
+        shows it. The note goes stale when what it is about changes (%memory stale).
         """
+        from .anchors import pointer_only
+
         args, text = split_options(self.remember.parser, line)
         if cell is not None:
             text = cell if not text else f"{text}\n{cell}"
         if args.procedure or args.cells:
             text, args.kind = self._procedure(args, text), "procedure"
+        provenance = self._provenance()
+        about = self._about(args.about, provenance.notebook or "")
         with usage_errors():
             options = dict(kind=args.kind, priority=args.priority, tags=args.tags,
-                           provenance=self._provenance())
+                           provenance=provenance, author=provenance.author, about=about)
             if args.supersedes is not None:
                 note = self.mem.supersede(args.supersedes, text, **options)
             else:
                 note = self.mem.remember(text, **options)
             similar = self.mem.similar(note.id, k=self.similar) if self.similar else []
         similar = [h for h in similar if h.note.id != args.supersedes]
-        display(show.remembered_display(note, similar))
+        hint = None
+        if pointer_only(note.text):
+            hint = (f"#{note.id} is only a location. Pointers go stale as code moves: store the "
+                    "finding itself (what happens there and why it matters), e.g. "
+                    f"%remember --supersedes {note.id} <the finding>")
+        display(show.remembered_display(note, similar, hint=hint))
 
     def _procedure(self, args, description: str) -> str:
         if not (args.procedure and args.cells):
@@ -255,6 +317,8 @@ class NbMemory(Magics):
               help="open questions (neither confirmed nor refuted); with a query, the best of them")
     @argument("--as-of", default=None, metavar="SNAPSHOT",
               help="search the notes as they were when SNAPSHOT was sealed")
+    @argument("--fresh", action="store_true", help="only notes that are not stale")
+    @argument("--stale", action="store_true", help="only stale notes")
     @argument("query", nargs="*", help="what you want to know, in any words")
     @line_magic
     def recall(self, line: str):
@@ -276,6 +340,9 @@ class NbMemory(Magics):
             return display(show.notes_display(questions, title="Open questions"))
         if args.open:
             args.kind = "question"
+        if args.fresh and args.stale:
+            raise UsageError("Use --fresh or --stale, not both")
+        stale = True if args.stale else False if args.fresh else None
         with usage_errors():
             hits = self.mem.recall(query, k=self.k if args.k is None else args.k, tags=args.tags, kind=args.kind,
                                       priority=args.priority, since=parse_since(args.since),
@@ -283,6 +350,8 @@ class NbMemory(Magics):
                                       as_of=args.as_of)
         if args.open:
             hits[:] = [h for h in hits if h.note.resolution is None]
+                                      as_of=args.as_of, stale=stale,
+                                      variables=self._variables())
         hits.show_provenance = args.provenance
         return hits
 
@@ -369,6 +438,8 @@ class NbMemory(Magics):
         %memory reinstate ID        undo %forget
         %memory confirm ID [reason] / refute ID reason / reopen ID   resolve a question
         %memory insert ID           put a procedure's code into a new cell
+        %memory stale               notes whose files, data, variables or cells changed
+        %memory verify ID           you checked note ID still holds: re-take its fingerprints
         %memory reembed             re-embed all notes with the configured model
         %memory export FILE.jsonl   everything, losslessly (notes, versions, journal, snapshots)
         %memory export --markdown DIR [--by tag|kind]   readable pages, one per tag or kind
@@ -434,6 +505,19 @@ class NbMemory(Magics):
         if len(ids) != 1:
             raise UsageError("Give one note id: %memory reopen 12")
         print(f"Reopened #{self.mem.reopen(ids[0]).id}.")
+    def _memory_stale(self, rest: str):
+        page = self.mem.stale(limit=100, variables=self._variables())
+        display(show.notes_display(page.notes, title=f"{page.total} stale notes", total=page.total))
+
+    def _memory_verify(self, rest: str):
+        ids = parse_ids(rest)
+        if not ids:
+            raise UsageError("Give the id of the note you checked: %memory verify 12")
+        variables = self._variables()
+        for note_id in ids:
+            note = self.mem.verify(note_id, variables=variables)
+            event = next(e for e in reversed(self.mem.history(note_id)) if e.type == "verified")
+            print(show.verified_text(note, event))
 
     @magic_arguments()
     @argument("-t", "--tags", default=None)
@@ -447,7 +531,7 @@ class NbMemory(Magics):
     def _memory_list(self, rest: str):
         args = parse_argstring(self._list_args, rest)
         page = self.mem.notes(tags=args.tags, kind=args.kind, priority=args.priority,
-                                 status=args.status, limit=args.n)
+                              status=args.status, limit=args.n, variables=self._variables())
         display(show.notes_display(page.notes, title=f"{page.total} {args.status} notes",
                                    total=page.total))
 

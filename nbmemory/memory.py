@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from .config import Settings, StoreLocation, locate_store
-from .models import Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
+from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
 
 Progress = Callable[[int, int], None]
 
@@ -40,6 +40,16 @@ class LocalBackend:
 
 def _request_id() -> str:
     return uuid.uuid4().hex
+
+
+def _about(items) -> list | None:
+    """``about`` as plain JSON values (a path string or an anchor's dict)."""
+    if items is None:
+        return None
+    if isinstance(items, (str, os.PathLike, Anchor, dict)):
+        items = [items]
+    return [i.to_dict() if isinstance(i, Anchor) else os.fspath(i) if isinstance(i, os.PathLike)
+            else i for i in items]
 
 
 class Memory:
@@ -88,11 +98,18 @@ class Memory:
     def remember(self, text: str, *, kind: str = "finding", priority: str = "medium",
                  tags: str | Iterable[str] | None = None, author: str | None = None,
                  provenance: Provenance | None = None, supersedes: int | None = None,
-                 request_id: str | None = None) -> Note:
-        """Store a finding. ``tags`` is a list or a comma-separated string."""
+                 request_id: str | None = None,
+                 about: Iterable[str | Anchor | dict] | None = None) -> Note:
+        """Store a finding. ``tags`` is a list or a comma-separated string.
+
+        ``about`` anchors the note to paths, directories or globs (relative ones are
+        looked up in the workspace) and to variable anchors made with
+        :func:`nbmemory.anchors.variable_fingerprint`; paths the text mentions are
+        anchored too. The note is flagged stale when they change.
+        """
         return self._call("remember", text=text, kind=kind, priority=priority, tags=tags,
                           author=author, provenance=provenance, supersedes=supersedes,
-                          request_id=request_id or _request_id())
+                          request_id=request_id or _request_id(), about=_about(about))
 
     def supersede(self, note_id: int, text: str, **options: Any) -> Note:
         """Store ``text`` as a new note replacing ``note_id`` (which stays in history)."""
@@ -166,14 +183,16 @@ class Memory:
                kind: str | Sequence[str] | None = None, priority: str | Sequence[str] | None = None,
                since: datetime | None = None, until: datetime | None = None,
                explain: bool = False, min_score: float | None = None,
-               as_of: str | None = None) -> Hits:
+               as_of: str | None = None, stale: bool | None = None,
+               variables: dict | None = None) -> Hits:
         """Hybrid (keyword + semantic) recall of the ``k`` best active notes.
 
         ``as_of`` names a snapshot: search the notes as they were when it was sealed.
+        ``stale=True`` recalls only stale notes, ``False`` only fresh ones.
         """
         return self._call("recall", query=query, k=k, tags=tags, kind=kind, priority=priority,
                           since=since, until=until, explain=explain, min_score=min_score,
-                          as_of=as_of)
+                          as_of=as_of, stale=stale, variables=variables)
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5) -> Hits:
         """Notes that mention any of ``terms``: names, columns or paths alive in a kernel."""
@@ -184,10 +203,26 @@ class Memory:
 
     def notes(self, *, tags=None, kind=None, priority=None, since: datetime | None = None,
               until: datetime | None = None, status: str | Sequence[str] = "active",
-              offset: int = 0, limit: int = 50, order: str = "newest"):
+              offset: int = 0, limit: int = 50, order: str = "newest",
+              variables: dict | None = None):
         """A page of notes (``.notes``, ``.total``), newest first by default."""
         return self._call("notes", tags=tags, kind=kind, priority=priority, since=since,
-                          until=until, status=status, offset=offset, limit=limit, order=order)
+                          until=until, status=status, offset=offset, limit=limit, order=order,
+                          variables=variables)
+
+    def stale(self, *, offset: int = 0, limit: int = 50, variables: dict | None = None):
+        """A page of the active notes that are stale, each with its reasons."""
+        return self._call("stale", offset=offset, limit=limit, variables=variables)
+
+    def verify(self, note_id: int, *, actor: str | None = None, variables: dict | None = None,
+               request_id: str | None = None) -> Note:
+        """Re-take a note's fingerprints once you have checked it still holds."""
+        return self._call("verify", note_id=note_id, actor=actor, variables=variables,
+                          request_id=request_id or _request_id())
+
+    def variable_anchors(self, scope: str = "") -> list[str]:
+        """Names of the variables notes are anchored to in ``scope`` (a notebook path)."""
+        return self._call("variable_anchors", scope=scope)
 
     def similar(self, note_id: int, *, k: int = 3) -> list[Hit]:
         return self._call("similar", note_id=note_id, k=k)

@@ -41,7 +41,11 @@ def _dt(value: str | datetime | None) -> datetime | None:
 
 @dataclass(frozen=True)
 class Provenance:
-    """Where a note came from. Every field is optional: a CLI note has no cell."""
+    """Where a note came from. Every field is optional: a CLI note has no cell.
+
+    ``notebook`` is an absolute path; ``cell_hash`` hashes ``cell_source`` before it is
+    cut to :data:`~nbmemory.provenance.MAX_SOURCE` characters; ``captured_at`` is ISO time.
+    """
 
     notebook: str | None = None
     cell_id: str | None = None
@@ -54,6 +58,9 @@ class Provenance:
     git_dirty: bool | None = None
     workspace: str | None = None
     source: str | None = None  # "notebook", "ipython", "cli", "mcp", "api", "panel"
+    cwd: str | None = None
+    author: str | None = None
+    captured_at: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
@@ -66,18 +73,25 @@ class Provenance:
 
 @dataclass(frozen=True)
 class Anchor:
-    """Something a note is about, with the fingerprint taken when it was last checked."""
+    """Something a note is about, with the fingerprint taken when it was last checked.
+
+    ``origin`` says how it came: ``text`` (a path the note mentions), ``about`` (named
+    with ``--about``) or ``cell`` (the cell the note was written in).
+    """
 
     kind: str  # file, dir, glob, data, variable, cell
     target: str
     fingerprint: dict[str, Any] = field(default_factory=dict)
+    origin: str = "about"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "target": self.target, "fingerprint": self.fingerprint}
+        return {"kind": self.kind, "target": self.target, "fingerprint": self.fingerprint,
+                "origin": self.origin}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Anchor:
-        return cls(data["kind"], data["target"], dict(data.get("fingerprint") or {}))
+        return cls(data["kind"], data["target"], dict(data.get("fingerprint") or {}),
+                   data.get("origin", "about"))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import __version__
 from .errors import StoreTooNew, StoreUnavailable
-from .models import Event, Note, Provenance, Snapshot
+from .models import Anchor, Event, Note, Provenance, Snapshot
 
 DB_FILENAME = "memory.duckdb"
 COMPACT_FILENAME = "memory.compact.duckdb"
@@ -97,6 +97,26 @@ MIGRATIONS: list[tuple[str, str]] = [
             dense INTEGER NOT NULL,
             filtered_out INTEGER NOT NULL
         );
+        """,
+    ),
+    (
+        # What a note is about, with the fingerprint taken at remember time. Verifying a
+        # note adds rows (seq = the "verified" event); the current fingerprint of an
+        # anchor is its row with the highest seq, so history is never overwritten.
+        "m002_anchors",
+        """
+        CREATE TABLE anchors (
+            note_id BIGINT NOT NULL,
+            position INTEGER NOT NULL,
+            kind VARCHAR NOT NULL,
+            target VARCHAR NOT NULL,
+            origin VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,
+            taken_at TIMESTAMP NOT NULL,
+            fingerprint JSON NOT NULL,
+            PRIMARY KEY (note_id, position, seq)
+        );
+        CREATE INDEX anchors_by_note ON anchors (note_id);
         """,
     ),
 ]
@@ -563,6 +583,47 @@ class Store:
         total, empty = self.con.execute(
             "SELECT count(*), count(*) FILTER (WHERE returned = 0) FROM recall_log").fetchone()
         return {"recalls": total, "empty_recalls": empty}
+
+    # -- anchors ------------------------------------------------------------------------
+
+    def insert_anchors(self, note_id: int, anchors: Sequence[tuple[int, Anchor]], *,
+                       seq: int, at: datetime) -> None:
+        """Record fingerprints of ``(position, anchor)`` taken at journal position ``seq``."""
+        if anchors:
+            self.con.executemany(
+                "INSERT INTO anchors VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [[note_id, position, a.kind, a.target, a.origin, seq, _naive(at),
+                  json.dumps(a.fingerprint)] for position, a in anchors])
+
+    def anchors(self, note_ids: Sequence[int]) -> dict[int, list[tuple[int, Anchor]]]:
+        """The current ``(position, anchor)`` list of each note (the latest fingerprint)."""
+        out: dict[int, list[tuple[int, Anchor]]] = {}
+        if not len(note_ids):
+            return out
+        rows = self.con.execute(
+            "SELECT note_id, position, kind, target, origin, fingerprint FROM anchors "
+            "WHERE note_id IN (SELECT unnest(?)) "
+            "QUALIFY row_number() OVER (PARTITION BY note_id, position ORDER BY seq DESC) = 1 "
+            "ORDER BY note_id, position", [[int(i) for i in note_ids]]).fetchall()
+        for note_id, position, kind, target, origin, fingerprint in rows:
+            out.setdefault(note_id, []).append(
+                (position, Anchor(kind, target, json.loads(fingerprint), origin)))
+        return out
+
+    def anchored_note_ids(self, statuses: Sequence[str] = ("active",)) -> list[int]:
+        rows = self.con.execute(
+            "SELECT DISTINCT a.note_id FROM anchors a JOIN notes n ON n.id = a.note_id "
+            "WHERE n.status IN (SELECT unnest(?)) ORDER BY a.note_id", [list(statuses)]).fetchall()
+        return [r[0] for r in rows]
+
+    def variable_targets(self, scope: str) -> list[str]:
+        """Names of variables that active notes are anchored to in ``scope`` (a notebook)."""
+        rows = self.con.execute(
+            "SELECT DISTINCT a.target FROM anchors a JOIN notes n ON n.id = a.note_id "
+            "WHERE n.status = 'active' AND a.kind = 'variable' "
+            "AND coalesce(json_extract_string(a.fingerprint, '$.scope'), '') = ? "
+            "ORDER BY a.target", [scope]).fetchall()
+        return [r[0] for r in rows]
 
 
 def _now() -> datetime:

@@ -1,0 +1,352 @@
+"""Anchors: what a note is about, and a fingerprint of it taken now.
+
+- ``file``: size, mtime and a SHA-256 of the content, read in chunks (a file over
+  :data:`FULL_HASH_LIMIT` gets a sampled hash of its start, middle and end).
+- ``data``: a file DuckDB can read (CSV, TSV, Parquet, JSON, NDJSON): the file
+  fingerprint plus its columns with types and its row count, read through a separate
+  in-memory DuckDB connection (never the store's).
+- ``dir``: the names of its entries; ``glob``: the matching files with their fingerprints.
+- ``variable``: a value in the kernel's namespace (pandas or polars DataFrame, Series,
+  ndarray, or anything): type, columns, dtypes, shape and a hash of small values. Taken
+  in the kernel by the magics (:func:`variable_fingerprint` imports nothing heavy).
+- ``cell``: the source cell a note was written in (hash of its source).
+
+Paths inside the workspace (git root, or the store's parent) are kept relative to it.
+"""
+
+from __future__ import annotations
+
+import glob as globmod
+import hashlib
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from .models import Anchor
+
+CHUNK = 1 << 20
+FULL_HASH_LIMIT = 1 << 30  # bytes; larger files get a sampled hash
+ROW_COUNT_LIMIT = 512 << 20  # bytes; larger text data files get no row count (a full scan)
+MAX_DIR_NAMES = 1000
+MAX_GLOB_MATCHES = 500
+MAX_TEXT_ANCHORS = 20
+SMALL_FRAME_ROWS = 10_000  # frames up to this many rows get a content hash
+DATA_SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": None, ".parquet": "parquet",
+                 ".pq": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
+GLOB_CHARS = set("*?[")
+
+
+# -- paths ----------------------------------------------------------------------------------
+
+def display_path(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` (POSIX) when inside it, else absolute."""
+    try:
+        return path.relative_to(root).as_posix() or "."
+    except ValueError:
+        return str(path)
+
+
+def absolute(target: str, root: Path) -> Path:
+    path = Path(target).expanduser()
+    return path if path.is_absolute() else root / path
+
+
+def data_format(path: Path) -> str | None:
+    suffixes = [s.lower() for s in path.suffixes[-2:]]
+    if suffixes and suffixes[-1] in (".gz", ".zst"):
+        suffixes = suffixes[:-1]
+    return DATA_SUFFIXES.get(suffixes[-1]) if suffixes else None
+
+
+def is_glob(target: str) -> bool:
+    return any(c in GLOB_CHARS for c in target)
+
+
+# Path-like tokens: contain a slash or end in a file extension; ``:214`` line suffixes go.
+_QUOTED = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"|'([^'\n]+)'")
+_TOKEN = re.compile(r"(?<![\w@])(?:~|\.{1,2})?/?(?:[\w.\-]+/)*[\w.\-]+/?")
+_URL = re.compile(r"[A-Za-z][\w+.-]*://\S+")
+_LINE = re.compile(r"(?::\d+){1,2}$|#L\d+(?:-L?\d+)?$")
+
+
+def path_candidates(text: str) -> list[str]:
+    """Tokens of ``text`` that look like paths (not yet checked against the disk)."""
+    seen: list[str] = []
+    text = _URL.sub(" ", text)
+    quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
+    for token in quoted + _TOKEN.findall(text):
+        token = token.strip().rstrip(".,;:!?)")
+        token = _LINE.sub("", token)
+        if "://" in token or not token or token in (".", "..", "/", "~"):
+            continue
+        name = token.rstrip("/").rsplit("/", 1)[-1]
+        if "/" not in token and not re.search(r"\.\w{1,10}$", name):
+            continue
+        if token not in seen:
+            seen.append(token)
+    return seen
+
+
+def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] = ()) -> list[Path]:
+    """Existing files and directories ``text`` mentions, resolved against ``roots`` in order."""
+    roots = [Path(r) for r in roots if r]
+    excluded = {Path(p).resolve() for p in exclude}
+    found: list[Path] = []
+    for token in path_candidates(text):
+        path = Path(token).expanduser()
+        options = [path] if path.is_absolute() else [r / path for r in roots]
+        for option in options:
+            try:
+                if option.exists():
+                    resolved = option.resolve()
+                    if resolved not in excluded and resolved not in found:
+                        found.append(resolved)
+                    break
+            except OSError:
+                continue
+        if len(found) >= MAX_TEXT_ANCHORS:
+            break
+    return found
+
+
+# -- fingerprints of files --------------------------------------------------------------
+
+def hash_file(path: Path, size: int | None = None) -> str:
+    """SHA-256 of a file read in chunks; files over FULL_HASH_LIMIT are sampled."""
+    size = path.stat().st_size if size is None else size
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        if size <= FULL_HASH_LIMIT:
+            while chunk := handle.read(CHUNK):
+                digest.update(chunk)
+            return digest.hexdigest()
+        digest.update(str(size).encode())
+        for offset in (0, size // 2, max(0, size - CHUNK)):
+            handle.seek(offset)
+            digest.update(handle.read(CHUNK))
+    return "sampled:" + digest.hexdigest()
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class DataReader:
+    """Schema and row counts of data files through a private in-memory DuckDB."""
+
+    def __init__(self):
+        self._con = None
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def describe(self, path: Path, fmt: str, size: int) -> dict[str, Any]:
+        import duckdb
+
+        if self._con is None:
+            self._con = duckdb.connect(":memory:")
+        reader = {"csv": "read_csv", "parquet": "read_parquet", "json": "read_json"}[fmt]
+        source = f"{reader}({_sql_string(str(path))})"
+        try:
+            columns = [[r[0], r[1]] for r in
+                       self._con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
+            out: dict[str, Any] = {"columns": columns}
+            if fmt == "parquet" or size <= ROW_COUNT_LIMIT:
+                out["rows"] = int(self._con.execute(f"SELECT count(*) FROM {source}").fetchone()[0])
+            return out
+        except duckdb.Error as exc:
+            return {"unreadable": str(exc).splitlines()[0][:200]}
+
+
+def stat_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def file_fingerprint(path: Path, reader: DataReader | None = None) -> dict[str, Any]:
+    st = path.stat()
+    out: dict[str, Any] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                           "sha256": hash_file(path, st.st_size)}
+    fmt = data_format(path)
+    if fmt and reader is not None:
+        out.update(reader.describe(path, fmt, st.st_size))
+    return out
+
+
+def dir_fingerprint(path: Path) -> dict[str, Any]:
+    names = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in os.scandir(path))
+    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:32]
+    out: dict[str, Any] = {"entries": len(names), "listing": digest,
+                           "mtime_ns": path.stat().st_mtime_ns}
+    if len(names) <= MAX_DIR_NAMES:
+        out["names"] = names
+    return out
+
+
+def glob_matches(pattern: str, root: Path) -> list[Path]:
+    path = absolute(pattern, root)
+    matches = globmod.glob(str(path), recursive="**" in pattern)
+    return sorted(Path(m) for m in matches if os.path.isfile(m))[:MAX_GLOB_MATCHES]
+
+
+def glob_fingerprint(pattern: str, root: Path) -> dict[str, Any]:
+    files = {}
+    for match in glob_matches(pattern, root):
+        st = match.stat()
+        files[display_path(match, root)] = [st.st_size, st.st_mtime_ns, hash_file(match, st.st_size)]
+    return {"files": files}
+
+
+# -- fingerprints of kernel values ------------------------------------------------------
+
+def _module(value: Any) -> str:
+    return type(value).__module__.split(".", 1)[0]
+
+
+def _short_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def variable_fingerprint(value: Any) -> dict[str, Any]:
+    """Type, schema, shape and (for small values) a content hash of a kernel value.
+
+    pandas and polars are recognised by their module, never imported here.
+    """
+    kind = type(value).__name__
+    out: dict[str, Any] = {"type": f"{_module(value)}.{kind}"}
+    module = _module(value)
+    try:
+        if module == "pandas" and kind == "DataFrame":
+            import pandas as pd
+
+            out["columns"] = [[str(c), str(t)] for c, t in value.dtypes.items()]
+            out["shape"] = list(value.shape)
+            if len(value) <= SMALL_FRAME_ROWS:
+                hashed = pd.util.hash_pandas_object(value, index=True).to_numpy()
+                out["sample"] = _short_hash(hashed.tobytes() + repr(list(value.columns)).encode())
+        elif module == "pandas" and kind == "Series":
+            import pandas as pd
+
+            out["columns"] = [[str(value.name), str(value.dtype)]]
+            out["shape"] = list(value.shape)
+            if len(value) <= SMALL_FRAME_ROWS:
+                out["sample"] = _short_hash(pd.util.hash_pandas_object(value).to_numpy().tobytes())
+        elif module == "polars" and kind in ("DataFrame", "LazyFrame"):
+            schema = value.collect_schema() if kind == "LazyFrame" else value.schema
+            out["columns"] = [[str(c), str(t)] for c, t in schema.items()]
+            if kind == "DataFrame":
+                out["shape"] = list(value.shape)
+                if value.height <= SMALL_FRAME_ROWS:
+                    out["sample"] = _short_hash(value.hash_rows().to_numpy().tobytes()
+                                                + repr(value.columns).encode())
+        elif module == "polars" and kind == "Series":
+            out["columns"] = [[str(value.name), str(value.dtype)]]
+            out["shape"] = [len(value)]
+            if len(value) <= SMALL_FRAME_ROWS:
+                out["sample"] = _short_hash(value.hash().to_numpy().tobytes())
+        elif module == "numpy" and kind == "ndarray":
+            out["columns"] = [["", str(value.dtype)]]
+            out["shape"] = list(value.shape)
+            if value.nbytes <= 8 * 2**20:
+                out["sample"] = _short_hash(value.tobytes())
+        elif isinstance(value, (str, bytes, int, float, bool, complex, type(None))):
+            out["sample"] = _short_hash(repr(value).encode())
+        elif isinstance(value, (list, tuple, dict, set, frozenset)):
+            out["shape"] = [len(value)]
+            if len(value) <= 1000:
+                text = repr(sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value)
+                if len(text) <= 1_000_000:
+                    out["sample"] = _short_hash(text.encode())
+        elif hasattr(value, "__len__"):
+            out["shape"] = [len(value)]
+    except Exception as exc:  # an odd object: keep what we have, say why
+        out["partial"] = f"{type(exc).__name__}: {exc}"[:200]
+    return out
+
+
+def describe_variable(fingerprint: dict[str, Any]) -> str:
+    """``DataFrame 1000×5`` for messages."""
+    kind = fingerprint.get("type", "").rsplit(".", 1)[-1]
+    shape = fingerprint.get("shape")
+    return f"{kind} {'×'.join(map(str, shape))}" if shape else kind
+
+
+# -- building anchors -------------------------------------------------------------------
+
+def take(kind: str, target: str, root: Path, reader: DataReader | None = None) -> dict[str, Any]:
+    """A fresh fingerprint of a file-system anchor; ``{"exists": False}`` when it is gone."""
+    if kind == "glob":
+        return glob_fingerprint(target, root)
+    path = absolute(target, root)
+    try:
+        if kind == "dir":
+            return dir_fingerprint(path) if path.is_dir() else {"exists": False}
+        if kind in ("file", "data"):
+            return file_fingerprint(path, reader) if path.is_file() else {"exists": False}
+    except OSError:
+        return {"exists": False}
+    raise ValueError(f"not a file-system anchor kind: {kind}")
+
+
+def path_anchor(path: Path, root: Path, reader: DataReader | None, origin: str) -> Anchor:
+    target = display_path(path, root)
+    if path.is_dir():
+        kind = "dir"
+    else:
+        kind = "data" if data_format(path) else "file"
+    return Anchor(kind, target, take(kind, target, root, reader), origin)
+
+
+def spec_anchor(spec: str, roots: list[Path], root: Path, reader: DataReader | None) -> Anchor | None:
+    """An anchor for ``--about PATH|GLOB``; None when nothing there exists or matches."""
+    spec = spec.strip()
+    if is_glob(spec):
+        for base in roots:
+            pattern = str(absolute(spec, base))
+            if glob_matches(pattern, root):
+                target = display_path(Path(pattern), root)
+                return Anchor("glob", target, glob_fingerprint(target, root), "about")
+        return None
+    for base in roots:
+        path = absolute(spec, base)
+        if path.exists():
+            return path_anchor(path.resolve(), root, reader, "about")
+    return None
+
+
+def cell_anchor(notebook: str, cell_id: str, cell_hash: str, root: Path) -> Anchor:
+    target = f"{display_path(Path(notebook), root)}#{cell_id}"
+    return Anchor("cell", target, {"sha": cell_hash, "at": time.time()}, "cell")
+
+
+def split_cell_target(target: str) -> tuple[str, str]:
+    notebook, _, cell_id = target.rpartition("#")
+    return notebook, cell_id
+
+
+# -- pointer-only notes -----------------------------------------------------------------
+
+_LOCATION = re.compile(r"""(://|/|:\d+$|#L\d+|\.\w{1,10}$|\w\(\)$|^L\d+$)""")
+_FILLER = {"see", "look", "at", "in", "on", "line", "lines", "check", "cf", "cf.", "ref",
+           "refer", "to", "the", "here", "there", "this", "file", "code", "note", "around",
+           "near", "go", "read", "also", "and", "function", "method", "def", "class", "todo",
+           "->", "→", "-", ":", "=>", "source", "src", "impl", "implementation", "of"}
+
+
+def pointer_only(text: str) -> bool:
+    """True for a note that is only a location (``see resolver.rs:214``), not a finding."""
+    words = [w.strip("`'\"()[],;.!?") for w in text.split()]
+    words = [w for w in words if w]
+    if not words or len(words) > 12:
+        return False
+    locations = [w for w in words if _LOCATION.search(w)]
+    rest = [w for w in words if w not in locations and w.lower() not in _FILLER
+            and not w.isdigit()]
+    return bool(locations) and len(rest) <= 1

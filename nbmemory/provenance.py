@@ -1,0 +1,312 @@
+"""Where a note came from: notebook, cell, kernel, git state, author and time.
+
+Captured in the kernel by the magics on every ``%remember``. Every piece is best effort:
+a missing piece is left out, and capturing never fails a remember. Only the standard
+library is imported here (the kernel must stay light); git is read from ``.git`` files,
+with one short ``git status`` subprocess for the dirty flag.
+
+How the notebook and the cell are found, in order:
+
+- notebook: ``JPY_SESSION_NAME`` (jupyter_server sets it in every kernel it starts for a
+  session: an absolute path, or an API path relative to the server root), ipykernel's
+  ``__session__``, VS Code's ``__vsc_ipynb_file__``; failing those (nbclient, nbconvert,
+  papermill set nothing), the one notebook in the working directory that has a code cell
+  whose source is exactly the cell being run.
+- cell: the ``cellId`` JupyterLab and Notebook 7 put in the execute request's metadata;
+  failing that, the id of that matching cell in the notebook file.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from .models import Provenance
+
+MAX_SOURCE = 4096  # characters of the cell source kept with a note
+MAX_NOTEBOOK_BYTES = 50 * 2**20  # notebooks larger than this are not parsed
+MAX_SEARCHED_NOTEBOOKS = 50
+GIT_TIMEOUT = 1.0
+
+
+def source_hash(source: str) -> str:
+    """Hash of a cell's source, insensitive to line endings and surrounding blank space."""
+    text = source.replace("\r\n", "\n").strip()
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+# -- notebooks ---------------------------------------------------------------------------
+
+def notebook_cells(path: str | os.PathLike) -> dict[str, str] | None:
+    """``{cell_id: source}`` of the code cells of a notebook file, or None if unreadable."""
+    try:
+        path = Path(path)
+        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        cells = {}
+        for cell in data.get("cells") or ():
+            if cell.get("cell_type") != "code" or not cell.get("id"):
+                continue
+            source = cell.get("source", "")
+            cells[str(cell["id"])] = "".join(source) if isinstance(source, list) else str(source)
+        return cells
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+
+
+def _resolve_notebook(value: str, cwd: Path) -> str | None:
+    value = value.strip()
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return str(path) if path.suffix == ".ipynb" or path.is_file() else None
+    # An API path relative to the server root: the kernel runs in the notebook's directory.
+    for candidate in (cwd / path.name, cwd / path):
+        if candidate.is_file():
+            return str(candidate.resolve())
+    return None
+
+
+def notebook_from_session(user_ns: Mapping[str, Any], environ: Mapping[str, str],
+                          cwd: Path) -> str | None:
+    for value in (environ.get("JPY_SESSION_NAME"), user_ns.get("__session__"),
+                  user_ns.get("__vsc_ipynb_file__")):
+        if isinstance(value, str):
+            path = _resolve_notebook(value, cwd)
+            if path:
+                return path
+    return None
+
+
+def find_cell(source: str, directory: Path, notebook: str | None = None) -> tuple[str, str] | None:
+    """(notebook, cell id) of the one code cell whose source is ``source``.
+
+    Looks in ``notebook`` if given, else in the notebooks of ``directory``. None when no
+    cell or more than one matches (a guess would be worse than nothing).
+    """
+    wanted = source_hash(source)
+    if notebook:
+        paths = [Path(notebook)]
+    else:
+        try:
+            paths = sorted(directory.glob("*.ipynb"))[:MAX_SEARCHED_NOTEBOOKS]
+        except OSError:
+            return None
+    found = []
+    for path in paths:
+        for cell_id, cell_source in (notebook_cells(path) or {}).items():
+            if source_hash(cell_source) == wanted:
+                found.append((str(path.resolve()), cell_id))
+    return found[0] if len(found) == 1 else None
+
+
+# -- the running cell --------------------------------------------------------------------
+
+def _parent(shell) -> dict:
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None:
+        return {}
+    try:
+        try:
+            parent = kernel.get_parent("shell")
+        except TypeError:
+            parent = kernel.get_parent()
+    except Exception:
+        parent = getattr(shell, "parent_header", None)
+    return parent if isinstance(parent, dict) else {}
+
+
+def notebook_path(shell, *, environ: Mapping[str, str] | None = None,
+                  cwd: Path | None = None, code: str | None = None) -> str | None:
+    """The notebook this kernel runs, if it can be told (see the module docstring)."""
+    if getattr(shell, "kernel", None) is None:
+        return None
+    environ = os.environ if environ is None else environ
+    cwd = Path(cwd or os.getcwd())
+    path = notebook_from_session(getattr(shell, "user_ns", {}) or {}, environ, cwd)
+    if path is None and code and code.strip():
+        found = find_cell(code, cwd)
+        path = found[0] if found else None
+    return path
+
+
+def current_cell(shell) -> tuple[str | None, str | None]:
+    """(cell id, raw source) of the cell being run, as far as the front end tells."""
+    parent = _parent(shell)
+    if parent:
+        metadata = parent.get("metadata") or {}
+        content = parent.get("content") or {}
+        cell_id = metadata.get("cellId") or metadata.get("cell_id")
+        code = content.get("code")
+        return (str(cell_id) if cell_id else None), (code if isinstance(code, str) else None)
+    try:  # terminal IPython: the raw input is stored before the cell runs
+        history = shell.history_manager.input_hist_raw
+        count = shell.execution_count
+        if 0 < count < len(history):
+            return None, history[count]
+    except Exception:
+        pass
+    return None, None
+
+
+def kernel_session(shell) -> str | None:
+    """The kernel id from its connection file (``kernel-<id>.json``), or the session id."""
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None:
+        return None
+    try:
+        from ipykernel.connect import get_connection_file
+
+        name = Path(get_connection_file()).stem
+        if name.startswith("kernel-"):
+            return name[len("kernel-"):]
+    except Exception:
+        pass
+    session = getattr(getattr(kernel, "session", None), "session", None)
+    return str(session) if session else None
+
+
+# -- git ---------------------------------------------------------------------------------
+
+def _git_dirs(start: Path) -> tuple[Path, Path, Path] | None:
+    """(work tree root, git dir, common dir) for ``start``, following worktree ``.git`` files."""
+    for directory in (start, *start.parents):
+        dot_git = directory / ".git"
+        if dot_git.is_dir():
+            return directory, dot_git, dot_git
+        if dot_git.is_file():
+            try:
+                text = dot_git.read_text().strip()
+            except OSError:
+                return None
+            if not text.startswith("gitdir:"):
+                return None
+            git_dir = Path(text[len("gitdir:"):].strip())
+            if not git_dir.is_absolute():
+                git_dir = (directory / git_dir).resolve()
+            common = git_dir
+            try:
+                common = (git_dir / (git_dir / "commondir").read_text().strip()).resolve()
+            except OSError:
+                pass
+            return directory, git_dir, common
+    return None
+
+
+def _read_ref(git_dir: Path, common: Path, ref: str) -> str | None:
+    for base in (git_dir, common):
+        try:
+            return (base / ref).read_text().strip() or None
+        except OSError:
+            continue
+    try:
+        for line in (common / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref) and not line.startswith(("#", "^")):
+                return line.split(" ", 1)[0]
+    except OSError:
+        pass
+    return None
+
+
+def git_info(start: str | os.PathLike, *, dirty: bool = True,
+             timeout: float = GIT_TIMEOUT) -> dict[str, Any]:
+    """``workspace``, ``git_commit``, ``git_branch`` and ``git_dirty`` for ``start``.
+
+    Commit and branch are read from the ``.git`` files; ``git_dirty`` (tracked or untracked
+    changes) takes one ``git status`` with a short timeout and is left out if git is
+    missing or slow. ``GIT_OPTIONAL_LOCKS=0`` keeps it from touching the index.
+    """
+    dirs = _git_dirs(Path(start).resolve())
+    if dirs is None:
+        return {}
+    root, git_dir, common = dirs
+    info: dict[str, Any] = {"workspace": str(root)}
+    try:
+        head = (git_dir / "HEAD").read_text().strip()
+    except OSError:
+        return info
+    if head.startswith("ref:"):
+        ref = head[4:].strip()
+        info["git_branch"] = ref.removeprefix("refs/heads/")
+        commit = _read_ref(git_dir, common, ref)
+        if commit:
+            info["git_commit"] = commit
+    elif head:
+        info["git_commit"] = head
+    if dirty:
+        try:
+            result = subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=normal"],
+                capture_output=True, text=True, timeout=timeout,
+                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+            if result.returncode == 0:
+                info["git_dirty"] = bool(result.stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return info
+
+
+# -- all together ------------------------------------------------------------------------
+
+def author(environ: Mapping[str, str] | None = None) -> str:
+    environ = os.environ if environ is None else environ
+    if environ.get("JUPYTERHUB_USER"):
+        return environ["JUPYTERHUB_USER"]
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        return "unknown"
+
+
+def capture(shell=None, *, environ: Mapping[str, str] | None = None,
+            cwd: str | os.PathLike | None = None, source: str | None = None) -> Provenance:
+    """The provenance of a note written now from ``shell`` (an IPython shell, or None)."""
+    environ = os.environ if environ is None else environ
+    cwd = Path(cwd or os.getcwd())
+    fields: dict[str, Any] = {
+        "cwd": str(cwd),
+        "author": author(environ),
+        "captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    try:
+        fields.update(git_info(cwd))
+    except Exception:
+        pass
+    if shell is None:
+        fields["source"] = source or "api"
+        return Provenance(**fields)
+    in_kernel = getattr(shell, "kernel", None) is not None
+    try:
+        fields["execution_count"] = int(shell.execution_count)
+    except Exception:
+        pass
+    try:
+        cell_id, code = current_cell(shell)
+        user_ns = getattr(shell, "user_ns", {}) or {}
+        notebook = notebook_from_session(user_ns, environ, cwd) if in_kernel else None
+        if code is not None and code.strip():
+            fields["cell_hash"] = source_hash(code)
+            fields["cell_source"] = code[:MAX_SOURCE]
+            if in_kernel and (notebook is None or cell_id is None):
+                found = find_cell(code, cwd, notebook)
+                if found:
+                    notebook = notebook or found[0]
+                    cell_id = cell_id or found[1]
+        if notebook:
+            fields["notebook"] = notebook
+        if cell_id:
+            fields["cell_id"] = cell_id
+        fields["kernel_session"] = kernel_session(shell)
+    except Exception:
+        pass
+    fields["source"] = source or ("notebook" if fields.get("notebook") else
+                                  "kernel" if in_kernel else "ipython")
+    return Provenance(**{k: v for k, v in fields.items() if v is not None})

@@ -1,0 +1,321 @@
+"""Typed stale reasons: has what a note is about changed since it was written or verified?
+
+The engine's :class:`StaleChecker` builds a note's anchors at remember time, explains
+how each has changed (``missing``, ``content_changed``, ``schema_changed``,
+``rows_changed``, ``cell_changed``) and re-takes fingerprints on verify. Reasons are
+recomputed on every read, so they clear by themselves when a file comes back.
+
+Speed: a file whose (mtime, size) still equals the fingerprint's costs one ``stat``;
+otherwise its new fingerprint is computed once and cached by (path, mtime, size).
+
+Variables live in a kernel, not in the engine's process: the kernel sends the current
+fingerprints of the variables it has (``{"scope": notebook, "values": {name: fp}}``)
+and only anchors taken in the same scope (notebook) are compared with them. A variable
+the kernel does not have (a fresh kernel that has not run the cell yet, another
+notebook) is not judged.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .anchors import (DataReader, absolute, cell_anchor, display_path, file_fingerprint,
+                      glob_matches, hash_file, is_glob, path_anchor, paths_in_text,
+                      spec_anchor, split_cell_target, stat_key, take)
+from .errors import InvalidInput
+from .models import Anchor, Provenance, StaleReason
+from .provenance import notebook_cells, source_hash
+
+Variables = Mapping[str, Any] | None
+MAX_CACHE = 20_000
+MAX_RENAME_SCAN = 500
+
+
+def schema_diff(old: Sequence[Sequence[str]], new: Sequence[Sequence[str]]) -> str:
+    """``added discount; removed note; amount BIGINT→DOUBLE`` (empty when equal)."""
+    before, after = dict(map(tuple, old)), dict(map(tuple, new))
+    parts = []
+    added = [c for c in after if c not in before]
+    removed = [c for c in before if c not in after]
+    changed = [f"{c} {before[c]}→{after[c]}" for c in after if c in before and before[c] != after[c]]
+    for label, items in (("added", added), ("removed", removed), ("changed", changed)):
+        if items:
+            shown = ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+            parts.append(f"{label} {shown}")
+    if not parts and list(before) != list(after):
+        parts.append("columns reordered")
+    return "; ".join(parts)
+
+
+def _rows(old: Any, new: Any) -> str:
+    return f"{old:,} → {new:,} rows"
+
+
+def _listing_diff(old: Iterable[str], new: Iterable[str]) -> str:
+    old, new = set(old), set(new)
+    added, removed = sorted(new - old), sorted(old - new)
+    parts = [f"+{n}" for n in added[:3]] + [f"−{n}" for n in removed[:3]]
+    more = len(added) + len(removed) - len(parts)
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+class StaleChecker:
+    """Anchors and their reasons for one workspace. Thread-safe; owns a private DuckDB."""
+
+    def __init__(self, root: Path, *, exclude: Iterable[Path] = ()):
+        self.root = Path(root).resolve()
+        self.exclude = [Path(p).resolve() for p in exclude]
+        self.reader = DataReader()
+        self._lock = threading.RLock()
+        self._cache: dict[tuple, Any] = {}
+
+    def close(self) -> None:
+        with self._lock:
+            self.reader.close()
+
+    def _cached(self, key: tuple, compute):
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+            value = compute()
+            if len(self._cache) >= MAX_CACHE:
+                self._cache.clear()
+            self._cache[key] = value
+            return value
+
+    def _file(self, path: Path, key: tuple[int, int], data: bool) -> dict[str, Any]:
+        return self._cached(("file", str(path), key, data),
+                            lambda: file_fingerprint(path, self.reader if data else None))
+
+    def _sha(self, path: Path) -> str | None:
+        key = stat_key(path)
+        return self._file(path, key, False)["sha256"] if key else None
+
+    # -- building ---------------------------------------------------------------------------
+
+    def build(self, text: str, about: Iterable[Any] | None, provenance: Provenance) -> list[Anchor]:
+        """The anchors of a new note: ``about`` items, paths the text mentions, its cell.
+
+        ``about`` holds paths, directories or globs (strings; relative ones are looked up
+        in the workspace, then in the writer's working directory) and ready anchors
+        (:class:`Anchor` or its dict, for variables fingerprinted in a kernel).
+        """
+        roots = [self.root] + ([Path(provenance.cwd)] if provenance.cwd else [])
+        anchors: list[Anchor] = []
+        with self._lock:
+            for item in about or ():
+                anchor = self._about(item, roots)
+                if all((a.kind, a.target) != (anchor.kind, anchor.target) for a in anchors):
+                    anchors.append(anchor)
+            notebook = [Path(provenance.notebook)] if provenance.notebook else []
+            exclude = self.exclude + notebook + [self.root, *self.root.parents]
+            for path in paths_in_text(text, roots, exclude=exclude):
+                if any(path.is_relative_to(p) for p in self.exclude):
+                    continue
+                anchor = path_anchor(path, self.root, self.reader, "text")
+                if all(a.target != anchor.target for a in anchors):
+                    anchors.append(anchor)
+        if provenance.notebook and provenance.cell_id and provenance.cell_hash:
+            anchors.append(cell_anchor(provenance.notebook, provenance.cell_id,
+                                       provenance.cell_hash, self.root))
+        return anchors
+
+    def _about(self, item: Any, roots: list[Path]) -> Anchor:
+        if isinstance(item, dict):
+            item = Anchor.from_dict(item)
+        if isinstance(item, Anchor):
+            if item.kind == "variable":
+                if not item.target.isidentifier():
+                    raise InvalidInput(f"{item.target!r} is not a variable name")
+                return Anchor("variable", item.target, dict(item.fingerprint), "about")
+            item = item.target  # a file-system anchor: the engine takes its own fingerprint
+        if not isinstance(item, (str, os.PathLike)) or not str(item).strip():
+            raise InvalidInput(f"Cannot anchor a note to {item!r}; give a path, a glob or a "
+                               "variable name, e.g. --about data/orders.csv")
+        anchor = spec_anchor(str(item), roots, self.root, self.reader)
+        if anchor is None:
+            what = "matches" if is_glob(str(item)) else "exists"
+            raise InvalidInput(
+                f"--about {item}: nothing {what} there (looked in "
+                f"{', '.join(str(r) for r in roots)}). Check the path, or for a variable run "
+                "the cell that defines it first. The note was not stored.")
+        return anchor
+
+    # -- checking ---------------------------------------------------------------------------
+
+    def reasons(self, anchors: Iterable[Anchor], variables: Variables = None) -> list[StaleReason]:
+        out: list[StaleReason] = []
+        for anchor in anchors:
+            try:
+                out.extend(self._reasons(anchor, variables))
+            except OSError:  # unreadable right now: say so rather than guess
+                out.append(StaleReason("missing", anchor.target, "unreadable"))
+        return out
+
+    def _reasons(self, anchor: Anchor, variables: Variables) -> list[StaleReason]:
+        kind = anchor.kind
+        if kind in ("file", "data"):
+            return self._file_reasons(anchor)
+        if kind == "dir":
+            return self._dir_reasons(anchor)
+        if kind == "glob":
+            return self._glob_reasons(anchor)
+        if kind == "cell":
+            return self._cell_reasons(anchor)
+        if kind == "variable":
+            return self._variable_reasons(anchor, variables)
+        return []
+
+    def _file_reasons(self, anchor: Anchor) -> list[StaleReason]:
+        old, target = anchor.fingerprint, anchor.target
+        path = absolute(target, self.root)
+        key = stat_key(path) if not path.is_dir() else None
+        if old.get("exists") is False:
+            return [] if key is None else [StaleReason("content_changed", target, "it exists again")]
+        if key is None:
+            return [StaleReason("missing", target, self._renamed(path, old))]
+        if key == (old.get("mtime_ns"), old.get("size")):
+            return []
+        new = self._file(path, key, anchor.kind == "data")
+        if new.get("sha256") == old.get("sha256"):
+            return []
+        reasons = []
+        if "columns" in old and "columns" in new:
+            diff = schema_diff(old["columns"], new["columns"])
+            if diff:
+                reasons.append(StaleReason("schema_changed", target, diff))
+        if old.get("rows") is not None and new.get("rows") is not None and old["rows"] != new["rows"]:
+            reasons.append(StaleReason("rows_changed", target, _rows(old["rows"], new["rows"])))
+        return reasons or [StaleReason("content_changed", target)]
+
+    def _renamed(self, path: Path, old: dict[str, Any]) -> str:
+        """``renamed to data/x.csv?`` when a file with the same content sits beside it."""
+        parent, size, sha = path.parent, old.get("size"), old.get("sha256")
+        if not sha or not parent.is_dir():
+            return ""
+        try:
+            with os.scandir(parent) as entries:
+                for n, entry in enumerate(entries):
+                    if n >= MAX_RENAME_SCAN:
+                        break
+                    if entry.is_file() and entry.stat().st_size == size:
+                        if self._sha(Path(entry.path)) == sha:
+                            return f"renamed to {display_path(Path(entry.path), self.root)}?"
+        except OSError:
+            pass
+        return ""
+
+    def _dir_reasons(self, anchor: Anchor) -> list[StaleReason]:
+        old, target = anchor.fingerprint, anchor.target
+        path = absolute(target, self.root)
+        if old.get("exists") is False:
+            return [StaleReason("content_changed", target, "it exists again")] if path.is_dir() else []
+        if not path.is_dir():
+            return [StaleReason("missing", target)]
+        mtime = path.stat().st_mtime_ns
+        if mtime == old.get("mtime_ns"):
+            return []
+        new = self._cached(("dir", str(path), mtime), lambda: take("dir", target, self.root))
+        if new.get("listing") == old.get("listing"):
+            return []
+        detail = (_listing_diff(old["names"], new["names"]) if "names" in old and "names" in new
+                  else f"{old.get('entries', '?')} → {new.get('entries', '?')} entries")
+        return [StaleReason("content_changed", target, detail)]
+
+    def _glob_reasons(self, anchor: Anchor) -> list[StaleReason]:
+        old_files = anchor.fingerprint.get("files") or {}
+        target = anchor.target
+        matches = glob_matches(target, self.root)
+        if not matches:
+            return [StaleReason("missing", target, "nothing matches")] if old_files else []
+        new_names = [display_path(m, self.root) for m in matches]
+        changed = []
+        for match, name in zip(matches, new_names):
+            if name not in old_files:
+                continue
+            size, mtime, sha = old_files[name]
+            key = stat_key(match)
+            if key is not None and key != (mtime, size) and self._sha(match) != sha:
+                changed.append(name)
+        if set(new_names) == set(old_files) and not changed:
+            return []
+        detail = ", ".join(x for x in (_listing_diff(old_files, new_names),
+                                       ", ".join(f"~{n}" for n in changed[:3])) if x)
+        return [StaleReason("content_changed", target, detail)]
+
+    def _cell(self, notebook: Path) -> tuple[tuple[int, int] | None, dict[str, str] | None]:
+        key = stat_key(notebook)
+        if key is None:
+            return None, None
+        cells = self._cached(("cells", str(notebook), key), lambda: notebook_cells(notebook))
+        return key, cells
+
+    def _cell_reasons(self, anchor: Anchor) -> list[StaleReason]:
+        """The saved notebook differs in this cell; a notebook not saved since says nothing."""
+        old = anchor.fingerprint
+        if not old.get("sha"):
+            return []
+        notebook, cell_id = split_cell_target(anchor.target)
+        key, cells = self._cell(absolute(notebook, self.root))
+        if key is None or cells is None or key[0] / 1e9 <= float(old.get("at", 0)):
+            return []
+        shown = f"{notebook} cell {cell_id[:8]}"
+        if cell_id not in cells:
+            return [StaleReason("cell_changed", shown, "cell deleted")]
+        if source_hash(cells[cell_id]) != old["sha"]:
+            return [StaleReason("cell_changed", shown, "source edited")]
+        return []
+
+    def _variable_reasons(self, anchor: Anchor, variables: Variables) -> list[StaleReason]:
+        old, name = anchor.fingerprint, anchor.target
+        if not variables or variables.get("scope", "") != old.get("scope", ""):
+            return []
+        new = (variables.get("values") or {}).get(name)
+        if new is None:
+            return []
+        if new.get("type") != old.get("type"):
+            return [StaleReason("content_changed", name,
+                                f"was {old.get('type')}, now {new.get('type')}")]
+        reasons = []
+        if "columns" in old and "columns" in new:
+            diff = schema_diff(old["columns"], new["columns"])
+            if diff:
+                reasons.append(StaleReason("schema_changed", name, diff))
+        old_shape, new_shape = old.get("shape"), new.get("shape")
+        if old_shape and new_shape and old_shape[0] != new_shape[0]:
+            reasons.append(StaleReason("rows_changed", name, _rows(old_shape[0], new_shape[0])))
+        if not reasons and old.get("sample") != new.get("sample"):
+            reasons.append(StaleReason("content_changed", name))
+        return reasons
+
+    # -- verifying --------------------------------------------------------------------------
+
+    def retake(self, anchor: Anchor, variables: Variables = None) -> Anchor | None:
+        """The anchor with a fingerprint taken now; None when it cannot be taken here."""
+        if anchor.kind in ("file", "data", "dir", "glob"):
+            with self._lock:
+                fingerprint = take(anchor.kind, anchor.target, self.root, self.reader)
+            return Anchor(anchor.kind, anchor.target, fingerprint, anchor.origin)
+        if anchor.kind == "cell":
+            notebook, cell_id = split_cell_target(anchor.target)
+            _, cells = self._cell(absolute(notebook, self.root))
+            if cells is None:
+                return None
+            sha = source_hash(cells[cell_id]) if cell_id in cells else None
+            return Anchor("cell", anchor.target, {"sha": sha, "at": time.time()}, anchor.origin)
+        if anchor.kind == "variable":
+            scope = anchor.fingerprint.get("scope", "")
+            if not variables or variables.get("scope", "") != scope:
+                return None
+            new = (variables.get("values") or {}).get(anchor.target)
+            if new is None:
+                return None
+            return Anchor("variable", anchor.target, {**new, "scope": scope}, anchor.origin)
+        return None
+
+
+__all__ = ["StaleChecker", "schema_diff", "hash_file", "cell_anchor"]
