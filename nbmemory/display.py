@@ -73,6 +73,11 @@ def provenance_line(note: Note) -> str:
     return where
 
 
+def _from(note: Note) -> str:
+    line = provenance_line(note)
+    return f"from {line}" if note.provenance.notebook else line
+
+
 def anchor_label(anchor: Anchor) -> str:
     fp = anchor.fingerprint
     if anchor.kind == "variable":
@@ -145,7 +150,7 @@ def _note_cell(note: Note, *, provenance: bool = False) -> str:
     if marker:
         text += f' <span class="nbm-stale">{html.escape(marker)}</span>'
     if provenance:
-        text += f'<br><span class="nbm-muted">from {html.escape(provenance_line(note))}</span>'
+        text += f'<br><span class="nbm-muted">{html.escape(_from(note))}</span>'
         if note.anchors:
             text += f'<br><span class="nbm-muted">about {html.escape(anchors_line(note))}</span>'
     return text
@@ -184,7 +189,7 @@ def hits_text(hits: Hits, *, provenance: bool = False) -> str:
                 lines.append(f"     lexical {hit.lexical:.3f}  dense {hit.dense:.3f}")
             lines.append(_wrap(hit.note.text))
             if provenance:
-                lines.append("     from " + provenance_line(hit.note))
+                lines.append("     " + _from(hit.note))
                 if hit.note.anchors:
                     lines.append("     about " + anchors_line(hit.note))
     if hits.filtered_out:

@@ -147,14 +147,27 @@ def current_cell(shell) -> tuple[str | None, str | None]:
         cell_id = metadata.get("cellId") or metadata.get("cell_id")
         code = content.get("code")
         return (str(cell_id) if cell_id else None), (code if isinstance(code, str) else None)
-    try:  # terminal IPython: the raw input is stored before the cell runs
-        history = shell.history_manager.input_hist_raw
-        count = shell.execution_count
-        if 0 < count < len(history):
-            return None, history[count]
+    history = _history(shell)  # terminal IPython: the raw input is stored before it runs
+    return None, (history[-1] if len(history) > 1 else None)
+
+
+def _history(shell) -> list:
+    try:
+        return list(shell.history_manager.input_hist_raw)
     except Exception:
-        pass
-    return None, None
+        return []
+
+
+def execution_count(shell, code: str | None) -> int | None:
+    """The running cell's number: its place in the input history, once it is stored there.
+
+    (``shell.execution_count`` is already the next number while a cell runs in IPython 9
+    but not in 8, so the history is the reliable witness.)
+    """
+    history = _history(shell)
+    if len(history) > 1 and (code is None or history[-1].rstrip() == code.rstrip()):
+        return len(history) - 1
+    return None
 
 
 def kernel_session(shell) -> str | None:
@@ -285,11 +298,8 @@ def capture(shell=None, *, environ: Mapping[str, str] | None = None,
         return Provenance(**fields)
     in_kernel = getattr(shell, "kernel", None) is not None
     try:
-        fields["execution_count"] = int(shell.execution_count)
-    except Exception:
-        pass
-    try:
         cell_id, code = current_cell(shell)
+        fields["execution_count"] = execution_count(shell, code)
         user_ns = getattr(shell, "user_ns", {}) or {}
         notebook = notebook_from_session(user_ns, environ, cwd) if in_kernel else None
         if code is not None and code.strip():

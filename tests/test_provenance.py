@@ -1,0 +1,164 @@
+"""Provenance: git state read from a real repository, notebook and cell from a real kernel."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nbmemory.display import provenance_line
+from nbmemory.embed import HashEmbedder
+from nbmemory.memory import Memory
+from nbmemory.models import Note, Provenance
+from nbmemory.provenance import (MAX_SOURCE, capture, find_cell, git_info,
+                                 notebook_from_session, source_hash)
+
+
+def git(cwd, *args):
+    return subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=Test", *args],
+                          cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = tmp_path / "repo"
+    (root / "analysis").mkdir(parents=True)
+    (root / "data").mkdir()
+    (root / "data" / "orders.csv").write_text("id,amount\n1,1000\n2,2500\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "initial")
+    return root
+
+
+def test_git_commit_branch_and_dirty_state(repo):
+    head = git(repo, "rev-parse", "HEAD")
+    info = git_info(repo / "analysis")
+    assert info == {"workspace": str(repo), "git_branch": "main", "git_commit": head,
+                    "git_dirty": False}
+    (repo / "data" / "orders.csv").write_text("changed\n")
+    assert git_info(repo)["git_dirty"] is True
+    git(repo, "checkout", "-q", "-b", "feature/units")
+    git(repo, "commit", "-qam", "units")
+    git(repo, "pack-refs", "--all")  # the branch now lives only in packed-refs
+    info = git_info(repo)
+    assert (info["git_branch"], info["git_commit"], info["git_dirty"]) == (
+        "feature/units", git(repo, "rev-parse", "HEAD"), False)
+    git(repo, "checkout", "-q", "--detach", head)
+    info = git_info(repo)
+    assert "git_branch" not in info and info["git_commit"] == head
+
+
+def test_git_worktree_is_followed(repo, tmp_path):
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "side"))
+    info = git_info(tmp_path / "side")
+    assert info["workspace"] == str(tmp_path / "side")
+    assert (info["git_branch"], info["git_commit"]) == ("side", git(repo, "rev-parse", "HEAD"))
+
+
+def test_outside_git_and_outside_a_notebook(tmp_path):
+    prov = capture(None, cwd=tmp_path, environ={"JUPYTERHUB_USER": "ana"})
+    assert (prov.source, prov.author, prov.cwd, prov.git_commit) == ("api", "ana", str(tmp_path), None)
+    note = Note(id=1, text="x", provenance=prov)
+    assert provenance_line(note).startswith("not from a notebook (api) by ana, ")
+
+
+def test_notebook_from_the_jupyter_session(tmp_path):
+    nb = tmp_path / "analysis" / "orders.ipynb"
+    nb.parent.mkdir()
+    nb.write_text("{}")
+    cwd = nb.parent
+    # jupyter_server: an absolute path when it knows the file name, else the API path
+    # relative to its root (the kernel runs in the notebook's directory).
+    assert notebook_from_session({}, {"JPY_SESSION_NAME": str(nb)}, cwd) == str(nb)
+    assert notebook_from_session({}, {"JPY_SESSION_NAME": "analysis/orders.ipynb"}, cwd) == str(nb)
+    assert notebook_from_session({"__session__": "analysis/orders.ipynb"}, {}, cwd) == str(nb)
+    assert notebook_from_session({"__vsc_ipynb_file__": str(nb)}, {}, cwd) == str(nb)
+    assert notebook_from_session({}, {"JPY_SESSION_NAME": "console-1-3f2a"}, cwd) is None
+
+
+def test_find_cell_needs_exactly_one_match(tmp_path):
+    for name, cells in (("a.ipynb", ["x = 1", "%remember one"]), ("b.ipynb", ["x = 1"])):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+        nbformat.write(nb, tmp_path / name)
+    found = find_cell("%remember one\n", tmp_path)
+    cells = nbformat.read(tmp_path / "a.ipynb", as_version=4).cells
+    assert found == (str(tmp_path / "a.ipynb"), cells[1].id)
+    assert find_cell("x = 1", tmp_path) is None  # in two notebooks: no guess
+
+
+NOTEBOOK_CELLS = [
+    "%load_ext nbmemory\n%config NbMemory.store = {store!r}\n%config NbMemory.model = 'hash:64'",
+    "import pandas as pd\ndf = pd.DataFrame({{'id': [1, 2], 'amount': [1000, 2500]}})",
+    "%remember -t orders --about df data/orders.csv amount is in cents before 2021",
+    "df['discount'] = 0.1\nhits = %recall amount in cents\n"
+    "from IPython.lib.pretty import pretty\nprint(pretty(hits))",
+]
+
+
+def run_notebook(path: Path, env=None):
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute(env=env) if env else client.execute()
+    return nb
+
+
+@pytest.mark.timeout(300)
+def test_provenance_from_a_notebook_run_by_nbclient(repo):
+    store = repo / ".nbmemory"
+    nb_path = repo / "analysis" / "orders.ipynb"
+    cells = [nbformat.v4.new_code_cell(c.format(store=str(store))) for c in NOTEBOOK_CELLS]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), nb_path)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "notebook")
+
+    nb = run_notebook(nb_path)
+
+    remembered = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                         for o in nb.cells[2].outputs)
+    assert "Remembered #1 (finding, medium) [orders]" in remembered
+    assert "About: df (DataFrame 2×2), data/orders.csv (2 columns, 2 rows), its cell" in remembered
+    recalled = "".join(o.get("text", "") for o in nb.cells[3].outputs)
+    assert "[STALE: schema_changed df (added discount)]" in recalled
+
+    with Memory.open(store, embedder=HashEmbedder()) as mem:
+        note = mem.get(1)
+    prov = note.provenance
+    assert prov.notebook == str(nb_path)
+    assert prov.cell_id == cells[2].id
+    assert prov.execution_count == 3
+    assert prov.cell_source == cells[2].source
+    assert prov.cell_hash == source_hash(cells[2].source)
+    assert prov.kernel_session
+    assert (prov.git_branch, prov.git_commit, prov.git_dirty) == (
+        "main", git(repo, "rev-parse", "HEAD"), False)
+    assert (prov.workspace, prov.cwd, prov.source) == (str(repo), str(nb_path.parent), "notebook")
+    assert provenance_line(note).startswith(
+        f"analysis/orders.ipynb cell {cells[2].id[:8]} [3] @ main:{prov.git_commit[:8]} by ")
+    assert [(a.kind, a.target) for a in note.anchors] == [
+        ("variable", "df"), ("data", "data/orders.csv"), ("cell", f"analysis/orders.ipynb#{cells[2].id}")]
+    assert note.anchors[0].fingerprint["scope"] == str(nb_path)
+
+
+@pytest.mark.timeout(300)
+def test_the_jupyter_session_name_names_an_unsaved_notebook(repo):
+    """As under jupyter_server: the kernel is told its notebook, whose file is older."""
+    store = repo / ".nbmemory"
+    nb_path = repo / "analysis" / "draft.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), nb_path)  # saved empty, then cells typed
+    cells = [NOTEBOOK_CELLS[0].format(store=str(store)), "%remember a draft finding"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nbformat.write(nb, repo / "analysis" / "unsaved.ipynb")
+    env = {**os.environ, "JPY_SESSION_NAME": "analysis/draft.ipynb"}
+    run_notebook(repo / "analysis" / "unsaved.ipynb", env=env)
+    (repo / "analysis" / "unsaved.ipynb").unlink()
+    with Memory.open(store, embedder=HashEmbedder()) as mem:
+        prov = mem.get(1).provenance
+    assert prov.notebook == str(nb_path)
+    assert prov.cell_id is None  # nbclient sends no cellId and the saved file has no such cell
+    assert prov.cell_source == "%remember a draft finding"
+    assert prov.git_dirty is True

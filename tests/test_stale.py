@@ -1,0 +1,303 @@
+"""Anchors and typed stale reasons with real files, a real git repository and real DuckDB."""
+
+import json
+import os
+import subprocess
+import time
+from datetime import datetime, timezone
+
+import duckdb
+import nbformat
+import pytest
+
+import nbmemory.stale as stale_module
+from nbmemory.display import hits_text, stale_marker
+from nbmemory.embed import HashEmbedder
+from nbmemory.errors import InvalidInput
+from nbmemory.memory import Memory
+from nbmemory.models import Anchor, Provenance
+from nbmemory.provenance import source_hash
+from nbmemory import store as store_module
+
+ORDERS = "id,amount\n1,1000\n2,2500\n"
+RESOLVER = "def resolve(name):\n    return lookup(name)  # retries forever when the lock is held\n"
+
+
+def git(cwd, *args):
+    return subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=Test", *args],
+                          cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def save_later(path, text):
+    """Write ``text`` as a save made a moment after the note (file clocks are coarse)."""
+    path.write_text(text)
+    later = time.time() + 2
+    os.utime(path, (later, later))
+
+
+@pytest.fixture
+def ws(tmp_path):
+    """A git repository with a CSV, a source file and a notebook, committed."""
+    root = tmp_path / "repo"
+    (root / "data").mkdir(parents=True)
+    (root / "src").mkdir()
+    (root / "data" / "orders.csv").write_text(ORDERS)
+    (root / "src" / "resolver.py").write_text(RESOLVER)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "initial")
+    return root
+
+
+@pytest.fixture
+def mem(ws):
+    with Memory.open(ws / ".nbmemory", embedder=HashEmbedder()) as m:
+        yield m
+
+
+def reasons(note):
+    return [(r.reason, r.target, r.detail) for r in note.stale]
+
+
+def test_paths_in_text_are_anchored_relative_to_the_workspace_not_the_cwd(ws, mem, tmp_path,
+                                                                          monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    note = mem.remember("src/resolver.py:2 retries forever when the lock is held; "
+                        "src/ghost.py does not exist and orders.amount is a column")
+    assert [(a.kind, a.target, a.origin) for a in note.anchors] == [("file", "src/resolver.py", "text")]
+    assert note.stale == ()
+
+
+def test_edit_restore_rename_delete_a_file(ws, mem):
+    path = ws / "src" / "resolver.py"
+    note = mem.remember("src/resolver.py retries forever when the lock is held")
+
+    path.write_text(RESOLVER + "# patched\n")
+    assert reasons(mem.get(note.id)) == [("content_changed", "src/resolver.py", "")]
+    assert stale_marker(mem.get(note.id)) == "[STALE: content_changed src/resolver.py]"
+
+    path.write_text(RESOLVER)  # the edit undone: same content, new mtime
+    assert mem.get(note.id).stale == ()
+
+    path.rename(ws / "src" / "resolver_v2.py")
+    assert reasons(mem.get(note.id)) == [("missing", "src/resolver.py",
+                                          "renamed to src/resolver_v2.py?")]
+    (ws / "src" / "resolver_v2.py").rename(path)
+    assert mem.get(note.id).stale == ()
+
+    path.unlink()
+    assert reasons(mem.get(note.id)) == [("missing", "src/resolver.py", "")]
+    git(ws, "checkout", "--", "src/resolver.py")
+    assert mem.get(note.id).stale == ()
+
+
+def test_csv_rows_changed_shows_in_recall_and_clears_on_verify(ws, mem):
+    csv = ws / "data" / "orders.csv"
+    note = mem.remember("data/orders.csv amount is in cents before 2021")
+    assert note.anchors[0].kind == "data"
+    assert note.anchors[0].fingerprint["rows"] == 2
+    assert note.anchors[0].fingerprint["columns"] == [["id", "BIGINT"], ["amount", "BIGINT"]]
+    other = mem.remember("amount totals are rounded per order")
+
+    csv.write_text(ORDERS + "3,4200\n")
+    hits = mem.recall("amount cents")
+    assert "[STALE: rows_changed data/orders.csv (2 → 3 rows)]" in hits_text(hits)
+    assert [h.note.id for h in mem.recall("amount", stale=True)] == [note.id]
+    assert [h.note.id for h in mem.recall("amount", stale=False)] == [other.id]
+    assert [n.id for n in mem.stale().notes] == [note.id]
+
+    verified = mem.verify(note.id)
+    assert verified.stale == ()
+    assert mem.stale().total == 0
+    event = mem.history(note.id)[-1]
+    assert event.type == "verified"
+    assert event.data == {"retaken": 1, "cleared": ["rows_changed data/orders.csv (2 → 3 rows)"]}
+    # Both fingerprints are kept: the one taken at remember time and the verified one.
+    engine = mem._backend.engine
+    rows = engine.store.con.execute(
+        "SELECT seq, json_extract(fingerprint, '$.rows')::INT FROM anchors "
+        "WHERE note_id = ? ORDER BY seq", [note.id]).fetchall()
+    assert [r[1] for r in rows] == [2, 3]
+    assert rows[1][0] == event.seq
+
+    csv.write_text(ORDERS)  # back to two rows: now that differs from the verified state
+    assert reasons(mem.get(note.id)) == [("rows_changed", "data/orders.csv", "3 → 2 rows")]
+
+
+def write_parquet(path, select):
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(f"COPY ({select}) TO '{path}' (FORMAT parquet)")
+    finally:
+        con.close()
+
+
+def test_parquet_schema_change_names_the_columns(ws, mem):
+    path = ws / "data" / "orders.parquet"
+    original = "SELECT i::INTEGER AS id, (i * 100)::INTEGER AS amount, 'x' AS note FROM range(5) t(i)"
+    write_parquet(path, original)
+    note = mem.remember("amount is in cents", about=["data/orders.parquet"])
+    assert [(a.kind, a.target, a.origin) for a in note.anchors] == [("data", "data/orders.parquet", "about")]
+
+    write_parquet(path, "SELECT i::INTEGER AS id, (i * 1.0)::DOUBLE AS amount, "
+                        "0.1::DOUBLE AS discount FROM range(5) t(i)")
+    assert reasons(mem.get(note.id)) == [
+        ("schema_changed", "data/orders.parquet",
+         "added discount; removed note; changed amount INTEGER→DOUBLE")]
+
+    write_parquet(path, original + " UNION ALL SELECT 9, 900, 'y'")
+    assert reasons(mem.get(note.id)) == [("rows_changed", "data/orders.parquet", "5 → 6 rows")]
+
+    write_parquet(path, original)
+    assert mem.get(note.id).stale == ()
+
+
+def test_directory_and_glob_anchors(ws, mem):
+    note = mem.remember("every file in data/ is a daily export", about=["data/*.csv"])
+    assert [(a.kind, a.target) for a in note.anchors] == [("glob", "data/*.csv"), ("dir", "data")]
+    (ws / "data" / "returns.csv").write_text("id\n1\n")
+    assert reasons(mem.get(note.id)) == [("content_changed", "data/*.csv", "+data/returns.csv"),
+                                         ("content_changed", "data", "+returns.csv")]
+    (ws / "data" / "returns.csv").unlink()
+    assert mem.get(note.id).stale == ()
+    (ws / "data" / "orders.csv").write_text(ORDERS.replace("2500", "2600"))
+    assert reasons(mem.get(note.id)) == [("content_changed", "data/*.csv", "~data/orders.csv")]
+    (ws / "data" / "orders.csv").unlink()
+    assert reasons(mem.get(note.id)) == [("missing", "data/*.csv", "nothing matches"),
+                                         ("content_changed", "data", "−orders.csv")]
+
+
+def test_about_something_that_does_not_exist_is_refused_and_nothing_stored(ws, mem):
+    mem.remember("a first note")
+    with pytest.raises(InvalidInput, match=r"--about data/nope\.csv: nothing exists there .*"
+                                           r"The note was not stored\."):
+        mem.remember("about a missing file", about=["data/nope.csv"])
+    with pytest.raises(InvalidInput, match=r"--about data/\*\.xlsx: nothing matches there"):
+        mem.remember("about a glob matching nothing", about=["data/*.xlsx"])
+    assert mem.notes().total == 1
+
+
+def notebook(path, cells):
+    nb = nbformat.v4.new_notebook()
+    for cell_id, source in cells:
+        cell = nbformat.v4.new_code_cell(source)
+        cell.id = cell_id
+        nb.cells.append(cell)
+    return nbformat.writes(nb)
+
+
+def test_cell_changed_when_the_saved_cell_differs(ws, mem):
+    nb_path = ws / "analysis.ipynb"
+    source = "df = load()\n%remember df.amount is in cents"
+    nb_path.write_text(notebook(nb_path, [("c0", "import x"), ("c1", "")]))  # saved before the run
+    prov = Provenance(notebook=str(nb_path), cell_id="c1", cell_hash=source_hash(source),
+                      cell_source=source, source="notebook")
+    note = mem.remember("df.amount is in cents", provenance=prov)
+    assert note.anchors[-1].kind == "cell" and note.anchors[-1].target == "analysis.ipynb#c1"
+    assert note.stale == ()  # the file predates the note: it says nothing about the cell
+
+    save_later(nb_path, notebook(nb_path, [("c0", "import x"), ("c1", source)]))
+    assert mem.get(note.id).stale == ()
+
+    save_later(nb_path, notebook(nb_path, [("c0", "import x"), ("c1", source + " (or euros)")]))
+    assert reasons(mem.get(note.id)) == [("cell_changed", "analysis.ipynb cell c1", "source edited")]
+
+    save_later(nb_path, notebook(nb_path, [("c0", "import x"), ("c1", source)]))
+    assert mem.get(note.id).stale == ()
+
+    save_later(nb_path, notebook(nb_path, [("c0", "import x")]))
+    assert reasons(mem.get(note.id)) == [("cell_changed", "analysis.ipynb cell c1", "cell deleted")]
+
+    save_later(nb_path, notebook(nb_path, [("c0", "import x"), ("c1", "df = load_v2()")]))
+    assert mem.get(note.id).stale != ()
+    assert mem.verify(note.id).stale == ()
+
+
+def test_variable_anchors_are_judged_only_with_the_kernels_fingerprints(ws, mem):
+    from nbmemory.anchors import variable_fingerprint
+    pd = pytest.importorskip("pandas")
+
+    df = pd.DataFrame({"id": [1, 2], "amount": [10, 20]})
+    anchor = Anchor("variable", "df", {**variable_fingerprint(df), "scope": "nb.ipynb"})
+    note = mem.remember("df amounts are cents", about=[anchor])
+    assert note.anchors[0].fingerprint["columns"] == [["id", "int64"], ["amount", "int64"]]
+
+    df["discount"] = 0.5
+    now = {"scope": "nb.ipynb", "values": {"df": variable_fingerprint(df)}}
+    assert mem.get(note.id).stale == ()  # the engine alone cannot see a kernel's variable
+    assert reasons(mem.recall("df amounts", variables=now)[0].note) == [
+        ("schema_changed", "df", "added discount")]
+    elsewhere = {"scope": "other.ipynb", "values": now["values"]}
+    assert mem.recall("df amounts", variables=elsewhere)[0].note.stale == ()
+    assert mem.variable_anchors("nb.ipynb") == ["df"]
+    assert mem.variable_anchors("other.ipynb") == []
+
+    assert mem.verify(note.id).stale == ()  # no fingerprints given: kept, and said so
+    assert mem.history(note.id)[-1].data["kept"] == ["df"]
+    assert mem.recall("df amounts", variables=now)[0].note.stale != ()
+    assert mem.verify(note.id, variables=now).stale == ()
+    assert mem.recall("df amounts", variables=now)[0].note.stale == ()
+
+
+def test_an_unchanged_file_is_hashed_once_per_change(ws, mem, monkeypatch):
+    note = mem.remember("data/orders.csv holds one row per order")
+    calls = []
+    original = stale_module.file_fingerprint
+    monkeypatch.setattr(stale_module, "file_fingerprint",
+                        lambda *a, **k: calls.append(a[0]) or original(*a, **k))
+    for _ in range(3):
+        assert mem.get(note.id).stale == ()
+    assert calls == []  # (mtime, size) as fingerprinted: one stat, no hash
+    os.utime(ws / "data" / "orders.csv", (time.time() + 5, time.time() + 5))  # touched only
+    for _ in range(3):
+        assert mem.get(note.id).stale == ()
+    assert len(calls) == 1
+
+
+def test_provenance_and_anchors_survive_reopening(ws):
+    with Memory.open(ws / ".nbmemory", embedder=HashEmbedder()) as m:
+        note = m.remember("src/resolver.py retries", provenance=Provenance(
+            cwd=str(ws), author="ana", captured_at="2026-01-02T03:04:05+00:00", source="api"))
+    (ws / "src" / "resolver.py").write_text("changed")
+    with Memory.open(ws / ".nbmemory", embedder=HashEmbedder()) as m:
+        again = m.get(note.id)
+    assert again.provenance.author == "ana"
+    assert reasons(again) == [("content_changed", "src/resolver.py", "")]
+    assert again.to_dict()["anchors"][0]["target"] == "src/resolver.py"
+    assert again.to_dict()["stale"] == [{"reason": "content_changed", "target": "src/resolver.py",
+                                         "detail": ""}]
+
+
+def test_a_store_from_before_anchors_is_migrated(ws, monkeypatch):
+    store_dir = ws / ".nbmemory"
+    store_dir.mkdir()
+    with monkeypatch.context() as m:  # a store as the version before anchors wrote it
+        m.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS[:1])
+        old = store_module.Store(store_dir)
+        at = datetime.now(timezone.utc)
+        with old.transaction():
+            old.insert_note(1, at=at)
+            seq = old.append_event("created", 1, actor="t", at=at)
+            old.insert_version(1, text="src/resolver.py retries forever", content_hash="h",
+                               kind="finding", priority="medium", tags=(), author="t",
+                               provenance=Provenance(), at=at, seq=seq)
+        old.con.execute("SELECT nextval('note_ids')")
+        old.close()
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.get(1).anchors == ()
+        assert mem.remember("src/resolver.py retries forever").anchors[0].target == "src/resolver.py"
+        applied = mem._backend.engine.store.con.execute(
+            "SELECT name FROM migrations ORDER BY name").fetchall()
+    assert applied == [("m001_create_notes",), ("m002_anchors",)]
+
+
+def test_a_retried_remember_is_applied_once_with_its_anchors(ws, mem):
+    first = mem.remember("data/orders.csv is daily", request_id="r1")
+    (ws / "data" / "orders.csv").unlink()
+    again = mem.remember("data/orders.csv is daily", about=["data/orders.csv"], request_id="r1")
+    assert again.id == first.id
+    assert mem.notes().total == 1
+    count = mem._backend.engine.store.con.execute("SELECT count(*) FROM anchors").fetchone()[0]
+    assert count == 1

@@ -1,0 +1,147 @@
+"""--about, --fresh/--stale, %memory stale/verify and provenance in a real InteractiveShell."""
+
+import subprocess
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.lib.pretty import pretty
+from IPython.utils.capture import capture_output
+
+from nbmemory.embed import HashEmbedder
+from nbmemory.memory import Memory
+
+pd = pytest.importorskip("pandas")
+
+
+def git(cwd, *args):
+    return subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=Test", *args],
+                          cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def ws(tmp_path):
+    root = tmp_path / "repo"
+    (root / "data").mkdir(parents=True)
+    (root / "analysis").mkdir()
+    (root / "data" / "orders.csv").write_text("id,amount\n1,1000\n2,2500\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "initial")
+    return root
+
+
+@pytest.fixture
+def ip(ws, monkeypatch):
+    monkeypatch.chdir(ws / "analysis")  # a notebook's kernel runs in the notebook's folder
+    shell = InteractiveShell.instance(history_length=0)
+    shell.run_line_magic("load_ext", "nbmemory")
+    shell.run_line_magic("config", f"NbMemory.store = {str(ws / '.nbmemory')!r}")
+    original = Memory.open
+
+    def open_(path=None, **kwargs):  # the model is irrelevant here
+        kwargs["embedder"] = HashEmbedder()
+        return original(path, **kwargs)
+
+    monkeypatch.setattr(Memory, "open", open_)
+    yield shell
+    shell.run_line_magic("unload_ext", "nbmemory")
+    InteractiveShell.clear_instance()
+
+
+def run(ip, line):
+    name, _, rest = line.partition(" ")
+    with capture_output() as captured:
+        result = ip.run_line_magic(name, rest)
+    shown = captured.stdout + "".join(o.data.get("text/plain", "") + "\n" for o in captured.outputs)
+    return result, shown
+
+
+def test_a_dataframe_whose_columns_change(ip):
+    ip.user_ns["pd"] = pd
+    ip.user_ns["df"] = pd.DataFrame({"id": [1, 2], "amount": [1000, 2500]})
+    _, out = run(ip, "remember --about df df.amount is in cents")
+    assert "About: df (DataFrame 2×2)" in out
+    assert len(run(ip, "recall --fresh amount in cents")[0]) == 1
+
+    ip.run_cell("df['discount'] = 0.5")
+    hits, _ = run(ip, "recall --stale amount in cents")
+    assert "[STALE: schema_changed df (added discount)]" in pretty(hits)
+    assert len(run(ip, "recall --fresh amount in cents")[0]) == 0
+    _, out = run(ip, "memory stale")
+    assert "1 stale notes" in out and "[STALE: schema_changed df (added discount)]" in out
+
+    ip.run_cell("df = df.drop(columns=['discount'])")
+    assert run(ip, "recall amount in cents")[0][0].note.stale == ()
+
+    ip.run_cell("df = df.iloc[:1]")
+    assert "[STALE: rows_changed df (2 → 1 rows)]" in pretty(run(ip, "recall amount")[0])
+
+    ip.run_cell("df = pd.DataFrame({'id': [1, 2], 'amount': [10.0, 25.0]})")
+    _, out = run(ip, "memory verify 1")
+    assert out.strip() == ("Verified #1: re-took 1 fingerprint; cleared schema_changed df "
+                           "(changed amount int64→float64).")
+    assert run(ip, "recall amount in cents")[0][0].note.stale == ()
+    assert "0 stale notes: none." in run(ip, "memory stale")[1]
+
+
+def test_a_polars_frame_is_fingerprinted_too(ip):
+    pl = pytest.importorskip("polars")
+    ip.user_ns["orders"] = pl.DataFrame({"id": [1, 2], "amount": [1000, 2500]})
+    _, out = run(ip, "remember --about orders orders amounts are in cents")
+    assert "About: orders (DataFrame 2×2)" in out
+    ip.user_ns["orders"] = ip.user_ns["orders"].rename({"amount": "amount_cents"})
+    hits, _ = run(ip, "recall orders amounts")
+    assert "[STALE: schema_changed orders (added amount_cents; removed amount)]" in pretty(hits)
+
+
+def test_about_a_path_is_relative_to_the_kernels_folder(ip, ws):
+    _, out = run(ip, "remember --about ../data/orders.csv --about ../data amounts are in cents")
+    assert "About: data/orders.csv (2 columns, 2 rows), data/" in out
+    (ws / "data" / "orders.csv").write_text("id,amount,currency\n1,1000,EUR\n2,2500,EUR\n")
+    hits, _ = run(ip, "recall amounts")
+    assert "[STALE: schema_changed data/orders.csv (added currency)]" in pretty(hits)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("remember --about nosuch amounts are cents",
+     "--about nosuch: there is no variable 'nosuch' in this kernel and no file of that name here"),
+    ("remember --about ../data/none.csv amounts are cents", "--about .*none.csv: nothing exists there"),
+    ("recall --fresh --stale amounts", "Use --fresh or --stale, not both"),
+    ("memory verify", "Give the id of the note you checked"),
+    ("memory verify 7", "No note #7"),
+])
+def test_errors(ip, line, message):
+    with pytest.raises(UsageError, match=message):
+        run(ip, line)
+    assert run(ip, "memory list")[1].startswith("0 active notes: none.")
+
+
+def test_a_pointer_only_note_gets_a_hint(ip):
+    _, out = run(ip, "remember see resolver.rs:214")
+    assert ("Hint: #1 is only a location. Pointers go stale as code moves: store the finding "
+            "itself (what happens there and why it matters), e.g. %remember --supersedes 1 "
+            "<the finding>") in out
+    _, out = run(ip, "remember resolver.rs:214 retries forever when the lock is held")
+    assert "Hint" not in out
+
+
+def test_provenance_outside_a_notebook_says_so(ip, ws):
+    ip.run_cell("%remember ../data/orders.csv amounts are in cents", store_history=True)
+    hits, _ = run(ip, "recall --provenance amounts in cents")
+    text = pretty(hits)
+    commit = git(ws, "rev-parse", "HEAD")[:8]
+    assert f"     not from a notebook (ipython) [1] @ main:{commit} by " in text
+    assert "     about data/orders.csv (2 columns, 2 rows)" in text
+    note = hits[0].note
+    assert note.provenance.cell_source == "%remember ../data/orders.csv amounts are in cents"
+    assert note.provenance.git_dirty is False
+    assert "not from a notebook (ipython)" in hits._repr_html_()
+
+
+def test_verify_a_note_about_nothing(ip):
+    run(ip, "remember the watcher races the lock")
+    _, out = run(ip, "memory verify 1")
+    assert out.strip() == ("Verified #1. It is about no file, data, variable or cell, so it "
+                           "cannot go stale; the check is recorded in its history.")
+    assert "verified" in run(ip, "memory history 1")[1]
