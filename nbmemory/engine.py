@@ -499,6 +499,7 @@ class Engine:
                 self.store.append_event("purged", note_id, actor=actor or default_author(),
                                         at=utcnow())
                 self.store.purge_text(note_id)
+                self.store.purge_anchors(note_id)
                 self.store.set_status(note_id, "purged")
             self.lexical.remove(note_id)
             if self.vectors is not None:
@@ -832,7 +833,7 @@ class Engine:
         """
         with self._lock:
             if request_id and self.store.request_note(request_id) is not None:
-                return self._with_stale([self.get(note_id)], variables)[0]
+                return self._with_stale([self.store.get_notes([note_id])[note_id]], variables)[0]
             self._require_status(note_id, "active", "verify")
             current = self.store.anchors([note_id]).get(note_id, [])
             before = self.checker.reasons((a for _, a in current), variables)

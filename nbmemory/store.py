@@ -610,6 +610,10 @@ class Store:
                 (position, Anchor(kind, target, json.loads(fingerprint), origin)))
         return out
 
+    def purge_anchors(self, note_id: int) -> None:
+        """Erase what a purged note was about (paths, fingerprints), with its text."""
+        self.con.execute("DELETE FROM anchors WHERE note_id = ?", [note_id])
+
     def anchored_note_ids(self, statuses: Sequence[str] = ("active",)) -> list[int]:
         rows = self.con.execute(
             "SELECT DISTINCT a.note_id FROM anchors a JOIN notes n ON n.id = a.note_id "

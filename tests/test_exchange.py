@@ -155,4 +155,4 @@ def test_export_file_is_json_lines_with_header_and_end(memory, tmp_path):
     assert records[0]["format"] == "nbmemory-export" and records[0]["model"] == "hash:64"
     assert records[-1] == {"type": "end", "counts": {"notes": 1, "note_versions": 1,
                                                       "embeddings": 1, "events": 1,
-                                                      "snapshots": 0}}
+                                                      "snapshots": 0, "anchors": 0}}

@@ -278,12 +278,11 @@ def test_a_store_from_before_anchors_is_migrated(ws, monkeypatch):
         old = store_module.Store(store_dir)
         at = datetime.now(timezone.utc)
         with old.transaction():
-            old.insert_note(1, at=at)
+            old.insert_note(1, uid="u1", at=at)
             seq = old.append_event("created", 1, actor="t", at=at)
             old.insert_version(1, text="src/resolver.py retries forever", content_hash="h",
                                kind="finding", priority="medium", tags=(), author="t",
                                provenance=Provenance(), at=at, seq=seq)
-        old.con.execute("SELECT nextval('note_ids')")
         old.close()
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         assert mem.get(1).anchors == ()
@@ -301,3 +300,18 @@ def test_a_retried_remember_is_applied_once_with_its_anchors(ws, mem):
     assert mem.notes().total == 1
     count = mem._backend.engine.store.con.execute("SELECT count(*) FROM anchors").fetchone()[0]
     assert count == 1
+
+
+def test_anchors_travel_with_export_and_import_and_go_with_purge(ws, mem, tmp_path):
+    note = mem.remember("data/orders.csv amount is in cents")
+    mem.verify(note.id)
+    mem.export_jsonl(tmp_path / "all.jsonl")
+    (ws / "data" / "orders.csv").write_text(ORDERS + "3,4200\n")
+    with Memory.open(tmp_path / "other" / ".nbmemory", embedder=HashEmbedder()) as other:
+        other.import_jsonl(tmp_path / "all.jsonl")
+        copy = other.get(note.id)
+        assert [(a.kind, a.target) for a in copy.anchors] == [("data", "data/orders.csv")]
+    mem.purge(note.id)
+    engine = mem._backend.engine
+    assert engine.store.con.execute("SELECT count(*) FROM anchors").fetchone()[0] == 0
+    assert mem.stale().total == 0
