@@ -421,6 +421,11 @@ class Engine:
             if not self.store.has_embedding(self.embedder.name, digest):
                 vector = self._embed([new_text])[0]
             author = author or default_author()
+            anchors = []
+            if "text" in changed:  # the paths the new text mentions replace the old text's
+                anchors = self.checker.reanchor_text(
+                    self.store.anchors([note_id]).get(note_id, []), new_text, old.provenance,
+                    self.store.next_anchor_position(note_id))
             at = utcnow()
             with self.store.transaction():
                 seq = self.store.append_event("edited", note_id, actor=author, at=at,
@@ -428,6 +433,7 @@ class Engine:
                 self.store.insert_version(note_id, text=new_text, content_hash=digest,
                                           kind=new_kind, priority=new_priority, tags=new_tags,
                                           author=author, provenance=old.provenance, at=at, seq=seq)
+                self.store.insert_anchors(note_id, anchors, seq=seq, at=at)
                 if vector is not None:
                     self._put_vector(digest, vector)
             self._priority[note_id] = new_priority

@@ -124,6 +124,29 @@ class StaleChecker:
                                        provenance.cell_hash, self.root))
         return anchors
 
+    def reanchor_text(self, current: list[tuple[int, Anchor]], text: str, provenance: Provenance,
+                      next_position: int) -> list[tuple[int, Anchor]]:
+        """Rows to write when a note's text is edited: new ``(position, anchor)`` for paths
+        it now mentions, and a ``dropped`` row for each it no longer mentions."""
+        roots = [self.root] + ([Path(provenance.cwd)] if provenance.cwd else [])
+        notebook = [Path(provenance.notebook)] if provenance.notebook else []
+        exclude = self.exclude + notebook + [self.root, *self.root.parents]
+        with self._lock:
+            mentioned = [p for p in paths_in_text(text, roots, exclude=exclude)
+                         if not any(p.is_relative_to(e) for e in self.exclude)]
+            targets = {display_path(p, self.root): p for p in mentioned}
+            rows: list[tuple[int, Anchor]] = []
+            for position, anchor in current:
+                if anchor.origin == "text" and anchor.target not in targets:
+                    rows.append((position, Anchor(anchor.kind, anchor.target, {"dropped": True},
+                                                  "text")))
+            known = {a.target for _, a in current}
+            for target, path in targets.items():
+                if target not in known:
+                    rows.append((next_position, path_anchor(path, self.root, self.reader, "text")))
+                    next_position += 1
+        return rows
+
     def _about(self, item: Any, roots: list[Path]) -> Anchor:
         if isinstance(item, dict):
             item = Anchor.from_dict(item)

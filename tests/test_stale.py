@@ -315,3 +315,17 @@ def test_anchors_travel_with_export_and_import_and_go_with_purge(ws, mem, tmp_pa
     engine = mem._backend.engine
     assert engine.store.con.execute("SELECT count(*) FROM anchors").fetchone()[0] == 0
     assert mem.stale().total == 0
+
+
+def test_editing_the_text_moves_its_path_anchors(ws, mem):
+    note = mem.remember("data/orders.csv amount is in cents", about=["src/resolver.py"])
+    edited = mem.edit(note.id, text="data/returns are separate; see src/resolver.py and data/")
+    assert [(a.kind, a.target, a.origin) for a in edited.anchors] == [
+        ("file", "src/resolver.py", "about"), ("dir", "data", "text")]
+    (ws / "data" / "orders.csv").write_text("gone\n")
+    assert reasons(mem.get(note.id)) == []  # no longer about the CSV
+    rows = mem._backend.engine.store.con.execute(
+        "SELECT position, target, json_extract(fingerprint, '$.dropped')::BOOLEAN "
+        "FROM anchors WHERE note_id = ? ORDER BY seq, position", [note.id]).fetchall()
+    assert rows == [(0, "src/resolver.py", None), (1, "data/orders.csv", None),
+                    (1, "data/orders.csv", True), (2, "data", None)]
