@@ -1,6 +1,7 @@
 """Provenance: git state read from a real repository, notebook and cell from a real kernel."""
 
 import os
+import time
 import subprocess
 from pathlib import Path
 
@@ -162,3 +163,57 @@ def test_the_jupyter_session_name_names_an_unsaved_notebook(repo):
     assert prov.cell_id is None  # nbclient sends no cellId and the saved file has no such cell
     assert prov.cell_source == "%remember a draft finding"
     assert prov.git_dirty is True
+
+
+@pytest.mark.timeout(300)
+def test_a_kernel_started_as_jupyter_server_does_records_notebook_and_cell_id(repo):
+    """The kernel environment comes from jupyter_server's own SessionManager, and each
+    execute request carries ``cellId`` in its metadata, as JupyterLab sends it."""
+    from jupyter_client.manager import KernelManager
+    from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
+    from jupyter_server.services.sessions.sessionmanager import SessionManager
+
+    store = repo / ".nbmemory"
+    nb_path = repo / "analysis" / "orders.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), nb_path)  # saved empty; cells typed since
+    sessions = SessionManager(kernel_manager=MappingKernelManager(root_dir=str(repo)))
+    env = sessions.get_kernel_env("analysis/orders.ipynb", "orders.ipynb")
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(nb_path.parent), env=env)
+    kc = km.client()
+    try:
+        kc.start_channels()
+        kc.wait_for_ready(timeout=120)
+
+        def run(code: str, cell_id: str) -> None:
+            msg = kc.session.msg("execute_request", {
+                "code": code, "silent": False, "store_history": True, "user_expressions": {},
+                "allow_stdin": False, "stop_on_error": True}, metadata={"cellId": cell_id})
+            kc.shell_channel.send(msg)
+            while True:
+                reply = kc.get_shell_msg(timeout=120)
+                if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                    break
+            assert reply["content"]["status"] == "ok", reply["content"]
+
+        run(NOTEBOOK_CELLS[0].format(store=str(store)), "setup-cell")
+        run("%remember -t orders amounts are in cents before 2021", "3f2a9c1e-cell")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+    with Memory.open(store, embedder=HashEmbedder()) as mem:
+        note = mem.get(1)
+        prov = note.provenance
+        assert (prov.notebook, prov.cell_id, prov.execution_count, prov.source) == (
+            str(nb_path), "3f2a9c1e-cell", 2, "notebook")
+        assert prov.kernel_session and prov.cell_source.startswith("%remember -t orders")
+        assert note.anchors[-1].target == "analysis/orders.ipynb#3f2a9c1e-cell"
+        assert note.stale == ()  # the saved notebook is older than the note
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%remember -t orders amounts are in euros")])
+        nb.cells[0].id = "3f2a9c1e-cell"
+        nbformat.write(nb, nb_path)
+        later = time.time() + 2  # a save made a moment later (file clocks are coarse)
+        os.utime(nb_path, (later, later))
+        assert [str(r) for r in mem.get(1).stale] == [
+            "cell_changed analysis/orders.ipynb cell 3f2a9c1e (source edited)"]
