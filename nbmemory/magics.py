@@ -329,29 +329,31 @@ class NbMemory(Magics):
         (``hits.to_dataframe()`` for pandas).
         """
         args, query = split_options(self.recall.parser, line)
+        if args.fresh and args.stale:
+            raise UsageError("Use --fresh or --stale, not both")
+        stale = True if args.stale else False if args.fresh else None
         if not query and not args.open:
             hidden = set(getattr(self.shell, "user_ns_hidden", {}))
             terms = namespace_terms(self.shell.user_ns, hidden)
             with usage_errors():
-                return self.mem.recall_terms(terms, k=self.k if args.k is None else args.k)
+                hits = self.mem.recall_terms(terms, k=self.k if args.k is None else args.k)
+            if stale is not None:
+                hits[:] = [h for h in hits if bool(h.note.stale) == stale]
+            return hits
         if args.open and not query:
             with usage_errors():
                 questions = self.mem.open_questions(limit=args.k or 50)
             return display(show.notes_display(questions, title="Open questions"))
         if args.open:
             args.kind = "question"
-        if args.fresh and args.stale:
-            raise UsageError("Use --fresh or --stale, not both")
-        stale = True if args.stale else False if args.fresh else None
         with usage_errors():
             hits = self.mem.recall(query, k=self.k if args.k is None else args.k, tags=args.tags, kind=args.kind,
                                       priority=args.priority, since=parse_since(args.since),
                                       explain=args.explain, min_score=args.min_score,
-                                      as_of=args.as_of)
-        if args.open:
-            hits[:] = [h for h in hits if h.note.resolution is None]
                                       as_of=args.as_of, stale=stale,
                                       variables=self._variables())
+        if args.open:
+            hits[:] = [h for h in hits if h.note.resolution is None]
         hits.show_provenance = args.provenance
         return hits
 
