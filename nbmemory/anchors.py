@@ -29,7 +29,7 @@ from .models import Anchor
 CHUNK = 1 << 20
 FULL_HASH_LIMIT = 1 << 30  # bytes; larger files get a sampled hash
 ROW_COUNT_LIMIT = 512 << 20  # bytes; larger text data files get no row count (a full scan)
-MAX_DIR_NAMES = 1000
+MAX_DIR_NAMES = 200  # kept in the fingerprint to say what was added/removed
 MAX_GLOB_MATCHES = 500
 MAX_TEXT_ANCHORS = 20
 SMALL_FRAME_ROWS = 10_000  # frames up to this many rows get a content hash

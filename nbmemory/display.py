@@ -111,8 +111,9 @@ def verified_text(note: Note, event: Event) -> str:
     if data.get("cleared"):
         text += "; cleared " + "; ".join(data["cleared"])
     if data.get("kept"):
-        text += (f". Kept the old fingerprint of {', '.join(data['kept'])} (not in this "
-                 "kernel: run the cell that defines it, then verify again)")
+        text += (f". Kept the old fingerprint of {', '.join(data['kept'])}: it cannot be "
+                 "re-taken here (a variable must exist in this notebook's kernel: run the cell "
+                 "that defines it, then verify again)")
     still = stale_marker(note)
     return text + "." + (f" Still {still}" if still else "")
 

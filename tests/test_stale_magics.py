@@ -145,3 +145,17 @@ def test_verify_a_note_about_nothing(ip):
     assert out.strip() == ("Verified #1. It is about no file, data, variable or cell, so it "
                            "cannot go stale; the check is recorded in its history.")
     assert "verified" in run(ip, "memory history 1")[1]
+
+
+def test_verify_without_the_variable_keeps_its_fingerprint_and_says_so(ip):
+    ip.user_ns["df"] = pd.DataFrame({"id": [1, 2]})
+    run(ip, "remember --about df df ids are unique")
+    del ip.user_ns["df"]
+    _, out = run(ip, "memory verify 1")
+    assert out.strip() == (
+        "Verified #1: re-took 0 fingerprints. Kept the old fingerprint of df: it cannot be "
+        "re-taken here (a variable must exist in this notebook's kernel: run the cell that "
+        "defines it, then verify again).")
+    ip.user_ns["df"] = pd.DataFrame({"id": [1, 1]})
+    hits, _ = run(ip, "recall df ids")
+    assert "[STALE: content_changed df]" in pretty(hits)
