@@ -216,7 +216,8 @@ class Store:
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
-        self._anchor_cache: dict[int, list[tuple[int, Anchor]]] = {}
+        self._anchor_cache: dict[int, list[tuple[int, Anchor]] | None] = {}
+        self._anchors_upto: int | None = None
         self.path = self.directory / DB_FILENAME
         (self.directory / COMPACT_FILENAME).unlink(missing_ok=True)  # an interrupted compact
         try:
@@ -586,15 +587,16 @@ class Store:
         return {"recalls": total, "empty_recalls": empty}
 
     # -- anchors ------------------------------------------------------------------------
-    # Reads are served from a per-note cache (a recall must not pay a query for them).
-    # Rows of existing notes change only through insert_anchors and purge_anchors, which
-    # drop the note from the cache (dropping is safe even if the transaction rolls back);
-    # an import only adds rows for new note ids, which were never cached.
+    # Reads are served from memory (a recall must not pay a query for them). The first
+    # read loads the anchors of every note up to the highest id then; a note above that
+    # id is read when first asked for. Rows of existing notes change only through
+    # insert_anchors and purge_anchors, which mark the note to be read again (safe even
+    # if the transaction rolls back); an import only adds notes with new, higher ids.
 
     def insert_anchors(self, note_id: int, anchors: Sequence[tuple[int, Anchor]], *,
                        seq: int, at: datetime) -> None:
         """Record fingerprints of ``(position, anchor)`` taken at journal position ``seq``."""
-        self._anchor_cache.pop(note_id, None)
+        self._anchor_cache[note_id] = None
         if anchors:
             self.con.executemany(
                 "INSERT INTO anchors VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -604,22 +606,32 @@ class Store:
     def anchors(self, note_ids: Sequence[int]) -> dict[int, list[tuple[int, Anchor]]]:
         """The current ``(position, anchor)`` list of each note (the latest fingerprint)."""
         cache = self._anchor_cache
-        missing = [int(i) for i in note_ids if int(i) not in cache]
-        if missing:
-            if len(cache) > 200_000:
-                cache.clear()
-            rows = self.con.execute(
-                "SELECT note_id, position, kind, target, origin, fingerprint FROM anchors "
-                "WHERE note_id IN (SELECT unnest(?)) "
-                "QUALIFY row_number() OVER (PARTITION BY note_id, position ORDER BY seq DESC) = 1 "
-                "ORDER BY note_id, position", [missing]).fetchall()
-            for note_id in missing:
-                cache[note_id] = []
-            for note_id, position, kind, target, origin, fingerprint in rows:
-                fingerprint = json.loads(fingerprint)
-                if not fingerprint.get("dropped"):  # no longer mentioned after an edit
-                    cache[note_id].append((position, Anchor(kind, target, fingerprint, origin)))
-        return {int(i): cache[int(i)] for i in note_ids if cache.get(int(i))}
+        if self._anchors_upto is None:
+            self._anchors_upto = self.con.execute(
+                "SELECT coalesce(max(id), 0) FROM notes").fetchone()[0]
+            cache.clear()
+            self._read_anchors(None)
+        ids = [int(i) for i in note_ids]
+        upto = self._anchors_upto
+        stale = [i for i in ids if (i in cache and cache[i] is None) or (i > upto and i not in cache)]
+        if stale:
+            self._read_anchors(stale)
+        return {i: cache[i] for i in ids if cache.get(i)}
+
+    def _read_anchors(self, ids: list[int] | None) -> None:
+        where, params = ("WHERE note_id IN (SELECT unnest(?)) ", [ids]) if ids is not None else ("", [])
+        rows = self.con.execute(
+            "SELECT note_id, position, kind, target, origin, fingerprint FROM anchors " + where +
+            "QUALIFY row_number() OVER (PARTITION BY note_id, position ORDER BY seq DESC) = 1 "
+            "ORDER BY note_id, position", params).fetchall()
+        cache = self._anchor_cache
+        for note_id in ids or ():
+            cache[note_id] = []
+        for note_id, position, kind, target, origin, fingerprint in rows:
+            fingerprint = json.loads(fingerprint)
+            if not fingerprint.get("dropped"):  # no longer mentioned after an edit
+                cache.setdefault(note_id, []).append(
+                    (position, Anchor(kind, target, fingerprint, origin)))
 
     def next_anchor_position(self, note_id: int) -> int:
         return self.con.execute("SELECT coalesce(max(position) + 1, 0) FROM anchors "
@@ -627,7 +639,7 @@ class Store:
 
     def purge_anchors(self, note_id: int) -> None:
         """Erase what a purged note was about (paths, fingerprints), with its text."""
-        self._anchor_cache.pop(note_id, None)
+        self._anchor_cache[note_id] = None
         self.con.execute("DELETE FROM anchors WHERE note_id = ?", [note_id])
 
     def anchored_note_ids(self, statuses: Sequence[str] = ("active",)) -> list[int]:
