@@ -234,8 +234,8 @@ def git_info(start: str | os.PathLike, *, dirty: bool = True,
     """``workspace``, ``git_commit``, ``git_branch`` and ``git_dirty`` for ``start``.
 
     Commit and branch are read from the ``.git`` files; ``git_dirty`` (tracked or untracked
-    changes) takes one ``git status`` with a short timeout and is left out if git is
-    missing or slow. ``GIT_OPTIONAL_LOCKS=0`` keeps it from touching the index.
+    changes, submodules ignored) takes one ``git status`` with a short timeout and is left
+    out if git is missing or slow. ``GIT_OPTIONAL_LOCKS=0`` keeps it from touching the index.
     """
     dirs = _git_dirs(Path(start).resolve())
     if dirs is None:
@@ -257,7 +257,8 @@ def git_info(start: str | os.PathLike, *, dirty: bool = True,
     if dirty:
         try:
             result = subprocess.run(
-                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=normal"],
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=normal",
+                 "--ignore-submodules"],  # 4 ms instead of 16-23 ms in a 2k-file repository
                 capture_output=True, text=True, timeout=timeout,
                 env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
             if result.returncode == 0:
