@@ -329,3 +329,12 @@ def test_editing_the_text_moves_its_path_anchors(ws, mem):
         "FROM anchors WHERE note_id = ? ORDER BY seq, position", [note.id]).fetchall()
     assert rows == [(0, "src/resolver.py", None), (1, "data/orders.csv", None),
                     (1, "data/orders.csv", True), (2, "data", None)]
+
+
+def test_a_snapshot_diff_says_which_notes_went_stale_and_why(ws, mem):
+    mem.remember("data/orders.csv amount is in cents")
+    mem.snapshot("before")
+    (ws / "data" / "orders.csv").write_text(ORDERS + "3,4200\n")
+    changes = mem.snapshot_diff("before").changes
+    assert [(c.change, c.note.id, c.detail) for c in changes] == [
+        ("became_stale", 1, "rows_changed data/orders.csv (2 → 3 rows)")]
