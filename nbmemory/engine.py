@@ -930,6 +930,17 @@ class Engine:
             notes = self._with_stale(self.store.list_notes(Filters(), limit=2**62)[0])
             return [str(p) for p in exchange.export_markdown(notes, directory, by=by)]
 
+    def reindex(self, progress: Progress | None = None) -> dict[str, Any]:
+        """Rebuild both indexes from DuckDB; re-embed first if the configured model changed."""
+        with self._lock:
+            if self.mismatch:
+                return {"action": "reembedded", **self.reembed(progress)}
+            self._open_indexes(progress, rebuild=True)
+            self.index_state = "rebuilt (reindex)"
+            return {"action": "rebuilt", "model": self.stored_identity,
+                    "vectors": len(self.vectors) if self.vectors is not None else 0,
+                    "lexical_docs": len(self.lexical)}
+
     # -- status -------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:

@@ -177,6 +177,10 @@ class Memory:
         """Readable Markdown pages, one per tag (or kind), deterministic so they diff well."""
         return self._call("export_markdown", directory=str(directory), by=by)
 
+    def reindex(self, progress: Progress | None = None) -> dict[str, Any]:
+        """Rebuild the indexes from the store (re-embedding if the configured model changed)."""
+        return self._call("reindex", progress=progress)
+
     # -- reads --------------------------------------------------------------------------
 
     def recall(self, query: str, *, k: int = 5, tags: str | Iterable[str] | None = None,
