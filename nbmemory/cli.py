@@ -1,0 +1,498 @@
+"""The command line: ``nbmemory remember | recall | forget | list | show | history | ...``.
+
+A composition root: it reads ``--store``/``--model`` (or ``NBMEMORY_HOME``/``NBMEMORY_MODEL``),
+opens the store through :func:`open_memory`, prints a table for people or JSON with
+``--json``, and turns every :class:`~nbmemory.errors.NbMemoryError` into one line on
+stderr and an exit code. The store, the engine and the model load only when a command
+needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import textwrap
+from datetime import datetime, timedelta, timezone
+from typing import Any, Sequence
+
+from ._version import __version__
+from .config import DEFAULT_MODEL
+from .errors import (Conflict, InvalidInput, ModelUnavailable, NbMemoryError, NotFound,
+                     StoreUnavailable)
+
+EXIT_OK = 0
+EXIT_ERROR = 1        # the store refused the request (not found, conflict), or doctor found a problem
+EXIT_USAGE = 2        # bad arguments or bad input
+EXIT_UNAVAILABLE = 3  # the store or the model cannot be used right now
+
+EXIT_CODES = """\
+exit codes:
+  0  success
+  1  the store refused the request (no such note, conflict), doctor found a problem,
+     or an unexpected error
+  2  usage error: bad arguments or input (empty note, unknown kind, ...)
+  3  store unavailable: owned by another process, unreadable, written by a newer
+     nbmemory, or the embedding model cannot be loaded
+
+environment:
+  NBMEMORY_HOME   store directory (default: nearest .nbmemory/ above the working
+                  directory, else the git root, else the working directory)
+  NBMEMORY_MODEL  embedding model (default all-MiniLM-L6-v2; hash:64 for tests)
+"""
+
+
+class CommandError(Exception):
+    """A problem found by the CLI itself, with its exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+def configured_model(explicit: str | None = None) -> str:
+    """``--model`` > ``NBMEMORY_MODEL`` > the default model."""
+    return explicit or os.environ.get("NBMEMORY_MODEL") or DEFAULT_MODEL
+
+
+def open_memory(store: str | None = None, model: str | None = None):
+    """The one place the CLI and the MCP server open a store.
+
+    In-process for now: this process owns the store while the Memory is open.
+    """
+    from .memory import Memory
+
+    return Memory.open(store or None, model=configured_model(model))
+
+
+def exit_code_for(exc: BaseException) -> int:
+    if isinstance(exc, CommandError):
+        return exc.code
+    if isinstance(exc, InvalidInput):
+        return EXIT_USAGE
+    if isinstance(exc, (StoreUnavailable, ModelUnavailable)):
+        return EXIT_UNAVAILABLE
+    if isinstance(exc, (NotFound, Conflict)):
+        return EXIT_ERROR
+    return EXIT_ERROR
+
+
+# -- argument parsing -------------------------------------------------------------------
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors that say where the help is."""
+
+    def error(self, message: str):
+        raise CommandError(f"{message} (see: {self.prog} --help)", EXIT_USAGE)
+
+
+def note_id(text: str) -> int:
+    try:
+        value = int(text.lstrip("#"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a note id; ids are numbers like 12 or #12")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a note id; ids start at 1")
+    return value
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
+def since_time(value: str) -> datetime:
+    """``7d``, ``12h``, ``3w`` ago, or an ISO date."""
+    match = re.fullmatch(r"(\d+)\s*([hdw])", value.strip())
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        return datetime.now(timezone.utc) - {"h": timedelta(hours=amount), "d": timedelta(days=amount),
+                                             "w": timedelta(weeks=amount)}[unit]
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read the time {value!r}; use 7d, 12h, 2w or 2026-01-31")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def build_parser() -> Parser:
+    # The global options work before or after the command: `nbmemory --json list`
+    # and `nbmemory list --json` both do. SUPPRESS keeps a later default from
+    # overwriting an earlier value.
+    common = Parser(add_help=False)
+    common.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS,
+                        help="store directory (default: NBMEMORY_HOME, the nearest .nbmemory/, "
+                             "the git root)")
+    common.add_argument("--model", metavar="NAME", default=argparse.SUPPRESS,
+                        help="embedding model (default: NBMEMORY_MODEL or all-MiniLM-L6-v2)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print JSON for scripts instead of a table")
+
+    parser = Parser(prog="nbmemory", parents=[common], epilog=EXIT_CODES,
+                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                    description="Remember findings, recall them, forget them, snapshot what you know.")
+    parser.add_argument("--version", action="version", version=f"nbmemory {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, help: str, **kwargs) -> Parser:
+        return sub.add_parser(name, parents=[common], help=help, description=help,
+                              epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                              **kwargs)
+
+    p = command("remember", "store a finding (the text, or - to read it from stdin)")
+    p.add_argument("-k", "--kind", default="finding",
+                   help="finding, gotcha, decision, question, reference or procedure")
+    p.add_argument("-p", "--priority", default="medium", help="high, medium or low")
+    p.add_argument("-t", "--tags", default=None, help="comma-separated tags, e.g. -t orders,units")
+    p.add_argument("--supersedes", type=note_id, metavar="ID",
+                   help="this note replaces note ID (kept in its history)")
+    p.add_argument("text", nargs="*", help="the finding itself; - or nothing reads stdin")
+
+    p = command("recall", "find notes by meaning and by keyword")
+    p.add_argument("-k", type=positive, default=5, help="how many notes (default 5)")
+    p.add_argument("-t", "--tags", default=None, help="only notes with all these tags")
+    p.add_argument("--kind", default=None, help="only notes of these kinds (comma-separated)")
+    p.add_argument("-p", "--priority", default=None, help="only notes of these priorities")
+    p.add_argument("--since", type=since_time, default=None,
+                   help="only notes written since: 7d, 12h, 2w or a date")
+    p.add_argument("--explain", action="store_true", help="show the keyword and semantic scores")
+    p.add_argument("--provenance", action="store_true", help="show where each note came from")
+    p.add_argument("--min-score", type=float, default=None, help="hide notes scoring below this")
+    p.add_argument("query", nargs="+", help="what you want to know, in any words")
+
+    p = command("forget", "revoke notes: hidden from recall, kept in history, reversible")
+    p.add_argument("ids", nargs="+", type=note_id, metavar="ID")
+
+    p = command("reinstate", "undo forget")
+    p.add_argument("ids", nargs="+", type=note_id, metavar="ID")
+
+    p = command("list", "list notes, newest first")
+    p.add_argument("-t", "--tags", default=None, help="only notes with all these tags")
+    p.add_argument("--kind", default=None, help="only notes of these kinds")
+    p.add_argument("-p", "--priority", default=None, help="only notes of these priorities")
+    p.add_argument("--status", default="active",
+                   help="active, revoked, superseded or purged; comma-separated (default active)")
+    p.add_argument("--since", type=since_time, default=None, help="only notes written since")
+    p.add_argument("-n", "--limit", type=positive, default=20, help="how many (default 20)")
+    p.add_argument("--offset", type=int, default=0, help="skip this many")
+    p.add_argument("--order", choices=("newest", "oldest", "priority"), default="newest")
+
+    p = command("show", "one note in full: text, tags, status, stale reasons, provenance")
+    p.add_argument("id", type=note_id, metavar="ID")
+
+    p = command("history", "every event of a note, with time and actor")
+    p.add_argument("id", type=note_id, metavar="ID")
+
+    p = command("snapshot", "seal what you know now under a name, or list snapshots")
+    p.add_argument("name", nargs="?", help="snapshot name (no spaces)")
+    p.add_argument("-m", "--message", default="", help="why this moment matters")
+    p.add_argument("--list", action="store_true", help="list snapshots")
+
+    p = command("reindex", "rebuild the indexes from the store, with progress; re-embeds the "
+                           "notes when the configured model differs from the store's")
+    p.add_argument("--reembed", action="store_true",
+                   help="re-embed with the configured model even if the store already uses it")
+
+    command("status", "store, counts, model, index, owner, empty-recall rate")
+
+    p = command("doctor", "check the installation end to end and say how to fix each problem")
+    p.add_argument("--skip", action="append", default=[], choices=("model", "jupyter"),
+                   help="skip a group of checks (repeatable)")
+
+    p = command("mcp", "serve the store to agents over MCP on stdio (needs nbmemory[mcp])")
+    p.add_argument("--hint-tokens", type=positive, default=4000, metavar="N",
+                   help="remind the agent that notes can be fetched again by id after about N "
+                        "tokens of note content (default 4000)")
+    p.add_argument("--hint-calls", type=positive, default=25, metavar="N",
+                   help="... or after N calls that returned notes (default 25)")
+    return parser
+
+
+# -- output helpers ---------------------------------------------------------------------
+
+
+def emit_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+
+
+def width() -> int:
+    return max(60, shutil.get_terminal_size((100, 24)).columns)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain-text table; the last column is shortened to fit the terminal."""
+    rows = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers[:-1])]
+    room = max(20, width() - sum(w + 2 for w in widths))
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths + [0])).rstrip()]
+    for row in rows:
+        last = textwrap.shorten(" ".join(row[-1].split()), room, placeholder=" ...")
+        out.append("  ".join([c.ljust(w) for c, w in zip(row[:-1], widths)] + [last]).rstrip())
+    return "\n".join(out)
+
+
+def note_rows(notes) -> list[list[str]]:
+    from .display import age
+
+    return [[f"#{n.id}", age(n.created_at), n.priority, n.kind, ",".join(n.tags), n.status,
+             ("[STALE] " if n.stale else "") + n.text] for n in notes]
+
+
+def show_note(note) -> str:
+    from .display import age, provenance_line
+
+    lines = [f"#{note.id}  {note.status}  {note.kind}  {note.priority}  version {note.version}",
+             textwrap.indent(note.text, "    "), ""]
+    fields = [("tags", ", ".join(note.tags) or "-"),
+              ("created", f"{note.created_at:%Y-%m-%d %H:%M} ({age(note.created_at)} ago)"
+               if note.created_at else "-"),
+              ("updated", f"{note.updated_at:%Y-%m-%d %H:%M}" if note.updated_at else "-"),
+              ("author", note.author or "-"),
+              ("from", provenance_line(note))]
+    fields += [("anchor", f"{a.kind} {a.target}") for a in note.anchors]
+    fields += [("STALE", str(r)) for r in note.stale]
+    size = max(len(k) for k, _ in fields)
+    lines += [f"{k.ljust(size)}  {v}" for k, v in fields]
+    return "\n".join(lines)
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+def read_text(words: list[str]) -> str:
+    if words and words != ["-"]:
+        return " ".join(words)
+    if sys.stdin.isatty() and not words:
+        raise CommandError("Give the finding to remember: nbmemory remember TEXT "
+                           "(or pipe it in: echo TEXT | nbmemory remember -)")
+    return sys.stdin.read()
+
+
+def provenance():
+    from .models import Provenance
+
+    return Provenance(source="cli", workspace=os.getcwd())
+
+
+def cmd_remember(mem, args) -> None:
+    text = read_text(args.text)
+    options = dict(kind=args.kind, priority=args.priority, tags=args.tags, provenance=provenance())
+    if args.supersedes is not None:
+        note = mem.supersede(args.supersedes, text, **options)
+    else:
+        note = mem.remember(text, **options)
+    similar = [h for h in mem.similar(note.id, k=3) if h.note.id != args.supersedes]
+    if args.json:
+        return emit_json({"note": note.to_dict(), "similar": [h.to_dict() for h in similar]})
+    from .display import remembered_display
+
+    print(remembered_display(note, similar).text)
+
+
+def cmd_recall(mem, args) -> None:
+    hits = mem.recall(" ".join(args.query), k=args.k, tags=args.tags, kind=args.kind,
+                      priority=args.priority, since=args.since, explain=args.explain,
+                      min_score=args.min_score)
+    if args.json:
+        return emit_json(hits.to_dict())
+    from .display import hits_text
+
+    print(hits_text(hits, provenance=args.provenance))
+
+
+def cmd_forget(mem, args) -> None:
+    notes = mem.forget(args.ids)
+    if args.json:
+        return emit_json({"forgotten": [n.to_dict() for n in notes]})
+    print(f"Forgot {', '.join(f'#{n.id}' for n in notes)}. "
+          f"Undo with: nbmemory reinstate {' '.join(str(n.id) for n in notes)}")
+
+
+def cmd_reinstate(mem, args) -> None:
+    notes = [mem.reinstate(i) for i in args.ids]
+    if args.json:
+        return emit_json({"reinstated": [n.to_dict() for n in notes]})
+    print(f"Reinstated {', '.join(f'#{n.id}' for n in notes)}.")
+
+
+def cmd_list(mem, args) -> None:
+    statuses = [s.strip() for s in args.status.split(",") if s.strip()]
+    page = mem.notes(tags=args.tags, kind=args.kind, priority=args.priority, since=args.since,
+                     status=statuses, offset=args.offset, limit=args.limit, order=args.order)
+    if args.json:
+        return emit_json(page.to_dict())
+    if not page.notes:
+        print(f"No {args.status} notes" + (" match." if page.total else "."))
+        return
+    print(table(["id", "age", "priority", "kind", "tags", "status", "note"], note_rows(page.notes)))
+    shown = f"{page.offset + 1}-{page.offset + len(page.notes)}"
+    print(f"({shown} of {page.total} {args.status} notes)")
+
+
+def cmd_show(mem, args) -> None:
+    note = mem.get(args.id)
+    if args.json:
+        return emit_json(note.to_dict())
+    print(show_note(note))
+
+
+def cmd_history(mem, args) -> None:
+    events = mem.history(args.id)
+    if args.json:
+        return emit_json({"id": args.id, "events": [e.to_dict() for e in events]})
+    from .display import history_display
+
+    print(history_display(args.id, events).text)
+
+
+def cmd_snapshot(mem, args) -> None:
+    if args.list or not args.name:
+        if not args.list:
+            raise CommandError("Give the snapshot a name: nbmemory snapshot NAME [-m message], "
+                               "or list them: nbmemory snapshot --list")
+        snapshots = mem.snapshots()
+        if args.json:
+            return emit_json({"snapshots": [s.to_dict() for s in snapshots]})
+        if not snapshots:
+            print("No snapshots yet. Seal one with: nbmemory snapshot NAME -m 'why'")
+            return
+        print(table(["name", "sealed", "notes", "author", "message"],
+                    [[s.name, f"{s.at:%Y-%m-%d %H:%M}", str(s.note_count), s.author or "",
+                      s.message] for s in snapshots]))
+        return
+    snap = mem.snapshot(args.name, message=args.message)
+    if args.json:
+        return emit_json(snap.to_dict())
+    print(f"Sealed snapshot {snap.name!r} at journal position {snap.seq} "
+          f"({snap.note_count} active notes).")
+
+
+def cmd_reindex(mem, args) -> None:
+    from tqdm import tqdm
+
+    bar = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, unit="note", file=sys.stderr, desc="indexing",
+                       disable=None)  # None: only on a terminal
+        bar.update(done - bar.n)
+
+    try:
+        result = mem.reembed(progress=progress) if args.reembed else mem.reindex(progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.reembed:
+        result = {"action": "reembedded", **result}
+    status = mem.status()
+    result.update(index=status["index"], vectors=status["vectors"],
+                  lexical_docs=status["lexical_docs"], notes=status["notes"])
+    if args.json:
+        return emit_json(result)
+    if result["action"] == "reembedded":
+        print(f"Re-embedded {result['embedded']} texts; the store now uses {result['to']} "
+              f"({result['vectors']} vectors).")
+    elif result.get("model"):
+        print(f"Rebuilt the indexes: {result['vectors']} vectors ({result['model']}), "
+              f"{result['lexical_docs']} keyword documents.")
+    else:
+        print("Nothing to index yet: the store has no notes.")
+
+
+def cmd_status(mem, args) -> None:
+    status = mem.status()
+    if args.json:
+        return emit_json(status)
+    from .display import status_display
+
+    print(status_display(status).text)
+
+
+def cmd_doctor(args) -> int:
+    from .doctor import run_checks
+
+    checks = run_checks(args.store, configured_model(args.model), skip=set(args.skip))
+    failed = [c for c in checks if c.status == "fail"]
+    if args.json:
+        emit_json({"ok": not failed, "checks": [c.to_dict() for c in checks]})
+    else:
+        size = max(len(c.name) for c in checks)
+        for c in checks:
+            print(f"{c.status.upper():4}  {c.name.ljust(size)}  {c.detail}")
+            if c.fix and c.status != "ok":
+                print(f"{'':4}  {'':{size}}  -> {c.fix}")
+        print(f"\n{len(failed)} problem(s) found." if failed else "\nAll checks passed.")
+    return EXIT_ERROR if failed else EXIT_OK
+
+
+def cmd_mcp(args) -> int:
+    try:
+        from .mcp import serve
+    except ImportError as exc:
+        raise CommandError(f"The MCP server needs the mcp package ({exc}); install it with: "
+                           "pip install 'nbmemory[mcp]'", EXIT_ERROR) from None
+    serve(store=args.store, model=args.model, hint_tokens=args.hint_tokens,
+          hint_calls=args.hint_calls)
+    return EXIT_OK
+
+
+STORE_COMMANDS = {
+    "remember": cmd_remember, "recall": cmd_recall, "forget": cmd_forget,
+    "reinstate": cmd_reinstate, "list": cmd_list, "show": cmd_show, "history": cmd_history,
+    "snapshot": cmd_snapshot, "reindex": cmd_reindex, "status": cmd_status,
+}
+OTHER_COMMANDS = {"doctor": cmd_doctor, "mcp": cmd_mcp}
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for name, default in (("store", None), ("model", None), ("json", False)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    if args.command in OTHER_COMMANDS:
+        return OTHER_COMMANDS[args.command](args)
+    with open_memory(args.store, args.model) as mem:
+        STORE_COMMANDS[args.command](mem, args)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``nbmemory`` command; returns (and exits with) the exit code."""
+    json_mode = "--json" in (sys.argv[1:] if argv is None else argv)
+    try:
+        code = run(argv)
+    except (CommandError, NbMemoryError) as exc:
+        code = exit_code_for(exc)
+        message = " ".join(str(exc).split())
+        print(f"nbmemory: {message}", file=sys.stderr)
+        if json_mode:
+            emit_json({"error": {"type": type(exc).__name__, "message": message, "exit": code}})
+    except BrokenPipeError:  # the reader stopped early (| head): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("nbmemory: interrupted", file=sys.stderr)
+        code = 130
+    except Exception as exc:  # a bug: one line, and the way to get the traceback
+        if os.environ.get("NBMEMORY_DEBUG"):
+            raise
+        print(f"nbmemory: unexpected {type(exc).__name__}: {exc}. Run again with "
+              "NBMEMORY_DEBUG=1 for the traceback and report it.", file=sys.stderr)
+        code = EXIT_ERROR
+    sys.stdout.flush()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

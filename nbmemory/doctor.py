@@ -1,0 +1,266 @@
+"""``nbmemory doctor``: check an installation end to end, and say how to fix each problem.
+
+The store is inspected read-only (DuckDB opened ``read_only``, the vector index
+memory-mapped), under the owner lock so that nothing opens it meanwhile. Nothing is
+migrated, rebuilt or repaired here: each failed check names the command that does it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ._version import __version__
+
+LIVE = ("active", "revoked", "superseded")  # the notes the vector index holds
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail | skip
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_checks(store: str | None, model: str, *, skip: set[str] = frozenset()) -> list[Check]:
+    """Every check, in the order a person would fix them."""
+    checks = [Check("nbmemory", "ok", f"nbmemory {__version__}, Python {sys.version.split()[0]}, "
+                                       f"{sys.executable}")]
+    if "model" not in skip:
+        checks.append(check_model(model))
+    checks.extend(check_store(store, model))
+    if "jupyter" not in skip:
+        checks.append(check_server_extension())
+        checks.append(check_labextension())
+    return checks
+
+
+# -- the model --------------------------------------------------------------------------
+
+
+def check_model(model: str) -> Check:
+    from .embed import make_embedder
+    from .errors import ModelUnavailable
+
+    started = time.perf_counter()
+    try:
+        embedder = make_embedder(model)
+        vectors = embedder.encode(["nbmemory doctor checks that the model embeds offline"])
+    except ModelUnavailable as exc:
+        return Check("model", "fail", f"{model!r} cannot be loaded offline", str(exc))
+    return Check("model", "ok", f"{model} loads offline ({vectors.shape[1]} dims, "
+                                f"{time.perf_counter() - started:.1f} s)")
+
+
+# -- the store --------------------------------------------------------------------------
+
+
+def check_store(store: str | None, model: str) -> Iterator[Check]:
+    from .config import locate_store
+    from .embed import model_name
+    from .lock import LOCK_FILENAME, OwnerLock, read_owner_pid
+    from .store import DB_FILENAME
+
+    location = locate_store(store)
+    directory = location.path
+    opt = f" --store {directory}" if store else ""
+    if not directory.is_dir():
+        yield Check("store", "warn", f"no store yet at {location}",
+                    "It is created by the first remember (nbmemory remember ..., %remember).")
+        return
+    mode = directory.stat().st_mode
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        yield Check("store", "fail", f"{directory} is writable by every user",
+                    f"Restrict it: chmod 700 {directory}")
+        return
+    yield Check("store", "ok", str(location))
+
+    lock = OwnerLock(directory)
+    if (directory / LOCK_FILENAME).exists() and not lock.try_acquire():
+        pid = read_owner_pid(directory)
+        yield Check("owner", "warn", f"the store is open in process {pid}; the database checks "
+                                     "need it closed",
+                    f"Close that process (a kernel, server or MCP client), or run: nbmemory stop{opt}; "
+                    "then run doctor again.")
+        return
+    try:
+        if not lock.held:
+            lock.try_acquire()
+        yield Check("owner", "ok", "no process has the store open")
+        database = directory / DB_FILENAME
+        if not database.exists():
+            yield Check("database", "warn", f"no {DB_FILENAME} yet in {directory}",
+                        "It is created by the first remember.")
+            return
+        import duckdb
+
+        try:
+            con = duckdb.connect(str(database), read_only=True)
+        except duckdb.Error as exc:
+            yield Check("database", "fail", f"{database} is unreadable ({' '.join(str(exc).split())})",
+                        "Use the nbmemory (and DuckDB) version that wrote it, or move the file "
+                        "away to start a new store.")
+            return
+        try:
+            yield Check("database", "ok", f"{database} opens read-only (DuckDB {duckdb.__version__})")
+            schema = check_schema(con, opt)
+            yield schema
+            if schema.status == "fail" or schema.detail.startswith("empty"):
+                return
+            yield from check_contents(con, directory, model_name, model, opt)
+        finally:
+            con.close()
+    finally:
+        lock.release()
+
+
+def check_schema(con, opt: str) -> Check:
+    from .store import MIGRATIONS, SCHEMA_VERSION
+
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "migrations" not in tables:
+        return Check("schema", "ok", "empty store (no schema yet); created on first use")
+    applied = {r[0] for r in con.execute("SELECT name FROM migrations").fetchall()}
+    known = [name for name, _ in MIGRATIONS]
+    unknown = sorted(applied - set(known))
+    if unknown:
+        return Check("schema", "fail", f"written by a newer nbmemory (migration {unknown[-1]}; "
+                                       f"this nbmemory {__version__} knows schema {SCHEMA_VERSION})",
+                     "Upgrade nbmemory: pip install -U nbmemory. The store was not touched.")
+    pending = [name for name in known if name not in applied]
+    if pending:
+        return Check("schema", "warn", f"older schema: {len(pending)} migration(s) pending "
+                                       f"({pending[0]} ...)",
+                     f"They are applied on the next open (nbmemory status{opt}).")
+    return Check("schema", "ok", f"schema {SCHEMA_VERSION}, {len(applied)} migrations applied")
+
+
+def check_contents(con, directory: Path, model_name, model: str, opt: str) -> Iterator[Check]:
+    from .engine import VECTOR_FILENAME
+
+    counts = dict(con.execute("SELECT status, count(*) FROM notes GROUP BY status").fetchall())
+    yield Check("notes", "ok", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none yet")
+    row = con.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
+    stored = row[0] if row else None
+    if stored is None:
+        yield Check("index", "ok", "no vectors yet")
+        return
+    from .embed import make_embedder
+
+    if model_name(stored) != make_embedder(model).name:  # constructing loads nothing
+        keep = stored if stored.startswith("hash:") else model_name(stored)
+        yield Check("embedder", "fail", f"the store's vectors were made with {stored}, the configured "
+                                        f"model is {model!r}",
+                    f"Re-embed with the configured model: nbmemory reindex --model {model}{opt}; "
+                    f"or keep the store's: --model {keep} (or NBMEMORY_MODEL={keep}).")
+    else:
+        yield Check("embedder", "ok", f"{stored} (matches the configured model)")
+
+    ids = {r[0] for r in con.execute(
+        "SELECT id FROM notes WHERE status IN (SELECT unnest(?))", [list(LIVE)]).fetchall()}
+    position = con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+    path = directory / VECTOR_FILENAME
+    rebuild = f"Rebuild it from the database: nbmemory reindex{opt}"
+    if not path.exists():
+        yield Check("index", "fail", f"{path.name} is missing ({len(ids)} notes need vectors)", rebuild)
+        return
+    try:
+        from usearch.index import Index
+
+        meta = json.loads(path.with_name(path.name + ".json").read_text())
+        index = Index.restore(str(path), view=True)
+        if index is None:
+            raise ValueError("not a usearch index")
+        keys = {int(k) for k in index.keys}
+    except Exception as exc:  # missing metadata, truncated or foreign file
+        yield Check("index", "fail", f"{path.name} is unreadable ({type(exc).__name__}: {exc})", rebuild)
+        return
+    if meta.get("embedder") != stored:
+        yield Check("index", "fail", f"{path.name} was built for {meta.get('embedder')}, the store "
+                                     f"has {stored}", rebuild)
+        return
+    behind = position - int(meta.get("seq", 0))
+    if behind > 0:
+        changed = {r[0] for r in con.execute(
+            "SELECT DISTINCT note_id FROM events WHERE seq > ? AND note_id IS NOT NULL",
+            [int(meta.get("seq", 0))]).fetchall()}
+        stray = (keys ^ ids) - changed
+        if stray:
+            yield Check("index", "fail", f"{path.name} disagrees with the database on "
+                                         f"{len(stray)} notes (e.g. #{min(stray)})", rebuild)
+        else:
+            yield Check("index", "warn", f"{path.name} is {behind} events behind the journal "
+                                         f"({len(changed)} notes); it catches up on the next open",
+                        f"Nothing to do, or bring it up to date now: nbmemory reindex{opt}")
+        return
+    if keys != ids:
+        missing, extra = ids - keys, keys - ids
+        detail = ", ".join(part for part in (
+            f"{len(missing)} notes have no vector (e.g. #{min(missing)})" if missing else "",
+            f"{len(extra)} vectors have no note (e.g. #{min(extra)})" if extra else "") if part)
+        yield Check("index", "fail", f"{path.name} disagrees with the database: {detail}", rebuild)
+        return
+    yield Check("index", "ok", f"{len(keys)} vectors, one per note, up to date with the journal")
+
+
+# -- Jupyter ----------------------------------------------------------------------------
+
+
+def check_server_extension() -> Check:
+    name = "nbmemory.server"
+    try:
+        from jupyter_core.paths import jupyter_config_path
+        from jupyter_server.extension.config import ExtensionConfigManager
+        from jupyter_server.extension.manager import ExtensionPackage
+    except ImportError:
+        return Check("server extension", "skip", "jupyter_server is not installed",
+                     "For the JupyterLab panel: pip install 'nbmemory[lab]'")
+    enabled = ExtensionConfigManager(read_config_path=jupyter_config_path()).get_jpserver_extensions()
+    if not enabled.get(name):
+        state = "disabled" if name in enabled else "not enabled"
+        return Check("server extension", "fail", f"{name} is {state}",
+                     f"jupyter server extension enable {name}")
+    try:
+        ok = ExtensionPackage(name=name, enabled=True).validate()
+        problem = "" if ok else "it has no extension points"
+    except Exception as exc:  # the module is missing or fails to import
+        ok, problem = False, f"{type(exc).__name__}: {exc}"
+    if not ok:
+        return Check("server extension", "fail", f"{name} is enabled but does not load ({problem})",
+                     "Reinstall: pip install --force-reinstall --no-deps 'nbmemory[lab]'")
+    return Check("server extension", "ok", f"{name} is enabled and loads")
+
+
+def check_labextension() -> Check:
+    name = "nbmemory"
+    try:
+        from jupyterlab.commands import get_app_info
+    except ImportError:
+        return Check("labextension", "skip", "JupyterLab is not installed",
+                     "For the side panel: pip install 'nbmemory[lab]'")
+    info = get_app_info()
+    federated = info.get("federated_extensions") or {}
+    if name not in federated:
+        from jupyter_core.paths import jupyter_path
+
+        return Check("labextension", "fail", f"the {name} labextension is not installed in "
+                                             f"{os.pathsep.join(jupyter_path('labextensions'))}",
+                     "Reinstall: pip install --force-reinstall --no-deps 'nbmemory[lab]' (in a source "
+                     "checkout: jupyter labextension develop . --overwrite)")
+    disabled = info.get("disabled") or {}
+    off = [key for key, value in disabled.items() if value and (key == name or key.startswith(name + ":"))]
+    if off:
+        return Check("labextension", "fail", f"disabled: {', '.join(sorted(off))}",
+                     f"jupyter labextension enable {name}")
+    version = federated[name].get("version", "")
+    return Check("labextension", "ok", f"{name} {version} is installed and enabled".replace("  ", " "))
