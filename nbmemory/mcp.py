@@ -1,0 +1,388 @@
+"""The MCP server: ``nbmemory mcp`` serves a store to agents over stdio.
+
+Built on the official MCP Python SDK (``pip install 'nbmemory[mcp]'``). A composition
+root like the CLI: it opens the store through :func:`nbmemory.cli.open_memory` on the
+first tool call and keeps it for the session. Tool descriptions teach good use; every
+note it returns carries its id, stale reasons and provenance. A :class:`Session` counts
+calls, errors and empty recalls per tool, and once the notes returned pass a size (or a
+number of calls) it appends one line reminding the agent that they can be fetched again
+by id, so it need not re-read files just in case.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import threading
+from contextlib import contextmanager
+from typing import Annotated, Any, Iterator, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from ._version import __version__
+from .errors import NbMemoryError
+
+Kind = Literal["finding", "gotcha", "decision", "question", "reference", "procedure"]
+Priority = Literal["high", "medium", "low"]
+
+INSTRUCTIONS = """\
+nbmemory is the long-term memory an analyst keeps in Jupyter, shared with you. Notes are
+findings about a codebase or dataset ("orders.amount is in cents before 2021").
+- Before reading code or data you may have studied before, recall: the answer may be stored.
+- Pair each search with a note: when an investigation teaches you something, remember the
+  finding itself, self-contained and specific, not a pointer ("see utils.py").
+- A note marked stale may no longer hold (its file changed, or it was superseded): verify it.
+- Notes you have seen can be fetched again by id with show; you need not re-read files to be safe.
+"""
+
+HINT = ("Notes returned in this session can be fetched again by id with show(note_ids=[...]); "
+        "no need to re-read files or repeat searches just to be safe.")
+
+
+class Session:
+    """What this MCP session did: per-tool counters and the re-retrievable hint."""
+
+    def __init__(self, hint_tokens: int = 4000, hint_calls: int = 25):
+        self.hint_tokens = hint_tokens
+        self.hint_calls = hint_calls
+        self.tools: dict[str, dict[str, int]] = {}
+        self.tokens_returned = 0
+        self.content_calls = 0
+        self.hints = 0
+        self._next_tokens = hint_tokens
+        self._next_calls = hint_calls
+        self._lock = threading.Lock()
+
+    def _counters(self, tool: str) -> dict[str, int]:
+        return self.tools.setdefault(tool, {"calls": 0, "errors": 0, **({"empty": 0} if tool == "recall" else {})})
+
+    def count(self, tool: str, *, error: bool = False) -> None:
+        with self._lock:
+            counters = self._counters(tool)
+            counters["calls"] += 1
+            counters["errors"] += int(error)
+
+    def count_empty(self, tool: str) -> None:
+        """A call that succeeded but found nothing (a recall with no hits)."""
+        with self._lock:
+            self._counters(tool)["empty"] += 1
+
+    def returned(self, texts: list[str]) -> str | None:
+        """Account for note content sent to the agent; the hint when a threshold is passed.
+
+        Tokens are approximated as characters / 4. The hint is given once per threshold
+        crossed, not on every call after it.
+        """
+        with self._lock:
+            self.tokens_returned += sum(len(t) for t in texts) // 4
+            self.content_calls += 1
+            if self.tokens_returned >= self._next_tokens or self.content_calls >= self._next_calls:
+                self._next_tokens = self.tokens_returned + self.hint_tokens
+                self._next_calls = self.content_calls + self.hint_calls
+                self.hints += 1
+                return HINT
+            return None
+
+    def to_dict(self) -> dict[str, Any]:
+        with self._lock:
+            recall = self.tools.get("recall", {})
+            return {"tools": {k: dict(v) for k, v in sorted(self.tools.items())},
+                    "recalls": recall.get("calls", 0), "empty_recalls": recall.get("empty", 0),
+                    "tokens_returned": self.tokens_returned, "hints_given": self.hints,
+                    "hint_every_tokens": self.hint_tokens, "hint_every_calls": self.hint_calls}
+
+
+class LazyMemory:
+    """Opens the store on first use and keeps it; a failed open is retried next call."""
+
+    def __init__(self, store: str | None, model: str | None):
+        self.store, self.model = store, model
+        self._memory = None
+        self._lock = threading.Lock()
+
+    def get(self):
+        with self._lock:
+            if self._memory is None:
+                from .cli import open_memory
+
+                self._memory = open_memory(self.store, self.model)
+            return self._memory
+
+    def close(self) -> None:
+        with self._lock:
+            if self._memory is not None:
+                self._memory.close()
+                self._memory = None
+
+
+@contextmanager
+def tool_errors() -> Iterator[None]:
+    """nbmemory's errors reach the agent as the tool's error message, nothing else.
+
+    The engine validates a request completely before it writes, so a refused call
+    changed nothing; the message says so, so the agent does not need to check.
+    """
+    try:
+        yield
+    except NbMemoryError as exc:
+        raise ToolError(" ".join(str(exc).split()) + " Nothing was changed.") from None
+
+
+def note_dict(note, *, score: float | None = None) -> dict[str, Any]:
+    from .display import age
+
+    provenance = note.provenance.to_dict()
+    provenance.pop("cell_source", None)  # long, and the notebook + cell id locate it
+    out: dict[str, Any] = {"id": note.id}
+    if score is not None:
+        out["score"] = score
+    out.update(text=note.text, kind=note.kind, priority=note.priority, tags=list(note.tags),
+               status=note.status, version=note.version,
+               created_at=note.created_at.isoformat() if note.created_at else None,
+               age=age(note.created_at), stale=[str(r) for r in note.stale],
+               provenance=provenance)
+    if note.anchors:
+        out["anchors"] = [f"{a.kind} {a.target}" for a in note.anchors]
+    return out
+
+
+def reply(data: Any, hint: str | None = None) -> list[TextContent]:
+    content = [TextContent(type="text", text=json.dumps(data, ensure_ascii=False, default=str))]
+    if hint:
+        content.append(TextContent(type="text", text=hint))
+    return content
+
+
+NoteIds = Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=100,
+                                                             description="note ids, e.g. [12, 15]")]
+
+
+def build_server(store: str | None = None, model: str | None = None, *, hint_tokens: int = 4000,
+                 hint_calls: int = 25) -> tuple[MCPServer, Session, LazyMemory]:
+    """The MCP server over one store, with its session counters and store handle."""
+    session = Session(hint_tokens, hint_calls)
+    memory = LazyMemory(store, model)
+    parameters: dict[str, set[str]] = {}
+    server = MCPServer("nbmemory", instructions=INSTRUCTIONS, version=__version__,
+                       log_level="WARNING", middleware=[_middleware(session, parameters)])
+
+    def tool(description: str, *, read_only: bool = False, idempotent: bool = False):
+        def register(fn):
+            parameters[fn.__name__] = set(inspect.signature(fn).parameters)
+            server.add_tool(fn, description=description, structured_output=False,
+                            annotations=ToolAnnotations(read_only_hint=read_only,
+                                                        destructive_hint=False,
+                                                        idempotent_hint=idempotent or read_only))
+            return fn
+        return register
+
+    def provenance():
+        import os
+
+        from .models import Provenance
+
+        return Provenance(source="mcp", workspace=os.getcwd())
+
+    @tool("Store one finding so that you, other agents and the analyst in Jupyter can recall it "
+          "later. Write the finding itself: self-contained and specific (names, files, columns, "
+          "numbers, and why it matters), one finding per note: the content, not a pointer ('see "
+          "utils.py', 'I looked at the lock code'), and not a transcript. Remember after every search or "
+          "investigation that taught you something. If it corrects an earlier note, pass "
+          "supersedes=<that note's id> so the old one is kept in history but no longer recalled. "
+          "Returns the new note's id and similar existing notes (never merged).")
+    def remember(
+        text: Annotated[str, Field(min_length=1, max_length=100_000,
+                                   description="the finding itself, in full sentences")],
+        kind: Annotated[Kind, Field(description="finding (default), gotcha (a trap), decision, "
+                                                "question (open), reference or procedure")] = "finding",
+        priority: Priority = "medium",
+        tags: Annotated[list[str] | str | None, Field(description="short lowercase tags without "
+                                                                  "spaces, e.g. ['orders', 'units']")] = None,
+        supersedes: Annotated[int | None, Field(ge=1, description="id of the note this one "
+                                                                  "replaces")] = None,
+    ) -> list[TextContent]:
+        with tool_errors():
+            mem = memory.get()
+            options = dict(kind=kind, priority=priority, tags=tags, provenance=provenance())
+            if supersedes is not None:
+                note = mem.supersede(supersedes, text, **options)
+            else:
+                note = mem.remember(text, **options)
+            similar = [h for h in mem.similar(note.id, k=3) if h.note.id != supersedes]
+        data: dict[str, Any] = {"remembered": note.id, "note": note_dict(note)}
+        if similar:
+            data["similar"] = [{"id": h.note.id, "score": h.score, "text": h.note.text}
+                               for h in similar]
+            data["advice"] = ("Similar notes exist. If the new note replaces one, forget the old "
+                              "one or next time pass supersedes=<id>.")
+        return reply(data)
+
+    @tool("Recall notes by meaning and by keyword. Do it before reading code or data you may "
+          "already have studied, and before answering questions about this project. Each hit "
+          "has the note id, score, text, kind, tags, age, stale reasons and provenance (which "
+          "notebook or tool it came from). A stale note may no longer hold: verify before relying "
+          "on it. Pair each recall with a note: if nothing useful came back and you then find "
+          "the answer, remember it.", read_only=True)
+    def recall(
+        query: Annotated[str, Field(min_length=1, description="what you want to know, in any words; "
+                                                              "identifiers like acquire_lock match exactly")],
+        k: Annotated[int, Field(ge=1, le=50, description="how many notes at most")] = 5,
+        tags: Annotated[list[str] | str | None, Field(description="only notes having all these tags")] = None,
+        kind: Annotated[list[Kind] | Kind | None, Field(description="only notes of these kinds")] = None,
+        priority: Annotated[list[Priority] | Priority | None, Field(description="only these priorities")] = None,
+    ) -> list[TextContent]:
+        with tool_errors():
+            hits = memory.get().recall(query, k=k, tags=tags, kind=kind, priority=priority)
+        data: dict[str, Any] = {"query": hits.query,
+                                "hits": [note_dict(h.note, score=h.score) for h in hits]}
+        if hits.filtered_out:
+            data["filtered_out"] = hits.filtered_out
+        if hits.previously:
+            data["previously_believed"] = [note_dict(h.note, score=h.score) for h in hits.previously]
+        if not len(hits):
+            data["advice"] = ("Nothing stored matches. When you find the answer, remember the "
+                              "finding so the next recall succeeds.")
+        if not len(hits):
+            session.count_empty("recall")
+        texts = [h.note.text for h in hits] + [h.note.text for h in hits.previously]
+        return reply(data, session.returned(texts) if texts else None)
+
+    @tool("Fetch notes again by id, in full (text, status, stale reasons, provenance). Cheaper "
+          "and more precise than repeating a recall or re-reading the files a note is about.",
+          read_only=True)
+    def show(note_ids: NoteIds) -> list[TextContent]:
+        with tool_errors():
+            mem = memory.get()
+            notes = [mem.get(i) for i in note_ids]
+        return reply({"notes": [note_dict(n) for n in notes]},
+                     session.returned([n.text for n in notes]))
+
+    @tool("Forget notes that are wrong or no longer useful: they are hidden from recall but kept "
+          "in history, and reinstate undoes it. If a note is outdated rather than wrong, prefer "
+          "remember(..., supersedes=id). All ids must exist and be active, or nothing changes.")
+    def forget(note_ids: NoteIds) -> list[TextContent]:
+        with tool_errors():
+            notes = memory.get().forget(note_ids)
+        return reply({"forgotten": [n.id for n in notes],
+                      "undo": f"reinstate(note_id={notes[0].id})" if len(notes) == 1
+                      else "reinstate(note_id=...) for each"})
+
+    @tool("Undo forget: make a revoked note active again.", idempotent=False)
+    def reinstate(note_id: Annotated[int, Field(ge=1)]) -> list[TextContent]:
+        with tool_errors():
+            note = memory.get().reinstate(note_id)
+        return reply({"reinstated": note.id, "note": note_dict(note)})
+
+    @tool("Seal what is known now under a name (e.g. before a refactor or a decision), so the "
+          "state can be compared later. Names are unique and have no spaces.")
+    def snapshot(
+        name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^\S+$",
+                                   description="e.g. before-refactor")],
+        message: Annotated[str, Field(max_length=2000, description="why this moment matters")] = "",
+    ) -> list[TextContent]:
+        with tool_errors():
+            snap = memory.get().snapshot(name, message=message)
+        return reply({"snapshot": snap.to_dict()})
+
+    @tool("List the sealed snapshots, oldest first, with how many notes were active in each.",
+          read_only=True)
+    def snapshot_list() -> list[TextContent]:
+        with tool_errors():
+            snapshots = memory.get().snapshots()
+        return reply({"snapshots": [s.to_dict() for s in snapshots]})
+
+    @tool("The note and every event of its history (created, edited, superseded, revoked, "
+          "reinstated...), with time and actor: use it to see why a note changed.", read_only=True)
+    def history(note_id: Annotated[int, Field(ge=1)]) -> list[TextContent]:
+        with tool_errors():
+            mem = memory.get()
+            note = mem.get(note_id)
+            events = mem.history(note_id)
+        return reply({"note": note_dict(note), "events": [e.to_dict() for e in events]},
+                     session.returned([note.text]))
+
+    @tool("The store (where, how many notes, model, index) and this session's counters: calls "
+          "and errors per tool, empty recalls, tokens of note content returned.", read_only=True)
+    def status() -> list[TextContent]:
+        with tool_errors():
+            store = memory.get().status()
+        return reply({"store": store, "session": session.to_dict()})
+
+    return server, session, memory
+
+
+_PYDANTIC = re.compile(r"^(?P<loc>\S[^\n]*)\n  (?P<msg>[^\n]*?) \[type=(?P<type>[\w.]+),"
+                       r"(?: input_value=(?P<value>.*?), input_type=\w+)?\]", re.M)
+
+
+def clear_validation_error(tool: str, text: str) -> str:
+    """Pydantic's multi-line report -> one line naming each bad argument."""
+    problems = []
+    for match in _PYDANTIC.finditer(text):
+        loc = match.group("loc").split(".")[0]
+        if match.group("type") == "missing":
+            problems.append(f"{loc} is required")
+        else:
+            problems.append(f"{loc}: {match.group('msg')} (got {match.group('value')})")
+    if not problems:
+        return text
+    return f"Bad arguments for {tool}: {'; '.join(problems)}. Nothing was changed."
+
+
+def _middleware(session: Session, parameters: dict[str, set[str]]):
+    """Reject unknown arguments, make validation errors readable, count every tool call."""
+
+    def error(text: str) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+    async def middleware(ctx, call_next):
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        params = ctx.params or {}
+        name = params.get("name", "")
+        arguments = params.get("arguments") or {}
+        if name in parameters:
+            unknown = sorted(set(arguments) - parameters[name])
+            if unknown:
+                session.count(name, error=True)
+                return error(f"Unknown argument(s) for {name}: {', '.join(unknown)}; it takes "
+                             f"{', '.join(sorted(parameters[name])) or 'no arguments'}. "
+                             "Nothing was changed.")
+        result = await call_next(ctx)
+        # The SDK hands middleware the wire form (a dict) or a model; read both.
+        if isinstance(result, dict):
+            is_error, content = bool(result.get("isError")), result.get("content") or []
+            first = content[0].get("text", "") if content else ""
+        else:
+            is_error, content = bool(getattr(result, "is_error", False)), getattr(result, "content", [])
+            first = getattr(content[0], "text", "") if content else ""
+        if name in parameters:
+            session.count(name, error=is_error)
+        if is_error and first:
+            text = first
+            prefix = f"Error executing tool {name}: "
+            text = text[len(prefix):] if text.startswith(prefix) else text
+            if "validation error" in text:
+                text = clear_validation_error(name, text)
+            result = error(text)
+        return result
+
+    return middleware
+
+
+def serve(store: str | None = None, model: str | None = None, *, hint_tokens: int = 4000,
+          hint_calls: int = 25) -> None:
+    """Run the server on stdin/stdout until the client closes it; the store is closed after."""
+    import signal
+    import sys
+
+    server, _, memory = build_server(store, model, hint_tokens=hint_tokens, hint_calls=hint_calls)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        server.run("stdio")
+    finally:
+        memory.close()

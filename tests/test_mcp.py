@@ -1,0 +1,276 @@
+"""`nbmemory mcp` as a subprocess, driven over stdio by the MCP SDK's own client.
+
+The hash embedder (NBMEMORY_MODEL=hash:64) stands in for the model: these tests are
+about the protocol, the counters and the shared store, not retrieval quality.
+"""
+
+import json
+import os
+import shutil
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+mcp = pytest.importorskip("mcp")
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+from nbmemory.embed import HashEmbedder  # noqa: E402
+from nbmemory.memory import Memory  # noqa: E402
+
+from test_engine import snapshot_of  # noqa: E402
+
+ENTRY = shutil.which("nbmemory", path=str(Path(sys.executable).parent)) or "nbmemory"
+ENV = {"NBMEMORY_MODEL": "hash:64", "HF_HUB_OFFLINE": "1"}
+LONG_NOTE = "orders.amount is stored in cents before 2021-03 and in euros after; divide by 100 first."
+
+
+@asynccontextmanager
+async def connect(store_dir, *args):
+    params = StdioServerParameters(command=ENTRY, args=["mcp", "--store", str(store_dir), *args],
+                                   env=ENV)
+    async with Client(params, read_timeout_seconds=120) as client:
+        yield client
+
+
+async def call(client, tool, **arguments):
+    """(parsed JSON, hint line or None); fails the test on a tool error."""
+    result = await client.call_tool(tool, arguments)
+    texts = [c.text for c in result.content]
+    assert not result.is_error, texts
+    assert len(texts) in (1, 2)
+    return json.loads(texts[0]), (texts[1] if len(texts) == 2 else None)
+
+
+async def error(client, tool, **arguments) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.content
+    assert len(result.content) == 1
+    return result.content[0].text
+
+
+def run(body):
+    anyio.run(body)
+
+
+def test_tools_teach_good_use(store_dir):
+    async def body():
+        async with connect(store_dir) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == {"remember", "recall", "show", "forget", "reinstate", "snapshot",
+                                  "snapshot_list", "history", "status"}
+            assert "not a pointer" in tools["remember"].description
+            assert "Pair each recall with a note" in tools["recall"].description
+            assert tools["recall"].annotations.read_only_hint is True
+            assert tools["forget"].annotations.read_only_hint is False
+            schema = tools["remember"].input_schema["properties"]
+            assert "gotcha" in json.dumps(schema["kind"])
+            assert "Pair each search with a note" in client.instructions
+    run(body)
+
+
+def test_remember_recall_forget_reinstate_status(store_dir):
+    async def body():
+        async with connect(store_dir) as client:
+            data, _ = await call(client, "remember", text=LONG_NOTE, tags=["orders", "units"],
+                                 kind="gotcha", priority="high")
+            assert data["remembered"] == 1
+            assert data["note"]["provenance"]["source"] == "mcp"
+            data, _ = await call(client, "remember", text="acquire_lock() must run before the watcher starts")
+            assert data["remembered"] == 2
+
+            data, _ = await call(client, "recall", query="what unit is orders.amount in", k=3)
+            top = data["hits"][0]
+            assert top["id"] == 1 and top["text"] == LONG_NOTE
+            assert top["stale"] == [] and top["provenance"] == {"source": "mcp",
+                                                                 "workspace": os.getcwd()}
+            assert (top["kind"], top["priority"], top["tags"]) == ("gotcha", "high", ["orders", "units"])
+
+            data, _ = await call(client, "forget", note_ids=[1])
+            assert data == {"forgotten": [1], "undo": "reinstate(note_id=1)"}
+            data, _ = await call(client, "recall", query="orders.amount cents")
+            assert 1 not in [h["id"] for h in data["hits"]]
+            assert [h["id"] for h in data["previously_believed"]] == [1]
+            assert data["previously_believed"][0]["status"] == "revoked"
+
+            data, _ = await call(client, "reinstate", note_id=1)
+            assert data["reinstated"] == 1 and data["note"]["status"] == "active"
+            data, _ = await call(client, "history", note_id=1)
+            assert [e["type"] for e in data["events"]] == ["created", "revoked", "reinstated"]
+
+            data, _ = await call(client, "snapshot", name="after-units", message="units known")
+            assert data["snapshot"]["note_count"] == 2
+            data, _ = await call(client, "snapshot_list")
+            assert [s["name"] for s in data["snapshots"]] == ["after-units"]
+
+            data, _ = await call(client, "status")
+            assert data["store"]["store"] == str(store_dir) and data["store"]["notes"] == 2
+            tools = data["session"]["tools"]
+            assert tools["remember"] == {"calls": 2, "errors": 0}
+            assert tools["recall"] == {"calls": 2, "errors": 0, "empty": 0}
+            assert tools["forget"]["calls"] == tools["reinstate"]["calls"] == 1
+    run(body)
+
+
+def test_superseding_through_mcp_marks_the_old_note(store_dir):
+    async def body():
+        async with connect(store_dir) as client:
+            await call(client, "remember", text="the export job runs at 02:00 UTC")
+            data, _ = await call(client, "remember", text="the export job runs at 03:00 UTC since May",
+                                 supersedes=1)
+            assert data["remembered"] == 2
+            data, _ = await call(client, "show", note_ids=[1, 2])
+            old, new = data["notes"]
+            assert old["status"] == "superseded" and old["stale"] == ["superseded #2"]
+            assert new["status"] == "active"
+    run(body)
+
+
+def test_hint_after_the_token_threshold_once_per_threshold(store_dir):
+    tokens = len(LONG_NOTE) // 4  # 22 tokens per recall of this one note
+
+    async def body():
+        async with connect(store_dir, "--hint-tokens", "40", "--hint-calls", "1000") as client:
+            await call(client, "remember", text=LONG_NOTE)
+            hints = []
+            for _ in range(4):
+                _, hint = await call(client, "recall", query="orders.amount cents")
+                hints.append(hint)
+            # 22 -> none; 44 >= 40 -> hint, next at 84; 66 -> none; 88 >= 84 -> hint.
+            assert [h is not None for h in hints] == [False, True, False, True]
+            assert "fetched again by id with show" in hints[1]
+            _, hint = await call(client, "remember", text="writes never count toward the hint")
+            assert hint is None
+            data, hint = await call(client, "status")
+            assert hint is None
+            assert data["session"]["tokens_returned"] == 4 * tokens
+            assert data["session"]["hints_given"] == 2
+    run(body)
+
+
+def test_hint_after_a_number_of_calls(store_dir):
+    async def body():
+        async with connect(store_dir, "--hint-tokens", "100000", "--hint-calls", "3") as client:
+            await call(client, "remember", text="a short note")
+            hints = [(await call(client, "show", note_ids=[1]))[1] for _ in range(6)]
+            assert [h is not None for h in hints] == [False, False, True, False, False, True]
+    run(body)
+
+
+def test_empty_recalls_are_counted(store_dir):
+    async def body():
+        async with connect(store_dir) as client:
+            await call(client, "remember", text=LONG_NOTE)
+            data, _ = await call(client, "recall", query="kubernetes ingress timeout")
+            assert data["hits"] == [] and "remember the finding" in data["advice"]
+            await call(client, "recall", query="zebra migration patterns")
+            data, _ = await call(client, "recall", query="orders.amount")
+            assert data["hits"] and "advice" not in data
+            await error(client, "recall", query="x", k=0)  # an error is not an empty recall
+            data, _ = await call(client, "status")
+            assert data["session"]["tools"]["recall"] == {"calls": 4, "errors": 1, "empty": 2}
+            assert (data["session"]["recalls"], data["session"]["empty_recalls"]) == (4, 2)
+            # The store's own log agrees (it counts recalls that ran).
+            assert (data["store"]["recalls"], data["store"]["empty_recalls"]) == (3, 2)
+    run(body)
+
+
+BAD_CALLS = [
+    ("remember", {}, "Bad arguments for remember: text is required. Nothing was changed."),
+    ("remember", {"text": "   "}, "The note is empty"),
+    ("remember", {"text": "x", "kind": "idea"},
+     "Bad arguments for remember: kind: Input should be 'finding', 'gotcha', 'decision', "
+     "'question', 'reference' or 'procedure' (got 'idea'). Nothing was changed."),
+    ("remember", {"text": "x", "tags": ["two words"]}, "Tag 'two words' contains a space"),
+    ("remember", {"text": "x", "supersedes": 99}, "No note #99"),
+    ("remember", {"text": "x", "note": "y"},
+     "Unknown argument(s) for remember: note; it takes kind, priority, supersedes, tags, text. "
+     "Nothing was changed."),
+    ("recall", {"query": "x", "k": 0},
+     "Bad arguments for recall: k: Input should be greater than or equal to 1 (got 0). Nothing was changed."),
+    ("recall", {"query": ""}, "Bad arguments for recall: query: String should have at least 1 character"),
+    ("recall", {"query": "x", "limit": 3}, "Unknown argument(s) for recall: limit"),
+    ("forget", {"note_ids": [1, 99]}, "No note #99"),
+    ("forget", {"note_ids": []}, "Bad arguments for forget: note_ids: List should have at least 1 item"),
+    ("forget", {"note_ids": "one"}, "Bad arguments for forget: note_ids: Input should be a valid list"),
+    ("reinstate", {"note_id": 1}, "Cannot reinstate note #1: it is active"),
+    ("snapshot", {"name": "two words"}, "Bad arguments for snapshot: name: String should match pattern"),
+    ("snapshot", {"name": "sealed"}, "A snapshot named 'sealed' already exists"),
+    ("history", {"note_id": 99}, "No note #99"),
+    ("show", {"note_ids": ["abc"]}, "Bad arguments for show: note_ids: Input should be a valid integer"),
+    ("nonexistent", {}, "Unknown tool: nonexistent"),
+]
+
+
+def test_bad_arguments_give_clear_errors_and_leave_the_store_unchanged(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember("the first note")
+        mem.remember("the second note")
+        mem.snapshot("sealed")
+    before = snapshot_of(store_dir)
+
+    async def body():
+        async with connect(store_dir) as client:
+            for tool, arguments, message in BAD_CALLS:
+                text = await error(client, tool, **arguments)
+                assert message in text, (tool, arguments, text)
+                assert "\n" not in text and "pydantic" not in text
+                if tool != "nonexistent":
+                    assert text.endswith("Nothing was changed."), text
+            data, _ = await call(client, "status")
+            errors = sum(t["errors"] for t in data["session"]["tools"].values())
+            assert errors == len(BAD_CALLS) - 1  # the unknown tool has no counter
+    run(body)
+    assert snapshot_of(store_dir) == before
+
+
+def test_a_note_crosses_between_mcp_and_the_magics(store_dir):
+    """Sequential until the owner service lands: the MCP process exits, then the shell opens."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    async def agent_remembers():
+        async with connect(store_dir) as client:
+            data, _ = await call(client, "remember", text="the watcher thread races acquire_lock()",
+                                 tags=["locks"])
+            return data["remembered"]
+
+    agent_id = anyio.run(agent_remembers)
+
+    shell = InteractiveShell.instance(history_length=0)
+    try:
+        shell.run_line_magic("load_ext", "nbmemory")
+        shell.run_line_magic("config", f"NbMemory.store = {str(store_dir)!r}")
+        shell.run_line_magic("config", "NbMemory.model = 'hash:64'")
+        hits = shell.run_line_magic("recall", "watcher acquire_lock")
+        assert [h.note.id for h in hits] == [agent_id]
+        assert hits[0].note.provenance.source == "mcp"
+        with capture_output() as captured:
+            shell.run_line_magic("remember", "-t orders orders.amount is in cents before 2021")
+        analyst_id = int(captured.outputs[0].data["text/plain"].split("#")[1].split()[0])
+        assert analyst_id == agent_id + 1
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+        InteractiveShell.clear_instance()
+
+    async def agent_recalls():
+        async with connect(store_dir) as client:
+            data, _ = await call(client, "recall", query="orders.amount cents", tags=["orders"])
+            return data["hits"]
+
+    hits = anyio.run(agent_recalls)
+    assert [h["id"] for h in hits] == [analyst_id]
+    assert hits[0]["provenance"]["source"] == "ipython"
+
+
+def test_store_owned_elsewhere_is_a_clear_tool_error(store_dir):
+    async def body():
+        async with connect(store_dir) as client:
+            text = await error(client, "recall", query="anything")
+            assert f"owned by another process (pid {os.getpid()})" in text
+            assert text.endswith("Nothing was changed.")
+
+    with Memory.open(store_dir, embedder=HashEmbedder()):
+        run(body)
