@@ -1,0 +1,388 @@
+"""The nbmemory command: every command with --json parsed back, exit codes, doctor.
+
+Most commands run in this process through ``cli.main`` (the same function the console
+script calls); a few run the installed ``nbmemory`` script in a subprocess to check
+what a shell sees. The hash embedder (NBMEMORY_MODEL=hash:64) stands in for the model
+except where re-embedding with the real model is the point.
+"""
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nbmemory import cli
+from nbmemory.embed import HashEmbedder
+from nbmemory.engine import VECTOR_FILENAME
+from nbmemory.memory import Memory
+from nbmemory.store import Store
+
+ENTRY = shutil.which("nbmemory", path=str(Path(sys.executable).parent)) or "nbmemory"
+
+
+class Result:
+    def __init__(self, code, out, err):
+        self.code, self.out, self.err = code, out, err
+
+    @property
+    def json(self):
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def nbm(store_dir, capsys, monkeypatch):
+    """Run ``nbmemory --store <store_dir> ARGS...`` in this process."""
+    monkeypatch.setenv("NBMEMORY_MODEL", "hash:64")
+    monkeypatch.delenv("NBMEMORY_HOME", raising=False)
+
+    def run(*argv, stdin=None):
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        capsys.readouterr()
+        code = cli.main(["--store", str(store_dir), *argv])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+def shell(*argv, env=None, stdin=None):
+    """The installed console script, as a shell runs it."""
+    environ = {**os.environ, "NBMEMORY_MODEL": "hash:64", "HF_HUB_OFFLINE": "1", **(env or {})}
+    done = subprocess.run([ENTRY, *argv], capture_output=True, text=True, env=environ,
+                          input=stdin, timeout=300)
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# -- the commands -----------------------------------------------------------------------
+
+
+def test_remember_and_recall_json_and_text(nbm):
+    r = nbm("remember", "-t", "orders,units", "-p", "high", "-k", "gotcha",
+            "orders.amount", "is", "in", "cents", "before", "2021", "--json")
+    assert r.code == 0
+    note = r.json["note"]
+    assert (note["id"], note["text"], note["tags"], note["kind"], note["priority"]) == (
+        1, "orders.amount is in cents before 2021", ["orders", "units"], "gotcha", "high")
+    assert note["provenance"] == {"source": "cli", "workspace": os.getcwd()}
+
+    r = nbm("remember", "-", stdin="the watcher races acquire_lock()\nat startup\n")
+    assert r.code == 0 and r.out.strip() == "Remembered #2 (finding, medium)"
+
+    r = nbm("recall", "orders.amount", "--json", "-k", "3")
+    assert r.code == 0
+    hits = r.json["hits"]
+    assert hits[0]["note"]["id"] == 1 and hits[0]["score"] > 0
+    assert r.json["query"] == "orders.amount"
+
+    r = nbm("recall", "--provenance", "watcher", "acquire_lock")
+    assert r.out.startswith("#2  ") and "from not from a notebook (cli)" in r.out
+    assert "the watcher races acquire_lock()" in r.out
+
+    r = nbm("recall", "kubernetes", "--kind", "decision", "--json")
+    assert r.code == 0 and r.json["hits"] == []
+
+
+def test_global_options_work_after_the_command(nbm, store_dir):
+    nbm("remember", "a finding about parquet files")
+    r = cli.main(["list", "--json", "--store", str(store_dir)])
+    assert r == 0
+
+
+def test_list_show_history_forget_reinstate(nbm):
+    for text, tags in (("first finding", "a"), ("second finding", "b"), ("third finding", "a,b")):
+        nbm("remember", "-t", tags, text)
+    r = nbm("list", "--json", "-t", "a")
+    assert r.code == 0
+    assert (r.json["total"], [n["id"] for n in r.json["notes"]]) == (2, [3, 1])
+    r = nbm("list", "--order", "oldest", "-n", "2")
+    assert r.out.splitlines()[0].split() == ["id", "age", "priority", "kind", "tags", "status", "note"]
+    assert r.out.splitlines()[1].startswith("#1 ") and "(1-2 of 3 active notes)" in r.out
+
+    r = nbm("forget", "#2", "3", "--json")
+    assert r.code == 0 and [n["status"] for n in r.json["forgotten"]] == ["revoked", "revoked"]
+    r = nbm("forget", "2")
+    assert r.code == 1
+    assert one_line(r.err) == ("nbmemory: Cannot forget note #2: it is revoked; reinstate it "
+                               "first with %memory reinstate 2.")
+    r = nbm("list", "--status", "revoked", "--json")
+    assert [n["id"] for n in r.json["notes"]] == [3, 2]
+
+    r = nbm("reinstate", "2", "--json")
+    assert r.code == 0 and r.json["reinstated"][0]["status"] == "active"
+    r = nbm("reinstate", "3")
+    assert (r.code, r.out.strip()) == (0, "Reinstated #3.")
+
+    r = nbm("show", "2", "--json")
+    assert (r.json["id"], r.json["text"], r.json["status"]) == (2, "second finding", "active")
+    r = nbm("show", "1")
+    assert r.out.splitlines()[0] == "#1  active  finding  medium  version 1"
+    assert "tags     a" in r.out and "from     not from a notebook (cli)" in r.out
+
+    r = nbm("history", "2", "--json")
+    assert [e["type"] for e in r.json["events"]] == ["created", "revoked", "reinstated"]
+    r = nbm("history", "2")
+    assert r.out.startswith("History of #2") and "reinstated" in r.out
+
+
+def test_supersede_from_the_command_line(nbm):
+    nbm("remember", "the export runs at 02:00")
+    r = nbm("remember", "--supersedes", "1", "the export runs at 03:00 since May", "--json")
+    assert r.json["note"]["id"] == 2
+    r = nbm("show", "1", "--json")
+    assert r.json["status"] == "superseded"
+    assert r.json["stale"] == [{"reason": "superseded", "target": "#2", "detail": ""}]
+
+
+def test_snapshot_create_and_list(nbm):
+    nbm("remember", "a finding")
+    r = nbm("snapshot", "before-refactor", "-m", "all good", "--json")
+    assert r.code == 0
+    assert (r.json["name"], r.json["message"], r.json["note_count"]) == ("before-refactor", "all good", 1)
+    r = nbm("snapshot", "--list", "--json")
+    assert [s["name"] for s in r.json["snapshots"]] == ["before-refactor"]
+    r = nbm("snapshot", "--list")
+    assert "before-refactor" in r.out and "all good" in r.out
+    r = nbm("snapshot", "before-refactor")
+    assert r.code == 1 and "A snapshot named 'before-refactor' already exists" in r.err
+    r = nbm("snapshot")
+    assert r.code == 2 and "Give the snapshot a name" in one_line(r.err)
+
+
+def test_status_json(nbm, store_dir):
+    nbm("remember", "a finding")
+    nbm("recall", "nothing like it zzzz", "--min-score", "0.99")
+    r = nbm("status", "--json")
+    assert r.code == 0
+    status = r.json
+    assert (status["store"], status["notes"], status["model"]) == (str(store_dir), 1, "hash:64")
+    assert (status["recalls"], status["empty_recalls"]) == (1, 1)
+    r = nbm("status")
+    assert f"store          {store_dir} (given explicitly)" in r.out
+
+
+def test_reindex_rebuilds_the_vector_index(nbm, store_dir):
+    for i in range(30):
+        nbm("remember", f"finding {i} about module m{i}")
+    nbm("forget", "3")
+    (store_dir / VECTOR_FILENAME).unlink()
+    r = nbm("reindex", "--json")
+    assert r.code == 0
+    assert (r.json["action"], r.json["model"], r.json["vectors"], r.json["notes"]) == (
+        "rebuilt", "hash:64", 30, 29)
+    r = nbm("reindex")
+    assert r.out.strip() == "Rebuilt the indexes: 30 vectors (hash:64), 30 keyword documents."
+    assert nbm("doctor", "--skip", "jupyter", "--skip", "model").code == 0
+
+
+@pytest.mark.model
+def test_reindex_reembeds_when_the_model_changed(nbm, store_dir):
+    nbm("remember", "orders.amount is in cents before 2021")
+    nbm("remember", "the watcher thread races acquire_lock")
+    nbm("forget", "2")
+    r = nbm("--model", "all-MiniLM-L6-v2", "doctor", "--skip", "jupyter", "--json")
+    checks = {c["name"]: c for c in r.json["checks"]}
+    assert r.code == 1 and checks["embedder"]["status"] == "fail"
+    assert "nbmemory reindex --model all-MiniLM-L6-v2" in checks["embedder"]["fix"]
+    assert checks["model"]["status"] == "ok"  # the real model loads offline
+
+    r = nbm("--model", "all-MiniLM-L6-v2", "reindex", "--json")
+    assert r.code == 0
+    assert (r.json["action"], r.json["from"], r.json["to"]) == (
+        "reembedded", "hash:64", "all-MiniLM-L6-v2:384")
+    assert r.json["vectors"] == 2  # the revoked note keeps its vector
+    r = nbm("--model", "all-MiniLM-L6-v2", "doctor", "--skip", "jupyter", "--json")
+    assert r.code == 0, r.out
+    r = nbm("--model", "all-MiniLM-L6-v2", "recall", "what unit is the order total in", "--json")
+    assert r.json["hits"][0]["note"]["id"] == 1
+
+
+# -- errors and exit codes --------------------------------------------------------------
+
+
+def test_help_documents_the_exit_codes():
+    r = shell("--help")
+    assert r.code == 0
+    assert "exit codes:" in r.out and "3  store unavailable" in r.out
+    assert "NBMEMORY_MODEL" in r.out
+    r = shell("recall", "--help")
+    assert r.code == 0 and "exit codes:" in r.out and "--min-score" in r.out
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["show", "99"], 1, "nbmemory: No note #99. Find ids with %recall or %memory list."),
+    (["show", "abc"], 2, "nbmemory: argument ID: 'abc' is not a note id; ids are numbers like 12 "
+                         "or #12 (see: nbmemory show --help)"),
+    (["recall"], 2, "nbmemory: the following arguments are required: query (see: nbmemory recall --help)"),
+    (["recall", "-k", "0", "x"], 2, "nbmemory: argument -k: must be at least 1 (got 0) "
+                                    "(see: nbmemory recall --help)"),
+    (["recall", "--since", "yesterday", "x"], 2, "cannot read the time 'yesterday'"),
+    (["remember", "-k", "idea", "x"], 2, "nbmemory: Unknown kind 'idea'; use one of: finding, gotcha"),
+    (["remember", "-t", "two words", "x"], 2, "Tag 'two words' contains a space"),
+    (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
+])
+def test_errors_are_one_line_with_an_exit_code(store_dir, argv, code, message):
+    r = shell("--store", str(store_dir), *argv, stdin="")
+    assert r.code == code, r.err
+    assert message in one_line(r.err)
+    assert r.out == ""
+
+
+def test_remember_with_no_text_says_what_to_do(nbm):
+    r = nbm("remember", "-", stdin="   \n")
+    assert r.code == 2 and "The note is empty" in one_line(r.err)
+
+
+def test_json_errors_are_json_on_stdout(store_dir):
+    r = shell("--store", str(store_dir), "--json", "show", "7")
+    assert r.code == 1
+    assert r.json == {"error": {"type": "NotFound", "exit": 1,
+                                "message": "No note #7. Find ids with %recall or %memory list."}}
+
+
+def test_a_store_owned_by_another_process_exits_3(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder()):
+        r = shell("--store", str(store_dir), "list")
+        assert r.code == 3
+        assert f"owned by another process (pid {os.getpid()})" in one_line(r.err)
+        r = shell("--store", str(store_dir), "doctor", "--skip", "jupyter", "--skip", "model", "--json")
+        checks = {c["name"]: c for c in r.json["checks"]}
+        assert checks["owner"]["status"] == "warn"
+        assert f"open in process {os.getpid()}" in checks["owner"]["detail"]
+        assert "database" not in checks
+        assert r.code == 0  # a busy store is not a broken one
+
+
+def test_a_real_shell_round_trip(store_dir):
+    r = shell("--store", str(store_dir), "remember", "--json", "-", stdin="piped from a shell\n")
+    assert r.code == 0 and r.json["note"]["text"] == "piped from a shell"
+    r = shell("--store", str(store_dir), "recall", "piped", "--json")
+    assert r.code == 0 and [h["note"]["id"] for h in r.json["hits"]] == [1]
+    r = shell("--store", str(store_dir), "list")
+    assert r.code == 0 and "piped from a shell" in r.out
+
+
+# -- doctor -----------------------------------------------------------------------------
+
+
+def doctor(nbm, *extra):
+    r = nbm("doctor", "--skip", "jupyter", "--json", *extra)
+    return r, {c["name"]: c for c in r.json["checks"]}
+
+
+def test_doctor_on_a_healthy_store(nbm):
+    nbm("remember", "a finding")
+    nbm("remember", "another finding")
+    nbm("forget", "1")
+    r, checks = doctor(nbm)
+    assert r.code == 0 and r.json["ok"] is True
+    assert [c["status"] for c in r.json["checks"]] == ["ok"] * len(r.json["checks"])
+    assert list(checks) == ["nbmemory", "model", "store", "owner", "database", "schema", "notes",
+                            "embedder", "index"]
+    assert checks["index"]["detail"] == "2 vectors, one per note, up to date with the journal"
+    assert checks["notes"]["detail"] == "1 active, 1 revoked"
+    r = nbm("doctor", "--skip", "jupyter")
+    assert r.code == 0 and r.out.strip().endswith("All checks passed.")
+
+
+def test_doctor_on_a_missing_store_only_warns(nbm, store_dir):
+    r, checks = doctor(nbm)
+    assert r.code == 0
+    assert checks["store"]["status"] == "warn" and "no store yet" in checks["store"]["detail"]
+    assert not store_dir.exists()  # doctor creates nothing
+
+
+def test_doctor_finds_a_missing_index_file(nbm, store_dir):
+    nbm("remember", "a finding")
+    (store_dir / VECTOR_FILENAME).unlink()
+    r, checks = doctor(nbm)
+    assert r.code == 1 and r.json["ok"] is False
+    assert checks["index"] == {"name": "index", "status": "fail",
+                               "detail": "vectors.usearch is missing (1 notes need vectors)",
+                               "fix": f"Rebuild it from the database: nbmemory reindex --store {store_dir}"}
+    r = nbm("doctor", "--skip", "jupyter")
+    assert "FAIL  index" in r.out and f"-> Rebuild it from the database: nbmemory reindex --store {store_dir}" in r.out
+    assert r.out.strip().endswith("1 problem(s) found.")
+    assert not (store_dir / VECTOR_FILENAME).exists()  # doctor repairs nothing itself
+    assert nbm("reindex").code == 0
+    assert doctor(nbm)[0].code == 0
+
+
+def test_doctor_finds_an_index_that_disagrees_with_the_store(nbm, store_dir):
+    nbm("remember", "a finding")
+    nbm("remember", "another finding")
+    saved = (store_dir / VECTOR_FILENAME).read_bytes(), (store_dir / (VECTOR_FILENAME + ".json")).read_text()
+    nbm("remember", "a third finding")
+    # Put back the older index but claim it is current: a projection that lies.
+    (store_dir / VECTOR_FILENAME).write_bytes(saved[0])
+    meta = json.loads(saved[1])
+    store = Store(store_dir)
+    meta["seq"] = store.position()
+    store.close()
+    (store_dir / (VECTOR_FILENAME + ".json")).write_text(json.dumps(meta))
+    r, checks = doctor(nbm)
+    assert r.code == 1
+    assert checks["index"]["detail"] == ("vectors.usearch disagrees with the database: "
+                                         "1 notes have no vector (e.g. #3)")
+
+
+def test_doctor_on_a_store_from_a_newer_version(nbm, store_dir):
+    nbm("remember", "keep me")
+    store = Store(store_dir)
+    store.con.execute("INSERT INTO migrations VALUES ('m999_from_the_future', now())")
+    store.close()
+    database = (store_dir / "memory.duckdb").read_bytes()
+    r, checks = doctor(nbm)
+    assert r.code == 1
+    assert checks["schema"]["status"] == "fail"
+    assert "written by a newer nbmemory (migration m999_from_the_future" in checks["schema"]["detail"]
+    assert checks["schema"]["fix"] == "Upgrade nbmemory: pip install -U nbmemory. The store was not touched."
+    assert "index" not in checks
+    assert (store_dir / "memory.duckdb").read_bytes() == database
+    r = nbm("list")
+    assert r.code == 3 and "written by a newer nbmemory" in one_line(r.err)
+    assert (store_dir / "memory.duckdb").read_bytes() == database
+
+
+def test_doctor_on_an_unreadable_database(nbm, store_dir):
+    store_dir.mkdir(mode=0o700)
+    (store_dir / "memory.duckdb").write_bytes(b"this is not a database" * 100)
+    r, checks = doctor(nbm)
+    assert r.code == 1
+    assert checks["database"]["status"] == "fail" and "is unreadable" in checks["database"]["detail"]
+    assert "move the file away" in checks["database"]["fix"]
+
+
+def test_doctor_with_a_model_that_cannot_load_offline(nbm):
+    r = nbm("--model", "no-such-org/no-such-model", "doctor", "--skip", "jupyter", "--json")
+    checks = {c["name"]: c for c in r.json["checks"]}
+    assert r.code == 1 and checks["model"]["status"] == "fail"
+    assert "Cannot load the embedding model 'no-such-org/no-such-model' offline" in checks["model"]["fix"]
+
+
+def test_doctor_checks_the_server_extension(store_dir, tmp_path):
+    """The user's Jupyter config disables the server extension: doctor says how to enable it."""
+    config = tmp_path / "jupyter-config"
+    (config / "jupyter_server_config.d").mkdir(parents=True)
+    (config / "jupyter_server_config.d" / "nbmemory.json").write_text(
+        json.dumps({"ServerApp": {"jpserver_extensions": {"nbmemory.server": False}}}))
+    r = shell("--store", str(store_dir), "doctor", "--skip", "model", "--json",
+              env={"JUPYTER_CONFIG_DIR": str(config), "JUPYTER_PREFER_ENV_PATH": "0"})
+    checks = {c["name"]: c for c in r.json["checks"]}
+    assert r.code == 1
+    assert checks["server extension"] == {
+        "name": "server extension", "status": "fail", "detail": "nbmemory.server is disabled",
+        "fix": "jupyter server extension enable nbmemory.server"}
+    assert checks["labextension"]["status"] in ("ok", "fail")
