@@ -16,6 +16,7 @@ import re
 import shutil
 import sys
 import textwrap
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
@@ -167,9 +168,17 @@ def build_parser() -> Parser:
     p.add_argument("--explain", action="store_true", help="show the keyword and semantic scores")
     p.add_argument("--provenance", action="store_true", help="show where each note came from")
     p.add_argument("--min-score", type=float, default=None, help="hide notes scoring below this")
-    p.add_argument("query", nargs="+", help="what you want to know, in any words")
+    p.add_argument("--as-of", metavar="SNAPSHOT", default=None,
+                   help="search the notes as they were when SNAPSHOT was sealed")
+    p.add_argument("--open", action="store_true",
+                   help="open questions (neither confirmed nor refuted); with a query, the best of them")
+    p.add_argument("query", nargs="*", help="what you want to know, in any words")
 
     p = command("forget", "revoke notes: hidden from recall, kept in history, reversible")
+    p.add_argument("--purge", action="store_true",
+                   help="erase the text and vectors for good (privacy; cannot be undone; asks "
+                        "to confirm)")
+    p.add_argument("--yes", action="store_true", help="with --purge: do not ask")
     p.add_argument("ids", nargs="+", type=note_id, metavar="ID")
 
     p = command("reinstate", "undo forget")
@@ -192,10 +201,26 @@ def build_parser() -> Parser:
     p = command("history", "every event of a note, with time and actor")
     p.add_argument("id", type=note_id, metavar="ID")
 
-    p = command("snapshot", "seal what you know now under a name, or list snapshots")
-    p.add_argument("name", nargs="?", help="snapshot name (no spaces)")
+    p = command("snapshot", "seal what you know now under a name, list snapshots, or compare two")
+    p.add_argument("name", nargs="*", help="snapshot name (no spaces); with --diff: A [B]")
     p.add_argument("-m", "--message", default="", help="why this moment matters")
     p.add_argument("--list", action="store_true", help="list snapshots")
+    p.add_argument("--diff", action="store_true",
+                   help="notes added, edited, superseded, forgotten and gone stale from snapshot "
+                        "A to snapshot B (default: now)")
+
+    p = command("export", "write the whole store to a JSON Lines file (lossless), or readable "
+                          "Markdown pages with --markdown")
+    p.add_argument("path", help="the .jsonl file, or with --markdown a directory")
+    p.add_argument("--markdown", action="store_true", help="write Markdown pages into PATH")
+    p.add_argument("--by", choices=("tag", "kind"), default="tag",
+                   help="with --markdown: one page per tag (default) or per kind")
+
+    p = command("import", "import a file written by nbmemory export; importing it again "
+                          "changes nothing")
+    p.add_argument("path", help="a .jsonl file written by nbmemory export")
+    p.add_argument("--on-conflict", choices=("skip", "replace", "keep-both"), default="skip",
+                   help="for notes already in this store: skip (default), replace, keep-both")
 
     p = command("reindex", "rebuild the indexes from the store, with progress; re-embeds the "
                            "notes when the configured model differs from the store's")
@@ -299,22 +324,56 @@ def cmd_remember(mem, args) -> None:
 
 
 def cmd_recall(mem, args) -> None:
-    hits = mem.recall(" ".join(args.query), k=args.k, tags=args.tags, kind=args.kind,
+    query = " ".join(args.query)
+    if args.open and not query:
+        questions = mem.open_questions(limit=args.k)
+        if args.json:
+            return emit_json({"open_questions": [n.to_dict() for n in questions]})
+        print(table(["id", "age", "priority", "kind", "tags", "status", "note"], note_rows(questions))
+              if questions else "No open questions.")
+        return
+    if not query:
+        raise CommandError("Say what you want to know: nbmemory recall QUERY... "
+                           "(see: nbmemory recall --help)")
+    hits = mem.recall(query, k=args.k, tags=args.tags, kind="question" if args.open else args.kind,
                       priority=args.priority, since=args.since, explain=args.explain,
-                      min_score=args.min_score)
+                      min_score=args.min_score, as_of=args.as_of)
+    if args.open:
+        hits[:] = [h for h in hits if h.note.resolution is None]
     if args.json:
-        return emit_json(hits.to_dict())
+        return emit_json({**hits.to_dict(), "as_of": args.as_of})
     from .display import hits_text
 
+    if args.as_of:
+        print(f"As of snapshot {args.as_of!r}:")
     print(hits_text(hits, provenance=args.provenance))
 
 
 def cmd_forget(mem, args) -> None:
+    if args.purge:
+        return purge(mem, args)
     notes = mem.forget(args.ids)
     if args.json:
         return emit_json({"forgotten": [n.to_dict() for n in notes]})
     print(f"Forgot {', '.join(f'#{n.id}' for n in notes)}. "
           f"Undo with: nbmemory reinstate {' '.join(str(n.id) for n in notes)}")
+
+
+def purge(mem, args) -> None:
+    notes = [mem.get(i) for i in args.ids]  # every id must exist before anything is erased
+    listed = ", ".join(f"#{n.id}" for n in notes)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise CommandError(f"Purging erases {listed} for good; confirm with --yes "
+                               "(or run it in a terminal to be asked).")
+        answer = input(f"Erase {listed} permanently (text and vectors; cannot be undone)? "
+                       "Type 'purge' to confirm: ")
+        if answer.strip().lower() != "purge":
+            raise CommandError("Nothing purged.", EXIT_ERROR)
+    purged = [mem.purge(n.id) for n in notes]
+    if args.json:
+        return emit_json({"purged": [n.to_dict() for n in purged]})
+    print(f"Purged {listed}: text and vectors erased; the journal keeps only that it happened.")
 
 
 def cmd_reinstate(mem, args) -> None:
@@ -355,10 +414,17 @@ def cmd_history(mem, args) -> None:
 
 
 def cmd_snapshot(mem, args) -> None:
-    if args.list or not args.name:
-        if not args.list:
-            raise CommandError("Give the snapshot a name: nbmemory snapshot NAME [-m message], "
-                               "or list them: nbmemory snapshot --list")
+    if args.diff:
+        if len(args.name) not in (1, 2):
+            raise CommandError("Give one or two snapshot names: nbmemory snapshot --diff A [B]")
+        diff = mem.snapshot_diff(*args.name)
+        if args.json:
+            return emit_json(diff.to_dict())
+        from .display import diff_display
+
+        print(diff_display(diff).text)
+        return
+    if args.list:
         snapshots = mem.snapshots()
         if args.json:
             return emit_json({"snapshots": [s.to_dict() for s in snapshots]})
@@ -369,14 +435,19 @@ def cmd_snapshot(mem, args) -> None:
                     [[s.name, f"{s.at:%Y-%m-%d %H:%M}", str(s.note_count), s.author or "",
                       s.message] for s in snapshots]))
         return
-    snap = mem.snapshot(args.name, message=args.message)
+    if len(args.name) != 1:
+        raise CommandError("Give the snapshot one name without spaces: nbmemory snapshot NAME "
+                           "[-m message]; list them with --list, compare with --diff A [B]")
+    snap = mem.snapshot(args.name[0], message=args.message)
     if args.json:
         return emit_json(snap.to_dict())
     print(f"Sealed snapshot {snap.name!r} at journal position {snap.seq} "
           f"({snap.note_count} active notes).")
 
 
-def cmd_reindex(mem, args) -> None:
+@contextmanager
+def progress_bar(desc: str):
+    """A progress callback drawing a bar on stderr (only on a terminal)."""
     from tqdm import tqdm
 
     bar = None
@@ -384,15 +455,20 @@ def cmd_reindex(mem, args) -> None:
     def progress(done: int, total: int) -> None:
         nonlocal bar
         if bar is None:
-            bar = tqdm(total=total, unit="note", file=sys.stderr, desc="indexing",
+            bar = tqdm(total=total, unit="note", file=sys.stderr, desc=desc,
                        disable=None)  # None: only on a terminal
         bar.update(done - bar.n)
 
     try:
-        result = mem.reembed(progress=progress) if args.reembed else mem.reindex(progress=progress)
+        yield progress
     finally:
         if bar is not None:
             bar.close()
+
+
+def cmd_reindex(mem, args) -> None:
+    with progress_bar("indexing") as progress:
+        result = mem.reembed(progress=progress) if args.reembed else mem.reindex(progress=progress)
     if args.reembed:
         result = {"action": "reembedded", **result}
     status = mem.status()
@@ -408,6 +484,29 @@ def cmd_reindex(mem, args) -> None:
               f"{result['lexical_docs']} keyword documents.")
     else:
         print("Nothing to index yet: the store has no notes.")
+
+
+def cmd_export(mem, args) -> None:
+    if args.markdown:
+        pages = mem.export_markdown(args.path, by=args.by)
+        if args.json:
+            return emit_json({"markdown": pages})
+        print(f"Wrote {len(pages)} Markdown pages to {args.path} (start at index.md).")
+        return
+    with progress_bar("exporting") as progress:
+        counts = mem.export_jsonl(args.path, progress=progress)
+    if args.json:
+        return emit_json({"path": args.path, **counts})
+    print(f"Exported {counts.get('notes', 0)} notes, {counts.get('events', 0)} journal events and "
+          f"{counts.get('snapshots', 0)} snapshots to {args.path}.")
+
+
+def cmd_import(mem, args) -> None:
+    with progress_bar("importing") as progress:
+        summary = mem.import_jsonl(args.path, on_conflict=args.on_conflict, progress=progress)
+    if args.json:
+        return emit_json({"path": args.path, **summary})
+    print("Imported: " + ", ".join(f"{v} {k}" for k, v in summary.items()))
 
 
 def cmd_status(mem, args) -> None:
@@ -451,6 +550,7 @@ STORE_COMMANDS = {
     "remember": cmd_remember, "recall": cmd_recall, "forget": cmd_forget,
     "reinstate": cmd_reinstate, "list": cmd_list, "show": cmd_show, "history": cmd_history,
     "snapshot": cmd_snapshot, "reindex": cmd_reindex, "status": cmd_status,
+    "export": cmd_export, "import": cmd_import,
 }
 OTHER_COMMANDS = {"doctor": cmd_doctor, "mcp": cmd_mcp}
 
@@ -481,6 +581,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader stopped early (| head): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except OSError as exc:  # a file given to export/import cannot be read or written
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"nbmemory: {exc.strerror or exc}{where}. Check the path and its permissions.",
+              file=sys.stderr)
+        code = EXIT_ERROR
+        if json_mode:
+            emit_json({"error": {"type": type(exc).__name__, "message": str(exc), "exit": code}})
     except KeyboardInterrupt:
         print("nbmemory: interrupted", file=sys.stderr)
         code = 130

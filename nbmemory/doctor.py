@@ -18,8 +18,6 @@ from typing import Any, Iterator
 
 from ._version import __version__
 
-LIVE = ("active", "revoked", "superseded")  # the notes the vector index holds
-
 
 @dataclass(frozen=True)
 class Check:
@@ -146,7 +144,7 @@ def check_schema(con, opt: str) -> Check:
 
 
 def check_contents(con, directory: Path, model_name, model: str, opt: str) -> Iterator[Check]:
-    from .engine import VECTOR_FILENAME
+    from .engine import INDEXED, VECTOR_FILENAME  # INDEXED: the statuses the vector index holds
 
     counts = dict(con.execute("SELECT status, count(*) FROM notes GROUP BY status").fetchall())
     yield Check("notes", "ok", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none yet")
@@ -167,7 +165,7 @@ def check_contents(con, directory: Path, model_name, model: str, opt: str) -> It
         yield Check("embedder", "ok", f"{stored} (matches the configured model)")
 
     ids = {r[0] for r in con.execute(
-        "SELECT id FROM notes WHERE status IN (SELECT unnest(?))", [list(LIVE)]).fetchall()}
+        "SELECT id FROM notes WHERE status IN (SELECT unnest(?))", [list(INDEXED)]).fetchall()}
     position = con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
     path = directory / VECTOR_FILENAME
     rebuild = f"Rebuild it from the database: nbmemory reindex{opt}"

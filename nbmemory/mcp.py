@@ -147,6 +147,12 @@ def note_dict(note, *, score: float | None = None) -> dict[str, Any]:
                provenance=provenance)
     if note.anchors:
         out["anchors"] = [f"{a.kind} {a.target}" for a in note.anchors]
+    if note.supersedes is not None:
+        out["supersedes"] = note.supersedes
+    if note.resolution:
+        out["resolution"] = note.resolution
+        if note.resolution_reason:
+            out["resolution_reason"] = note.resolution_reason
     return out
 
 
@@ -234,11 +240,17 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         tags: Annotated[list[str] | str | None, Field(description="only notes having all these tags")] = None,
         kind: Annotated[list[Kind] | Kind | None, Field(description="only notes of these kinds")] = None,
         priority: Annotated[list[Priority] | Priority | None, Field(description="only these priorities")] = None,
+        as_of: Annotated[str | None, Field(min_length=1, description="a snapshot name: search the "
+                                                                     "notes as they were when it was "
+                                                                     "sealed")] = None,
     ) -> list[TextContent]:
         with tool_errors():
-            hits = memory.get().recall(query, k=k, tags=tags, kind=kind, priority=priority)
+            hits = memory.get().recall(query, k=k, tags=tags, kind=kind, priority=priority,
+                                       as_of=as_of)
         data: dict[str, Any] = {"query": hits.query,
                                 "hits": [note_dict(h.note, score=h.score) for h in hits]}
+        if as_of:
+            data["as_of"] = as_of
         if hits.filtered_out:
             data["filtered_out"] = hits.filtered_out
         if hits.previously:
@@ -294,6 +306,22 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         with tool_errors():
             snapshots = memory.get().snapshots()
         return reply({"snapshots": [s.to_dict() for s in snapshots]})
+
+    @tool("What changed in the notes from snapshot a to snapshot b (default: now): notes added, "
+          "edited, superseded, forgotten, refuted, reinstated, purged, and those that became (or "
+          "stopped being) stale. Use it to catch up on what the analyst learned since a point.",
+          read_only=True)
+    def snapshot_diff(
+        a: Annotated[str, Field(min_length=1, description="the earlier snapshot's name")],
+        b: Annotated[str | None, Field(min_length=1, description="the later snapshot's name; "
+                                                                 "omit for now")] = None,
+    ) -> list[TextContent]:
+        with tool_errors():
+            diff = memory.get().snapshot_diff(a, b)
+        changes = [{"change": c.change, "detail": c.detail, "note": note_dict(c.note)}
+                   for c in diff.changes]
+        return reply({"a": diff.a, "b": diff.b, "changes": changes},
+                     session.returned([c.note.text for c in diff.changes]) if changes else None)
 
     @tool("The note and every event of its history (created, edited, superseded, revoked, "
           "reinstated...), with time and actor: use it to see why a note changed.", read_only=True)

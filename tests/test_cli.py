@@ -158,7 +158,7 @@ def test_snapshot_create_and_list(nbm):
     r = nbm("snapshot", "before-refactor")
     assert r.code == 1 and "A snapshot named 'before-refactor' already exists" in r.err
     r = nbm("snapshot")
-    assert r.code == 2 and "Give the snapshot a name" in one_line(r.err)
+    assert r.code == 2 and "Give the snapshot one name without spaces" in one_line(r.err)
 
 
 def test_status_json(nbm, store_dir):
@@ -171,6 +171,93 @@ def test_status_json(nbm, store_dir):
     assert (status["recalls"], status["empty_recalls"]) == (1, 1)
     r = nbm("status")
     assert f"store          {store_dir} (given explicitly)" in r.out
+
+
+def test_snapshot_diff_and_recall_as_of(nbm):
+    nbm("remember", "-t", "orders", "orders.amount is in cents")
+    nbm("snapshot", "before")
+    nbm("remember", "--supersedes", "1", "-t", "orders", "orders.amount is in cents until 2021-03")
+    nbm("remember", "the watcher races acquire_lock")
+    r = nbm("snapshot", "--diff", "before", "--json")
+    assert r.code == 0 and (r.json["a"], r.json["b"]) == ("before", "now")
+    changes = {(c["change"], c["note"]["id"], c["detail"]) for c in r.json["changes"]}
+    assert changes == {("added", 2, ""), ("added", 3, ""), ("superseded", 1, "by #2")}
+    r = nbm("snapshot", "--diff", "before")
+    assert r.out.splitlines()[0] == "From 'before' to 'now'" and "Superseded (1):" in r.out
+
+    r = nbm("recall", "--as-of", "before", "orders.amount", "--json")
+    assert r.json["as_of"] == "before"
+    assert [(h["note"]["id"], h["note"]["text"]) for h in r.json["hits"]] == [
+        (1, "orders.amount is in cents")]
+    r = nbm("recall", "orders.amount", "--json")
+    assert r.json["hits"][0]["note"]["id"] == 2
+    r = nbm("recall", "--as-of", "nope", "orders")
+    assert r.code == 1 and "No snapshot named 'nope'" in one_line(r.err)
+    r = nbm("snapshot", "--diff")
+    assert r.code == 2 and "Give one or two snapshot names" in one_line(r.err)
+
+
+def test_open_questions(nbm):
+    nbm("remember", "-k", "question", "does the watcher race acquire_lock?")
+    nbm("remember", "a plain finding about the watcher")
+    r = nbm("recall", "--open", "--json")
+    assert [n["id"] for n in r.json["open_questions"]] == [1]
+    r = nbm("recall", "--open", "watcher", "--json")
+    assert [h["note"]["id"] for h in r.json["hits"]] == [1]
+    r = nbm("recall")
+    assert r.code == 2 and "Say what you want to know" in one_line(r.err)
+
+
+def test_export_and_import_round_trip(nbm, store_dir, tmp_path):
+    nbm("remember", "-t", "orders", "orders.amount is in cents")
+    nbm("remember", "-t", "locks", "the watcher races acquire_lock")
+    nbm("forget", "2")
+    nbm("snapshot", "sealed", "-m", "why")
+    path = tmp_path / "all.jsonl"
+    r = nbm("export", str(path), "--json")
+    assert r.code == 0 and (r.json["notes"], r.json["snapshots"]) == (2, 1)
+    r = nbm("export", "--markdown", str(tmp_path / "pages"), "--json")
+    assert r.code == 0 and any(p.endswith("orders.md") for p in r.json["markdown"])
+    assert (tmp_path / "pages" / "orders.md").read_text().count("orders.amount is in cents") == 1
+
+    r = nbm("import", str(tmp_path / "pages" / "index.md"))
+    assert r.code == 2 and "is not JSON" in one_line(r.err)
+    r = nbm("export", str(tmp_path / "missing" / "dir" / "x.jsonl"))
+    assert r.code == 1
+    assert one_line(r.err).startswith("nbmemory: No such file or directory: ")
+
+
+def test_an_imported_store_matches_and_reimport_duplicates_nothing(nbm, tmp_path, capsys):
+    nbm("remember", "-t", "orders", "orders.amount is in cents")
+    nbm("remember", "the watcher races acquire_lock")
+    nbm("forget", "2")
+    path = tmp_path / "all.jsonl"
+    nbm("export", str(path))
+    other = tmp_path / "other"
+    summaries = []
+    for _ in range(2):
+        capsys.readouterr()
+        assert cli.main(["--store", str(other), "--json", "import", str(path)]) == 0
+        summaries.append(json.loads(capsys.readouterr().out))
+    assert summaries[0]["restored"] == 2
+    assert summaries[1]["added"] == 0 and summaries[1]["skipped"] == 2
+    assert cli.main(["--store", str(other), "--json", "list", "--status", "active,revoked"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert sorted((n["id"], n["text"], n["status"]) for n in notes) == [
+        (1, "orders.amount is in cents", "active"), (2, "the watcher races acquire_lock", "revoked")]
+
+
+def test_purge_needs_confirmation(nbm, store_dir):
+    nbm("remember", "a secret that should not have been written down")
+    r = nbm("forget", "--purge", "1", stdin="")
+    assert r.code == 2 and "confirm with --yes" in one_line(r.err)
+    assert nbm("show", "1", "--json").json["text"] == "a secret that should not have been written down"
+    r = nbm("forget", "--purge", "--yes", "1", "--json")
+    assert r.code == 0 and r.json["purged"][0]["status"] == "purged"
+    shown = nbm("show", "1", "--json").json
+    assert shown["status"] == "purged" and "secret" not in json.dumps(shown)
+    r = nbm("forget", "--purge", "--yes", "7")
+    assert r.code == 1 and "No note #7" in one_line(r.err)
 
 
 def test_reindex_rebuilds_the_vector_index(nbm, store_dir):
@@ -225,7 +312,8 @@ def test_help_documents_the_exit_codes():
     (["show", "99"], 1, "nbmemory: No note #99. Find ids with %recall or %memory list."),
     (["show", "abc"], 2, "nbmemory: argument ID: 'abc' is not a note id; ids are numbers like 12 "
                          "or #12 (see: nbmemory show --help)"),
-    (["recall"], 2, "nbmemory: the following arguments are required: query (see: nbmemory recall --help)"),
+    (["recall"], 2, "nbmemory: Say what you want to know: nbmemory recall QUERY... (see: nbmemory recall --help)"),
+    (["show"], 2, "nbmemory: the following arguments are required: ID (see: nbmemory show --help)"),
     (["recall", "-k", "0", "x"], 2, "nbmemory: argument -k: must be at least 1 (got 0) "
                                     "(see: nbmemory recall --help)"),
     (["recall", "--since", "yesterday", "x"], 2, "cannot read the time 'yesterday'"),
@@ -386,3 +474,13 @@ def test_doctor_checks_the_server_extension(store_dir, tmp_path):
         "name": "server extension", "status": "fail", "detail": "nbmemory.server is disabled",
         "fix": "jupyter server extension enable nbmemory.server"}
     assert checks["labextension"]["status"] in ("ok", "fail")
+
+
+def test_the_cli_module_imports_nothing_heavy():
+    """`nbmemory --help` and argument errors answer without loading DuckDB or the model."""
+    code = ("import sys, nbmemory.cli as c; c.build_parser(); "
+            "print(','.join(m for m in ('duckdb', 'usearch', 'torch', 'sentence_transformers', "
+            "'mcp', 'IPython') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""

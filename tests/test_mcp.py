@@ -60,7 +60,7 @@ def test_tools_teach_good_use(store_dir):
         async with connect(store_dir) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert set(tools) == {"remember", "recall", "show", "forget", "reinstate", "snapshot",
-                                  "snapshot_list", "history", "status"}
+                                  "snapshot_list", "snapshot_diff", "history", "status"}
             assert "not a pointer" in tools["remember"].description
             assert "Pair each recall with a note" in tools["recall"].description
             assert tools["recall"].annotations.read_only_hint is True
@@ -125,6 +125,30 @@ def test_superseding_through_mcp_marks_the_old_note(store_dir):
             old, new = data["notes"]
             assert old["status"] == "superseded" and old["stale"] == ["superseded #2"]
             assert new["status"] == "active"
+    run(body)
+
+
+def test_snapshot_diff_and_recall_as_of(store_dir):
+    async def body():
+        async with connect(store_dir) as client:
+            await call(client, "remember", text="the export job runs at 02:00 UTC")
+            await call(client, "snapshot", name="before")
+            await call(client, "remember", text="the export job runs at 03:00 UTC since May",
+                       supersedes=1)
+            data, _ = await call(client, "snapshot_diff", a="before")
+            assert (data["a"], data["b"]) == ("before", "now")
+            assert sorted((c["change"], c["note"]["id"], c["detail"]) for c in data["changes"]) == [
+                ("added", 2, ""), ("superseded", 1, "by #2")]
+            data, _ = await call(client, "recall", query="when does the export job run",
+                                 as_of="before")
+            assert data["as_of"] == "before"
+            assert [h["id"] for h in data["hits"]] == [1] and data["hits"][0]["status"] == "active"
+            data, _ = await call(client, "recall", query="when does the export job run")
+            assert data["hits"][0]["id"] == 2 and data["hits"][0]["supersedes"] == 1
+            text = await error(client, "snapshot_diff", a="nope")
+            assert "No snapshot named 'nope'" in text
+            text = await error(client, "recall", query="export", as_of="nope")
+            assert "No snapshot named 'nope'" in text
     run(body)
 
 
@@ -199,6 +223,8 @@ BAD_CALLS = [
     ("snapshot", {"name": "two words"}, "Bad arguments for snapshot: name: String should match pattern"),
     ("snapshot", {"name": "sealed"}, "A snapshot named 'sealed' already exists"),
     ("history", {"note_id": 99}, "No note #99"),
+    ("snapshot_diff", {"a": "sealed", "b": "missing"}, "No snapshot named 'missing'"),
+    ("recall", {"query": "x", "as_of": "missing"}, "No snapshot named 'missing'"),
     ("show", {"note_ids": ["abc"]}, "Bad arguments for show: note_ids: Input should be a valid integer"),
     ("nonexistent", {}, "Unknown tool: nonexistent"),
 ]
