@@ -22,8 +22,7 @@ from typing import Any, Sequence
 
 from ._version import __version__
 from .config import DEFAULT_MODEL
-from .errors import (Conflict, InvalidInput, ModelUnavailable, NbMemoryError, NotFound,
-                     StoreUnavailable)
+from .errors import InvalidInput, ModelUnavailable, NbMemoryError, StoreUnavailable
 
 EXIT_OK = 0
 EXIT_ERROR = 1        # the store refused the request (not found, conflict), or doctor found a problem
@@ -33,8 +32,8 @@ EXIT_UNAVAILABLE = 3  # the store or the model cannot be used right now
 EXIT_CODES = """\
 exit codes:
   0  success
-  1  the store refused the request (no such note, conflict), doctor found a problem,
-     or an unexpected error
+  1  the store refused the request (no such note, conflict), a file given to
+     export/import cannot be used, doctor found a problem, or an unexpected error
   2  usage error: bad arguments or input (empty note, unknown kind, ...)
   3  store unavailable: owned by another process, unreadable, written by a newer
      nbmemory, or the embedding model cannot be loaded
@@ -76,9 +75,7 @@ def exit_code_for(exc: BaseException) -> int:
         return EXIT_USAGE
     if isinstance(exc, (StoreUnavailable, ModelUnavailable)):
         return EXIT_UNAVAILABLE
-    if isinstance(exc, (NotFound, Conflict)):
-        return EXIT_ERROR
-    return EXIT_ERROR
+    return EXIT_ERROR  # NotFound, Conflict and anything else the store refused
 
 
 # -- argument parsing -------------------------------------------------------------------
