@@ -484,6 +484,8 @@ def cmd_reindex(mem, args) -> None:
 
 
 def cmd_export(mem, args) -> None:
+    # Absolute: the store's owner may be another process with another working directory.
+    args.path = os.path.abspath(args.path)
     if args.markdown:
         pages = mem.export_markdown(args.path, by=args.by)
         if args.json:
@@ -499,6 +501,7 @@ def cmd_export(mem, args) -> None:
 
 
 def cmd_import(mem, args) -> None:
+    args.path = os.path.abspath(args.path)
     with progress_bar("importing") as progress:
         summary = mem.import_jsonl(args.path, on_conflict=args.on_conflict, progress=progress)
     if args.json:

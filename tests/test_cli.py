@@ -208,7 +208,7 @@ def test_open_questions(nbm):
     assert r.code == 2 and "Say what you want to know" in one_line(r.err)
 
 
-def test_export_and_import_round_trip(nbm, store_dir, tmp_path):
+def test_export_and_import_round_trip(nbm, store_dir, tmp_path, monkeypatch):
     nbm("remember", "-t", "orders", "orders.amount is in cents")
     nbm("remember", "-t", "locks", "the watcher races acquire_lock")
     nbm("forget", "2")
@@ -216,6 +216,10 @@ def test_export_and_import_round_trip(nbm, store_dir, tmp_path):
     path = tmp_path / "all.jsonl"
     r = nbm("export", str(path), "--json")
     assert r.code == 0 and (r.json["notes"], r.json["snapshots"]) == (2, 1)
+    monkeypatch.chdir(tmp_path)  # a relative path is the caller's, whichever process owns the store
+    r = nbm("export", "relative.jsonl", "--json")
+    assert r.json["path"] == str(tmp_path / "relative.jsonl")
+    assert (tmp_path / "relative.jsonl").read_text() == path.read_text()
     r = nbm("export", "--markdown", str(tmp_path / "pages"), "--json")
     assert r.code == 0 and any(p.endswith("orders.md") for p in r.json["markdown"])
     assert (tmp_path / "pages" / "orders.md").read_text().count("orders.amount is in cents") == 1
