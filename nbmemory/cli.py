@@ -153,6 +153,9 @@ def build_parser() -> Parser:
     p.add_argument("-t", "--tags", default=None, help="comma-separated tags, e.g. -t orders,units")
     p.add_argument("--supersedes", type=note_id, metavar="ID",
                    help="this note replaces note ID (kept in its history)")
+    p.add_argument("--about", action="append", default=None, metavar="PATH|GLOB",
+                   help="anchor the note to a file, directory or glob (repeatable); it is "
+                        "flagged stale when that changes. Paths in the text are anchored too")
     p.add_argument("text", nargs="*", help="the finding itself; - or nothing reads stdin")
 
     p = command("recall", "find notes by meaning and by keyword")
@@ -169,6 +172,9 @@ def build_parser() -> Parser:
                    help="search the notes as they were when SNAPSHOT was sealed")
     p.add_argument("--open", action="store_true",
                    help="open questions (neither confirmed nor refuted); with a query, the best of them")
+    fresh = p.add_mutually_exclusive_group()
+    fresh.add_argument("--fresh", action="store_true", help="only notes that are not stale")
+    fresh.add_argument("--stale", action="store_true", help="only stale notes")
     p.add_argument("query", nargs="*", help="what you want to know, in any words")
 
     p = command("forget", "revoke notes: hidden from recall, kept in history, reversible")
@@ -194,6 +200,13 @@ def build_parser() -> Parser:
 
     p = command("show", "one note in full: text, tags, status, stale reasons, provenance")
     p.add_argument("id", type=note_id, metavar="ID")
+
+    p = command("stale", "active notes whose file, data or cell changed, with the reasons")
+    p.add_argument("-n", "--limit", type=positive, default=50, help="how many (default 50)")
+    p.add_argument("--offset", type=int, default=0, help="skip this many")
+
+    p = command("verify", "after checking that stale notes still hold: re-take their fingerprints")
+    p.add_argument("ids", nargs="+", type=note_id, metavar="ID")
 
     p = command("history", "every event of a note, with time and actor")
     p.add_argument("id", type=note_id, metavar="ID")
@@ -300,14 +313,15 @@ def read_text(words: list[str]) -> str:
 
 
 def provenance():
-    from .models import Provenance
+    from .provenance import capture
 
-    return Provenance(source="cli", workspace=os.getcwd())
+    return capture(source="cli")
 
 
 def cmd_remember(mem, args) -> None:
     text = read_text(args.text)
-    options = dict(kind=args.kind, priority=args.priority, tags=args.tags, provenance=provenance())
+    options = dict(kind=args.kind, priority=args.priority, tags=args.tags, provenance=provenance(),
+                   about=args.about)
     if args.supersedes is not None:
         note = mem.supersede(args.supersedes, text, **options)
     else:
@@ -334,7 +348,8 @@ def cmd_recall(mem, args) -> None:
                            "(see: nbmemory recall --help)")
     hits = mem.recall(query, k=args.k, tags=args.tags, kind="question" if args.open else args.kind,
                       priority=args.priority, since=args.since, explain=args.explain,
-                      min_score=args.min_score, as_of=args.as_of)
+                      min_score=args.min_score, as_of=args.as_of,
+                      stale=True if args.stale else False if args.fresh else None)
     if args.open:
         hits[:] = [h for h in hits if h.note.resolution is None]
     if args.json:
@@ -399,6 +414,33 @@ def cmd_show(mem, args) -> None:
     if args.json:
         return emit_json(note.to_dict())
     print(show_note(note))
+
+
+def cmd_stale(mem, args) -> None:
+    page = mem.stale(offset=args.offset, limit=args.limit)
+    if args.json:
+        return emit_json(page.to_dict())
+    if not page.notes:
+        print("No stale notes.")
+        return
+    rows = [[f"#{n.id}", "; ".join(str(r) for r in n.stale), n.text] for n in page.notes]
+    print(table(["id", "why", "note"], rows))
+    print(f"({page.total} stale notes. Check them, then: nbmemory verify ID, or correct them: "
+          "nbmemory remember --supersedes ID ...)")
+
+
+def cmd_verify(mem, args) -> None:
+    from .display import verified_text
+
+    done = []
+    for i in args.ids:
+        note = mem.verify(i)
+        event = next(e for e in reversed(mem.history(i)) if e.type == "verified")
+        done.append((note, event))
+    if args.json:
+        return emit_json({"verified": [{"note": n.to_dict(), "event": e.to_dict()} for n, e in done]})
+    for note, event in done:
+        print(verified_text(note, event))
 
 
 def cmd_history(mem, args) -> None:
@@ -549,6 +591,7 @@ def cmd_mcp(args) -> int:
 STORE_COMMANDS = {
     "remember": cmd_remember, "recall": cmd_recall, "forget": cmd_forget,
     "reinstate": cmd_reinstate, "list": cmd_list, "show": cmd_show, "history": cmd_history,
+    "stale": cmd_stale, "verify": cmd_verify,
     "snapshot": cmd_snapshot, "reindex": cmd_reindex, "status": cmd_status,
     "export": cmd_export, "import": cmd_import,
 }

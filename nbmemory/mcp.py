@@ -187,11 +187,9 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         return register
 
     def provenance():
-        import os
+        from .provenance import capture
 
-        from .models import Provenance
-
-        return Provenance(source="mcp", workspace=os.getcwd())
+        return capture(source="mcp")
 
     @tool("Store one finding so that you, other agents and the analyst in Jupyter can recall it "
           "later. Write the finding itself: self-contained and specific (names, files, columns, "
@@ -210,10 +208,16 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                                                                   "spaces, e.g. ['orders', 'units']")] = None,
         supersedes: Annotated[int | None, Field(ge=1, description="id of the note this one "
                                                                   "replaces")] = None,
+        about: Annotated[list[str] | None, Field(description="files, directories or globs the "
+                                                             "finding is about (relative to the "
+                                                             "project): the note is flagged stale "
+                                                             "when they change. Paths named in the "
+                                                             "text are anchored too")] = None,
     ) -> list[TextContent]:
         with tool_errors():
             mem = memory.get()
-            options = dict(kind=kind, priority=priority, tags=tags, provenance=provenance())
+            options = dict(kind=kind, priority=priority, tags=tags, provenance=provenance(),
+                           about=about)
             if supersedes is not None:
                 note = mem.supersede(supersedes, text, **options)
             else:
@@ -306,6 +310,15 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         with tool_errors():
             snapshots = memory.get().snapshots()
         return reply({"snapshots": [s.to_dict() for s in snapshots]})
+
+    @tool("After checking that a stale note still holds (read the changed file, rerun the "
+          "query), verify it: its fingerprints are re-taken and the stale flag clears. If it no "
+          "longer holds, remember the correction with supersedes=<id> instead.")
+    def verify(note_id: Annotated[int, Field(ge=1)]) -> list[TextContent]:
+        with tool_errors():
+            mem = memory.get()
+            note = mem.verify(note_id)
+        return reply({"verified": note.id, "note": note_dict(note)})
 
     @tool("What changed in the notes from snapshot a to snapshot b (default: now): notes added, "
           "edited, superseded, forgotten, refuted, reinstated, purged, and those that became (or "

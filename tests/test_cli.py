@@ -76,7 +76,7 @@ def test_remember_and_recall_json_and_text(nbm):
     note = r.json["note"]
     assert (note["id"], note["text"], note["tags"], note["kind"], note["priority"]) == (
         1, "orders.amount is in cents before 2021", ["orders", "units"], "gotcha", "high")
-    assert note["provenance"] == {"source": "cli", "workspace": os.getcwd()}
+    assert note["provenance"]["source"] == "cli" and note["provenance"]["cwd"] == os.getcwd()
 
     r = nbm("remember", "-", stdin="the watcher races acquire_lock()\nat startup\n")
     assert r.code == 0 and r.out.strip() == "Remembered #2 (finding, medium)"
@@ -88,7 +88,7 @@ def test_remember_and_recall_json_and_text(nbm):
     assert r.json["query"] == "orders.amount"
 
     r = nbm("recall", "--provenance", "watcher", "acquire_lock")
-    assert r.out.startswith("#2  ") and "from not from a notebook (cli)" in r.out
+    assert r.out.startswith("#2  ") and "not from a notebook (cli)" in r.out
     assert "the watcher races acquire_lock()" in r.out
 
     r = nbm("recall", "kubernetes", "--kind", "decision", "--json")
@@ -171,6 +171,35 @@ def test_status_json(nbm, store_dir):
     assert (status["recalls"], status["empty_recalls"]) == (1, 1)
     r = nbm("status")
     assert f"store          {store_dir} (given explicitly)" in r.out
+
+
+def test_stale_notes_and_verify(nbm, store_dir, tmp_path):
+    source = tmp_path / "lock.py"  # the workspace is the store's parent (no git here)
+    source.write_text("def acquire_lock():\n    pass\n")
+    r = nbm("remember", "--about", "lock.py", "acquire_lock() must run before the watcher", "--json")
+    assert [(a["kind"], a["target"]) for a in r.json["note"]["anchors"]] == [("file", "lock.py")]
+    nbm("remember", "a note about nothing in particular")
+    assert nbm("stale", "--json").json["total"] == 0
+    source.write_text("def acquire_lock(timeout):\n    pass\n")
+
+    r = nbm("stale", "--json")
+    assert [n["id"] for n in r.json["notes"]] == [1]
+    assert r.json["notes"][0]["stale"][0]["reason"] == "content_changed"
+    r = nbm("stale")
+    assert r.out.splitlines()[1].startswith("#1  content_changed lock.py")
+    r = nbm("recall", "--stale", "acquire_lock watcher", "--json")
+    assert [h["note"]["id"] for h in r.json["hits"]] == [1]
+    r = nbm("recall", "--fresh", "acquire_lock watcher", "--json")
+    assert 1 not in [h["note"]["id"] for h in r.json["hits"]]
+    r = nbm("recall", "--fresh", "--stale", "x")
+    assert r.code == 2 and "not allowed with argument" in one_line(r.err)
+    r = nbm("show", "1")
+    assert "STALE    content_changed lock.py" in r.out
+
+    r = nbm("verify", "1")
+    assert r.code == 0 and r.out.startswith("Verified #1: re-took 1 fingerprint")
+    assert nbm("stale", "--json").json["total"] == 0
+    assert nbm("history", "1", "--json").json["events"][-1]["type"] == "verified"
 
 
 def test_snapshot_diff_and_recall_as_of(nbm):

@@ -60,7 +60,7 @@ def test_tools_teach_good_use(store_dir):
         async with connect(store_dir) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert set(tools) == {"remember", "recall", "show", "forget", "reinstate", "snapshot",
-                                  "snapshot_list", "snapshot_diff", "history", "status"}
+                                  "snapshot_list", "snapshot_diff", "history", "status", "verify"}
             assert "not a pointer" in tools["remember"].description
             assert "Pair each recall with a note" in tools["recall"].description
             assert tools["recall"].annotations.read_only_hint is True
@@ -84,8 +84,9 @@ def test_remember_recall_forget_reinstate_status(store_dir):
             data, _ = await call(client, "recall", query="what unit is orders.amount in", k=3)
             top = data["hits"][0]
             assert top["id"] == 1 and top["text"] == LONG_NOTE
-            assert top["stale"] == [] and top["provenance"] == {"source": "mcp",
-                                                                 "workspace": os.getcwd()}
+            assert top["stale"] == []
+            assert top["provenance"]["source"] == "mcp" and top["provenance"]["cwd"] == os.getcwd()
+            assert "cell_source" not in top["provenance"]
             assert (top["kind"], top["priority"], top["tags"]) == ("gotcha", "high", ["orders", "units"])
 
             data, _ = await call(client, "forget", note_ids=[1])
@@ -152,6 +153,25 @@ def test_snapshot_diff_and_recall_as_of(store_dir):
     run(body)
 
 
+def test_stale_reasons_reach_the_agent_and_verify_clears_them(store_dir, tmp_path):
+    source = tmp_path / "lock.py"  # the workspace is the store's parent (no git here)
+    source.write_text("def acquire_lock():\n    pass\n")
+
+    async def body():
+        async with connect(store_dir) as client:
+            note, _ = await call(client, "remember", text="acquire_lock() must run before the watcher",
+                                  about=["lock.py"])
+            assert note["note"]["anchors"] == ["file lock.py"]
+            source.write_text("def acquire_lock(timeout):\n    pass\n")
+            found, _ = await call(client, "recall", query="acquire_lock watcher")
+            assert found["hits"][0]["stale"] == ["content_changed lock.py"]
+            verified, _ = await call(client, "verify", note_id=1)
+            assert verified["note"]["stale"] == []
+            found, _ = await call(client, "recall", query="acquire_lock watcher")
+            assert found["hits"][0]["stale"] == []
+    run(body)
+
+
 def test_hint_after_the_token_threshold_once_per_threshold(store_dir):
     tokens = len(LONG_NOTE) // 4  # 22 tokens per recall of this one note
 
@@ -210,7 +230,7 @@ BAD_CALLS = [
     ("remember", {"text": "x", "tags": ["two words"]}, "Tag 'two words' contains a space"),
     ("remember", {"text": "x", "supersedes": 99}, "No note #99"),
     ("remember", {"text": "x", "note": "y"},
-     "Unknown argument(s) for remember: note; it takes kind, priority, supersedes, tags, text. "
+     "Unknown argument(s) for remember: note; it takes about, kind, priority, supersedes, tags, text. "
      "Nothing was changed."),
     ("recall", {"query": "x", "k": 0},
      "Bad arguments for recall: k: Input should be greater than or equal to 1 (got 0). Nothing was changed."),
