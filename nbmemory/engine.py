@@ -61,6 +61,10 @@ class Page:
                    data["offset"], data["limit"])
 
 
+def _no_note(note_id: int) -> str:
+    return f"No note #{note_id}. Recall or list notes to find their ids."
+
+
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -216,9 +220,15 @@ class Engine:
 
     @property
     def mismatch(self) -> tuple[str, str] | None:
+        """(stored identity, configured model) when they differ; dims are compared only
+        once the model is loaded (loading it just to compare would slow every open)."""
         stored = self.stored_identity
-        if stored and model_name(stored) != self.embedder.name:
+        if not stored:
+            return None
+        if model_name(stored) != self.embedder.name:
             return stored, self.embedder.name
+        if getattr(self.embedder, "loaded", True) and stored != self.embedder.identity:
+            return stored, self.embedder.identity
         return None
 
     def _check_embedder(self) -> None:
@@ -449,7 +459,7 @@ class Engine:
     def _require_status(self, note_id: int, status: str, action: str) -> Note:
         note = self.store.get_notes([note_id]).get(note_id)
         if note is None:
-            raise NotFound(f"No note #{note_id}. Find ids with %recall or %memory list.")
+            raise NotFound(_no_note(note_id))
         if note.status != status:
             hint = {"revoked": f"reinstate it first with %memory reinstate {note_id}",
                     "superseded": "change the note that superseded it instead",
@@ -498,7 +508,7 @@ class Engine:
         with self._lock:
             note = self.store.get_notes([note_id]).get(note_id)
             if note is None:
-                raise NotFound(f"No note #{note_id}. Find ids with %recall or %memory list.")
+                raise NotFound(_no_note(note_id))
             if note.status == "purged":
                 raise Conflict(f"Note #{note_id} is already purged.")
             with self.store.transaction():
@@ -575,7 +585,7 @@ class Engine:
         with self._lock:
             note = self.store.get_notes([int(note_id)]).get(int(note_id))
             if note is None:
-                raise NotFound(f"No note #{note_id}. Find ids with %recall or %memory list.")
+                raise NotFound(_no_note(note_id))
             return self._with_stale([note])[0]
 
     def notes(self, *, tags=None, kind=None, priority=None, since: datetime | None = None,

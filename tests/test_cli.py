@@ -342,7 +342,7 @@ def test_help_documents_the_exit_codes():
 
 
 @pytest.mark.parametrize("argv, code, message", [
-    (["show", "99"], 1, "nbmemory: No note #99. Find ids with %recall or %memory list."),
+    (["show", "99"], 1, "nbmemory: No note #99. Recall or list notes to find their ids."),
     (["show", "abc"], 2, "nbmemory: argument ID: 'abc' is not a note id; ids are numbers like 12 "
                          "or #12 (see: nbmemory show --help)"),
     (["recall"], 2, "nbmemory: Say what you want to know: nbmemory recall QUERY... (see: nbmemory recall --help)"),
@@ -370,7 +370,7 @@ def test_json_errors_are_json_on_stdout(store_dir):
     r = shell("--store", str(store_dir), "--json", "show", "7")
     assert r.code == 1
     assert r.json == {"error": {"type": "NotFound", "exit": 1,
-                                "message": "No note #7. Find ids with %recall or %memory list."}}
+                                "message": "No note #7. Recall or list notes to find their ids."}}
 
 
 def test_a_store_owned_by_another_process_exits_3(store_dir):

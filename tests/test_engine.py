@@ -61,7 +61,7 @@ def test_bad_input_is_refused_and_store_unchanged(memory, store_dir, kwargs, mes
 
 
 def test_unknown_id_errors(memory):
-    with pytest.raises(NotFound, match=r"No note #42\. Find ids with %recall"):
+    with pytest.raises(NotFound, match=r"No note #42\. Recall or list notes to find their ids\."):
         memory.get(42)
     with pytest.raises(NotFound, match="No note #42"):
         memory.forget(42)
@@ -309,3 +309,11 @@ def test_vectors_match_the_embedder(engine):
     engine.remember(note_text)
     keys, matrix = engine.store.vectors("hash", [1])
     np.testing.assert_allclose(matrix[0], HashEmbedder().encode([note_text])[0], rtol=1e-6)
+
+
+def test_same_model_name_with_other_dims_is_a_mismatch(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder(64)) as mem:
+        mem.remember("x")
+    with Memory.open(store_dir, embedder=HashEmbedder(32)) as mem:
+        with pytest.raises(EmbedderMismatch, match="made with hash:64, but the configured model is 'hash:32'"):
+            mem.recall("x")
