@@ -148,7 +148,8 @@ def open_lab(context, lab: Lab, path: str = "lab", wait_status: bool = True):
     page = context.new_page()
     page.dialogs = []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
-    page.goto(f"{lab.url}/{path}?token={lab.token}")
+    # ?reset: start from an empty layout, not the one the previous test left behind.
+    page.goto(f"{lab.url}/{path}?reset&token={lab.token}")
     page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
     page.evaluate("() => window.jupyterapp.restored")
     page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")

@@ -34,6 +34,16 @@ def close_notebook(page):
     expect(page.locator(".jp-NotebookPanel")).to_have_count(0)
 
 
+def widen_sidebar(page, width: int):
+    """Drag the left sidebar's split handle so the panel is ``width`` pixels wide."""
+    box = page.locator(PANEL).bounding_box()
+    page.mouse.move(box["x"] + box["width"] + 2, box["y"] + 300)
+    page.mouse.down()
+    page.mouse.move(box["x"] + width, box["y"] + 300, steps=5)
+    page.mouse.up()
+    page.wait_for_function(f"() => document.querySelector('{PANEL}').offsetWidth > {width - 20}")
+
+
 def refresh(page):
     page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:refresh')")
 
@@ -244,29 +254,61 @@ def test_page_size_comes_from_the_settings_registry(browser_context, lab):
         page.close()
 
 
-def test_screenshots_light_and_dark(page, lab):
-    lab.remember("`orders.amount` is in cents before 2021-03 and in euros after: divide "
-                 "by 100 before summing across the boundary.", tags="orders,units",
-                 priority="high", kind="gotcha")
-    lab.remember("acquire_lock() must run before touching workspace metadata: the watcher "
-                 "thread races it at startup.", tags="locks", kind="finding")
-    refresh(page)
-    expect(card(page, "orders.amount")).to_be_visible()
-    screenshot(page, "panel-light.png")
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
-                  "{theme: 'JupyterLab Dark'})")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
-    background = page.evaluate(
-        "() => getComputedStyle(document.querySelector('#nbmemory-panel .nbm-Note'))"
-        ".backgroundColor")
-    screenshot(page, "panel-dark.png")
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
-                  "{theme: 'JupyterLab Light'})")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
-    light = page.evaluate(
-        "() => getComputedStyle(document.querySelector('#nbmemory-panel .nbm-Note'))"
-        ".backgroundColor")
-    assert background != light, "the panel must follow the theme's variables"
+def test_screenshots_light_and_dark(browser_context, tmp_path):
+    """Screenshots for the README, on a store of its own so the picture is tidy."""
+    import nbformat
+
+    lab = start_lab(tmp_path)
+    try:
+        lab.remember("`orders.amount` is in **cents** before 2021-03 and in euros after: divide "
+                     "by 100 before summing across the boundary.", tags="orders,units",
+                     priority="high", kind="gotcha")
+        old = lab.remember("The watcher thread starts after acquire_lock().", tags="locks")
+        lab.api(f"notes/{old['id']}/supersede", "POST",
+                {"text": "acquire_lock() must run before touching workspace metadata: the "
+                         "watcher thread races it at startup.", "kind": "finding"})
+        lab.remember("Churn is defined as 60 days without an order (decided with finance, "
+                     "see `docs/metrics.md`).", tags="metrics,churn", kind="decision")
+        lab.remember("Does the nightly export drop rows with a NULL region?", kind="question",
+                     priority="low", tags="export")
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells = [
+            nbformat.v4.new_markdown_cell("# Orders: revenue by month"),
+            nbformat.v4.new_code_cell("%load_ext nbmemory\n%recall what unit is the order amount in"),
+            nbformat.v4.new_code_cell("orders = pd.read_csv('data/orders.csv')\n"
+                                      "orders.groupby('month').amount.sum() / 100"),
+        ]
+        nbformat.write(notebook, lab.root / "analysis.ipynb")
+        page = open_lab(browser_context, lab)
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', "
+                      "{path: 'analysis.ipynb', factory: 'Notebook'})")
+        page.locator(".jp-NotebookPanel .jp-Cell").nth(2).wait_for()
+        page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
+        expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(4)
+        page.locator(f"{PANEL} .nbm-Search").fill("acquire_lock watcher")
+        page.locator(f"{PANEL} .nbm-Search").press("Enter")
+        expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text("recalled for")
+        page.locator(f"{PANEL} .nbm-Search").fill("")
+        page.locator(f"{PANEL} .nbm-Search").press("Enter")
+        expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(4)
+        widen_sidebar(page, 440)
+        screenshot(page, "panel-light.png")
+        light = page.evaluate("() => getComputedStyle(document.querySelector("
+                              "'#nbmemory-panel .nbm-Note')).backgroundColor")
+        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
+                      "{theme: 'JupyterLab Dark'})")
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+        page.wait_for_function(
+            "light => getComputedStyle(document.querySelector('#nbmemory-panel .nbm-Note'))"
+            ".backgroundColor !== light", arg=light)
+        expect(page.locator("#jupyterlab-splash")).to_have_count(0)
+        screenshot(page, "panel-dark.png")
+        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
+                      "{theme: 'JupyterLab Light'})")
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
+        page.close()
+    finally:
+        stop_lab(lab)
 
 
 def test_missing_server_extension_is_explained(browser_context, tmp_path):
