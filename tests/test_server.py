@@ -166,8 +166,6 @@ async def test_verify_routes_through_memory(api):
 
 
 async def test_snapshots_list_create_and_diff(api):
-    from nbmemory.memory import Memory
-
     await remember(api, "first finding")
     code, snap = await api("snapshots", "POST", {"name": "before", "message": "why"})
     assert code == 201 and snap["name"] == "before"
@@ -177,10 +175,14 @@ async def test_snapshots_list_create_and_diff(api):
     code, dup = await api("snapshots", "POST", {"name": "before"})
     assert code == 409 and "already exists" in dup["message"]
     code, diff = await api("snapshots/diff", **{"from": "before"})
-    if not hasattr(Memory, "diff"):
-        assert code == 501 and "cannot diff snapshots yet" in diff["message"]
-        pytest.skip("Memory.diff does not exist yet (history work)")
     assert code == 200, diff
+    assert (diff["a"], diff["b"]) == ("before", "now")
+    assert [(c["change"], c["note"]["text"]) for c in diff["changes"]] == [("added", "second finding")]
+    await api("snapshots", "POST", {"name": "after"})
+    code, diff = await api("snapshots/diff", **{"from": "before", "to": "after"})
+    assert code == 200 and diff["b"] == "after" and len(diff["changes"]) == 1
+    code, missing = await api("snapshots/diff", **{"from": "nope"})
+    assert code == 404 and "nope" in missing["message"]
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ import * as React from 'react';
 
 import { NoteMarkdown } from './markdown';
 import { MemoryModel, age, describeStale } from './model';
-import { IHit, INote, ISnapshot, KINDS, PRIORITIES } from './types';
+import { IHit, INote, ISnapshot, ISnapshotDiff, KINDS, PRIORITIES } from './types';
 
 /** What the panel asks the application to do (open files, touch notebooks, clipboard). */
 export interface IActions {
@@ -551,53 +551,49 @@ function SnapshotsView(props: { model: MemoryModel }): JSX.Element {
   );
 }
 
-/** One section of a snapshot diff: a list of notes (or of {note}/{before, after} records). */
-function DiffSection(props: { title: string; items: unknown[] }): JSX.Element | null {
-  if (!props.items.length) {
-    return null;
+/** The order and wording of change kinds in a snapshot diff. */
+const CHANGE_ORDER = [
+  'added',
+  'edited',
+  'superseded',
+  'revoked',
+  'reinstated',
+  'purged',
+  'became_stale',
+  'no_longer_stale'
+];
+
+function DiffView(props: { diff: ISnapshotDiff; names: [string, string] | null }): JSX.Element {
+  const { diff } = props;
+  const groups = new Map<string, ISnapshotDiff['changes']>();
+  for (const change of diff.changes) {
+    groups.set(change.change, [...(groups.get(change.change) ?? []), change]);
   }
-  return (
-    <div className={`nbm-DiffSection nbm-mod-${props.title.replace(/\s+/g, '-')}`}>
-      <div className="nbm-DiffTitle">
-        {props.title} ({props.items.length})
-      </div>
-      <ul>
-        {props.items.map((item, index) => (
-          <li key={index}>{describeDiffItem(item)}</li>
-        ))}
-      </ul>
-    </div>
+  const kinds = [...groups.keys()].sort(
+    (a, b) => (CHANGE_ORDER.indexOf(a) + 99) % 99 - (CHANGE_ORDER.indexOf(b) + 99) % 99
   );
-}
-
-function describeDiffItem(item: unknown): string {
-  const record = item as Record<string, any>;
-  const note = (record && (record.note ?? record.after ?? record)) as Record<string, any>;
-  if (note && typeof note.text === 'string') {
-    const before = record.before && typeof record.before.text === 'string' ? record.before.text : null;
-    return before && before !== note.text
-      ? `#${note.id}: ${before} → ${note.text}`
-      : `#${note.id}: ${note.text}`;
-  }
-  return typeof item === 'string' ? item : JSON.stringify(item);
-}
-
-function DiffView(props: { diff: unknown; names: [string, string] | null }): JSX.Element {
-  const diff = props.diff as Record<string, unknown>;
-  const sections = Object.entries(diff).filter(([, value]) => Array.isArray(value)) as [
-    string,
-    unknown[]
-  ][];
-  const [from, to] = props.names ?? ['', ''];
-  const empty = sections.every(([, items]) => items.length === 0);
   return (
     <div className="nbm-Diff">
       <div className="nbm-DiffHeading">
-        {from} → {to || 'now'}
+        {diff.a} → {diff.b}
       </div>
-      {empty ? <div className="nbm-Empty">No changes between these snapshots.</div> : null}
-      {sections.map(([name, items]) => (
-        <DiffSection key={name} title={name} items={items} />
+      {diff.changes.length === 0 ? (
+        <div className="nbm-Empty">No changes between these snapshots.</div>
+      ) : null}
+      {kinds.map(kind => (
+        <div key={kind} className={`nbm-DiffSection nbm-mod-${kind}`}>
+          <div className="nbm-DiffTitle">
+            {kind.replace(/_/g, ' ')} ({groups.get(kind)!.length})
+          </div>
+          <ul>
+            {groups.get(kind)!.map(change => (
+              <li key={change.note.id}>
+                <span className="nbm-NoteId">#{change.note.id}</span> {change.note.text}
+                {change.detail ? <span className="nbm-DiffDetail"> ({change.detail})</span> : null}
+              </li>
+            ))}
+          </ul>
+        </div>
       ))}
     </div>
   );

@@ -9,6 +9,7 @@ import {
   INoteDetail,
   IPage,
   ISnapshot,
+  ISnapshotDiff,
   IStatus,
   IVersion
 } from './types';
@@ -51,7 +52,7 @@ export class MemoryModel {
   notice: INotice | null = null;
   loading = false;
   snapshots: ISnapshot[] = [];
-  diff: unknown = null;
+  diff: ISnapshotDiff | null = null;
   diffNames: [string, string] | null = null;
 
   get changed(): ISignal<this, void> {
@@ -218,7 +219,7 @@ export class MemoryModel {
     this.diffNames = [from, to];
     try {
       const query = `from=${encodeURIComponent(from)}` + (to ? `&to=${encodeURIComponent(to)}` : '');
-      this.diff = await requestAPI<unknown>(`snapshots/diff?${query}`);
+      this.diff = await requestAPI<ISnapshotDiff>(`snapshots/diff?${query}`);
     } catch (error) {
       this.diff = null;
       this.notice = { kind: 'error', message: messageOf(error) };

@@ -80,6 +80,14 @@ export interface ISnapshot {
   note_count: number;
 }
 
+export interface ISnapshotDiff {
+  a: string;
+  b: string;
+  a_seq: number;
+  b_seq: number;
+  changes: { change: string; note: INote; detail: string }[];
+}
+
 export interface IStatus {
   store: string;
   store_reason?: string;

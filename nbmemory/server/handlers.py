@@ -358,10 +358,12 @@ class SnapshotDiffHandler(NbMemoryHandler):
         after = self.arg("to")
 
         def diff(memory):
-            if not hasattr(memory, "diff"):
+            if not hasattr(memory, "snapshot_diff"):
                 raise missing_feature("diff snapshots")
-            result = memory.diff(before, after)
-            return result.to_dict() if hasattr(result, "to_dict") else result
+            data = memory.snapshot_diff(before, after).to_dict()
+            for change in data["changes"]:
+                change["note"] = self.note(change["note"])
+            return data
 
         self.reply(await self.call(diff))
 

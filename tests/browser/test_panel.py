@@ -207,8 +207,6 @@ def test_copy_recall_snippet_and_insert_into_notebook(page, lab):
 
 
 def test_snapshots_list_and_diff(page, lab):
-    from nbmemory.memory import Memory
-
     lab.remember("before the snapshot")
     assert lab.api("snapshots", "POST", {"name": "panel-a", "message": "first"})[0] == 201
     lab.remember("after the snapshot")
@@ -220,13 +218,12 @@ def test_snapshots_list_and_diff(page, lab):
     page.locator(f"{PANEL} .nbm-DiffFrom").select_option("panel-a")
     page.locator(f"{PANEL} .nbm-DiffTo").select_option("panel-b")
     page.locator(f"{PANEL} .nbm-Compare").click()
-    if not hasattr(Memory, "diff"):
-        expect(page.locator(f"{PANEL} .nbm-Notice")).to_contain_text("cannot diff snapshots yet")
-        page.locator(f"{PANEL} .nbm-Tab", has_text="Notes").click()
-        pytest.skip("Memory.diff does not exist yet (history work)")
     diff = page.locator(f"{PANEL} .nbm-Diff")
     expect(diff).to_contain_text("panel-a → panel-b")
-    expect(diff).to_contain_text("after the snapshot")
+    added = diff.locator(".nbm-DiffSection.nbm-mod-added")
+    expect(added).to_contain_text("added (1)")
+    expect(added).to_contain_text("after the snapshot")
+    expect(diff).not_to_contain_text("before the snapshot")
     screenshot(page, "panel-snapshot-diff.png")
     page.locator(f"{PANEL} .nbm-Tab", has_text="Notes").click()
 
