@@ -111,7 +111,7 @@ def kernel(store_dir):
     k.close()
 
 
-def test_browser_in_a_real_kernel_search_forget_verify_change_the_store(kernel):
+def test_browser_in_a_real_kernel_search_forget_verify_change_the_store(kernel, store_dir):
     kernel.run("%load_ext nbmemory\n%config NbMemory.model = 'hash:64'")
     kernel.run("%remember -t locks acquire_lock must run before the watcher starts")
     kernel.run("%remember -t orders -p high orders.amount is in cents before 2021")
@@ -138,12 +138,21 @@ def test_browser_in_a_real_kernel_search_forget_verify_change_the_store(kernel):
     kernel.comm(undo_id, {"method": "custom", "content": {"event": "click"}})
     assert "acquire_lock" in kernel.run("%memory list")
 
-    # Verify goes through Memory.verify (once it exists).
+    # Verify: a note anchored to a file that changed is stale until verified.
+    data = store_dir.parent / "inputs"
+    data.mkdir()
+    (data / "codes.csv").write_text("code\nA\n")
+    kernel.run("%remember the codes live in inputs/codes.csv")
+    (data / "codes.csv").write_text("code\nA\nB\n")
+    kernel.comm(ids["search"], {"method": "update", "state": {"value": ""}, "buffer_paths": []})
+    stale_id = kernel.state("b.stale.model_id")
+    kernel.comm(stale_id, {"method": "update", "state": {"index": 1}, "buffer_paths": []})
+    assert kernel.state("[(n.id, [str(r) for r in n.stale]) for n in b.rows]") == \
+        [[3, ["rows_changed inputs/codes.csv (1 → 2 rows)"]]]
+    assert "stale: rows_changed inputs/codes.csv (1 → 2 rows)" in kernel.state(
+        "b.results.children[0].children[0].value")
     verify_id = kernel.state("b.results.children[0].children[1].children[1].model_id")
     kernel.comm(verify_id, {"method": "custom", "content": {"event": "click"}})
-    message = kernel.state("b.message.value")
-    has_verify = kernel.state("hasattr(b.memory, 'verify')")
-    if not has_verify:
-        assert "cannot verify notes yet" in message
-        pytest.skip("Memory.verify does not exist yet (staleness work)")
-    assert "Verified #" in message or "still stale" in message
+    assert kernel.state("b.message.value").endswith("Verified #3.</span>")
+    assert kernel.state("b.rows") == []
+    assert "verified" in kernel.run("%memory history 3")

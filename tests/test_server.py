@@ -152,17 +152,35 @@ async def test_recall_finds_notes_and_applies_filters(api):
     assert all(h["note"]["tags"] == ["orders"] for h in hits["hits"])
 
 
-async def test_verify_routes_through_memory(api):
-    from nbmemory.memory import Memory
+async def test_stale_listing_and_verify(api, store_dir):
+    """A note anchored to a file goes stale when the file changes; verify re-takes it."""
+    data = store_dir.parent / "inputs"  # the workspace is the store's parent here (no git)
+    data.mkdir()
+    (data / "orders.csv").write_text("id,amount\n1,100\n")
+    note = await remember(api, "amounts in inputs/orders.csv are in cents")
+    await remember(api, "a note about nothing in particular")
+    code, page = await api("notes", stale="stale")
+    assert code == 200 and page["total"] == 0
+    (data / "orders.csv").write_text("id,amount\n1,100\n2,250\n")
+    code, page = await api("notes", stale="stale")
+    assert [n["id"] for n in page["notes"]] == [note["id"]]
+    assert {r["target"] for r in page["notes"][0]["stale"]} == {"inputs/orders.csv"}
+    code, page = await api("notes", stale="fresh")
+    assert [n["text"] for n in page["notes"]] == ["a note about nothing in particular"]
 
-    note = await remember(api, "see data/orders.csv")
-    code, data = await api(f"notes/{note['id']}/verify", "POST")
-    if not hasattr(Memory, "verify"):
-        assert code == 501 and "cannot verify notes yet" in data["message"]
-        pytest.skip("Memory.verify does not exist yet (staleness work)")
-    assert code == 200, data
-    code, data = await api("notes/999/verify", "POST")
+    code, verified = await api(f"notes/{note['id']}/verify", "POST")
+    assert code == 200, verified
+    assert verified["id"] == note["id"] and verified["stale"] == []
+    code, page = await api("notes", stale="stale")
+    assert page["total"] == 0
+    code, detail = await api(f"notes/{note['id']}")
+    assert detail["history"][-1]["type"] == "verified"
+
+    code, data_ = await api("notes/999/verify", "POST")
     assert code == 404
+    await api(f"notes/{note['id']}/forget", "POST")
+    code, data_ = await api(f"notes/{note['id']}/verify", "POST")
+    assert code == 409 and "reinstate it first" in data_["message"]
 
 
 async def test_snapshots_list_create_and_diff(api):

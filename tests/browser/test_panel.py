@@ -172,17 +172,27 @@ def test_forget_then_undo(page, lab):
     assert lab.api(f"notes/{note['id']}")[1]["note"]["status"] == "active"
 
 
-def test_verify_button_goes_through_the_api(page, lab):
-    from nbmemory.memory import Memory
-
-    lab.remember("verify me against data/orders.csv")
+def test_stale_badge_and_verify(page, lab):
+    """A note whose file changed shows why it is stale; Verify clears the badge."""
+    data = lab.store.parent / "inputs"  # the store's workspace in these tests
+    data.mkdir(exist_ok=True)
+    (data / "regions.csv").write_text("region\nnorth\n")
+    note = lab.remember("region codes come from inputs/regions.csv")
     refresh(page)
-    card(page, "verify me against").locator(".nbm-Verify").click()
-    notice = page.locator(f"{PANEL} .nbm-Notice")
-    if not hasattr(Memory, "verify"):
-        expect(notice).to_contain_text("cannot verify notes yet")
-        pytest.skip("Memory.verify does not exist yet (staleness work)")
-    expect(notice).to_contain_text("#")
+    shown = card_of(page, note)
+    expect(shown.locator(".nbm-StaleBadge")).to_have_count(0)
+    (data / "regions.csv").write_text("region\nnorth\nsouth\n")
+    refresh(page)
+    expect(shown.locator(".nbm-StaleBadge")).to_be_visible()
+    expect(shown.locator(".nbm-StaleReason")).to_contain_text("inputs/regions.csv")
+    page.locator(f"{PANEL} .nbm-StaleFilter").select_option("stale")
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(1)
+    shown.locator(".nbm-Verify").click()
+    expect(page.locator(f"{PANEL} .nbm-Notice")).to_contain_text(f"Verified #{note['id']}")
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(0)
+    page.locator(f"{PANEL} .nbm-StaleFilter").select_option("")
+    expect(card_of(page, note).locator(".nbm-StaleBadge")).to_have_count(0)
+    assert lab.api(f"notes/{note['id']}")[1]["history"][-1]["type"] == "verified"
 
 
 def test_copy_recall_snippet_and_insert_into_notebook(page, lab):
