@@ -20,6 +20,8 @@ from ..config import DEFAULT_MODEL, StoreLocation, locate_store
 from ..memory import Memory
 
 OWNER_MODE = "in-process"
+# How Memory.status() names its mode, as the panel's status line shows it.
+OWNER_NAMES = {"local": "in-process", "service": "owner service"}
 # web_app.settings key of the MemoryHost (``settings["nbmemory"]`` is the ExtensionApp itself).
 HOST_KEY = "nbmemory_host"
 
@@ -27,8 +29,10 @@ HOST_KEY = "nbmemory_host"
 def open_memory(location: StoreLocation, model: str) -> Memory:
     """The one place the server opens the store.
 
-    In-process for now: this server owns the store while it runs. When the owner
-    service lands this becomes ``Memory.open(..., mode="auto")``.
+    In-process for now: this server owns the store while it runs, so a kernel cannot
+    write to it meanwhile (it gets a clear StoreLocked error). With the owner service
+    (``nbmemory.service``) merged this becomes ``Memory.open(..., mode="auto")``, and
+    the server, the kernels, the CLI and MCP all share one owner process.
     """
     return Memory.open(location.path, model=model)
 
@@ -62,7 +66,7 @@ class MemoryHost:
 
     def status(self, memory: Memory) -> dict[str, Any]:
         status = memory.status()
-        status.setdefault("owner", OWNER_MODE)
+        status.setdefault("owner", OWNER_NAMES.get(status.get("mode"), OWNER_MODE))
         status["store_reason"] = self.location.reason
         status["server_version"] = __version__
         return status

@@ -143,7 +143,8 @@ def browser_context(tmp_path_factory):
         context.close()
 
 
-def open_lab(context, lab: Lab, path: str = "lab", wait_status: bool = True):
+def open_lab(context, lab: Lab, path: str = "lab", wait_status: bool = True,
+             open_panel: bool = True):
     """Open JupyterLab, wait until the app is restored, and open the panel by its command."""
     page = context.new_page()
     page.dialogs = []
@@ -152,6 +153,8 @@ def open_lab(context, lab: Lab, path: str = "lab", wait_status: bool = True):
     page.goto(f"{lab.url}/{path}?reset&token={lab.token}")
     page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
     page.evaluate("() => window.jupyterapp.restored")
+    if not open_panel:
+        return page
     page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
     page.locator("#nbmemory-panel .nbm-Status" if wait_status else "#nbmemory-panel").wait_for(
         timeout=30_000)

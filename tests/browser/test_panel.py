@@ -331,6 +331,50 @@ def test_missing_server_extension_is_explained(browser_context, tmp_path):
         stop_lab(lab)
 
 
+def test_note_remembered_in_a_cell_links_back_to_its_cell(browser_context, lab):
+    """Provenance: the note's link opens its notebook with the cell it came from active.
+
+    Without the owner service a kernel and the server cannot hold the store at once, so
+    the kernel remembers first and lets go (%unload_ext) before the panel opens.
+    """
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("# Ledger"),
+        nbformat.v4.new_code_cell("%load_ext nbmemory\n%config NbMemory.model = 'hash:64'"),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("%remember -t ledger the ledger closes at 02:00 UTC"),
+        nbformat.v4.new_code_cell("%unload_ext nbmemory"),
+    ]
+    nbformat.write(notebook, lab.root / "ledger.ipynb")
+    page = open_lab(browser_context, lab, open_panel=False)
+    try:
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', "
+                      "{path: 'ledger.ipynb', factory: 'Notebook', kernel: {name: 'python3'}})")
+        page.locator(".jp-NotebookPanel .jp-Cell").nth(4).wait_for()
+        page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext"
+                               "?.session?.kernel?.connectionStatus === 'connected'",
+                               timeout=60_000)
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.locator(".jp-NotebookPanel .jp-OutputArea", has_text="Remembered #").wait_for(
+            timeout=60_000)
+        wait_for(lambda: lab.api("status")[0] == 200, timeout=30,
+                 what="the kernel to let go of the store")
+        page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
+        shown = card(page, "the ledger closes at 02:00 UTC")
+        link = shown.locator(".nbm-SourceLink")
+        expect(link).to_contain_text("ledger.ipynb [")
+        page.locator(".jp-NotebookPanel .jp-Cell").nth(0).click()
+        expect(page.locator(".jp-NotebookPanel .jp-Cell.jp-mod-active")).to_contain_text("Ledger")
+        link.click()
+        active = page.locator(".jp-NotebookPanel .jp-Cell.jp-mod-active")
+        expect(active).to_contain_text("%remember -t ledger the ledger closes")
+        close_notebook(page)
+    finally:
+        page.close()
+
+
 SERVICE = importlib.util.find_spec("nbmemory.service") is not None
 
 
