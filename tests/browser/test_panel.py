@@ -238,10 +238,10 @@ def test_snapshots_list_and_diff(page, lab):
     page.locator(f"{PANEL} .nbm-Tab", has_text="Notes").click()
 
 
-def test_page_size_comes_from_the_settings_registry(browser_context, lab):
-    for i in range(4):
+def test_settings_page_size_and_poll_interval(browser_context, lab):
+    for i in range(7):
         lab.remember(f"paging note {i}", tags="paging")
-    body = json.dumps({"raw": json.dumps({"pageSize": 5, "pollInterval": 10})}).encode()
+    body = json.dumps({"raw": json.dumps({"pageSize": 5, "pollInterval": 1})}).encode()
     request = urllib.request.Request(
         f"{lab.url}/lab/api/settings/nbmemory:plugin", data=body, method="PUT",
         headers={"Authorization": f"token {lab.token}", "Content-Type": "application/json"})
@@ -252,6 +252,11 @@ def test_page_size_comes_from_the_settings_registry(browser_context, lab):
         expect(page.locator(f"{PANEL} .nbm-Pager")).to_contain_text("1–5 of")
         page.locator(f"{PANEL} .nbm-Pager button", has_text="Older").click()
         expect(page.locator(f"{PANEL} .nbm-Pager")).to_contain_text("6–")
+        page.locator(f"{PANEL} .nbm-Pager button", has_text="Newer").click()
+        # A note written elsewhere (here: the REST API, as a CLI or MCP would) shows up by
+        # the poll alone, with no refresh and no cell run.
+        lab.remember("written elsewhere, found by the poll")
+        expect(card(page, "written elsewhere, found by the poll")).to_be_visible(timeout=3_000)
     finally:
         body = json.dumps({"raw": "{}"}).encode()
         request = urllib.request.Request(
@@ -316,6 +321,23 @@ def test_screenshots_light_and_dark(browser_context, tmp_path):
         page.close()
     finally:
         stop_lab(lab)
+
+
+def test_version_mismatch_is_explained(browser_context, lab):
+    page = browser_context.new_page()
+    page.route("**/nbmemory/version*", lambda route: route.fulfill(
+        status=200, content_type="application/json", body=json.dumps({"version": "0.0.1", "api": 1})))
+    try:
+        page.goto(f"{lab.url}/lab?reset&token={lab.token}")
+        page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
+        page.evaluate("() => window.jupyterapp.restored")
+        page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
+        banner = page.locator(f"{PANEL} .nbm-Banner")
+        expect(banner).to_contain_text("server extension is version 0.0.1 but this panel is")
+        expect(banner).to_contain_text("pip install -U nbmemory")
+        expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(0)
+    finally:
+        page.close()
 
 
 def test_missing_server_extension_is_explained(browser_context, tmp_path):
