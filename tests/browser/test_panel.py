@@ -353,14 +353,16 @@ def test_missing_server_extension_is_explained(browser_context, tmp_path):
         stop_lab(lab)
 
 
-def test_note_remembered_in_a_cell_links_back_to_its_cell(browser_context, lab):
+def test_note_remembered_in_a_cell_links_back_to_its_cell(browser_context, tmp_path):
     """Provenance: the note's link opens its notebook with the cell it came from active.
 
     Without the owner service a kernel and the server cannot hold the store at once, so
-    the kernel remembers first and lets go (%unload_ext) before the panel opens.
+    on a server of its own, the kernel remembers first and lets go (%unload_ext) before
+    the panel opens.
     """
     import nbformat
 
+    lab = start_lab(tmp_path)
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_markdown_cell("# Ledger"),
@@ -395,6 +397,7 @@ def test_note_remembered_in_a_cell_links_back_to_its_cell(browser_context, lab):
         close_notebook(page)
     finally:
         page.close()
+        stop_lab(lab)
 
 
 SERVICE = importlib.util.find_spec("nbmemory.service") is not None
