@@ -279,8 +279,12 @@ def test_screenshots_light_and_dark(browser_context, tmp_path):
         lab.api(f"notes/{old['id']}/supersede", "POST",
                 {"text": "acquire_lock() must run before touching workspace metadata: the "
                          "watcher thread races it at startup.", "kind": "finding"})
-        lab.remember("Churn is defined as 60 days without an order (decided with finance, "
-                     "see `docs/metrics.md`).", tags="metrics,churn", kind="decision")
+        inputs = lab.store.parent / "data"
+        inputs.mkdir()
+        (inputs / "regions.csv").write_text("code,region\nN,north\nS,south\n")
+        lab.remember("Region codes are single letters; the mapping lives in "
+                     "`data/regions.csv`.", tags="regions", kind="reference")
+        (inputs / "regions.csv").write_text("code,region\nN,north\nS,south\nE,east\n")
         lab.remember("Does the nightly export drop rows with a NULL region?", kind="question",
                      priority="low", tags="export")
         notebook = nbformat.v4.new_notebook()
@@ -303,6 +307,7 @@ def test_screenshots_light_and_dark(browser_context, tmp_path):
         page.locator(f"{PANEL} .nbm-Search").fill("")
         page.locator(f"{PANEL} .nbm-Search").press("Enter")
         expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(4)
+        expect(page.locator(f"{PANEL} .nbm-StaleBadge")).to_have_count(1)
         widen_sidebar(page, 440)
         screenshot(page, "panel-light.png")
         light = page.evaluate("() => getComputedStyle(document.querySelector("
