@@ -375,3 +375,22 @@ def test_jupyter_server_finds_no_unauthenticated_handler(tmp_path):
                             timeout=120, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "['nbmemory.server'] []"
+
+
+async def test_store_work_runs_off_the_event_loop(api, jp_serverapp):
+    """While the worker thread is busy (a slow recall, say), the server keeps answering."""
+    import asyncio
+    import threading
+
+    from nbmemory.server.app import HOST_KEY
+
+    host = jp_serverapp.web_app.settings[HOST_KEY]
+    busy, release = threading.Event(), threading.Event()
+    host.executor.submit(lambda: (busy.set(), release.wait(30)))
+    assert busy.wait(10)
+    status = asyncio.ensure_future(api("status"))  # queued behind the busy worker
+    code, data = await asyncio.wait_for(api("version"), timeout=5)
+    assert code == 200 and not status.done()
+    release.set()
+    code, data = await asyncio.wait_for(status, timeout=30)
+    assert code == 200 and data["notes"] == 0
