@@ -17,6 +17,11 @@ def __getattr__(name):
     raise AttributeError(f"module 'nbmemory' has no attribute {name!r}")
 
 
+def _jupyter_labextension_paths():
+    """Where JupyterLab finds the prebuilt panel (``jupyter labextension develop``)."""
+    return [{"src": "labextension", "dest": "nbmemory"}]
+
+
 def load_ipython_extension(ipython):
     from .magics import load_ipython_extension as load
 

@@ -436,6 +436,7 @@ class NbMemory(Magics):
 
         %memory                     store, counts, model, index, empty-recall rate
         %memory list [-t tags] [--kind K] [-n N]   newest notes
+        %memory browse [-t tags] [--kind K] [-n N] interactive browser (ipywidgets)
         %memory history ID          every event of a note
         %memory reinstate ID        undo %forget
         %memory confirm ID [reason] / refute ID reason / reopen ID   resolve a question
@@ -536,6 +537,13 @@ class NbMemory(Magics):
                               status=args.status, limit=args.n, variables=self._variables())
         display(show.notes_display(page.notes, title=f"{page.total} {args.status} notes",
                                    total=page.total))
+
+    def _memory_browse(self, rest: str):
+        from .browse import browse
+
+        args = parse_argstring(self._list_args, rest)
+        return browse(self.mem, tags=args.tags, kind=args.kind, priority=args.priority,
+                      limit=args.n)
 
     def _memory_reembed(self, rest: str):
         with progress_bar("re-embedding") as progress:

@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
 # Create the project's virtual environment (default .venv) and install nbmemory into it.
 # CPU torch is pinned and installed first: an unpinned torch pulls a CUDA build of several GB.
+# The editable install builds the JupyterLab panel (labextension/ -> nbmemory/labextension/)
+# with jlpm when its sources changed: this needs Node >= 18 and the npm registry.
+# Browser tests need Debian's Chromium: installed here when missing and running as root
+# (set NBMEMORY_SKIP_APT=1 to skip); never `playwright install`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${NBMEMORY_VENV:-.venv}
 EXTRAS=${NBMEMORY_EXTRAS:-lab,test}
 TORCH=${NBMEMORY_TORCH:-torch==2.13.0}
+
+if [ ! -x /usr/bin/chromium ] && [ -z "${NBMEMORY_SKIP_APT:-}" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+    echo "==> installing chromium and fonts (apt) for the browser tests"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core > /dev/null
+  else
+    echo "==> /usr/bin/chromium is missing: the browser tests will fail." \
+         "Install it with: sudo apt-get install -y chromium fonts-dejavu-core"
+  fi
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "==> creating $VENV"
@@ -15,5 +30,15 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${PIP[@]}" install --upgrade pip
 echo "==> installing $TORCH (CPU)"
 "${PIP[@]}" install "$TORCH"
-echo "==> installing nbmemory[$EXTRAS]"
+# The panel is served through a symlink into the source tree (below); remove it first so
+# that pip never writes or deletes files through it.
+LINK="$VENV/share/jupyter/labextensions/nbmemory"
+if [ -L "$LINK" ]; then rm "$LINK"; fi
+echo "==> installing nbmemory[$EXTRAS] (builds the JupyterLab panel if its sources changed)"
 "${PIP[@]}" install -e ".[$EXTRAS]"
+if [ -x "$VENV/bin/jupyter-builder" ]; then
+  # Serve the panel from the source tree, so a rebuild (jlpm build in labextension/) shows
+  # up on reload instead of the copy the editable install made.
+  BIN=$(cd "$VENV/bin" && pwd)
+  PATH="$BIN:$PATH" "$BIN/jupyter-builder" develop --overwrite . > /dev/null
+fi

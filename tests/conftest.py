@@ -7,6 +7,9 @@ from nbmemory.memory import Memory
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# jp_fetch, jp_serverapp...: a real Jupyter server for tests/test_server.py.
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
 
 @pytest.fixture
 def store_dir(tmp_path):

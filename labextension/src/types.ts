@@ -1,0 +1,123 @@
+/**
+ * The JSON shapes of nbmemory's REST API (docs/rest-api.md).
+ */
+
+export interface IProvenance {
+  notebook?: string;
+  cell_id?: string;
+  execution_count?: number;
+  source?: string;
+  git_commit?: string;
+  git_branch?: string;
+  git_dirty?: boolean;
+  [key: string]: unknown;
+}
+
+export interface IStaleReason {
+  reason: string;
+  target: string;
+  detail: string;
+}
+
+export interface INote {
+  id: number;
+  text: string;
+  kind: string;
+  priority: string;
+  tags: string[];
+  status: string;
+  version: number;
+  created_at: string | null;
+  updated_at: string | null;
+  author: string | null;
+  provenance: IProvenance;
+  stale: IStaleReason[];
+  /** The notebook's path relative to the server root, when the server can tell. */
+  lab_path?: string | null;
+}
+
+export interface IHit {
+  note: INote;
+  score: number;
+  lexical: number | null;
+  dense: number | null;
+}
+
+export interface IHits {
+  query: string;
+  hits: IHit[];
+  filtered_out: number;
+  previously: IHit[];
+}
+
+export interface IPage {
+  notes: INote[];
+  total: number;
+  offset: number;
+  limit: number;
+}
+
+export interface IEvent {
+  seq: number;
+  at: string;
+  note_id: number | null;
+  type: string;
+  actor: string | null;
+  data: Record<string, unknown>;
+}
+
+export interface INoteDetail {
+  note: INote;
+  history: IEvent[];
+}
+
+export interface ISnapshot {
+  name: string;
+  seq: number;
+  at: string;
+  message: string;
+  author: string | null;
+  note_count: number;
+}
+
+export interface ISnapshotDiff {
+  a: string;
+  b: string;
+  a_seq: number;
+  b_seq: number;
+  changes: { change: string; note: INote; detail: string }[];
+}
+
+export interface IStatus {
+  store: string;
+  store_reason?: string;
+  notes: number;
+  model: string;
+  owner?: string;
+  pid?: number;
+  journal_position: number;
+  version: string;
+  [key: string]: unknown;
+}
+
+export interface IVersion {
+  version: string;
+  api: number;
+}
+
+export interface IFilters {
+  tags: string;
+  kind: string;
+  priority: string;
+  stale: '' | 'stale' | 'fresh';
+}
+
+export const KINDS = [
+  'finding',
+  'gotcha',
+  'decision',
+  'question',
+  'reference',
+  'procedure'
+];
+export const PRIORITIES = ['high', 'medium', 'low'];

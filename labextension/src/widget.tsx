@@ -1,0 +1,49 @@
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { ReactWidget, UseSignal } from '@jupyterlab/ui-components';
+import { Message } from '@lumino/messaging';
+import * as React from 'react';
+
+import { IActions, MemoryPanelView } from './components';
+import { memoryIcon } from './icons';
+import { MemoryModel } from './model';
+
+
+/** The left side panel: a React view over the model, refreshed when shown. */
+export class MemoryPanel extends ReactWidget {
+  constructor(
+    readonly model: MemoryModel,
+    private _rendermime: IRenderMimeRegistry,
+    private _actions: IActions
+  ) {
+    super();
+    this.id = 'nbmemory-panel';
+    this.addClass('nbm-Widget');
+    this.title.icon = memoryIcon;
+    this.title.caption = 'nbmemory: what you remembered';
+  }
+
+  /** Set while hidden when something may have changed; refresh on show. */
+  dirty = true;
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    if (this.dirty) {
+      this.dirty = false;
+      void this.model.refresh();
+    }
+  }
+
+  render(): JSX.Element {
+    return (
+      <UseSignal signal={this.model.changed}>
+        {() => (
+          <MemoryPanelView
+            model={this.model}
+            rendermime={this._rendermime}
+            actions={this._actions}
+          />
+        )}
+      </UseSignal>
+    );
+  }
+}

@@ -1,0 +1,187 @@
+"""A real ``jupyter lab`` and Debian's Chromium, driven by Python playwright.
+
+Never ``playwright install``: the browser is ``/usr/bin/chromium`` (apt-get install chromium).
+Each test module gets its own server (own port, token, workspaces and settings dirs, news
+off) and store; screenshots go to ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("NBMEMORY_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).parents[2] / "test-artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-dev-shm-usage"]
+
+
+def wait_for(condition, timeout: float = 30.0, interval: float = 0.1, what: str = "condition"):
+    """Poll ``condition()`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Lab:
+    """A running ``jupyter lab`` with nbmemory's server extension and panel."""
+
+    def __init__(self, root: Path, store: Path, port: int, token: str, process, log: Path):
+        self.root, self.store, self.port, self.token = root, store, port, token
+        self.process, self.log = process, log
+        self.url = f"http://127.0.0.1:{port}"
+
+    def api(self, path: str, method: str = "GET", body=None):
+        """Call the REST API with the token; returns (status, json)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.url}/nbmemory/{path}", data=data, method=method,
+                                         headers={"Authorization": f"token {self.token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    def remember(self, text: str, **fields) -> dict:
+        status, note = self.api("notes", "POST", {"text": text, **fields})
+        assert status == 201, note
+        return note
+
+
+def start_lab(tmp: Path, env_extra: dict | None = None, extra_args: list[str] = (),
+              wait_api: bool = True) -> Lab:
+    root, store = tmp / "root", tmp / "store"
+    root.mkdir(parents=True)
+    settings = tmp / "settings"
+    news = settings / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)
+    (news / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    port, token = free_port(), secrets.token_hex(16)
+    env = {**os.environ, "NBMEMORY_HOME": str(store), "HF_HUB_OFFLINE": "1",
+           "JUPYTER_PLATFORM_DIRS": "1", **(env_extra or {})}
+    jupyter = Path(sys.executable).parent / "jupyter"
+    log = tmp / "lab.log"
+    process = subprocess.Popen(
+        [str(jupyter), "lab", "--no-browser", "--allow-root", f"--port={port}",
+         "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
+         f"--LabApp.user_settings_dir={settings}",
+         "--LabApp.news_url=", "--LabApp.expose_app_in_browser=True",
+         f"--NbMemoryExtension.store={store}", "--NbMemoryExtension.model=hash:64",
+         *extra_args],
+        cwd=root, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    lab = Lab(root, store, port, token, process, log)
+
+    def ready():
+        if process.poll() is not None:
+            raise AssertionError(f"jupyter lab exited:\n{log.read_text()[-3000:]}")
+        try:
+            if wait_api:
+                return lab.api("version")[0] == 200
+            with urllib.request.urlopen(f"{lab.url}/api/status?token={token}", timeout=5):
+                return True
+        except OSError:
+            return False
+
+    wait_for(ready, timeout=90, what="jupyter lab to start")
+    return lab
+
+
+def stop_lab(lab: Lab) -> None:
+    lab.process.terminate()
+    try:
+        lab.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        lab.process.kill()
+        lab.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium fonts-dejavu-core")
+    instance = start_lab(tmp_path_factory.mktemp("lab"))
+    yield instance
+    stop_lab(instance)
+
+
+@pytest.fixture(scope="module")
+def browser_context(tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium")), executable_path=CHROMIUM, headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 900})
+        context.grant_permissions(["clipboard-read", "clipboard-write"])
+        yield context
+        context.close()
+
+
+def open_lab(context, lab: Lab, path: str = "lab", wait_status: bool = True,
+             open_panel: bool = True):
+    """Open JupyterLab, wait until the app is restored, and open the panel by its command."""
+    page = context.new_page()
+    page.dialogs = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    # ?reset: start from an empty layout, not the one the previous test left behind.
+    page.goto(f"{lab.url}/{path}?reset&token={lab.token}")
+    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
+    page.evaluate("() => window.jupyterapp.restored")
+    if not open_panel:
+        return page
+    page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
+    page.locator("#nbmemory-panel .nbm-Status" if wait_status else "#nbmemory-panel").wait_for(
+        timeout=30_000)
+    return page
+
+
+@pytest.fixture
+def page(browser_context, lab):
+    page = open_lab(browser_context, lab)
+    yield page
+    page.close()
+
+
+def screenshot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path))
+    return path
+
+
+# pytest-jupyter's autouse fixtures (for tests/test_server.py) fight playwright's own event
+# loop; these tests start their own server, so switch them off here.
+@pytest.fixture(autouse=True)
+def jp_asyncio_loop():
+    yield None
+
+
+@pytest.fixture(autouse=True)
+def jp_server_cleanup():
+    yield

@@ -1,0 +1,441 @@
+"""The JupyterLab panel in real Chromium against a real ``jupyter lab``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+import urllib.request
+
+import pytest
+from playwright.sync_api import expect
+
+from nbmemory.display import hits_html
+from nbmemory.models import Hit, Hits, Note
+
+from .conftest import open_lab, screenshot, start_lab, stop_lab, wait_for
+
+XSS = "<img src=x onerror=alert(1)>"
+PANEL = "#nbmemory-panel"
+
+
+def card(page, text: str):
+    return page.locator(f"{PANEL} .nbm-Note", has_text=text)
+
+
+def card_of(page, note: dict):
+    return page.locator(f'{PANEL} .nbm-Note[data-note-id="{note["id"]}"]')
+
+
+def close_notebook(page):
+    """Close the active notebook and shut its kernel down, confirming the dialog."""
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:close-and-shutdown'); }")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    expect(page.locator(".jp-NotebookPanel")).to_have_count(0)
+
+
+def widen_sidebar(page, width: int):
+    """Drag the left sidebar's split handle so the panel is ``width`` pixels wide."""
+    box = page.locator(PANEL).bounding_box()
+    page.mouse.move(box["x"] + box["width"] + 2, box["y"] + 300)
+    page.mouse.down()
+    page.mouse.move(box["x"] + width, box["y"] + 300, steps=5)
+    page.mouse.up()
+    page.wait_for_function(f"() => document.querySelector('{PANEL}').offsetWidth > {width - 20}")
+
+
+def refresh(page):
+    page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:refresh')")
+
+
+def test_panel_shows_notes_with_badges_tags_and_status(page, lab):
+    note = lab.remember("orders.amount is in **cents** before 2021; see `data/orders.csv`",
+                        tags="orders,units", priority="high", kind="gotcha")
+    refresh(page)
+    shown = card(page, "orders.amount is in")
+    expect(shown).to_be_visible()
+    expect(shown.locator(".nbm-NoteId")).to_have_text(f"#{note['id']}")
+    expect(shown.locator(".nbm-Priority")).to_have_text("high")
+    expect(shown.locator(".nbm-Kind")).to_have_text("gotcha")
+    expect(shown.locator(".nbm-Tag")).to_have_text(["orders", "units"])
+    # Markdown renders: bold and code, not asterisks and backticks.
+    expect(shown.locator(".nbm-NoteText strong")).to_have_text("cents")
+    expect(shown.locator(".nbm-NoteText code")).to_have_text("data/orders.csv")
+    expect(shown.locator(".nbm-Provenance")).to_contain_text("not from a notebook (panel)")
+    status = page.locator(f"{PANEL} .nbm-Status")
+    expect(status).to_contain_text(str(lab.store))
+    expect(status).to_contain_text("hash:64")
+    expect(status).to_contain_text("owner: in-process")
+
+
+def test_note_html_renders_as_text_never_as_markup(page, lab):
+    lab.remember(f"{XSS} and <script>window.pwned = 1</script> stay text", tags="xss")
+    refresh(page)
+    shown = card(page, "stay text")
+    expect(shown.locator(".nbm-NoteText")).to_contain_text(XSS)
+    expect(shown.locator(".nbm-NoteText")).to_contain_text("<script>window.pwned = 1</script>")
+    assert shown.locator("img").count() == 0
+    assert shown.locator("script").count() == 0
+    assert page.evaluate("() => window.pwned") is None
+    assert page.dialogs == []
+
+
+def test_recall_html_of_the_magics_renders_xss_as_text(browser_context):
+    """The same note in %recall's HTML form, rendered by Chromium."""
+    hits = Hits([Hit(Note(id=1, text=XSS), 0.9)], query=XSS)
+    page = browser_context.new_page()
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.set_content(f"<html><body>{hits_html(hits, provenance=True)}</body></html>")
+    expect(page.locator("table.nbm-table")).to_contain_text(XSS)
+    assert page.locator("img").count() == 0 and dialogs == []
+    page.close()
+
+
+def test_recall_from_the_search_box_then_clear(page, lab):
+    lab.remember("acquire_lock must run before touching workspace metadata", tags="locks")
+    lab.remember("the nightly export writes parquet files to s3", tags="export")
+    refresh(page)
+    search = page.locator(f"{PANEL} .nbm-Search")
+    search.fill("acquire_lock")
+    search.press("Enter")
+    expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text("recalled for “acquire_lock”")
+    first = page.locator(f"{PANEL} .nbm-Note").first
+    expect(first).to_contain_text("acquire_lock must run before")
+    expect(first.locator(".nbm-Score")).to_be_visible()
+    expect(page.locator(f"{PANEL} .nbm-Note", has_text="nightly export")).to_have_count(0)
+    search.fill("")
+    search.press("Enter")
+    expect(card(page, "nightly export")).to_be_visible()
+
+
+def test_filters_narrow_the_list(page, lab):
+    lab.remember("filter me: a low priority question", priority="low", kind="question",
+                 tags="filters")
+    lab.remember("filter me: a high priority decision", priority="high", kind="decision",
+                 tags="filters")
+    refresh(page)
+    page.locator(f"{PANEL} .nbm-TagFilter").fill("filters")
+    page.locator(f"{PANEL} .nbm-TagFilter").press("Enter")
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(2)
+    page.locator(f"{PANEL} .nbm-KindFilter").select_option("question")
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(1)
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_contain_text("low priority question")
+    page.locator(f"{PANEL} .nbm-KindFilter").select_option("")
+    page.locator(f"{PANEL} .nbm-PriorityFilter").select_option("high")
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(1)
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_contain_text("high priority decision")
+    page.locator(f"{PANEL} .nbm-StaleFilter").select_option("stale")
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(0)
+    page.locator(f"{PANEL} .nbm-StaleFilter").select_option("fresh")
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(1)
+
+
+def test_edit_writes_a_new_version(page, lab):
+    note = lab.remember("the retry limit is 3", tags="config")
+    refresh(page)
+    shown = card_of(page, note)
+    shown.locator(".nbm-Edit").click()
+    shown.locator(".nbm-EditText").fill("the retry limit is 5 since v2.3")
+    shown.locator(".nbm-EditPriority").select_option("high")
+    shown.locator(".nbm-Save").click()
+    edited = card(page, "the retry limit is 5 since v2.3")
+    expect(edited.locator(".nbm-Version")).to_have_text("v2")
+    expect(edited.locator(".nbm-Priority")).to_have_text("high")
+    expect(page.locator(f"{PANEL} .nbm-Notice")).to_contain_text(f"Saved #{note['id']} as version 2")
+    status, detail = lab.api(f"notes/{note['id']}")
+    assert detail["note"]["text"] == "the retry limit is 5 since v2.3"
+    assert [e["type"] for e in detail["history"]] == ["created", "edited"]
+
+
+def test_edit_error_is_shown_and_nothing_changes(page, lab):
+    note = lab.remember("an edit that will fail")
+    refresh(page)
+    shown = card_of(page, note)
+    shown.locator(".nbm-Edit").click()
+    shown.locator(".nbm-EditText").fill("   ")
+    shown.locator(".nbm-Save").click()
+    expect(page.locator(f"{PANEL} .nbm-Notice.nbm-mod-error")).to_contain_text("The note is empty")
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["version"] == 1
+
+
+def test_forget_then_undo(page, lab):
+    note = lab.remember("forget me, then bring me back")
+    refresh(page)
+    card(page, "forget me, then bring me back").locator(".nbm-Forget").click()
+    notice = page.locator(f"{PANEL} .nbm-Notice")
+    expect(notice).to_contain_text(f"Forgot #{note['id']}.")
+    expect(card(page, "forget me, then bring me back")).to_have_count(0)
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["status"] == "revoked"
+    notice.locator(".nbm-Undo").click()
+    expect(card(page, "forget me, then bring me back")).to_be_visible()
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["status"] == "active"
+
+
+def test_stale_badge_and_verify(page, lab):
+    """A note whose file changed shows why it is stale; Verify clears the badge."""
+    data = lab.store.parent / "inputs"  # the store's workspace in these tests
+    data.mkdir(exist_ok=True)
+    (data / "regions.csv").write_text("region\nnorth\n")
+    note = lab.remember("region codes come from inputs/regions.csv")
+    refresh(page)
+    shown = card_of(page, note)
+    expect(shown.locator(".nbm-StaleBadge")).to_have_count(0)
+    (data / "regions.csv").write_text("region\nnorth\nsouth\n")
+    refresh(page)
+    expect(shown.locator(".nbm-StaleBadge")).to_be_visible()
+    expect(shown.locator(".nbm-StaleReason")).to_contain_text("inputs/regions.csv")
+    page.locator(f"{PANEL} .nbm-StaleFilter").select_option("stale")
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(1)
+    shown.locator(".nbm-Verify").click()
+    expect(page.locator(f"{PANEL} .nbm-Notice")).to_contain_text(f"Verified #{note['id']}")
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(0)
+    page.locator(f"{PANEL} .nbm-StaleFilter").select_option("")
+    expect(card_of(page, note).locator(".nbm-StaleBadge")).to_have_count(0)
+    assert lab.api(f"notes/{note['id']}")[1]["history"][-1]["type"] == "verified"
+
+
+def test_copy_recall_snippet_and_insert_into_notebook(page, lab):
+    lab.remember("insert me into the notebook as markdown", tags="insert")
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:create-new', "
+                  "{kernelName: 'python3'})")
+    page.locator(".jp-NotebookPanel .jp-Cell").first.wait_for()
+    page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
+    refresh(page)
+    shown = card(page, "insert me into the notebook")
+    shown.locator(".nbm-Copy").click()
+    expect(page.locator(f"{PANEL} .nbm-Notice")).to_contain_text(
+        "Copied: %recall -k 3 insert me into the notebook as markdown")
+    assert page.evaluate("() => Promise.race([navigator.clipboard.readText(), new Promise("
+                         "r => setTimeout(() => r('(clipboard unreadable)'), 5000))])") == \
+        "%recall -k 3 insert me into the notebook as markdown"
+    shown.locator(".nbm-Insert").click()
+    cell = page.locator(".jp-NotebookPanel .jp-MarkdownCell", has_text="insert me into the notebook")
+    expect(cell).to_be_visible()
+    expect(cell).to_contain_text("nbmemory #")
+    close_notebook(page)
+
+
+def test_snapshots_list_and_diff(page, lab):
+    lab.remember("before the snapshot")
+    assert lab.api("snapshots", "POST", {"name": "panel-a", "message": "first"})[0] == 201
+    lab.remember("after the snapshot")
+    assert lab.api("snapshots", "POST", {"name": "panel-b", "message": "second"})[0] == 201
+    page.locator(f"{PANEL} .nbm-Tab", has_text="Snapshots").click()
+    table = page.locator(f"{PANEL} .nbm-SnapshotTable")
+    expect(table).to_contain_text("panel-a")
+    expect(table).to_contain_text("second")
+    page.locator(f"{PANEL} .nbm-DiffFrom").select_option("panel-a")
+    page.locator(f"{PANEL} .nbm-DiffTo").select_option("panel-b")
+    page.locator(f"{PANEL} .nbm-Compare").click()
+    diff = page.locator(f"{PANEL} .nbm-Diff")
+    expect(diff).to_contain_text("panel-a → panel-b")
+    added = diff.locator(".nbm-DiffSection.nbm-mod-added")
+    expect(added).to_contain_text("added (1)")
+    expect(added).to_contain_text("after the snapshot")
+    expect(diff).not_to_contain_text("before the snapshot")
+    screenshot(page, "panel-snapshot-diff.png")
+    page.locator(f"{PANEL} .nbm-Tab", has_text="Notes").click()
+
+
+def test_settings_page_size_and_poll_interval(browser_context, lab):
+    for i in range(7):
+        lab.remember(f"paging note {i}", tags="paging")
+    body = json.dumps({"raw": json.dumps({"pageSize": 5, "pollInterval": 1})}).encode()
+    request = urllib.request.Request(
+        f"{lab.url}/lab/api/settings/nbmemory:plugin", data=body, method="PUT",
+        headers={"Authorization": f"token {lab.token}", "Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=30).close()
+    page = open_lab(browser_context, lab)
+    try:
+        expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(5)
+        expect(page.locator(f"{PANEL} .nbm-Pager")).to_contain_text("1–5 of")
+        page.locator(f"{PANEL} .nbm-Pager button", has_text="Older").click()
+        expect(page.locator(f"{PANEL} .nbm-Pager")).to_contain_text("6–")
+        page.locator(f"{PANEL} .nbm-Pager button", has_text="Newer").click()
+        # A note written elsewhere (here: the REST API, as a CLI or MCP would) shows up by
+        # the poll alone, with no refresh and no cell run.
+        lab.remember("written elsewhere, found by the poll")
+        expect(card(page, "written elsewhere, found by the poll")).to_be_visible(timeout=3_000)
+    finally:
+        body = json.dumps({"raw": "{}"}).encode()
+        request = urllib.request.Request(
+            f"{lab.url}/lab/api/settings/nbmemory:plugin", data=body, method="PUT",
+            headers={"Authorization": f"token {lab.token}", "Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=30).close()
+        page.close()
+
+
+def test_screenshots_light_and_dark(browser_context, tmp_path):
+    """Screenshots for the README, on a store of its own so the picture is tidy."""
+    import nbformat
+
+    lab = start_lab(tmp_path)
+    try:
+        lab.remember("`orders.amount` is in **cents** before 2021-03 and in euros after: divide "
+                     "by 100 before summing across the boundary.", tags="orders,units",
+                     priority="high", kind="gotcha")
+        old = lab.remember("The watcher thread starts after acquire_lock().", tags="locks")
+        lab.api(f"notes/{old['id']}/supersede", "POST",
+                {"text": "acquire_lock() must run before touching workspace metadata: the "
+                         "watcher thread races it at startup.", "kind": "finding"})
+        inputs = lab.store.parent / "data"
+        inputs.mkdir()
+        (inputs / "regions.csv").write_text("code,region\nN,north\nS,south\n")
+        lab.remember("Region codes are single letters; the mapping lives in "
+                     "`data/regions.csv`.", tags="regions", kind="reference")
+        (inputs / "regions.csv").write_text("code,region\nN,north\nS,south\nE,east\n")
+        lab.remember("Does the nightly export drop rows with a NULL region?", kind="question",
+                     priority="low", tags="export")
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells = [
+            nbformat.v4.new_markdown_cell("# Orders: revenue by month"),
+            nbformat.v4.new_code_cell("%load_ext nbmemory\n%recall what unit is the order amount in"),
+            nbformat.v4.new_code_cell("orders = pd.read_csv('data/orders.csv')\n"
+                                      "orders.groupby('month').amount.sum() / 100"),
+        ]
+        nbformat.write(notebook, lab.root / "analysis.ipynb")
+        page = open_lab(browser_context, lab)
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', "
+                      "{path: 'analysis.ipynb', factory: 'Notebook'})")
+        page.locator(".jp-NotebookPanel .jp-Cell").nth(2).wait_for()
+        page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
+        expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(4)
+        page.locator(f"{PANEL} .nbm-Search").fill("acquire_lock watcher")
+        page.locator(f"{PANEL} .nbm-Search").press("Enter")
+        expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text("recalled for")
+        page.locator(f"{PANEL} .nbm-Search").fill("")
+        page.locator(f"{PANEL} .nbm-Search").press("Enter")
+        expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(4)
+        expect(page.locator(f"{PANEL} .nbm-StaleBadge")).to_have_count(1)
+        widen_sidebar(page, 440)
+        screenshot(page, "panel-light.png")
+        light = page.evaluate("() => getComputedStyle(document.querySelector("
+                              "'#nbmemory-panel .nbm-Note')).backgroundColor")
+        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
+                      "{theme: 'JupyterLab Dark'})")
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
+        page.wait_for_function(
+            "light => getComputedStyle(document.querySelector('#nbmemory-panel .nbm-Note'))"
+            ".backgroundColor !== light", arg=light)
+        expect(page.locator("#jupyterlab-splash")).to_have_count(0)
+        screenshot(page, "panel-dark.png")
+        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
+                      "{theme: 'JupyterLab Light'})")
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
+        page.close()
+    finally:
+        stop_lab(lab)
+
+
+def test_version_mismatch_is_explained(browser_context, lab):
+    page = browser_context.new_page()
+    page.route("**/nbmemory/version*", lambda route: route.fulfill(
+        status=200, content_type="application/json", body=json.dumps({"version": "0.0.1", "api": 1})))
+    try:
+        page.goto(f"{lab.url}/lab?reset&token={lab.token}")
+        page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
+        page.evaluate("() => window.jupyterapp.restored")
+        page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
+        banner = page.locator(f"{PANEL} .nbm-Banner")
+        expect(banner).to_contain_text("server extension is version 0.0.1 but this panel is")
+        expect(banner).to_contain_text("pip install -U nbmemory")
+        expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(0)
+    finally:
+        page.close()
+
+
+def test_missing_server_extension_is_explained(browser_context, tmp_path):
+    lab = start_lab(tmp_path, extra_args=["--ServerApp.jpserver_extensions="
+                                          "{'nbmemory.server': False}"], wait_api=False)
+    try:
+        page = open_lab(browser_context, lab, wait_status=False)
+        banner = page.locator(f"{PANEL} .nbm-Banner")
+        expect(banner).to_contain_text("The nbmemory server extension is not running")
+        expect(banner).to_contain_text("jupyter server extension list")
+        page.close()
+    finally:
+        stop_lab(lab)
+
+
+def test_note_remembered_in_a_cell_links_back_to_its_cell(browser_context, tmp_path):
+    """Provenance: the note's link opens its notebook with the cell it came from active.
+
+    Without the owner service a kernel and the server cannot hold the store at once, so
+    on a server of its own, the kernel remembers first and lets go (%unload_ext) before
+    the panel opens.
+    """
+    import nbformat
+
+    lab = start_lab(tmp_path)
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("# Ledger"),
+        nbformat.v4.new_code_cell("%load_ext nbmemory\n%config NbMemory.model = 'hash:64'"),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("%remember -t ledger the ledger closes at 02:00 UTC"),
+        nbformat.v4.new_code_cell("%unload_ext nbmemory"),
+    ]
+    nbformat.write(notebook, lab.root / "ledger.ipynb")
+    page = open_lab(browser_context, lab, open_panel=False)
+    try:
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', "
+                      "{path: 'ledger.ipynb', factory: 'Notebook', kernel: {name: 'python3'}})")
+        page.locator(".jp-NotebookPanel .jp-Cell").nth(4).wait_for()
+        page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext"
+                               "?.session?.kernel?.connectionStatus === 'connected'",
+                               timeout=60_000)
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.locator(".jp-NotebookPanel .jp-OutputArea", has_text="Remembered #").wait_for(
+            timeout=60_000)
+        wait_for(lambda: lab.api("status")[0] == 200, timeout=30,
+                 what="the kernel to let go of the store")
+        page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
+        shown = card(page, "the ledger closes at 02:00 UTC")
+        link = shown.locator(".nbm-SourceLink")
+        expect(link).to_contain_text("ledger.ipynb [")
+        page.locator(".jp-NotebookPanel .jp-Cell").nth(0).click()
+        expect(page.locator(".jp-NotebookPanel .jp-Cell.jp-mod-active")).to_contain_text("Ledger")
+        link.click()
+        active = page.locator(".jp-NotebookPanel .jp-Cell.jp-mod-active")
+        expect(active).to_contain_text("%remember -t ledger the ledger closes")
+        close_notebook(page)
+    finally:
+        page.close()
+        stop_lab(lab)
+
+
+SERVICE = importlib.util.find_spec("nbmemory.service") is not None
+
+
+@pytest.mark.skipif(not SERVICE, reason="a kernel and the server share a store only through "
+                                        "the owner service (nbmemory.service), not merged yet")
+def test_note_remembered_in_a_cell_appears_and_opens_its_cell(page, lab):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("%load_ext nbmemory\n%config NbMemory.model = 'hash:64'"),
+        nbformat.v4.new_markdown_cell("Some context in between."),
+        nbformat.v4.new_code_cell("%remember -t live the ledger closes at 02:00 UTC, not midnight"),
+    ]
+    nbformat.write(notebook, lab.root / "live.ipynb")
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', "
+                  "{path: 'live.ipynb', factory: 'Notebook', kernel: {name: 'python3'}})")
+    page.locator(".jp-NotebookPanel .jp-Cell").nth(2).wait_for()
+    page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    output = page.locator(".jp-NotebookPanel .jp-OutputArea", has_text="Remembered #")
+    output.wait_for(timeout=120_000)
+    finished = time.monotonic()
+    shown = card(page, "the ledger closes at 02:00 UTC")
+    shown.wait_for(timeout=5_000)
+    assert time.monotonic() - finished < 2.0, "the note must appear within 2 s of the cell"
+    expect(shown.locator(".nbm-SourceLink")).to_contain_text("live.ipynb")
+    # Move away from the cell, then follow the provenance link back to it.
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:move-cursor-up')")
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:move-cursor-up')")
+    shown.locator(".nbm-SourceLink").click()
+    active = page.locator(".jp-NotebookPanel .jp-Cell.jp-mod-active")
+    expect(active).to_contain_text("%remember -t live the ledger closes")
+    close_notebook(page)

@@ -1,0 +1,396 @@
+"""The REST API through a real Jupyter server (pytest-jupyter), with token auth on."""
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import urllib.parse
+
+import pytest
+import tornado.httpclient
+import tornado.web
+
+from nbmemory import __version__
+from nbmemory.server.handlers import NbMemoryHandler, http_status, lab_path
+from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, ModelUnavailable,
+                             NotFound, StoreLocked, StoreUnavailable)
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+@pytest.fixture
+def jp_server_config(store_dir):
+    return {
+        "ServerApp": {"jpserver_extensions": {"nbmemory.server": True}},
+        # The hash embedder: these tests are about the API, not about ranking quality.
+        "NbMemoryExtension": {"store": str(store_dir), "model": "hash:64"},
+    }
+
+
+@pytest.fixture
+def api(jp_fetch):
+    """Call /nbmemory/...: returns (status, json) and never raises on HTTP errors."""
+
+    async def call(path, method="GET", body=None, **params):
+        kwargs = {"method": method, "raise_error": False}
+        if params:
+            kwargs["params"] = {k: str(v) for k, v in params.items()}
+        if body is not None or method in ("POST", "PATCH", "PUT"):
+            kwargs["body"] = body if isinstance(body, (str, bytes)) else json.dumps(body or {})
+        response = await jp_fetch("nbmemory", *path.split("/"), **kwargs)
+        text = response.body.decode() if response.body else ""
+        return response.code, (json.loads(text) if text else None)
+
+    return call
+
+
+async def remember(api, text, **fields):
+    code, note = await api("notes", "POST", {"text": text, **fields})
+    assert code == 201, note
+    return note
+
+
+async def position(api):
+    code, status = await api("status")
+    assert code == 200, status
+    return status["journal_position"]
+
+
+# -- version and status ----------------------------------------------------------------------
+
+
+async def test_version_reports_nbmemory_version(api):
+    code, data = await api("version")
+    assert code == 200 and data["version"] == __version__ and data["api"] == 1
+
+
+async def test_status_names_store_model_and_owner(api, store_dir):
+    code, status = await api("status")
+    assert code == 200
+    assert status["store"] == str(store_dir)
+    assert status["notes"] == 0
+    assert status["model"].startswith("hash")
+    assert status["owner"] and status["server_version"] == __version__
+
+
+def test_labextension_version_matches_python_package():
+    from pathlib import Path
+
+    package = json.loads((Path(__file__).parents[1] / "labextension" / "package.json").read_text())
+    assert package["version"] == __version__, "keep labextension/package.json in step with _version.py"
+
+
+# -- notes ---------------------------------------------------------------------------------
+
+
+async def test_remember_list_and_page(api):
+    for i in range(5):
+        await remember(api, f"finding number {i} about orders", tags="orders" if i % 2 else "ops",
+                       priority="high" if i == 4 else "medium")
+    code, page = await api("notes", limit=2)
+    assert code == 200 and page["total"] == 5 and page["limit"] == 2
+    assert [n["text"] for n in page["notes"]] == ["finding number 4 about orders",
+                                                 "finding number 3 about orders"]
+    code, page = await api("notes", limit=2, offset=4)
+    assert [n["text"] for n in page["notes"]] == ["finding number 0 about orders"]
+    code, page = await api("notes", tags="orders")
+    assert page["total"] == 2 and all(n["tags"] == ["orders"] for n in page["notes"])
+    code, page = await api("notes", priority="high")
+    assert [n["id"] for n in page["notes"]] == [5]
+    code, page = await api("notes", kind="gotcha")
+    assert page["total"] == 0
+
+
+async def test_stale_filter_separates_superseded_notes(api):
+    old = await remember(api, "the watcher starts after the lock")
+    code, new = await api(f"notes/{old['id']}/supersede", "POST",
+                          {"text": "the watcher starts before the lock"})
+    assert code == 201 and new["id"] != old["id"]
+    code, page = await api("notes", status="active,superseded", stale="stale")
+    assert [n["id"] for n in page["notes"]] == [old["id"]]
+    assert page["notes"][0]["stale"][0]["reason"] == "superseded"
+    code, page = await api("notes", status="active,superseded", stale="fresh")
+    assert [n["id"] for n in page["notes"]] == [new["id"]]
+
+
+async def test_get_note_with_history_and_edit_makes_new_version(api):
+    note = await remember(api, "amount is in cents", tags="orders")
+    code, edited = await api(f"notes/{note['id']}", "PATCH",
+                             {"text": "amount is in cents before 2021", "priority": "high",
+                              "tags": ["orders", "units"]})
+    assert code == 200, edited
+    assert edited["version"] == 2 and edited["priority"] == "high"
+    assert edited["tags"] == ["orders", "units"]
+    code, detail = await api(f"notes/{note['id']}")
+    assert code == 200
+    assert detail["note"]["text"] == "amount is in cents before 2021"
+    assert [e["type"] for e in detail["history"]] == ["created", "edited"]
+
+
+async def test_forget_then_reinstate(api):
+    note = await remember(api, "the cache is warmed at boot")
+    code, forgotten = await api(f"notes/{note['id']}/forget", "POST")
+    assert code == 200 and forgotten["status"] == "revoked"
+    code, page = await api("notes")
+    assert page["total"] == 0
+    code, again = await api(f"notes/{note['id']}/forget", "POST")
+    assert code == 409 and "reinstate it first" in again["message"]
+    code, back = await api(f"notes/{note['id']}/reinstate", "POST")
+    assert code == 200 and back["status"] == "active"
+    code, page = await api("notes")
+    assert [n["id"] for n in page["notes"]] == [note["id"]]
+
+
+async def test_recall_finds_notes_and_applies_filters(api):
+    await remember(api, "orders.amount is in cents before 2021", tags="orders")
+    await remember(api, "acquire_lock must run before touching workspace metadata", tags="locks")
+    code, hits = await api("recall", query="acquire_lock", k=5)
+    assert code == 200 and hits["query"] == "acquire_lock"
+    assert hits["hits"][0]["note"]["tags"] == ["locks"]
+    code, hits = await api("recall", query="acquire_lock", tags="orders", min_score=0)
+    assert all(h["note"]["tags"] == ["orders"] for h in hits["hits"])
+
+
+async def test_stale_listing_and_verify(api, store_dir):
+    """A note anchored to a file goes stale when the file changes; verify re-takes it."""
+    data = store_dir.parent / "inputs"  # the workspace is the store's parent here (no git)
+    data.mkdir()
+    (data / "orders.csv").write_text("id,amount\n1,100\n")
+    note = await remember(api, "amounts in inputs/orders.csv are in cents")
+    await remember(api, "a note about nothing in particular")
+    code, page = await api("notes", stale="stale")
+    assert code == 200 and page["total"] == 0
+    (data / "orders.csv").write_text("id,amount\n1,100\n2,250\n")
+    code, page = await api("notes", stale="stale")
+    assert [n["id"] for n in page["notes"]] == [note["id"]]
+    assert {r["target"] for r in page["notes"][0]["stale"]} == {"inputs/orders.csv"}
+    code, page = await api("notes", stale="fresh")
+    assert [n["text"] for n in page["notes"]] == ["a note about nothing in particular"]
+
+    code, verified = await api(f"notes/{note['id']}/verify", "POST")
+    assert code == 200, verified
+    assert verified["id"] == note["id"] and verified["stale"] == []
+    code, page = await api("notes", stale="stale")
+    assert page["total"] == 0
+    code, detail = await api(f"notes/{note['id']}")
+    assert detail["history"][-1]["type"] == "verified"
+
+    code, data_ = await api("notes/999/verify", "POST")
+    assert code == 404
+    await api(f"notes/{note['id']}/forget", "POST")
+    code, data_ = await api(f"notes/{note['id']}/verify", "POST")
+    assert code == 409 and "reinstate it first" in data_["message"]
+
+
+async def test_snapshots_list_create_and_diff(api):
+    await remember(api, "first finding")
+    code, snap = await api("snapshots", "POST", {"name": "before", "message": "why"})
+    assert code == 201 and snap["name"] == "before"
+    await remember(api, "second finding")
+    code, data = await api("snapshots")
+    assert [s["name"] for s in data["snapshots"]] == ["before"]
+    code, dup = await api("snapshots", "POST", {"name": "before"})
+    assert code == 409 and "already exists" in dup["message"]
+    code, diff = await api("snapshots/diff", **{"from": "before"})
+    assert code == 200, diff
+    assert (diff["a"], diff["b"]) == ("before", "now")
+    assert [(c["change"], c["note"]["text"]) for c in diff["changes"]] == [("added", "second finding")]
+    await api("snapshots", "POST", {"name": "after"})
+    code, diff = await api("snapshots/diff", **{"from": "before", "to": "after"})
+    assert code == 200 and diff["b"] == "after" and len(diff["changes"]) == 1
+    code, missing = await api("snapshots/diff", **{"from": "nope"})
+    assert code == 404 and "nope" in missing["message"]
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+async def test_missing_note_is_404_with_message(api):
+    code, data = await api("notes/4242")
+    assert code == 404 and data["message"].startswith("No note #4242")
+    code, data = await api("notes/4242", "PATCH", {"text": "x"})
+    assert code == 404
+
+
+BAD_REQUESTS = [
+    # (path, method, body, params, message fragment)
+    ("notes", "POST", "{not json", {}, "not valid JSON"),
+    ("notes", "POST", "[1, 2]", {}, "must be a JSON object"),
+    ("notes", "POST", {"text": "   "}, {}, "The note is empty"),
+    ("notes", "POST", {}, {}, "Missing field(s) text"),
+    ("notes", "POST", {"text": 5}, {}, "'text' must be a string"),
+    ("notes", "POST", {"text": "ok", "kind": "rumour"}, {}, "Unknown kind 'rumour'"),
+    ("notes", "POST", {"text": "ok", "priority": "urgent"}, {}, "Unknown priority 'urgent'"),
+    ("notes", "POST", {"text": "ok", "tags": "two words"}, {}, "contains a space"),
+    ("notes", "POST", {"text": "ok", "tags": [1]}, {}, "list of strings"),
+    ("notes", "POST", {"text": "ok", "colour": "red"}, {}, "Unknown field(s) colour"),
+    ("notes", "POST", {"text": "ok", "supersedes": "1"}, {}, "must be a note id"),
+    ("notes/1", "PATCH", {}, {}, "Nothing to change"),
+    ("notes/1", "PATCH", {"text": ""}, {}, "The note is empty"),
+    ("notes/1", "PATCH", {"priority": "urgent"}, {}, "Unknown priority"),
+    ("notes/1", "PATCH", {"id": 7}, {}, "Unknown field(s) id"),
+    ("notes/1/supersede", "POST", {"kind": "gotcha"}, {}, "Missing field(s) text"),
+    ("notes/1/forget", "POST", {"reason": "x"}, {}, "Unknown field(s) reason"),
+    ("notes", "GET", None, {"limit": "lots"}, "limit must be a whole number"),
+    ("notes", "GET", None, {"limit": "0"}, "limit must be between 1 and 500"),
+    ("notes", "GET", None, {"stale": "maybe"}, "stale must be stale or fresh"),
+    ("notes", "GET", None, {"order": "random"}, "Unknown order 'random'"),
+    ("notes", "GET", None, {"since": "last tuesday"}, "ISO date"),
+    ("recall", "GET", None, {}, "Give a query"),
+    ("recall", "GET", None, {"query": "x", "k": "0"}, "k must be between 1 and 500"),
+    ("recall", "GET", None, {"query": "x", "min_score": "high"}, "min_score must be a number"),
+    ("snapshots", "POST", {"name": "has space"}, {}, "without spaces"),
+    ("snapshots", "POST", {"message": "no name"}, {}, "Missing field(s) name"),
+    ("snapshots/diff", "GET", None, {}, "Give the snapshot to compare from"),
+]
+
+
+@pytest.mark.parametrize("path,method,body,params,fragment", BAD_REQUESTS,
+                         ids=[f"{m} {p} {f}" for p, m, _, _, f in BAD_REQUESTS])
+async def test_bad_requests_are_clear_400s_and_change_nothing(api, path, method, body, params,
+                                                              fragment):
+    note = await remember(api, "the original note", tags="keep")
+    assert note["id"] == 1
+    before = await position(api)
+    code, data = await api(path, method, body, **params)
+    assert code == 400, data
+    assert fragment in data["message"]
+    assert await position(api) == before
+    code, detail = await api("notes/1")
+    assert detail["note"]["text"] == "the original note" and detail["note"]["version"] == 1
+    code, page = await api("notes")
+    assert page["total"] == 1
+
+
+async def test_note_text_with_html_comes_back_as_data(api, jp_fetch):
+    note = await remember(api, XSS, tags="xss")
+    response = await jp_fetch("nbmemory", "notes", str(note["id"]), method="GET")
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert json.loads(response.body)["note"]["text"] == XSS
+    code, hits = await api("recall", query="img onerror", min_score=0)
+    assert hits["hits"][0]["note"]["text"] == XSS
+
+
+async def test_lab_path_is_relative_to_the_server_root(jp_root_dir):
+    assert lab_path("analysis/orders.ipynb", str(jp_root_dir)) == "analysis/orders.ipynb"
+    assert lab_path(str(jp_root_dir / "a" / "b.ipynb"), str(jp_root_dir)) == "a/b.ipynb"
+    assert lab_path("/elsewhere/b.ipynb", str(jp_root_dir)) is None
+    assert lab_path(None, str(jp_root_dir)) is None
+
+
+def test_one_error_mapper():
+    assert http_status(InvalidInput("x")) == 400
+    assert http_status(NotFound("x")) == 404
+    assert http_status(Conflict("x")) == 409
+    assert http_status(EmbedderMismatch("x")) == 409
+    assert http_status(StoreUnavailable("x")) == 503
+    assert http_status(StoreLocked("x", pid=1)) == 503
+    assert http_status(ModelUnavailable("x")) == 503
+
+
+async def test_store_owned_elsewhere_is_a_503_that_says_so(api, jp_serverapp, store_dir):
+    """The server opens the store lazily, so another owner shows as a clear 503."""
+    from nbmemory.embed import HashEmbedder
+    from nbmemory.memory import Memory
+    from nbmemory.server.app import HOST_KEY
+
+    host = jp_serverapp.web_app.settings[HOST_KEY]
+    with Memory.open(store_dir, embedder=HashEmbedder()):
+        code, data = await api("status")
+    assert code == 503 and data["error"] == "StoreLocked"
+    assert data["message"]
+    code, data = await api("status")
+    assert code == 200 and host.location.path == store_dir
+
+
+# -- authentication ---------------------------------------------------------------------------
+
+
+def nbmemory_routes(web_app):
+    """Every (regex, handler class) registered by nbmemory, walking tornado's routers."""
+    found = []
+
+    def walk(router):
+        for rule in getattr(router, "rules", []):
+            target = rule.target
+            if isinstance(target, type) and issubclass(target, tornado.web.RequestHandler):
+                if target.__module__.startswith("nbmemory"):
+                    found.append((rule.matcher.regex.pattern, target))
+            else:
+                walk(target)
+
+    walk(web_app.default_router)
+    return found
+
+
+def implemented_verbs(handler):
+    return [m for m in handler.SUPPORTED_METHODS
+            if getattr(handler, m.lower()) is not tornado.web.RequestHandler._unimplemented_method
+            and m not in ("OPTIONS", "HEAD")]
+
+
+async def test_every_route_rejects_unauthenticated_requests(jp_serverapp, http_server_client,
+                                                            jp_base_url, api):
+    await remember(api, "a note so that routes with ids have something to find")
+    routes = nbmemory_routes(jp_serverapp.web_app)
+    assert len(routes) == 11, routes
+    assert all(issubclass(h, NbMemoryHandler) for _, h in routes)
+    checked = 0
+    for pattern, handler in routes:
+        path = re.sub(r"\(\?P<ident>[^)]*\)", "1", pattern).rstrip("$")
+        assert path.startswith(jp_base_url.rstrip("/") + "/nbmemory/"), path
+        for verb in implemented_verbs(handler):
+            for headers in ({}, {"Authorization": "token wrong-token"}):
+                response = await http_server_client.fetch(
+                    path + "?query=x&from=a", method=verb, headers=headers, raise_error=False,
+                    body="{}" if verb in ("POST", "PATCH", "PUT") else None)
+                assert response.code == 403, (verb, path, response.code)
+                checked += 1
+    assert checked == 2 * 14
+    code, page = await api("notes")
+    assert page["total"] == 1
+
+
+def test_jupyter_server_finds_no_unauthenticated_handler(tmp_path):
+    """Jupyter's own check (as in the extension template): no JupyterServerAuthWarning."""
+    script = textwrap.dedent(f"""
+        import warnings
+        from jupyter_server.serverapp import ServerApp
+        from jupyter_server.utils import JupyterServerAuthWarning
+        app = ServerApp(allow_unauthenticated_access=False, root_dir={str(tmp_path)!r},
+                        jpserver_extensions={{"nbmemory.server": True}},
+                        reraise_server_extension_failures=True)
+        with warnings.catch_warnings(record=True) as records:
+            warnings.simplefilter("always")
+            app.initialize(argv=["--NbMemoryExtension.model=hash:64",
+                                 "--NbMemoryExtension.store={tmp_path / 'store'}"],
+                           find_extensions=False, new_httpserver=False)
+        problems = [str(r.message) for r in records
+                    if issubclass(r.category, JupyterServerAuthWarning)]
+        loaded = [k for k in app.extension_manager.extensions if k.startswith("nbmemory")]
+        print(loaded, problems)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "['nbmemory.server'] []"
+
+
+async def test_store_work_runs_off_the_event_loop(api, jp_serverapp):
+    """While the worker thread is busy (a slow recall, say), the server keeps answering."""
+    import asyncio
+    import threading
+
+    from nbmemory.server.app import HOST_KEY
+
+    host = jp_serverapp.web_app.settings[HOST_KEY]
+    busy, release = threading.Event(), threading.Event()
+    host.executor.submit(lambda: (busy.set(), release.wait(30)))
+    assert busy.wait(10)
+    status = asyncio.ensure_future(api("status"))  # queued behind the busy worker
+    code, data = await asyncio.wait_for(api("version"), timeout=5)
+    assert code == 200 and not status.done()
+    release.set()
+    code, data = await asyncio.wait_for(status, timeout=30)
+    assert code == 200 and data["notes"] == 0
