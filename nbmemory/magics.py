@@ -141,10 +141,12 @@ class NbMemory(Magics):
                                                "(and says how many).").tag(config=True)
 
     def __init__(self, shell=None, **kwargs):
-        super().__init__(shell=shell, **kwargs)
+        # Set before Configurable.__init__: applying config from ipython_config.py fires
+        # the observers below, which close the (not yet opened) store.
         self._memory = None
         self._outcomes: dict[int, bool] = {}  # execution count -> ran without error
         self._notebook: str | None = None  # learnt once, kept for the kernel's life
+        super().__init__(shell=shell, **kwargs)
 
     @property
     def mem(self):

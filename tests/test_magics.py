@@ -218,3 +218,19 @@ def test_history_shows_the_supersede_chain(ip):
     _, out = run(ip, "memory history 1")
     assert "superseded_by" in out.stdout
     assert "Supersede chain: #1 (superseded) -> #2 (active)" in out.stdout
+
+
+def test_store_set_in_config_before_load(store_dir):
+    from traitlets.config import Config
+
+    InteractiveShell.clear_instance()
+    config = Config()
+    config.NbMemory.store = str(store_dir)
+    shell = InteractiveShell.instance(config=config, history_length=0)
+    try:
+        shell.run_line_magic("load_ext", "nbmemory")
+        assert shell.magics_manager.registry["NbMemory"].store == str(store_dir)
+        shell.run_line_magic("reload_ext", "nbmemory")
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+        InteractiveShell.clear_instance()
