@@ -111,6 +111,34 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
     return found
 
 
+# Lexical terms for file names: an identifier-ish run joined by . _ :: / or -, exactly as
+# lexical._TOKEN reads note text (tests/test_ambient.py checks they agree).
+_TERM = re.compile(r"[A-Za-z0-9]+(?:(?:::|[._/\-])[A-Za-z0-9]+)*")
+# A term of note text that may name a file: it has a slash or a file-like suffix.
+_FILE_SUFFIX = re.compile(
+    r"\.(?:csv|tsv|txt|parquet|pq|json|jsonl|ndjson|xlsx?|xml|ya?ml|toml|ini|cfg|conf|sql|"
+    r"db|sqlite3?|duckdb|feather|arrow|ipc|avro|orc|pkl|pickle|h5|hdf5?|npy|npz|gz|zip|bz2|"
+    r"zst|xz|log|md|rst|html?|ipynb|py|r|sh|dat|sav|dta|sas7bdat)$")
+
+
+def is_file_term(term: str) -> bool:
+    return "/" in term or bool(_FILE_SUFFIX.search(term))
+
+
+def file_terms(path: Path, roots: Iterable[Path] = ()) -> list[str]:
+    """The keyword-index terms a note holds when its text names ``path``: the path
+    relative to each root, the absolute path and the bare file name, lower-cased."""
+    names = []
+    for root in roots:
+        try:
+            names.append(path.relative_to(root).as_posix())
+        except ValueError:
+            continue
+    names += [path.as_posix().lstrip("/"), path.name]
+    return [n.lower() for n in dict.fromkeys(names)
+            if _TERM.fullmatch(n) and ("/" in n or "." in n or "-" in n or "_" in n)]
+
+
 # -- fingerprints of files --------------------------------------------------------------
 
 def hash_file(path: Path, size: int | None = None) -> str:

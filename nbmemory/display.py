@@ -365,3 +365,70 @@ def diff_display(result: SnapshotDiff) -> Rich:
             items.append(f"<li>#{c.note.id}{html.escape(detail)} {html.escape(text)}</li>")
         parts.append(f"<p>{_CHANGE_TITLES[change]} ({len(rows)}):</p><ul>{''.join(items)}</ul>")
     return Rich("\n".join(lines), _STYLE + "".join(parts))
+
+
+# -- ambient recall ----------------------------------------------------------------------
+
+def _unique_notes(groups: Sequence[tuple[str, Sequence[Note], int]]) -> list[Note]:
+    seen: dict[int, Note] = {}
+    for _, notes, _ in groups:
+        for note in notes:
+            seen.setdefault(note.id, note)
+    return list(seen.values())
+
+
+def ambient_line(groups: Sequence[tuple[str, Sequence[Note], int]]) -> str:
+    """``nbmemory: 2 notes about data/orders.csv (1 stale)``"""
+    notes = _unique_notes(groups)
+    labels = list(dict.fromkeys(what for what, _, _ in groups))
+    if len(labels) > 3:
+        about = f"{', '.join(labels[:2])} and {len(labels) - 2} more"
+    elif len(labels) > 1:
+        about = f"{', '.join(labels[:-1])} and {labels[-1]}"
+    else:
+        about = labels[0] if labels else "this cell"
+    noun = "gotcha" if notes and all(n.kind == "gotcha" for n in notes) else "note"
+    more = sum(m for _, _, m in groups)
+    count = f"{len(notes)}{'+' if more else ''}"
+    line = f"nbmemory: {count} {noun}{'' if len(notes) == 1 and not more else 's'} about {about}"
+    stale = sum(1 for n in notes if n.stale)
+    return line + (f" ({stale} stale)" if stale else "")
+
+
+def ambient_display(groups: Sequence[tuple[str, Sequence[Note], int]], *, why: str = "") -> Rich:
+    """One line under a cell: plain text with the note ids, or an HTML ``<details>`` that
+    opens to the notes."""
+    line = ambient_line(groups)
+    ids = ", ".join(f"#{n.id}" for n in _unique_notes(groups))
+    text = f"{line}: {ids} (%memory ambient show)"
+    body = _ambient_body(groups, why)
+    return Rich(text, f'{_STYLE}<details class="nbm-ambient"><summary class="nbm-muted">'
+                      f"{html.escape(line)}</summary>{body}</details>")
+
+
+def _ambient_body(groups, why: str) -> str:
+    parts = []
+    for what, notes, more in groups:
+        rows = [[f"#{n.id}", age(n.created_at), n.priority, n.kind, ", ".join(n.tags),
+                 _note_cell(n, provenance=False)] for n in notes]
+        parts.append(f"<p>About <code>{html.escape(what)}</code>:</p>"
+                     + _table(["id", "age", "priority", "kind", "tags", "note"], rows, raw=(5,)))
+        if more:
+            parts.append(f'<p class="nbm-muted">{more} more; %recall for the rest.</p>')
+    if why:
+        parts.append(f'<p class="nbm-muted">The error matched by {html.escape(why)}.</p>')
+    return "".join(parts)
+
+
+def ambient_notes_display(groups: Sequence[tuple[str, Sequence[Note], int]]) -> Rich:
+    """The notes behind the last ambient line, for ``%memory ambient show``."""
+    lines = [ambient_line(groups)]
+    for what, notes, more in groups:
+        lines.append(f"About {what}:")
+        for note in notes:
+            lines.append("  " + _note_header(note))
+            lines.append(_wrap(note.text))
+        if more:
+            lines.append(f"  ({more} more; %recall for the rest)")
+    return Rich("\n".join(lines), _STYLE + f"<p>{html.escape(lines[0])}</p>"
+                + _ambient_body(groups, ""))

@@ -6,6 +6,7 @@ recalls. It never imports IPython, tornado, jupyter_server or the MCP library.
 
 from __future__ import annotations
 
+import fnmatch
 import getpass
 import hashlib
 import os
@@ -20,6 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import __version__, exchange
+from .anchors import absolute, display_path, file_terms, is_file_term
 from .config import Settings, find_git_root
 from .embed import Embedder, make_embedder, model_name
 from .errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreUnavailable)
@@ -152,6 +154,18 @@ class _LiveView:
         return self.store.get_notes(ids)
 
 
+@dataclass(frozen=True)
+class _About:
+    """What active notes are about, at one journal position (for ambient recall)."""
+
+    position: int
+    paths: dict[str, set[int]]  # file, data and dir anchor targets (workspace-relative)
+    globs: dict[str, set[int]]
+    variables: dict[tuple[str, str], set[int]]  # (scope, name)
+    terms: frozenset[str]  # file-like terms of active notes' text
+    gotchas: int
+
+
 _NO_VECTORS = DenseRows.from_matrix(np.empty(0, np.int64), np.empty((0, 1), np.float32))
 
 
@@ -183,6 +197,7 @@ class Engine:
         self._recall_log: list[dict] = []  # flushed with the next write or on close
         self._inactive: set[int] = set()
         self._past_views: dict[int, PastView] = {}
+        self._about_cache: _About | None = None
         self.index_state = "empty"
         self.lexical = LexicalIndex()
         self.vectors: VectorIndex | None = None
@@ -646,13 +661,14 @@ class Engine:
                since: datetime | None = None, until: datetime | None = None,
                explain: bool = False, min_score: float | None = None,
                as_of: str | None = None, mode: str = "hybrid", stale: bool | None = None,
-               variables: dict | None = None) -> Hits:
+               variables: dict | None = None, log: bool = True) -> Hits:
         """Hybrid recall: BM25 and dense cosine, fused; filters apply before ranking.
 
         ``as_of`` names a snapshot: search the notes as they were then. ``mode``
         "lexical" or "dense" ranks by one channel only (for evaluation). ``stale`` True
         keeps only stale notes, False only fresh ones; ``variables``: the calling
-        kernel's variable fingerprints (see stale.py).
+        kernel's variable fingerprints (see stale.py). ``log`` False keeps the recall out
+        of the statistics (a recall nobody typed, such as ambient recall's).
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("The query is empty; e.g. %recall where is the lock taken")
@@ -702,9 +718,10 @@ class Engine:
 
             result = Hits(make(hits), query=query, filtered_out=below,
                           previously=tuple(make(previously)), explain=explain)
-            self._recall_log.append(dict(at=utcnow(), query=query, k=k, returned=len(result),
-                                         lexical=sum(1 for r in scored if r.lexical > 0),
-                                         dense=len(scored), filtered_out=below))
+            if log:
+                self._recall_log.append(dict(at=utcnow(), query=query, k=k, returned=len(result),
+                                             lexical=sum(1 for r in scored if r.lexical > 0),
+                                             dense=len(scored), filtered_out=below))
             if len(self._recall_log) >= 100:
                 self._flush_recall_log()
             return result
@@ -872,6 +889,115 @@ class Engine:
         """Variables active notes are anchored to in ``scope`` (the kernel fingerprints these)."""
         with self._lock:
             return self.store.variable_targets(scope or "")
+
+    # -- ambient recall -----------------------------------------------------------------
+
+    def _about(self) -> _About:
+        """Targets of active notes' anchors and text, rebuilt when the journal moves."""
+        position = self.store.position()
+        if self._about_cache is not None and self._about_cache.position == position:
+            return self._about_cache
+        paths: dict[str, set[int]] = {}
+        globs: dict[str, set[int]] = {}
+        variables: dict[tuple[str, str], set[int]] = {}
+        for note_id, rows in self.store.anchors(self.store.anchored_note_ids()).items():
+            for _, anchor in rows:
+                if anchor.kind in ("file", "data", "dir"):
+                    paths.setdefault(anchor.target, set()).add(note_id)
+                elif anchor.kind == "glob":
+                    globs.setdefault(anchor.target, set()).add(note_id)
+                elif anchor.kind == "variable":
+                    key = (anchor.fingerprint.get("scope", ""), anchor.target)
+                    variables.setdefault(key, set()).add(note_id)
+        inactive = self._inactive
+        terms = frozenset(t for t in self.lexical.terms() if is_file_term(t)
+                          and any(i not in inactive for i in self.lexical.docs_with(t)))
+        gotchas = len(self.store.note_ids(Filters(kinds=("gotcha",))))
+        self._about_cache = _About(position, paths, globs, variables, terms, gotchas)
+        return self._about_cache
+
+    def anchor_targets(self, scope: str = "") -> dict[str, Any]:
+        """What a kernel needs to tell by itself whether a cell concerns any note.
+
+        ``paths``: absolute paths of the files and directories active notes are anchored
+        to; ``globs``: absolute glob patterns; ``terms``: file-like terms of note text
+        (see :func:`anchors.file_terms`); ``variables``: names anchored in ``scope``;
+        ``gotchas``: how many active gotcha notes exist; ``position``: the journal
+        position all this reflects.
+        """
+        with self._lock:
+            about = self._about()
+            root = self.workspace
+            return {"position": about.position, "workspace": str(root),
+                    "paths": sorted(str(absolute(t, root)) for t in about.paths),
+                    "globs": sorted(str(absolute(g, root)) for g in about.globs),
+                    "terms": sorted(about.terms),
+                    "variables": sorted(name for s, name in about.variables if s == (scope or "")),
+                    "gotchas": about.gotchas}
+
+    def notes_about(self, *, paths: Sequence[str] = (), cwd: str | None = None,
+                    variables: dict | None = None, error: str | None = None,
+                    k: int = 5) -> dict[str, Any]:
+        """Active notes about what one cell touched, in one call.
+
+        ``paths``: absolute paths the cell read; ``cwd``: the kernel's working directory
+        (a note may name a file relative to it); ``variables``: ``{"scope": notebook,
+        "values": {name: fingerprint}}`` of the anchored variables the cell used;
+        ``error``: ``"KeyError: 'amount'"``, recalled among gotcha notes with both
+        channels' scores (the kernel's gate decides whether that is worth showing).
+
+        Returns ``{"position", "paths": {target: Hits}, "variables": {name: Hits},
+        "error": Hits or None, "agreement": cosine of each pair of those gotchas}``
+        (a list of rows in hit order, empty for fewer than two); notes anchored to a path score 1.0, notes that only
+        name it in their text 0.5, and each Hits keeps at most ``k`` notes
+        (``filtered_out`` counts the rest).
+        """
+        if k < 1:
+            raise InvalidInput(f"k must be at least 1 (got {k})")
+        if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
+            raise InvalidInput("paths must be a list of absolute path strings")
+        roots = [self.workspace] + ([Path(cwd)] if cwd else [])
+        with self._lock:
+            about = self._about()
+            found: dict[str, dict[int, float]] = {}
+            for path in dict.fromkeys(paths):
+                location = Path(path)
+                target = display_path(location, self.workspace)
+                ids = {i: 0.5 for term in file_terms(location, roots)
+                       for i in self.lexical.docs_with(term) if i not in self._inactive}
+                ids.update(dict.fromkeys(about.paths.get(target, ()), 1.0))
+                for pattern, matching in about.globs.items():
+                    if fnmatch.fnmatchcase(target, pattern):
+                        ids.update(dict.fromkeys(matching, 1.0))
+                if ids:
+                    found[target] = ids
+            scope = (variables or {}).get("scope", "")
+            by_name = {}
+            for name in (variables or {}).get("values") or {}:
+                ids = about.variables.get((scope, name))
+                if ids:
+                    by_name[name] = dict.fromkeys(ids, 1.0)
+            wanted = {i for ids in (*found.values(), *by_name.values()) for i in ids}
+            notes = {n.id: n for n in self._with_stale(
+                list(self.store.get_notes(sorted(wanted)).values()), variables)}
+
+            def hits(scores: dict[int, float], what: str) -> Hits:
+                order = sorted((i for i in scores if i in notes), key=lambda i: (
+                    -scores[i], -PRIORITY_BONUS[notes[i].priority], -i))
+                return Hits([Hit(notes[i], scores[i]) for i in order[:k]], query=what,
+                            filtered_out=max(0, len(order) - k))
+
+            gotchas, agreement = None, []
+            if error and error.strip() and about.gotchas:
+                gotchas = self.recall(error.strip()[:1000], k=k, kind="gotcha", explain=True,
+                                      min_score=0.0, variables=variables, log=False)
+                if len(gotchas) > 1 and self.vectors is not None:
+                    matrix = self.vectors.get(np.array([h.note.id for h in gotchas]))
+                    agreement = np.round(matrix @ matrix.T, 4).tolist()
+            return {"position": about.position,
+                    "paths": {t: hits(s, t) for t, s in found.items()},
+                    "variables": {n: hits(s, n) for n, s in by_name.items()},
+                    "error": gotchas, "agreement": agreement}
 
     # -- models -------------------------------------------------------------------------
 

@@ -112,6 +112,14 @@ class LexicalIndex:
                 del self._postings[term]
             self._arrays.pop(term, None)
 
+    def docs_with(self, term: str) -> list[int]:
+        """Ids of the documents holding ``term`` exactly (a term as :func:`tokenize` makes it)."""
+        return list(self._postings.get(term, ()))
+
+    def terms(self):
+        """Every term of the index (a view: do not write while iterating)."""
+        return self._postings.keys()
+
     def _posting_arrays(self, term: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         arrays = self._arrays.get(term)
         if arrays is None:

@@ -16,10 +16,11 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
-from traitlets import Float, Int, Unicode, observe
+from traitlets import Bool, Float, Int, Unicode, observe
 
 from . import display as show
 from . import procedures
+from .ambient import Ambient, Gate
 from .namespace import namespace_terms
 from .config import DEFAULT_MODEL, Settings
 from .errors import NbMemoryError
@@ -139,6 +140,21 @@ class NbMemory(Magics):
     similar = Int(3, help="How many similar notes to show after %remember (0 hides them).").tag(config=True)
     min_score = Float(Settings.min_score, help="Recall hides notes scoring below this "
                                                "(and says how many).").tag(config=True)
+    ambient = Bool(True, help="After each cell, one line names the notes about the files it "
+                              "read, the anchored variables it used or the error it "
+                              "raised (%memory ambient on|off|status).").tag(config=True)
+    ambient_audit = Bool(True, help="Ambient recall also records files opened for reading "
+                                    "while a cell runs (an audit hook; reads through "
+                                    "variables).").tag(config=True)
+    ambient_dense = Float(Gate.dense, help="An error speaks when a gotcha matches it by "
+                                           "meaning (cosine) at least this much.").tag(config=True)
+    ambient_keyword = Float(Gate.keyword, help="... or holds at least this share of the "
+                                               "error's words.").tag(config=True)
+    ambient_cluster = Float(Gate.cluster, help="... or ambient_cluster_size gotchas match "
+                                               "by meaning at least this much,").tag(config=True)
+    ambient_cluster_size = Int(Gate.cluster_size, help="(see ambient_cluster)").tag(config=True)
+    ambient_agreement = Float(Gate.agreement, help="... and are at least this close to one "
+                                                   "another.").tag(config=True)
 
     def __init__(self, shell=None, **kwargs):
         # Set before Configurable.__init__: applying config from ipython_config.py fires
@@ -146,6 +162,7 @@ class NbMemory(Magics):
         self._memory = None
         self._outcomes: dict[int, bool] = {}  # execution count -> ran without error
         self._notebook: str | None = None  # learnt once, kept for the kernel's life
+        self._ambient = Ambient(self)
         super().__init__(shell=shell, **kwargs)
 
     @property
@@ -449,6 +466,7 @@ class NbMemory(Magics):
         %memory export FILE.jsonl   everything, losslessly (notes, versions, journal, snapshots)
         %memory export --markdown DIR [--by tag|kind]   readable pages, one per tag or kind
         %memory import FILE.jsonl [--on-conflict skip|replace|keep-both]
+        %memory ambient on|off|status|show   the line under cells that touch what notes are about
         %memory settings            current settings (change with %config NbMemory.x = ...)
         """
         command, _, rest = line.strip().partition(" ")
@@ -461,8 +479,11 @@ class NbMemory(Magics):
     def _memory_status(self, rest: str):
         display(show.status_display(self.mem.status()))
 
+    def _memory_ambient(self, rest: str):
+        return self._ambient.command(rest)
+
     def _memory_settings(self, rest: str):
-        names = ("store", "model", "k", "similar", "min_score")
+        names = ("store", "model", "k", "similar", "min_score", "ambient")
         width = max(map(len, names))
         print("\n".join(f"NbMemory.{n.ljust(width)} = {getattr(self, n)!r}" for n in names))
 
@@ -588,6 +609,8 @@ def load_ipython_extension(ipython) -> None:
     magics = NbMemory(ipython)
     ipython.register_magics(magics)
     ipython.events.register("post_run_cell", magics._record_outcome)
+    ipython.events.register("pre_run_cell", magics._ambient.before)
+    ipython.events.register("post_run_cell", magics._ambient.after)
 
 
 def unload_ipython_extension(ipython) -> None:
@@ -595,6 +618,9 @@ def unload_ipython_extension(ipython) -> None:
     if magics is not None:
         magics.close()
         ipython.events.unregister("post_run_cell", magics._record_outcome)
+        ipython.events.unregister("pre_run_cell", magics._ambient.before)
+        ipython.events.unregister("post_run_cell", magics._ambient.after)
+        magics._ambient.close()
         for kind in ("line", "cell"):
             for name in ("remember", "recall", "forget", "snapshot", "memory"):
                 ipython.magics_manager.magics[kind].pop(name, None)

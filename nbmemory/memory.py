@@ -228,6 +228,24 @@ class Memory:
         """Names of the variables notes are anchored to in ``scope`` (a notebook path)."""
         return self._call("variable_anchors", scope=scope)
 
+    def anchor_targets(self, scope: str = "") -> dict[str, Any]:
+        """What notes are about, for a kernel to check its cells against by itself:
+        ``position`` (journal), ``workspace``, ``paths``, ``globs``, ``terms`` (file names
+        in note text), ``variables`` (anchored in ``scope``) and ``gotchas`` (a count)."""
+        return self._call("anchor_targets", scope=scope)
+
+    def notes_about(self, *, paths: Sequence[str] = (), cwd: str | None = None,
+                    variables: dict | None = None, error: str | None = None,
+                    k: int = 5) -> dict[str, Any]:
+        """Notes about what one cell touched: files it read (absolute ``paths``), anchored
+        ``variables`` it used (``{"scope", "values": {name: fingerprint}}``) and the
+        ``error`` it raised (``"KeyError: 'amount'"``, matched against gotcha notes).
+        Returns ``{"position", "paths": {target: Hits}, "variables": {name: Hits},
+        "error": Hits or None, "agreement": [[cosine of gotcha i and j]]}``."""
+        paths = paths if isinstance(paths, str) else [os.fspath(p) for p in paths]
+        return self._call("notes_about", paths=paths, cwd=cwd, variables=variables,
+                          error=error, k=k)
+
     def similar(self, note_id: int, *, k: int = 3) -> list[Hit]:
         return self._call("similar", note_id=note_id, k=k)
 
