@@ -261,7 +261,7 @@ class Ambient:
         self._cwd: tuple[str, str] = ("", "")
         self._started = datetime.now(timezone.utc)
         self.problem: str | None = None  # said once; ambient waits for %memory ambient on
-        self.last: tuple[Any, list] | None = None  # (line, groups) last shown
+        self.last: tuple[Any, list] | None = None  # (what was shown, its groups)
         self.last_decision = "no cell run yet"
         self.timings: deque[float] = deque(maxlen=1000)  # ms per cell, this kernel
         self.counts = {"cells": 0, "triggered": 0, "shown": 0, "repeats": 0, "quiet": 0}
@@ -444,9 +444,10 @@ class Ambient:
             self._memory, self.targets, self._token = memory, None, None
         location = getattr(memory, "location", None)
         token = store_token(location.path if location is not None else None)
-        if self.targets is None or token is None or token != self._token:
+        scope = magics._notebook or ""  # variables are anchored per notebook
+        if self.targets is None or token is None or (token, scope) != self._token:
             self.targets = Targets.from_dict(memory.anchor_targets(magics._scope()))
-            self._token = token
+            self._token = (token, magics._notebook or "")
         return self.targets
 
     def _cwd_now(self) -> tuple[str, str]:

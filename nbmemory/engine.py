@@ -158,6 +158,7 @@ class _LiveView:
 class _About:
     """What active notes are about, at one journal position (for ambient recall)."""
 
+    commits: int  # Store.commits when built
     position: int
     paths: dict[str, set[int]]  # file, data and dir anchor targets (workspace-relative)
     globs: dict[str, set[int]]
@@ -197,10 +198,10 @@ class Engine:
         self._recall_log: list[dict] = []  # flushed with the next write or on close
         self._inactive: set[int] = set()
         self._past_views: dict[int, PastView] = {}
-        self._about_cache: _About | None = None
         self.index_state = "empty"
         self.lexical = LexicalIndex()
         self.vectors: VectorIndex | None = None
+        self._about_cache: _About | None = None  # what notes are about (ambient recall)
         self._open_indexes(progress)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -266,6 +267,7 @@ class Engine:
         self.lexical.add_many((r[0], r[1]) for r in rows)
         self._identity = None
         self._past_views.clear()
+        self._about_cache = None
         self.vectors = None
         stored = self.stored_identity
         if not stored or self.mismatch:
@@ -893,9 +895,9 @@ class Engine:
     # -- ambient recall -----------------------------------------------------------------
 
     def _about(self) -> _About:
-        """Targets of active notes' anchors and text, rebuilt when the journal moves."""
-        position = self.store.position()
-        if self._about_cache is not None and self._about_cache.position == position:
+        """Targets of active notes' anchors and text, rebuilt after any write."""
+        commits = self.store.commits
+        if self._about_cache is not None and self._about_cache.commits == commits:
             return self._about_cache
         paths: dict[str, set[int]] = {}
         globs: dict[str, set[int]] = {}
@@ -913,7 +915,8 @@ class Engine:
         terms = frozenset(t for t in self.lexical.terms() if is_file_term(t)
                           and any(i not in inactive for i in self.lexical.docs_with(t)))
         gotchas = len(self.store.note_ids(Filters(kinds=("gotcha",))))
-        self._about_cache = _About(position, paths, globs, variables, terms, gotchas)
+        self._about_cache = _About(commits, self.store.position(), paths, globs, variables,
+                                   terms, gotchas)
         return self._about_cache
 
     def anchor_targets(self, scope: str = "") -> dict[str, Any]:

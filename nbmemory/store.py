@@ -218,6 +218,7 @@ class Store:
         self.directory = Path(directory)
         self._anchor_cache: dict[int, list[tuple[int, Anchor]] | None] = {}
         self._anchors_upto: int | None = None
+        self.commits = 0
         self.path = self.directory / DB_FILENAME
         (self.directory / COMPACT_FILENAME).unlink(missing_ok=True)  # an interrupted compact
         try:
@@ -289,6 +290,8 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """Every write to notes, anchors and the journal runs in one of these; ``commits``
+        counts them, so a cache keyed on it is current without a query."""
         self.con.begin()
         try:
             yield
@@ -297,6 +300,7 @@ class Store:
             raise
         else:
             self.con.commit()
+            self.commits += 1
 
     # -- meta ---------------------------------------------------------------------------
 
