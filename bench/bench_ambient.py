@@ -185,6 +185,45 @@ def run_interleaved(shell, magics) -> dict[str, dict[str, list[float]]]:
     return out
 
 
+AUDIT = """
+import os, sys, tempfile, time
+sys.path.insert(0, {root!r})
+from nbmemory import ambient
+path = os.path.join(tempfile.mkdtemp(), "f.csv")
+open(path, "w").close()
+if {mode!r} != "none":
+    ambient.install_hook()
+if {mode!r} == "recording":
+    ambient.start_recording()
+def loop(event):
+    best = float("inf")
+    for _ in range(7):
+        start = time.perf_counter()
+        for _ in range(20_000):
+            event()
+        best = min(best, time.perf_counter() - start)
+    return best / 20_000 * 1e6
+
+
+print(loop(lambda: sys.audit("open", path, "r", 0)), loop(lambda: open(path).close()))
+"""
+
+
+def audit_cost() -> dict[str, tuple[float, float]]:
+    """Microseconds per audit event and per open() in a fresh process: no hook, the hook
+    installed but idle (no cell recording), the hook recording."""
+    import subprocess
+
+    root = str(Path(__file__).resolve().parents[1])
+    out = {}
+    for mode in ("none", "idle", "recording"):
+        code = AUDIT.format(root=root, mode=mode)
+        text = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True).stdout
+        out[mode] = tuple(float(x) for x in text.split())
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--notes", type=int, default=10_000)
@@ -235,7 +274,13 @@ def main() -> None:
         delta = row[3][0] - row[1][0]
         print(f"{label + f' (n={n})':<46}" + "".join(f"{a:>8.2f} /{b:>6.2f}" for a, b in row)
               + f"{delta:>+15.2f}")
+    audit = audit_cost()
     print()
+    print("audit hook in a fresh process (us, best of 7 x 20k):"
+          f"{'no hook':>10}{'idle':>10}{'recording':>11}")
+    for i, what in enumerate(("per audit event (sys.audit)", "per open().close()")):
+        print(f"  {what:<47}" + "".join(f"{audit[m][i]:>10.3f}" for m in ("none", "idle"))
+              + f"{audit['recording'][i]:>11.3f}")
     print("ambient on, all runs: " + ", ".join(f"{v} {k}" for k, v in counts.items())
           + f"; load average {os.getloadavg()[0]:.1f} at the end")
 
