@@ -266,7 +266,10 @@ def test_dataset(tmp_path):
     assert first[0] == 3 and first[1].startswith("Units in penguins:")
     first = recalled(shown(nb, "recall-identifier"))[0]
     assert first[0] == 1 and "nullstr='NA'" in first[1]
-    assert shown(nb, "new-data").strip() == "(342, 9)"
+    shape, ambient = shown(nb, "new-data").strip().splitlines()
+    assert shape == "(342, 9)"
+    # Ambient recall: the cell read the file and rebuilt the frame four notes are about.
+    assert ambient.startswith("nbmemory: 4 notes about data/penguins.csv and penguins (4 stale)")
 
     stale = shown(nb, "stale")
     assert stale.startswith("4 stale notes\n")
