@@ -950,10 +950,11 @@ class Engine:
         channels' scores (the kernel's gate decides whether that is worth showing).
 
         Returns ``{"position", "paths": {target: Hits}, "variables": {name: Hits},
-        "error": Hits or None, "agreement": cosine of each pair of those gotchas}``
-        (a list of rows in hit order, empty for fewer than two); notes anchored to a path score 1.0, notes that only
-        name it in their text 0.5, and each Hits keeps at most ``k`` notes
-        (``filtered_out`` counts the rest).
+        "error": Hits or None, "agreement": [[cosine of gotchas i and j]]}`` (rows in hit
+        order; empty for fewer than two). Notes anchored to a path score 1.0, notes that
+        only name it in their text 0.5; each Hits keeps at most ``k`` notes
+        (``filtered_out`` counts the rest). While the configured model differs from the
+        store's, errors are not matched (paths and variables still are).
         """
         if k < 1:
             raise InvalidInput(f"k must be at least 1 (got {k})")
@@ -991,7 +992,7 @@ class Engine:
                             filtered_out=max(0, len(order) - k))
 
             gotchas, agreement = None, []
-            if error and error.strip() and about.gotchas:
+            if error and error.strip() and about.gotchas and not self.mismatch:
                 gotchas = self.recall(error.strip()[:1000], k=k, kind="gotcha", explain=True,
                                       min_score=0.0, variables=variables, log=False)
                 if len(gotchas) > 1 and self.vectors is not None:
