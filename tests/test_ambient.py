@@ -163,6 +163,19 @@ def test_targets_are_cached_until_the_journal_moves(ws_memory):
     assert engine._about() is not first and "data/other.csv" in engine._about().paths
 
 
+def test_errors_are_not_matched_while_the_model_differs_but_paths_are(workspace):
+    from nbmemory.embed import HashEmbedder
+    from nbmemory.memory import Memory
+
+    with Memory.open(workspace / ".nbmemory", embedder=HashEmbedder()) as mem:
+        mem.remember("KeyError 'amount' means the export is old", kind="gotcha",
+                     about=["data/orders.csv"])
+    with Memory.open(workspace / ".nbmemory", embedder=HashEmbedder(dims=32)) as mem:
+        about = mem.notes_about(paths=[str(workspace / "data" / "orders.csv")],
+                                error="KeyError: 'amount'")
+        assert about["error"] is None and len(about["paths"]["data/orders.csv"]) == 1
+
+
 def test_bad_input_is_refused(ws_memory):
     from nbmemory.errors import InvalidInput
 
