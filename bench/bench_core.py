@@ -164,8 +164,7 @@ def main() -> None:
     new_notes = held_out[nq:2 * nq]
     print(f"embedding {len(notes)} notes (cached after the first run)...", file=sys.stderr)
     matrix = corpus.vectors(embedder, notes, "notes",
-                            progress=lambda d, t: print(f"  {d}/{t}", file=sys.stderr)
-                            if d % 10240 == 0 else None)
+                            progress=lambda d, t: print(f"  {d}/{t}", file=sys.stderr))
     qvecs = embedder.encode(query_texts)
     known = dict(zip(query_texts, qvecs))
     model = f"{embedder.name}:{matrix.shape[1]}"

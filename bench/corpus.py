@@ -63,12 +63,20 @@ def vectors(embedder, items: list[str], name: str, progress=None) -> np.ndarray:
     cache = CACHE / f"vectors-{name}-{embedder.name}-{len(items)}.npy"
     if cache.exists():
         return np.load(cache)
-    out = []
-    for start in range(0, len(items), 256):
-        out.append(embedder.encode(items[start:start + 256]))
-        if progress:
-            progress(min(start + 256, len(items)), len(items))
-    matrix = np.vstack(out).astype(np.float32)
     CACHE.mkdir(exist_ok=True)
+    out = []
+    chunk = 10240  # saved as it goes: embedding 100k texts takes minutes
+    for start in range(0, len(items), chunk):
+        part = CACHE / f"{cache.stem}.part{start}.npy"
+        if part.exists():
+            out.append(np.load(part))
+        else:
+            out.append(embedder.encode(items[start:start + chunk]).astype(np.float32))
+            np.save(part, out[-1])
+        if progress:
+            progress(min(start + chunk, len(items)), len(items))
+    matrix = np.vstack(out)
     np.save(cache, matrix)
+    for part in CACHE.glob(f"{cache.stem}.part*.npy"):
+        part.unlink()
     return matrix
