@@ -24,12 +24,13 @@ from . import __version__, exchange
 from .anchors import absolute, display_path, file_terms, is_file_term
 from .config import Settings, find_git_root
 from .embed import Embedder, make_embedder, model_name
-from .errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreUnavailable)
+from .errors import (Conflict, EmbedderMismatch, InvalidInput, NbMemoryError, NotFound,
+                     StoreUnavailable)
 from .history import PastView, diff
 from .lexical import LexicalIndex
 from .ranking import MODES, rank
 from .lock import OwnerLock, prepare_directory
-from .models import (KINDS, PRIORITIES, Event, Hit, Hits, Note, Provenance, Snapshot,
+from .models import (KINDS, PRIORITIES, Event, Hit, Hits, Note, Page, Provenance, Snapshot,
                      SnapshotDiff, StaleReason, utcnow)
 from .stale import StaleChecker
 from .store import SCHEMA_VERSION, Filters, Store
@@ -42,25 +43,6 @@ PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
 MAX_NOTE_CHARS = 100_000
 # Revoked and superseded notes stay indexed so recall can say "previously believed".
 INDEXED = ("active", "revoked", "superseded", "refuted")
-
-
-@dataclass(frozen=True)
-class Page:
-    """One page of a listing, with the total the filters matched."""
-
-    notes: list[Note]
-    total: int
-    offset: int
-    limit: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"notes": [n.to_dict() for n in self.notes], "total": self.total,
-                "offset": self.offset, "limit": self.limit}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Page:
-        return cls([Note.from_dict(n) for n in data["notes"]], data["total"],
-                   data["offset"], data["limit"])
 
 
 def _no_note(note_id: int) -> str:
@@ -174,15 +156,18 @@ class Engine:
     """Everything a store can do, for the one process that owns it."""
 
     def __init__(self, directory: str | os.PathLike, *, settings: Settings | None = None,
-                 embedder: Embedder | None = None, progress: Progress | None = None):
+                 embedder: Embedder | None = None, progress: Progress | None = None,
+                 owner_lock: OwnerLock | None = None):
         self.directory = Path(directory)
         self.settings = settings or Settings()
         self.embedder = embedder or make_embedder(self.settings.model)
         self.started = time.time()
         self._lock = threading.RLock()
         prepare_directory(self.directory)
-        self._owner = OwnerLock(self.directory)
-        self._owner.acquire()
+        # The service takes the lock itself (to announce itself before the slow open).
+        self._owner = owner_lock or OwnerLock(self.directory)
+        if not self._owner.held:
+            self._owner.acquire()
         try:
             self.store = Store(self.directory)
         except BaseException:
@@ -338,8 +323,14 @@ class Engine:
         self.vectors.save(self.directory / VECTOR_FILENAME, meta)
         self._writes_since_save = 0
 
-    def _after_write(self) -> None:
-        self._writes_since_save += 1
+    def warm_up(self) -> None:
+        """Load the embedding model now rather than on the first remember or recall."""
+        getattr(self.embedder, "dims")  # loads the model; reads go on meanwhile
+        with self._lock:
+            self.embedder.encode(["warm up"])
+
+    def _after_write(self, count: int = 1) -> None:
+        self._writes_since_save += count
         if self._writes_since_save >= self.settings.save_every:
             self._save_vectors()
 
@@ -366,51 +357,169 @@ class Engine:
         where staleness is checked), and ready variable anchors (fingerprinted in the
         kernel, which has the variables). Paths the text mentions are anchored too.
         """
+        result = self.remember_many([dict(text=text, kind=kind, priority=priority, tags=tags,
+                                          author=author, provenance=provenance,
+                                          request_id=request_id, supersedes=supersedes,
+                                          about=about)])[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _prepare_remember(self, text: str, *, kind: str = "finding", priority: str = "medium",
+                          tags: str | Iterable[str] | None = None, author: str | None = None,
+                          provenance: Provenance | dict | None = None,
+                          request_id: str | None = None, supersedes: int | None = None,
+                          about: Sequence[Any] | None = None) -> dict[str, Any]:
+        """Validate one remember request and fingerprint its anchors (no engine lock:
+        hashing a big file must not block other calls)."""
         text = check_text(text)
         kind, priority, tags = check_kind(kind), check_priority(priority), normalise_tags(tags)
         if isinstance(provenance, dict):
             provenance = Provenance.from_dict(provenance)
         provenance = provenance or Provenance()
-        author = author or default_author()
-        try:  # fingerprint outside the lock: hashing a big file must not block other calls
-            anchors = self.checker.build(text, about, provenance)
-        except InvalidInput:
-            with self._lock:  # a retry of a write that succeeded before the file went away
-                done = self.store.request_note(request_id) if request_id else None
-            if done is None:
-                raise
-            return self.get(done)
+        return dict(text=text, kind=kind, priority=priority, tags=tags,
+                    author=author or default_author(), provenance=provenance,
+                    request_id=request_id or None,
+                    supersedes=int(supersedes) if supersedes is not None else None,
+                    content_hash=content_hash(text), uid=uuid.uuid4().hex,
+                    anchors=self.checker.build(text, about, provenance))
+
+    def remember_many(self, requests: Sequence[dict[str, Any]]) -> list[Note | NbMemoryError]:
+        """Remember several findings with one embedding call and one transaction.
+
+        Each request holds :meth:`remember`'s keyword arguments. The result has one entry
+        per request, in order: its note, or the error that request alone met (the others
+        are still written). A repeated ``request_id`` gives the note it first wrote. The
+        owner service batches concurrent remembers through here.
+        """
+        results: list[Any] = [None] * len(requests)
+        prepared: list[tuple[int, dict[str, Any]]] = []
+        refused: dict[int, str] = {}  # request ids of requests refused before the lock
+        for i, request in enumerate(requests):
+            try:
+                prepared.append((i, self._prepare_remember(**request)))
+            except NbMemoryError as exc:
+                results[i] = exc
+                if request.get("request_id"):
+                    refused[i] = request["request_id"]
+            except TypeError as exc:
+                results[i] = InvalidInput(f"Bad remember request: {exc}")
+        if not prepared and not refused:
+            return results
+        # Once the model is loaded, embedding starts now, in a helper thread, and runs while
+        # the store is queried and the rows are inserted (torch and DuckDB both release
+        # the GIL): a batch then costs about the larger of the two. A loading model may fail,
+        # which must happen before the transaction, so then it runs in _write_new_notes.
+        embedding = _Background(self.embedder.encode,
+                                list(dict.fromkeys(p["text"] for _, p in prepared)))
         with self._lock:
-            if request_id:
-                done = self.store.request_note(request_id)
-                if done is not None:
-                    return self.get(done)
-            if supersedes is not None:
-                self._require_status(supersedes, "active", "supersede")
-            vector = self._embed([text])[0]
-            at = utcnow()
-            digest = content_hash(text)
+            if prepared and getattr(self.embedder, "loaded", True):
+                embedding.start()
+            try:
+                self._remember_locked(prepared, refused, results, embedding)
+            finally:
+                embedding.join()  # the model is only ever used under the engine lock
+            return results
+
+    def _remember_locked(self, prepared: list[tuple[int, dict[str, Any]]],
+                         refused: dict[int, str], results: list,
+                         embedding: _Background) -> None:
+        """Dedupe by request id, check supersedes, write what is new (engine lock held)."""
+        done = self.store.request_notes(
+            [p["request_id"] for _, p in prepared if p["request_id"]] + list(refused.values()))
+        for i, rid in refused.items():  # a retry of a write that succeeded before, e.g.,
+            if rid in done:             # a file it is about went away
+                results[i] = done[rid]
+        fresh: list[tuple[int, dict[str, Any]]] = []
+        first: dict[str, int] = {}
+        replaced: set[int] = set()
+        for i, p in prepared:
+            rid, old = p["request_id"], p["supersedes"]
+            if rid and rid in done:
+                results[i] = done[rid]
+                continue
+            if rid and rid in first:
+                results[i] = ("same as", first[rid])
+                continue
+            if old is not None:
+                try:
+                    self._require_status(old, "active", "supersede")
+                    if old in replaced:
+                        raise Conflict(f"Cannot supersede note #{old} twice at once.")
+                except NbMemoryError as exc:
+                    results[i] = exc
+                    continue
+                replaced.add(old)
+            if rid:
+                first[rid] = i
+            fresh.append((i, p))
+        if fresh:
+            try:
+                self._write_new_notes(fresh, results, embedding)
+            except NbMemoryError as exc:
+                for i, _ in fresh:
+                    results[i] = exc
+        # Earlier notes (retried requests) are read back; new ones are as written.
+        earlier = self.store.get_notes([r for r in results if isinstance(r, int)])
+        notes = list(earlier.values()) + [r for r in results if isinstance(r, Note)]
+        notes = {n.id: n for n in self._with_stale(notes)}
+        for i, r in enumerate(results):
+            if isinstance(r, tuple):
+                r = results[r[1]]
+            if isinstance(r, Note):
+                r = r.id
+            results[i] = notes[r] if isinstance(r, int) else r
+
+    def _write_new_notes(self, fresh: list[tuple[int, dict[str, Any]]], results: list,
+                         embedding: _Background) -> None:
+        """Write in one transaction, then index; ``results[i]`` gets each new note."""
+        self._check_embedder()
+        if not embedding.started:
+            embedding.run()
+        stored = self.stored_identity
+        texts = embedding.texts
+        try:
             with self.store.transaction():
-                note_id = self.store.next_note_id()
-                self.store.insert_note(note_id, uid=uuid.uuid4().hex, at=at, supersedes=supersedes)
-                data = {"supersedes": supersedes} if supersedes is not None else None
-                seq = self.store.append_event("created", note_id, actor=author, at=at,
-                                              request_id=request_id, data=data)
-                self.store.insert_version(note_id, text=text, content_hash=digest, kind=kind,
-                                          priority=priority, tags=tags, author=author,
-                                          provenance=provenance, at=at, seq=seq)
-                self.store.insert_anchors(note_id, list(enumerate(anchors)), seq=seq, at=at)
-                self._put_vector(digest, vector)
-                if supersedes is not None:
-                    self.store.append_event("superseded_by", supersedes, actor=author, at=at,
-                                            request_id=request_id, data={"by": note_id})
-                    self.store.set_status(supersedes, "superseded")
-            self._index_note(note_id, text, vector)
-            self._priority[note_id] = priority
-            if supersedes is not None:
-                self._inactive.add(supersedes)
-            self._after_write()
-            return self.get(note_id)
+                note_ids, seqs = self.store.allocate(len(fresh))
+                rows = [{**p, "note_id": note_id, "seq": seq, "at": utcnow()}
+                        for (_, p), note_id, seq in zip(fresh, note_ids, seqs)]
+                self.store.create_notes(rows)
+                for row in rows:
+                    self.store.insert_anchors(row["note_id"], list(enumerate(row["anchors"])),
+                                              seq=row["seq"], at=row["at"])
+                for row in rows:
+                    if row["supersedes"] is not None:
+                        self.store.append_event("superseded_by", row["supersedes"],
+                                                actor=row["author"], at=row["at"],
+                                                request_id=row["request_id"],
+                                                data={"by": row["note_id"]})
+                        self.store.set_status(row["supersedes"], "superseded")
+                vectors = dict(zip(texts, embedding.result()))
+                ndim = len(next(iter(vectors.values())))
+                if not stored:
+                    self._set_identity(f"{self.embedder.name}:{ndim}")
+                self.store.put_embeddings(
+                    self.embedder.name, [(p["content_hash"], vectors[p["text"]]) for _, p in fresh])
+        except BaseException:
+            self._identity = None  # set_meta may have been rolled back
+            raise
+        finally:
+            embedding.join()
+        for row, (i, _) in zip(rows, fresh):
+            self.lexical.add(row["note_id"], row["text"])
+            self._priority[row["note_id"]] = row["priority"]
+            if row["supersedes"] is not None:
+                self._inactive.add(row["supersedes"])
+            # The note as written (saves reading it back); _with_stale adds its anchors.
+            results[i] = Note(row["note_id"], row["text"], row["kind"], row["priority"],
+                              row["tags"], "active", 1, row["at"], row["at"], row["author"],
+                              row["provenance"], supersedes=row["supersedes"])
+        if self.vectors is None:
+            self.vectors = self._new_vector_index(ndim)
+            self.index_state = "new"
+        self.vectors.add([row["note_id"] for row in rows],
+                         np.stack([vectors[row["text"]] for row in rows]))
+        self._after_write(len(rows))
 
     def _put_vector(self, digest: str, vector: np.ndarray) -> None:
         if not self.stored_identity:
@@ -1107,6 +1216,36 @@ class Engine:
                 "uptime_s": round(time.time() - self.started, 1),
                 **stats,
             }
+
+
+class _Background(threading.Thread):
+    """Embedding ``texts`` in a helper thread (``start``) or in this one (``run``)."""
+
+    def __init__(self, function, texts):
+        super().__init__(name="nbmemory-embed", daemon=True)
+        self._function, self.texts, self._value, self._error = function, texts, None, None
+        self.started = False
+
+    def start(self) -> None:
+        self.started = True
+        super().start()
+
+    def run(self) -> None:
+        self.started = True
+        try:
+            self._value = self._function(self.texts)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by result()
+            self._error = exc
+
+    def join(self, timeout=None) -> None:
+        if self.ident is not None:
+            super().join(timeout)
+
+    def result(self):
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _replace(note: Note, **changes) -> Note:

@@ -335,3 +335,22 @@ class SnapshotDiff:
     def from_dict(cls, data: dict[str, Any]) -> SnapshotDiff:
         return cls(data["a"], data["b"], int(data["a_seq"]), int(data["b_seq"]),
                    tuple(Change.from_dict(c) for c in data.get("changes") or ()))
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing, with the total the filters matched."""
+
+    notes: list[Note]
+    total: int
+    offset: int
+    limit: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"notes": [n.to_dict() for n in self.notes], "total": self.total,
+                "offset": self.offset, "limit": self.limit}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Page:
+        return cls([Note.from_dict(n) for n in data["notes"]], data["total"],
+                   data["offset"], data["limit"])

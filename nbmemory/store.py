@@ -340,6 +340,16 @@ class Store:
         ).fetchone()
         return row[0] if row else None
 
+    def request_notes(self, request_ids: Sequence[str]) -> dict[str, int]:
+        """:meth:`request_note` for many request ids in one query."""
+        if not request_ids:
+            return {}
+        rows = self.con.execute(
+            "SELECT request_id, arg_min(note_id, seq) FROM events "
+            "WHERE request_id IN (SELECT unnest(?)) GROUP BY request_id", [list(request_ids)]
+        ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
     def events(self, note_id: int | None = None, *, after: int = 0,
                until: int | None = None) -> list[Event]:
         where, params = "seq > ?", [after]
@@ -366,6 +376,43 @@ class Store:
 
     def next_note_id(self) -> int:
         return self.con.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
+
+    def allocate(self, count: int) -> tuple[list[int], list[int]]:
+        """The next ``count`` note ids and event seqs (the engine serialises writers)."""
+        note, seq = self.con.execute(
+            "SELECT (SELECT coalesce(max(id), 0) FROM notes), "
+            "(SELECT coalesce(max(seq), 0) FROM events)").fetchone()
+        return list(range(note + 1, note + 1 + count)), list(range(seq + 1, seq + 1 + count))
+
+    def create_notes(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert new notes (version 1) with their ``created`` events: three statements.
+
+        Each row has note_id, uid, seq, at, text, content_hash, kind, priority, tags, author,
+        provenance, request_id and supersedes. Call inside :meth:`transaction`.
+        """
+        if not rows:
+            return
+
+        def insert(table: str, columns: str, values: list[list[Any]]) -> None:
+            marks = "(" + ", ".join("?" * len(values[0])) + ")"
+            self.con.execute(f"INSERT INTO {table} {columns} VALUES "
+                             + ", ".join([marks] * len(values)), [v for row in values for v in row])
+
+        def prov(row):
+            return json.dumps(row["provenance"].to_dict())
+
+        insert("notes", "(id, uid, status, version, supersedes, created_at, updated_at, text, "
+                        "content_hash, kind, priority, tags, author, provenance)",
+               [[r["note_id"], r["uid"], "active", 1, r["supersedes"], _naive(r["at"]),
+                 _naive(r["at"]), r["text"], r["content_hash"], r["kind"], r["priority"],
+                 list(r["tags"]), r["author"], prov(r)] for r in rows])
+        insert("events", "", [[r["seq"], _naive(r["at"]), r["note_id"], "created", r["author"],
+                               r["request_id"],
+                               json.dumps({"supersedes": r["supersedes"]})
+                               if r["supersedes"] is not None else None] for r in rows])
+        insert("note_versions", "", [[r["note_id"], 1, r["text"], r["content_hash"], r["kind"],
+                                      r["priority"], list(r["tags"]), r["author"],
+                                      _naive(r["at"]), prov(r), r["seq"]] for r in rows])
 
     def insert_note(self, note_id: int, *, uid: str, at: datetime, status: str = "active",
                     supersedes: int | None = None) -> None:
@@ -507,10 +554,14 @@ class Store:
     # -- vectors ------------------------------------------------------------------------
 
     def put_embeddings(self, model: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
-        self.con.executemany(
-            "INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)",
-            [[h, model, np.asarray(v, dtype=np.float32).tobytes()] for h, v in items],
-        )
+        items = list({h: (h, v) for h, v in reversed(items)}.values())  # one row per hash
+        # Multi-row statements: executemany costs a statement per row.
+        for start in range(0, len(items), 500):
+            chunk = items[start:start + 500]
+            self.con.execute(
+                "INSERT OR IGNORE INTO embeddings VALUES " + ", ".join(["(?, ?, ?)"] * len(chunk)),
+                [x for h, v in chunk for x in (h, model, np.asarray(v, dtype=np.float32).tobytes())],
+            )
 
     def has_embedding(self, model: str, content_hash: str) -> bool:
         return self.con.execute(
