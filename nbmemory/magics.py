@@ -136,6 +136,9 @@ class NbMemory(Magics):
                              "above the working directory, the git root, or the working "
                              "directory.").tag(config=True)
     model = Unicode(DEFAULT_MODEL, help="sentence-transformers model for embeddings.").tag(config=True)
+    mode = Unicode("auto", help="service: use the store's owner process (started on demand; "
+                                "the model never loads in the kernel); local: open the store "
+                                "in this kernel; auto: service.").tag(config=True)
     k = Int(5, help="How many notes %recall shows by default.").tag(config=True)
     similar = Int(3, help="How many similar notes to show after %remember (0 hides them).").tag(config=True)
     min_score = Float(Settings.min_score, help="Recall hides notes scoring below this "
@@ -172,11 +175,11 @@ class NbMemory(Magics):
             from .memory import Memory
 
             with usage_errors():
-                self._memory = Memory.open(self.store or None, model=self.model,
+                self._memory = Memory.open(self.store or None, model=self.model, mode=self.mode,
                                            settings=Settings(model=self.model, min_score=self.min_score))
         return self._memory
 
-    @observe("store", "model", "min_score")
+    @observe("store", "model", "min_score", "mode")
     def _reopen(self, change) -> None:
         self.close()
 
@@ -483,7 +486,7 @@ class NbMemory(Magics):
         return self._ambient.command(rest)
 
     def _memory_settings(self, rest: str):
-        names = ("store", "model", "k", "similar", "min_score", "ambient")
+        names = ("store", "model", "mode", "k", "similar", "min_score", "ambient")
         width = max(map(len, names))
         print("\n".join(f"NbMemory.{n.ljust(width)} = {getattr(self, n)!r}" for n in names))
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from .config import Settings, StoreLocation, locate_store
+from .errors import InvalidInput
 from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
 
 Progress = Callable[[int, int], None]
@@ -67,14 +68,36 @@ class Memory:
 
     @classmethod
     def open(cls, path: str | os.PathLike | None = None, *, settings: Settings | None = None,
-             model: str | None = None, embedder=None, progress: Progress | None = None) -> Memory:
+             model: str | None = None, embedder=None, progress: Progress | None = None,
+             mode: str = "auto", idle_timeout: float | None = None) -> Memory:
         """Open (creating if needed) the store at ``path`` or where :func:`locate_store` finds it.
 
-        The store is owned by this process for as long as the Memory is open.
+        ``mode="service"`` talks to the store's owner process, starting one if none runs
+        (the model then lives there, never in this process; ``idle_timeout`` is how long a
+        started owner waits for requests before exiting; only an explicit ``model`` is asked
+        of it, else it keeps the store's). ``mode="local"`` runs the engine in this process,
+        which owns the store while the Memory is open and fails with the other owner's pid
+        if there is one. ``"auto"`` (default) is local when an ``embedder`` object is given
+        (it cannot cross processes), else the service.
         """
+        if mode not in ("auto", "service", "local"):
+            raise InvalidInput(f"Unknown mode {mode!r}; use auto, service or local")
+        location = locate_store(path)
+        if mode == "auto":
+            mode = "local" if embedder is not None else "service"
+        if mode == "service":
+            if embedder is not None:
+                raise InvalidInput("An embedder object cannot be sent to the store's owner "
+                                   "process: pass model='name', or use mode='local'.")
+            from .service.client import ServiceBackend
+
+            backend = ServiceBackend(location.path, model=model, idle_timeout=idle_timeout,
+                                     min_score=settings.min_score if settings else None)
+            backend.ensure_owner()
+            return cls(backend, location)
+
         from .engine import Engine
 
-        location = locate_store(path)
         settings = settings or Settings()
         if model:
             settings = Settings(**{**settings.__dict__, "model": model})
@@ -164,18 +187,18 @@ class Memory:
 
     def export_jsonl(self, path: str | os.PathLike, *, progress: Progress | None = None) -> dict[str, int]:
         """Write the whole store (notes, versions, vectors, journal, snapshots) to ``path``."""
-        return self._call("export_jsonl", path=str(path), progress=progress)
+        return self._call("export_jsonl", path=os.path.abspath(path), progress=progress)
 
     def import_jsonl(self, path: str | os.PathLike, *, on_conflict: str = "skip",
                      progress: Progress | None = None) -> dict[str, int]:
         """Import an export file. ``on_conflict``: skip, replace or keep-both for notes
         already in this store. Importing the same file again changes nothing."""
-        return self._call("import_jsonl", path=str(path), on_conflict=on_conflict,
+        return self._call("import_jsonl", path=os.path.abspath(path), on_conflict=on_conflict,
                           progress=progress)
 
     def export_markdown(self, directory: str | os.PathLike, *, by: str = "tag") -> list[str]:
         """Readable Markdown pages, one per tag (or kind), deterministic so they diff well."""
-        return self._call("export_markdown", directory=str(directory), by=by)
+        return self._call("export_markdown", directory=os.path.abspath(directory), by=by)
 
     def reindex(self, progress: Progress | None = None) -> dict[str, Any]:
         """Rebuild the indexes from the store (re-embedding if the configured model changed)."""
@@ -263,8 +286,14 @@ class Memory:
         """What changed from snapshot ``a`` to snapshot ``b`` (default: now)."""
         return self._call("snapshot_diff", a=a, b=b)
 
+    @property
+    def mode(self) -> str:
+        """"service" (through the owner process) or "local" (engine in this process)."""
+        return "local" if isinstance(self._backend, LocalBackend) else "service"
+
     def status(self) -> dict[str, Any]:
         status = self._call("status")
+        status.setdefault("mode", self.mode)
         if self.location is not None:
             status["store_reason"] = self.location.reason
         return status

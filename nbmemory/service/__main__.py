@@ -1,0 +1,44 @@
+"""``python -m nbmemory.service --store DIR [--idle-timeout S] [--model M]``: run an owner."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .protocol import DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m nbmemory.service",
+        description="Own an nbmemory store and serve it to other processes on a unix socket "
+                    "in the store directory. Clients start this on demand.")
+    parser.add_argument("--store", default=None,
+                        help="store directory (default: NBMEMORY_HOME, the nearest .nbmemory/, "
+                             "the git root or the working directory)")
+    parser.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT, metavar="S",
+                        help=f"exit after S seconds without requests; 0 never "
+                             f"(default {DEFAULT_IDLE_TIMEOUT:g})")
+    parser.add_argument("--model", default=None,
+                        help="embedding model (default: the one the store's vectors were made "
+                             "with, else all-MiniLM-L6-v2)")
+    args = parser.parse_args(argv)
+
+    from ..config import locate_store
+    from ..errors import NbMemoryError, StoreLocked
+    from .owner import serve
+
+    store = locate_store(args.store).path
+    try:
+        serve(store, model=args.model, idle_timeout=args.idle_timeout)
+    except StoreLocked as exc:
+        print(f"nbmemory: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
+    except NbMemoryError as exc:
+        print(f"nbmemory: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

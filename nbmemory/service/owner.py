@@ -1,0 +1,441 @@
+"""The owner process: holds the store's lock, engine and model, and serves other processes.
+
+JSON over HTTP/1.1 on a unix socket in the store directory (mode 0600, peers of other
+users refused). Engine calls are serialised by the engine's own lock; concurrent
+remembers are batched into one embedding call and one transaction. The owner exits
+after ``idle_timeout`` seconds without requests, on ``POST /shutdown`` or on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import queue
+import signal
+import socket
+import socketserver
+import struct
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import Future
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..config import Settings
+from ..errors import NbMemoryError, StoreLocked
+from ..lock import OwnerLock, prepare_directory, read_owner_pid
+from . import codec
+from .protocol import (DEFAULT_IDLE_TIMEOUT, HEADER_MODEL, HEADER_PROTOCOL, HEADER_VERSION,
+                       INFO_NAME, LOG_NAME, PROTOCOL, SOCKET_NAME, STATUS_BY_ERROR,
+                       check_private_directory, read_info, same_model, socket_address,
+                       write_info)
+
+# Engine methods a client may not call.
+PRIVATE_OPERATIONS = frozenset({"close", "warm_up", "remember_many"})
+MAX_BATCH = 64
+# A batch waits up to LINGER seconds for clients that sent remembers lately (each has at
+# most one in flight) and are probably about to send the next: 4 writers then share one
+# embedding call and one transaction instead of alternating batches of 1 and 3.
+LINGER = 0.005
+RECENT = 0.5
+SHUTDOWN_GRACE = 60.0
+
+
+def log(message: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"{stamp} nbmemory owner {os.getpid()}: {message}", file=sys.stderr, flush=True)
+
+
+def serve(store: str | os.PathLike, *, model: str | None = None,
+          idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT, settings: Settings | None = None,
+          lock_wait: float = 1.0) -> None:
+    """Own the store at ``store`` and serve it until idle, asked to stop, or signalled.
+
+    ``model`` None keeps the model the store's vectors were made with (the default model
+    for a new store). ``idle_timeout`` None or <= 0 never exits for idleness. Raises
+    :class:`StoreLocked` when another process owns the store.
+    """
+    directory = Path(store).expanduser().resolve()
+    prepare_directory(directory)
+    check_private_directory(directory)
+    lock = OwnerLock(directory)
+    deadline = time.monotonic() + lock_wait
+    while not lock.try_acquire():  # a client probing the lock holds it for microseconds
+        if time.monotonic() > deadline:
+            pid = read_owner_pid(directory)
+            raise StoreLocked(f"The store {directory} already has an owner (pid {pid}).", pid=pid)
+        time.sleep(0.02)
+    started = time.time()
+    info = {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL,
+            "state": "starting", "started": started, "store": str(directory),
+            "socket": str(directory / SOCKET_NAME), "log": str(directory / LOG_NAME),
+            "idle_timeout": idle_timeout, "model": model}
+    engine = None
+    try:
+        write_info(directory, info)
+        engine, model = _open_engine(directory, lock, model, settings)
+        info["model"] = model
+        Owner(directory, engine, model=model, idle_timeout=idle_timeout, info=info).run()
+        log("stopped")
+    finally:
+        current = read_info(directory)
+        if current and current.get("pid") == os.getpid():
+            (directory / INFO_NAME).unlink(missing_ok=True)
+        try:
+            if engine is not None:
+                engine.close()
+        finally:
+            lock.release()  # the last thing: whoever waits for the lock may start now
+
+
+def _open_engine(directory: Path, lock: OwnerLock, model: str | None,
+                 settings: Settings | None):
+    from ..embed import model_name
+    from ..engine import Engine
+    from ..store import Store
+
+    settings = settings or Settings()
+    if model is None:
+        store = Store(directory)  # the lock is ours: nobody else opens the file
+        try:
+            stored = store.meta("embedder")
+        finally:
+            store.close()
+        model = settings.model
+        if stored:
+            model = stored if stored.startswith("hash:") else model_name(stored)
+    engine = Engine(directory, settings=replace(settings, model=model), owner_lock=lock)
+    return engine, model
+
+
+class RememberBatcher:
+    """Collects concurrent remembers and writes them with :meth:`Engine.remember_many`."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.batches = 0
+        self.remembered = 0
+        self.busy = 0.0  # seconds spent in remember_many
+        self._thread = threading.Thread(target=self._run, name="nbmemory-remember", daemon=True)
+        self._thread.start()
+
+    def submit(self, arguments: dict[str, Any], client: Any = None):
+        """Remember through the next batch; ``client`` identifies the sender's connection."""
+        future: Future = Future()
+        self._queue.put((arguments, future, client))
+        return future.result()
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=SHUTDOWN_GRACE)
+
+    def _run(self) -> None:
+        recent: dict[Any, float] = {}
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            start = time.monotonic()
+            recent = {c: t for c, t in recent.items() if start - t < RECENT}
+            recent[item[2]] = start
+            expected, deadline = len(recent), start + LINGER
+            batch = [item]
+            while len(batch) < MAX_BATCH:
+                wait = deadline - time.monotonic() if len(batch) < expected else 0
+                try:
+                    item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)
+                    break
+                batch.append(item)
+                recent[item[2]] = start
+            self.batches += 1
+            self.remembered += len(batch)
+            began = time.perf_counter()
+            try:
+                results = self.engine.remember_many([arguments for arguments, _, _ in batch])
+            except BaseException as exc:  # noqa: BLE001 - handed to every waiting request
+                results = [exc] * len(batch)
+            self.busy += time.perf_counter() - began
+            for (_, future, _), result in zip(batch, results):
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+
+
+class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    address_family = socket.AF_UNIX
+    allow_reuse_address = False
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128
+
+    def __init__(self, address: str, owner: Owner):
+        self.owner = owner
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind would look up a host name; a unix socket has none.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = "nbmemory", 0
+
+
+class Owner:
+    """The running service: socket, request bookkeeping, idle timer, shutdown."""
+
+    def __init__(self, directory: Path, engine, *, model: str,
+                 idle_timeout: float | None, info: dict[str, Any]):
+        self.directory = directory
+        self.engine = engine
+        self.model = model
+        self.idle_timeout = idle_timeout if idle_timeout and idle_timeout > 0 else None
+        self.info = info
+        self.socket_path = directory / SOCKET_NAME
+        self.started = info["started"]
+        self._state = threading.Lock()
+        self.in_flight = 0  # requests not yet answered
+        self.pending = 0  # requests not yet computed: the queue
+        self.served = 0
+        self.last_active = time.monotonic()
+        self.stopping = False
+        self.stop_reason = ""
+        self._stopped = threading.Event()
+        self.batcher = RememberBatcher(engine)
+        self.server: _Server | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.socket_path.unlink(missing_ok=True)  # we hold the lock: any socket file is stale
+        old_umask = os.umask(0o177)
+        try:
+            with socket_address(self.socket_path) as address:
+                self.server = _Server(address, self)
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.socket_path, 0o600)
+        self._socket_inode = os.stat(self.socket_path).st_ino
+        self.info.update(state="serving", ready=time.time())
+        write_info(self.directory, self.info)
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(signum, lambda *_: self.request_shutdown("signal"))
+        log(f"serving {self.directory} (nbmemory {__version__}, model {self.model}, "
+            f"idle timeout {self.idle_timeout or 'none'} s)")
+        threading.Thread(target=self._warm_up, name="nbmemory-warm-up", daemon=True).start()
+        if self.idle_timeout:
+            threading.Thread(target=self._watch_idle, name="nbmemory-idle", daemon=True).start()
+        try:
+            self.server.serve_forever(poll_interval=0.2)
+        finally:
+            self._drain()
+
+    def request_shutdown(self, reason: str) -> None:
+        with self._state:
+            if self.stopping:
+                return
+            self.stopping = True
+            self.stop_reason = reason
+        log(f"stopping: {reason}")
+        self._unlink_socket()  # new clients now find no owner and wait for the lock
+        self.info.update(state="stopping")
+        write_info(self.directory, self.info)
+        threading.Thread(target=self.server.shutdown, daemon=True).start()
+
+    def _drain(self) -> None:
+        """Answer what was accepted, wait for requests in flight, then let go."""
+        server = self.server
+        server.socket.setblocking(False)
+        while True:  # connections already queued on the socket get "owner exiting"
+            try:
+                connection, address = server.socket.accept()
+            except (BlockingIOError, OSError):
+                break
+            connection.setblocking(True)
+            server.process_request(connection, address)
+        deadline = time.monotonic() + SHUTDOWN_GRACE
+        while time.monotonic() < deadline:
+            with self._state:
+                if self.in_flight == 0:
+                    break
+            time.sleep(0.01)
+        self.batcher.stop()
+        server.server_close()
+        self._unlink_socket()
+
+    def _unlink_socket(self) -> None:
+        try:
+            if os.stat(self.socket_path).st_ino == self._socket_inode:
+                self.socket_path.unlink()
+        except (FileNotFoundError, AttributeError):
+            pass
+
+    def _warm_up(self) -> None:
+        try:
+            self.engine.warm_up()
+            log(f"model {self.model} loaded")
+        except Exception as exc:  # reported again to whoever needs the model
+            log(f"could not load the model {self.model}: {exc}")
+
+    def _watch_idle(self) -> None:
+        interval = max(0.05, min(1.0, self.idle_timeout / 10))
+        while not self.stopping:
+            time.sleep(interval)
+            with self._state:
+                idle = (self.in_flight == 0
+                        and time.monotonic() - self.last_active > self.idle_timeout)
+            if idle:
+                self.request_shutdown(f"idle for {self.idle_timeout:g} s")
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def begin(self) -> bool:
+        with self._state:
+            if self.stopping:
+                return False
+            self.in_flight += 1
+            self.pending += 1
+            return True
+
+    def computed(self) -> None:
+        with self._state:
+            self.pending -= 1
+
+    def end(self) -> None:
+        with self._state:
+            self.in_flight -= 1
+            self.served += 1
+            self.last_active = time.monotonic()
+
+    def hello(self) -> dict[str, Any]:
+        with self._state:
+            queued = self.pending
+        return {"service": "nbmemory", "version": __version__, "protocol": PROTOCOL,
+                "pid": os.getpid(), "store": str(self.directory), "model": self.model,
+                "state": "stopping" if self.stopping else "serving",
+                "uptime_s": round(time.time() - self.started, 1), "queue": queued,
+                "served": self.served, "idle_timeout": self.idle_timeout,
+                "remember_batches": self.batcher.batches, "remembered": self.batcher.remembered,
+                "remember_busy_s": round(self.batcher.busy, 3)}
+
+    def mismatch(self, headers) -> str | None:
+        version, model = headers.get(HEADER_VERSION), headers.get(HEADER_MODEL)
+        if headers.get(HEADER_PROTOCOL) not in (None, str(PROTOCOL)):
+            return f"protocol {headers.get(HEADER_PROTOCOL)} (owner speaks {PROTOCOL})"
+        if version and version != __version__:
+            return f"nbmemory {version} (owner runs {__version__})"
+        if model and not same_model(model, self.model):
+            return f"model {model} (owner uses {self.model})"
+        return None
+
+    def call(self, operation: str, arguments: dict[str, Any], client: Any = None) -> Any:
+        if (not isinstance(operation, str) or operation.startswith("_")
+                or operation in PRIVATE_OPERATIONS
+                or not callable(getattr(type(self.engine), operation, None))):
+            from ..errors import InvalidInput
+
+            raise InvalidInput(f"Unknown operation {operation!r}; see docs/service-protocol.md")
+        if operation == "remember":
+            return self.batcher.submit(arguments, client)
+        result = getattr(self.engine, operation)(**arguments)
+        if operation == "status":
+            hello = self.hello()
+            result = {**result, "mode": "service", "queue": max(0, hello["queue"] - 1),
+                      "owner_pid": hello["pid"], "socket": str(self.socket_path),
+                      "owner_log": str(self.directory / LOG_NAME),
+                      "idle_timeout_s": self.idle_timeout, "served": hello["served"]}
+        return result
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = f"nbmemory/{__version__}"
+    server: _Server
+
+    def address_string(self) -> str:
+        return "local"
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def handle(self) -> None:
+        creds = self.connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                           struct.calcsize("3i"))
+        _, uid, _ = struct.unpack("3i", creds)
+        if uid not in (os.getuid(), 0):
+            log(f"refused a connection from uid {uid}")
+            return
+        super().handle()
+
+    def _reply(self, status: int, payload: dict[str, Any], close: bool = False) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}")
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        if self.path != "/hello":
+            return self._reply(404, {"error": {"type": "NotFound", "message": self.path}})
+        self._reply(200, self.server.owner.hello())
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        owner = self.server.owner
+        if self.path == "/shutdown":
+            request = self._body()
+            self._reply(200, {"stopping": True, "pid": os.getpid()}, close=True)
+            owner.request_shutdown(str(request.get("reason") or "asked to stop"))
+            return
+        if self.path != f"/v{PROTOCOL}/call":
+            self._body()
+            return self._reply(404, {"error": {"type": "NotFound",
+                                               "message": f"No route {self.path}"}})
+        request = self._body()
+        if not owner.begin():
+            return self._reply(503, {"error": {
+                "type": "OwnerExiting",
+                "message": f"The store's owner is stopping ({owner.stop_reason})."}}, close=True)
+        try:
+            try:
+                status, payload = self._call(owner, request)
+            finally:
+                owner.computed()  # a client's next request sees an empty queue
+            self._reply(status, payload)
+        finally:
+            owner.end()  # after replying: shutdown waits for this
+
+    def _call(self, owner: Owner, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        mismatch = owner.mismatch(self.headers)
+        if mismatch:
+            return 409, {"error": {"type": "OwnerMismatch", "message": f"The client wants {mismatch}.",
+                                   "version": __version__, "model": owner.model,
+                                   "pid": os.getpid()}}
+        operation = request.get("operation")
+        try:
+            arguments = codec.decode(request.get("arguments") or {})
+            result = owner.call(operation, arguments, id(self.connection))
+            return 200, {"result": codec.encode(result)}
+        except NbMemoryError as exc:
+            name = type(exc).__name__
+            return STATUS_BY_ERROR.get(name, 400), {"error": {
+                "type": name, "message": str(exc), "pid": getattr(exc, "pid", None)}}
+        except Exception as exc:  # noqa: BLE001 - reported to the client, logged here
+            log(f"{operation} failed:\n{traceback.format_exc()}")
+            return 500, {"error": {"type": type(exc).__name__, "message": str(exc)}}

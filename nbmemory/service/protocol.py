@@ -1,0 +1,126 @@
+"""What the owner and its clients share: file names, the protocol version, safety checks.
+
+Light on purpose (stdlib only): kernels import it. See docs/service-protocol.md.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import stat
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import StoreUnavailable
+from ..lock import LOCK_FILENAME, read_owner_pid
+
+PROTOCOL = 1
+SOCKET_NAME = "owner.sock"
+INFO_NAME = "owner.json"
+LOG_NAME = "owner.log"
+SPAWN_LOCK_NAME = "spawn.lock"
+DEFAULT_IDLE_TIMEOUT = 1800.0
+
+# Exit status of an owner that found another owner already in place.
+EXIT_LOCKED = 3
+
+HEADER_VERSION = "X-NbMemory-Version"
+HEADER_PROTOCOL = "X-NbMemory-Protocol"
+HEADER_MODEL = "X-NbMemory-Model"
+
+STATUS_BY_ERROR = {
+    "InvalidInput": 400,
+    "NotFound": 404,
+    "Conflict": 409,
+    "EmbedderMismatch": 409,
+    "StoreUnavailable": 503,
+    "StoreLocked": 503,
+    "StoreTooNew": 503,
+    "ModelUnavailable": 503,
+}
+
+# Operations that only read (recall also logs itself): safe to send again.
+READ_OPERATIONS = frozenset({"recall", "get", "notes", "similar", "history", "snapshots", "status"})
+
+
+def same_model(a: str | None, b: str | None) -> bool:
+    def plain(name):
+        return name.removeprefix("sentence-transformers/") if name else name
+
+    return plain(a) == plain(b)
+
+
+def check_private_directory(directory: Path) -> None:
+    """Refuse a store directory other users could write to or that belongs to someone else."""
+    try:
+        info = directory.stat()
+    except FileNotFoundError:
+        return
+    if info.st_mode & stat.S_IWOTH:
+        raise StoreUnavailable(
+            f"The store directory {directory} is writable by every user, so another user "
+            f"could impersonate its owner process; refusing to use it. "
+            f"Restrict it with: chmod 700 {directory}"
+        )
+    if info.st_uid != os.getuid():
+        raise StoreUnavailable(
+            f"The store directory {directory} belongs to another user (uid {info.st_uid}); "
+            "refusing to serve it. Use a store of your own (set NBMEMORY_HOME)."
+        )
+
+
+@contextmanager
+def socket_address(path: Path) -> Iterator[str]:
+    """A path ``bind``/``connect`` accept: unix socket paths are limited to 107 bytes,
+    so a long one goes through ``/proc/self/fd`` of its open directory (Linux)."""
+    if len(os.fsencode(str(path))) < 100:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
+
+
+def lock_held(directory: Path) -> bool:
+    """True while some process holds the store's owner lock (probed without taking it)."""
+    try:
+        fd = os.open(directory / LOCK_FILENAME, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def lock_holder(directory: Path) -> int | None:
+    """The pid holding the owner lock, or None when nobody does."""
+    if not lock_held(directory):
+        return None
+    return read_owner_pid(directory) or -1
+
+
+def read_info(directory: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((directory / INFO_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_info(directory: Path, info: dict[str, Any]) -> None:
+    """Write ``owner.json`` atomically (only the lock holder calls this)."""
+    path = directory / INFO_NAME
+    tmp = path.with_name(f".{INFO_NAME}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(info, handle)
+    os.replace(tmp, path)
