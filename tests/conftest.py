@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +39,24 @@ def real_embedder():
 def real_memory(store_dir, real_embedder):
     with Memory.open(store_dir, embedder=real_embedder) as mem:
         yield mem
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_owner_left_behind(tmp_path_factory):
+    """Stop any store owner process a test started under the temporary directory."""
+    yield
+    from nbmemory.service import stop
+
+    base = str(tmp_path_factory.getbasetemp())
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "nbmemory.service" in args and "--store" in args:
+            store = args[args.index("--store") + 1]
+            if store.startswith(base):
+                try:
+                    stop(store, timeout=30)
+                except Exception:  # noqa: BLE001 - whatever it is, it must not outlive the tests
+                    os.kill(int(proc.name), 9)

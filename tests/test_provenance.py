@@ -14,6 +14,7 @@ from nbmemory.memory import Memory
 from nbmemory.models import Note, Provenance
 from nbmemory.provenance import (MAX_SOURCE, capture, find_cell, git_info,
                                  notebook_from_session, source_hash)
+from nbmemory.service import stop
 
 
 def git(cwd, *args):
@@ -118,6 +119,7 @@ def test_provenance_from_a_notebook_run_by_nbclient(repo):
     git(repo, "commit", "-qm", "notebook")
 
     nb = run_notebook(nb_path)
+    stop(store)  # the kernel used the store's owner process; open the store here instead
 
     remembered = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
                          for o in nb.cells[2].outputs)
@@ -156,6 +158,7 @@ def test_the_jupyter_session_name_names_an_unsaved_notebook(repo):
     nbformat.write(nb, repo / "analysis" / "unsaved.ipynb")
     env = {**os.environ, "JPY_SESSION_NAME": "analysis/draft.ipynb"}
     run_notebook(repo / "analysis" / "unsaved.ipynb", env=env)
+    stop(store)
     (repo / "analysis" / "unsaved.ipynb").unlink()
     with Memory.open(store, embedder=HashEmbedder()) as mem:
         prov = mem.get(1).provenance
@@ -201,6 +204,7 @@ def test_a_kernel_started_as_jupyter_server_does_records_notebook_and_cell_id(re
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+    stop(store)
 
     with Memory.open(store, embedder=HashEmbedder()) as mem:
         note = mem.get(1)

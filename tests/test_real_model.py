@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from nbmemory.lexical import tokenize
+from nbmemory.service import stop
 
 NOTES = [
     "orders.amount is stored in cents before March 2021 and in euros afterwards; "
@@ -38,6 +39,7 @@ def in_new_process(store, code: str):
     """) + textwrap.dedent(code)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=300, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    stop(store)  # the kernel used the store's owner process: stop it too, a full restart
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -1,0 +1,419 @@
+"""The owner service: one process owns a store, every other process goes through it.
+
+Owners here are real processes started the way kernels start them; the hash embedder
+(``model="hash:64"``) stands in for the model except in the torch-free-kernel test.
+"""
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import datetime, timezone
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+import nbmemory
+from nbmemory.embed import HashEmbedder
+from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreLocked,
+                             StoreUnavailable)
+from nbmemory.memory import Memory
+from nbmemory.models import (Anchor, Event, Hit, Hits, Note, Page, Provenance, Snapshot,
+                             StaleReason)
+from nbmemory.service import codec, owner_info, stop
+from nbmemory.service.protocol import lock_held
+
+HASH = "hash:64"
+
+
+def wait_for(condition, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie counts as gone
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def python(code, *args, timeout=120, check=True):
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
+                            capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture
+def store(store_dir):
+    """A store directory whose owner (if any) is stopped after the test."""
+    yield store_dir
+    try:
+        stop(store_dir, timeout=30)
+    except StoreLocked:
+        pass
+    info = owner_info(store_dir)
+    if info and info.get("mode") == "service":
+        os.kill(info["pid"], signal.SIGKILL)
+
+
+@pytest.fixture
+def mem(store):
+    with Memory.open(store, model=HASH, mode="service") as memory:
+        yield memory
+
+
+# -- the wire format -------------------------------------------------------------------------
+
+def test_codec_round_trips_every_domain_object():
+    at = datetime(2026, 1, 31, 12, 30, tzinfo=timezone.utc)
+    prov = Provenance(notebook="a.ipynb", cell_id="c1", execution_count=3, git_dirty=False)
+    note = Note(7, "orders.amount is in cents", "gotcha", "high", ("orders", "units"),
+                "active", 2, at, at, "ana", prov,
+                (Anchor("file", "data/orders.csv", {"sha": "ab"}),),
+                (StaleReason("content_changed", "data/orders.csv", "hash differs"),))
+    hit = Hit(note, 0.91, 0.5, 0.8)
+    hits = Hits([hit], query="order units", filtered_out=2, previously=(Hit(note, 0.3),),
+                explain=True)
+    values = {
+        "note": note, "hit": hit, "page": Page([note], 12, 0, 1),
+        "snapshot": Snapshot("before", 9, at, "why", "ana", 4),
+        "event": Event(3, at, 7, "edited", "ana", {"changed": ["text"]}),
+        "at": at, "tags": ("a", "b"), "odd": {"$type": "not mine", "n": 1}, "none": None,
+    }
+    back = codec.decode(json.loads(json.dumps(codec.encode(values))))
+    assert back == {**values, "tags": ["a", "b"]}
+    decoded = codec.decode(json.loads(json.dumps(codec.encode(hits))))
+    assert isinstance(decoded, Hits) and list(decoded) == [hit]
+    assert (decoded.query, decoded.filtered_out, decoded.previously, decoded.explain) == \
+        ("order units", 2, (Hit(note, 0.3),), True)
+    assert codec.encode_arguments({"progress": print, "k": 3}) == {"k": 3}
+    with pytest.raises(TypeError, match="Cannot send a object to the store's owner"):
+        codec.encode(object())
+
+
+# -- the same API, through the owner ---------------------------------------------------------
+
+def test_every_call_works_through_the_owner(mem, store):
+    assert mem.mode == "service"
+    note = mem.remember("orders.amount is in cents before 2021", tags="orders,units",
+                        priority="high", provenance=Provenance(notebook="a.ipynb"))
+    assert (note.id, note.tags, note.priority, note.provenance.notebook) == \
+        (1, ("orders", "units"), "high", "a.ipynb")
+    assert mem.get(note.id) == note
+    hits = mem.recall("orders.amount cents", explain=True, since=datetime(2020, 1, 1,
+                                                                         tzinfo=timezone.utc))
+    assert isinstance(hits, Hits) and hits[0].note == note and hits[0].lexical is not None
+    other = mem.remember("orders.amount is in cents before 2021 and in euros after")
+    assert [h.note.id for h in mem.similar(other.id, k=3)] == [note.id]
+    edited = mem.edit(note.id, text="orders.amount is in cents before March 2021")
+    assert edited.version == 2
+    assert [e.type for e in mem.history(note.id)] == ["created", "edited"]
+    newer = mem.supersede(other.id, "load_orders converts cents to euros")
+    assert mem.get(other.id).status == "superseded" and newer.id == 3
+    assert [n.id for n in mem.forget([newer.id])] == [newer.id]
+    assert mem.reinstate(newer.id).status == "active"
+    snap = mem.snapshot("before-refactor", message="all good")
+    assert mem.snapshots() == [snap] and snap.note_count == 2
+    page = mem.notes(limit=1)
+    assert isinstance(page, Page) and page.total == 2 and len(page.notes) == 1
+    status = mem.status()
+    assert status["mode"] == "service" and status["pid"] == owner_info(store)["pid"] != os.getpid()
+    assert status["queue"] == 0 and status["model"] == HASH and status["notes"] == 2
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda m: m.remember("   "), InvalidInput, "The note is empty; write the finding itself"),
+    (lambda m: m.remember("x", kind="idea"), InvalidInput, "Unknown kind 'idea'"),
+    (lambda m: m.recall(""), InvalidInput, "The query is empty"),
+    (lambda m: m.get(999), NotFound, "No note #999. Find ids with %recall"),
+    (lambda m: m.reinstate(1), Conflict, "Cannot reinstate note #1: it is active"),
+])
+def test_errors_arrive_as_the_same_class_and_message(mem, call, error, message):
+    mem.remember("a first note")
+    with pytest.raises(error, match=message):
+        call(mem)
+    assert mem.notes().total == 1
+
+
+def test_retried_remember_is_applied_once(mem):
+    first = mem.remember("only once please", request_id="req-1")
+    again = mem.remember("only once please", request_id="req-1")
+    assert again == first and mem.notes().total == 1
+
+
+def test_note_from_process_a_is_recalled_in_process_b_immediately(mem, store):
+    writer = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import sys
+            from nbmemory import Memory
+            mem = Memory.open(sys.argv[1], model="hash:64", mode="service")
+            for line in sys.stdin:
+                note = mem.remember(line.strip())
+                print(note.id, flush=True)
+        """), str(store)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        for i in range(20):
+            writer.stdin.write(f"finding {i} about table zq{i}x\n")
+            writer.stdin.flush()
+            note_id = int(writer.stdout.readline())  # A's remember has returned
+            assert mem.recall(f"zq{i}x")[0].note.id == note_id
+            assert mem.notes(limit=1).notes[0].id == note_id
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=30)
+    assert writer.returncode == 0
+
+
+# -- ownership -------------------------------------------------------------------------------
+
+def test_in_process_mode_names_the_running_owner(mem, store):
+    pid = owner_info(store)["pid"]
+    with pytest.raises(StoreLocked, match=rf"owned by another process \(pid {pid}\)"):
+        Memory.open(store, embedder=HashEmbedder())
+
+
+def test_service_client_fails_fast_when_a_script_holds_the_store(store):
+    with Memory.open(store, embedder=HashEmbedder(), mode="local"):
+        started = time.monotonic()
+        with pytest.raises(StoreLocked, match=rf"open in another process \(pid {os.getpid()}\) "
+                                              "that does not serve other processes"):
+            Memory.open(store, model=HASH, mode="service")
+        assert time.monotonic() - started < 5
+        assert owner_info(store) == {"mode": "local", "pid": os.getpid(), "store": str(store)}
+
+
+def test_embedder_objects_stay_local():
+    with pytest.raises(InvalidInput, match="cannot be sent to the store's owner"):
+        Memory.open("/nonexistent-store", embedder=HashEmbedder(), mode="service")
+    with pytest.raises(InvalidInput, match="Unknown mode 'remote'"):
+        Memory.open("/nonexistent-store", mode="remote")
+
+
+def test_owner_files_are_private(mem, store):
+    info = owner_info(store)
+    assert stat.S_IMODE(os.stat(store / "owner.sock").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(store).st_mode) == 0o700
+    assert info["state"] == "serving" and info["version"] == nbmemory.__version__
+    assert info["model"] == HASH and info["socket"] == str(store / "owner.sock")
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o1777])
+def test_world_writable_store_directory_is_refused(store, mode):
+    store.mkdir()
+    store.chmod(mode)
+    with pytest.raises(StoreUnavailable, match=rf"{store} is writable by every user.*"
+                                               rf"chmod 700 {store}"):
+        Memory.open(store, model=HASH, mode="service")
+    result = python("from nbmemory.service.__main__ import main; raise SystemExit(main())",
+                    "--store", store, check=False)
+    assert result.returncode == 2 and "is writable by every user" in result.stderr
+    assert not (store / "owner.sock").exists() and not lock_held(store)
+
+
+def test_a_store_started_through_the_service_stays_out_of_git(tmp_path):
+    (tmp_path / ".git").mkdir()
+    store = tmp_path / ".nbmemory"
+    try:
+        with Memory.open(store, model=HASH, mode="service") as memory:
+            memory.remember("not for git")
+        assert (store / ".gitignore").read_text().endswith("*\n")
+    finally:
+        stop(store)
+
+
+def test_the_client_imports_nothing_heavy():
+    out = python("""
+        import sys
+        import nbmemory.service, nbmemory.service.client, nbmemory.memory
+        heavy = ["torch", "sentence_transformers", "duckdb", "usearch", "numpy", "tornado"]
+        print(",".join(m for m in heavy if m in sys.modules))
+    """)
+    assert out.stdout.strip() == ""
+
+
+def test_long_store_path_works(tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "store"
+    assert len(str(deep / "owner.sock")) > 108
+    try:
+        with Memory.open(deep, model=HASH, mode="service") as memory:
+            assert memory.remember("deep stores work").id == 1
+    finally:
+        stop(deep)
+
+
+def test_owner_that_cannot_start_says_why(store):
+    with Memory.open(store, embedder=HashEmbedder(), mode="local") as local:
+        local.remember("a note")
+        local._backend.engine.store.con.execute(
+            "INSERT INTO migrations VALUES ('m999_from_the_future', now())")
+    with pytest.raises(StoreUnavailable, match=r"(?s)could not start \(exit status 2\):\n"
+                                               r"nbmemory: The store .* was written by a newer"):
+        Memory.open(store, model=HASH, mode="service")
+
+
+# -- lifecycle -------------------------------------------------------------------------------
+
+def test_stale_socket_and_lock_after_kill_9_do_not_block(mem, store):
+    note = mem.remember("survives the crash")
+    old = owner_info(store)["pid"]
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(old), what="the owner to die")
+    assert (store / "owner.sock").exists() and (store / "owner.lock").exists()
+    started = time.monotonic()
+    assert mem.get(note.id) == note  # the next request starts a new owner
+    assert time.monotonic() - started < 15
+    new = owner_info(store)["pid"]
+    assert new != old and pid_alive(new)
+
+
+def test_leftover_files_from_a_crash_do_not_block(store):
+    store.mkdir(mode=0o700)
+    leftover = socket.socket(socket.AF_UNIX)
+    leftover.bind(str(store / "owner.sock"))
+    leftover.close()  # a socket file nobody listens on
+    (store / "owner.lock").write_text("999999\n")
+    (store / "owner.json").write_text(json.dumps({"pid": 999999, "state": "serving"}))
+    with Memory.open(store, model=HASH, mode="service") as memory:
+        assert memory.remember("fresh start").id == 1
+        assert owner_info(store)["pid"] != 999999
+
+
+def test_owner_exits_when_idle_and_lets_go(store):
+    with Memory.open(store, model=HASH, mode="service", idle_timeout=1) as memory:
+        memory.remember("short-lived owner")
+        pid = owner_info(store)["pid"]
+        wait_for(lambda: not lock_held(store), timeout=30, what="the idle owner to exit")
+        assert not (store / "owner.sock").exists() and not (store / "owner.json").exists()
+        wait_for(lambda: not pid_alive(pid), what="the owner process to end")
+        assert "stopping: idle for 1 s" in (store / "owner.log").read_text()
+        assert memory.recall("short-lived")[0].note.text == "short-lived owner"  # restarts
+    stop(store)
+    with Memory.open(store, embedder=HashEmbedder(), mode="local") as local:
+        assert local.notes().total == 1
+
+
+def test_stop_and_owner_info(store):
+    assert owner_info(store) is None and stop(store) is False
+    with Memory.open(store, model=HASH, mode="service") as memory:
+        memory.remember("x")
+        info = owner_info(store)
+        assert info["mode"] == "service" and info["queue"] == 0 and info["uptime_s"] >= 0
+        assert stop(store) is True
+        assert owner_info(store) is None and not lock_held(store)
+        wait_for(lambda: not pid_alive(info["pid"]), what="the owner process to end")
+
+
+def test_owner_runs_on_its_own_from_the_command_line(store):
+    owner = subprocess.Popen([sys.executable, "-m", "nbmemory.service", "--store", str(store),
+                              "--model", HASH, "--idle-timeout", "0"],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (owner_info(store) or {}).get("state") == "serving",
+                 what="the owner to serve")
+        assert owner_info(store)["pid"] == owner.pid
+        second = python("from nbmemory.service.__main__ import main; raise SystemExit(main())",
+                        "--store", store, check=False)
+        assert second.returncode == 3 and f"already has an owner (pid {owner.pid})" in second.stderr
+        with Memory.open(store, mode="service") as memory:  # no model asked: the owner's
+            memory.remember("served from the command line")
+        owner.send_signal(signal.SIGTERM)
+        assert owner.wait(timeout=30) == 0
+        assert "stopping: signal" in owner.stderr.read()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+    assert not lock_held(store) and not (store / "owner.sock").exists()
+
+
+def test_owner_of_another_version_is_replaced(store):
+    old = subprocess.Popen(
+        [sys.executable, "-c", "import sys, nbmemory; nbmemory.__version__ = '0.0.1'; "
+                               "from nbmemory.service.__main__ import main; sys.exit(main())",
+         "--store", str(store), "--model", HASH], stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (owner_info(store) or {}).get("version") == "0.0.1",
+                 what="the old owner to serve")
+        with Memory.open(store, model=HASH, mode="service") as memory:
+            memory.remember("written by the current version")
+        assert old.wait(timeout=30) == 0
+        assert f"runs nbmemory {nbmemory.__version__}" in old.stderr.read()
+        info = owner_info(store)
+        assert info["version"] == nbmemory.__version__ and info["pid"] != old.pid
+    finally:
+        if old.poll() is None:
+            old.kill()
+
+
+def test_owner_with_another_model_is_replaced(store):
+    with Memory.open(store, model=HASH, mode="service") as memory:
+        memory.remember("orders.amount is in cents")
+        first = owner_info(store)["pid"]
+    with Memory.open(store, model="other-model", mode="service") as memory:
+        with pytest.raises(EmbedderMismatch, match="made with hash:64, but the configured model "
+                                                   "is 'other-model'"):
+            memory.recall("cents")
+        info = owner_info(store)
+        assert info["model"] == "other-model" and info["pid"] != first
+
+
+# -- the magics and the kernel ---------------------------------------------------------------
+
+def test_memory_magic_shows_the_owner(store):
+    shell = InteractiveShell.instance(history_length=0)
+    try:
+        shell.run_line_magic("load_ext", "nbmemory")
+        shell.run_line_magic("config", f"NbMemory.store = {str(store)!r}")
+        shell.run_line_magic("config", f"NbMemory.model = {HASH!r}")
+        with capture_output():
+            shell.run_line_magic("remember", "-t orders orders.amount is in cents")
+        with capture_output() as captured:
+            shell.run_line_magic("memory", "")
+        text = "".join(o.data.get("text/plain", "") for o in captured.outputs)
+        pid = owner_info(store)["pid"]
+        assert pid != os.getpid()
+        assert f"owner          pid {pid}, up " in text and ", queue 0" in text
+        assert f"model          {HASH}" in text
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+        InteractiveShell.clear_instance()
+
+
+@pytest.mark.model
+def test_kernel_never_imports_the_model(store):
+    """Remember and recall with the real model through the service: the kernel stays light."""
+    out = python(f"""
+        import json, sys, time
+        from IPython.core.interactiveshell import InteractiveShell
+        ip = InteractiveShell.instance(history_length=0)
+        ip.run_line_magic("load_ext", "nbmemory")
+        ip.run_line_magic("config", "NbMemory.store = {str(store)!r}")
+        ip.run_line_magic("remember", "PyObject_GC_Del frees memory allocated by the collector")
+        ip.run_line_magic("remember", "orders.amount is stored in cents before 2021")
+        hits = ip.run_line_magic("recall", "what unit is the order total in?")
+        heavy = ["torch", "sentence_transformers", "transformers", "duckdb", "usearch", "numpy"]
+        print(json.dumps({{"loaded": [m for m in heavy if m in sys.modules],
+                          "first": hits[0].note.text}}))
+    """, timeout=300)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"loaded": [], "first": "orders.amount is stored in cents before 2021"}
+    assert owner_info(store)["model"] == "all-MiniLM-L6-v2"
