@@ -323,11 +323,16 @@ class Engine:
         self.vectors.save(self.directory / VECTOR_FILENAME, meta)
         self._writes_since_save = 0
 
-    def warm_up(self) -> None:
-        """Load the embedding model now rather than on the first remember or recall."""
+    def warm_up(self) -> bool:
+        """Load the embedding model now rather than on the first remember or recall
+        (not while the store needs re-embedding: then on the re-embed). True if loaded."""
+        with self._lock:
+            if self.mismatch:
+                return False
         getattr(self.embedder, "dims")  # loads the model; reads go on meanwhile
         with self._lock:
             self.embedder.encode(["warm up"])
+        return True
 
     def _after_write(self, count: int = 1) -> None:
         self._writes_since_save += count

@@ -281,8 +281,10 @@ class Owner:
 
     def _warm_up(self) -> None:
         try:
-            self.engine.warm_up()
-            log(f"model {self.model} loaded")
+            if self.engine.warm_up():
+                log(f"model {self.model} loaded")
+            else:
+                log(f"model {self.model} not loaded: the store's vectors need re-embedding")
         except Exception as exc:  # reported again to whoever needs the model
             log(f"could not load the model {self.model}: {exc}")
 
