@@ -19,6 +19,7 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 
 from nbmemory.embed import HashEmbedder  # noqa: E402
 from nbmemory.memory import Memory  # noqa: E402
+from nbmemory.service import stop  # noqa: E402
 
 from test_engine import snapshot_of  # noqa: E402
 
@@ -300,6 +301,9 @@ def test_a_note_crosses_between_mcp_and_the_magics(store_dir):
     finally:
         shell.run_line_magic("unload_ext", "nbmemory")
         InteractiveShell.clear_instance()
+    # The magics went through the store's owner process; this MCP server still opens the
+    # store in-process, so the owner has to go first.
+    stop(store_dir)
 
     async def agent_recalls():
         async with connect(store_dir) as client:

@@ -145,7 +145,7 @@ def test_every_call_works_through_the_owner(mem, store):
     (lambda m: m.remember("   "), InvalidInput, "The note is empty; write the finding itself"),
     (lambda m: m.remember("x", kind="idea"), InvalidInput, "Unknown kind 'idea'"),
     (lambda m: m.recall(""), InvalidInput, "The query is empty"),
-    (lambda m: m.get(999), NotFound, "No note #999. Find ids with %recall"),
+    (lambda m: m.get(999), NotFound, "No note #999. Recall or list notes"),
     (lambda m: m.reinstate(1), Conflict, "Cannot reinstate note #1: it is active"),
 ])
 def test_errors_arrive_as_the_same_class_and_message(mem, call, error, message):
@@ -195,7 +195,7 @@ def test_in_process_mode_names_the_running_owner(mem, store):
 def test_service_client_fails_fast_when_a_script_holds_the_store(store):
     with Memory.open(store, embedder=HashEmbedder(), mode="local"):
         started = time.monotonic()
-        with pytest.raises(StoreLocked, match=rf"open in another process \(pid {os.getpid()}\) "
+        with pytest.raises(StoreLocked, match=rf"owned by another process \(pid {os.getpid()}\) "
                                               "that does not serve other processes"):
             Memory.open(store, model=HASH, mode="service")
         assert time.monotonic() - started < 5

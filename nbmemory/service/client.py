@@ -276,9 +276,10 @@ class ServiceBackend:
                 foreign_since = foreign_since or time.monotonic()
                 if time.monotonic() - foreign_since > 0.5:
                     raise StoreLocked(
-                        f"The store {self.directory} is open in another process (pid {holder}) "
-                        "that does not serve other processes, e.g. a script using "
-                        "Memory.open(..., mode='local'). Close it, then try again.", pid=holder)
+                        f"The store {self.directory} is owned by another process (pid {holder}) "
+                        "that does not serve other processes: it opened the store in-process "
+                        "(a script, or a front end in local mode). Close it, then try again.",
+                        pid=holder)
             elif holder is None and self._starting_owner is None:
                 foreign_since = None
                 self._spawn(deadline)
