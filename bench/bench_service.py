@@ -33,10 +33,11 @@ WRITER = textwrap.dedent("""
         time.sleep(0.001)
     start = time.time()
     for i in range(n):
-        mem.remember(f"writer {w} found that column c{i} of table t{w}_{i} is stored in cents "
-                     f"before release {i} and in euros after it; convert before summing")
+        mem.remember(TEXT.format(w=w, i=i))
     print(json.dumps({"start": start, "end": time.time()}))
 """)
+WRITER_TEXT = ("writer {w} found that column c{i} of table t{w}_{i} is stored in cents before "
+               "release {i} and in euros after it; convert before summing")
 
 FIRST_RECALL = textwrap.dedent("""
     import json, sys, time
@@ -80,7 +81,8 @@ def python(code: str, *args, timeout: float = 600) -> dict:
 
 def throughput(store: Path, writers: int, notes: int) -> float:
     go = store.parent / f"go-{writers}"
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(store), str(w), str(notes),
+    code = f"TEXT = {WRITER_TEXT!r}\n" + WRITER
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(store), str(w), str(notes),
                                str(go)], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "HF_HUB_OFFLINE": "1"})
              for w in range(writers)]
@@ -104,9 +106,7 @@ def model_alone(batch: int = 4, seconds: float = 3.0) -> float:
     embedder.encode(["warm up"])
     done, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        embedder.encode([f"writer {i} found that column c{done} of table t{i}_{done} is stored in "
-                         f"cents before release {done} and in euros after it; convert before "
-                         "summing" for i in range(batch)])
+        embedder.encode([WRITER_TEXT.format(w=i, i=done) for i in range(batch)])
         done += batch
     return done / (time.perf_counter() - start)
 
@@ -188,7 +188,9 @@ def main() -> None:
                      f"{local['growth_mb']:.0f} MB", ""))
 
     width = max(len(r[0]) for r in rows)
-    print(f"nbmemory service benchmark: model all-MiniLM-L6-v2, {os.cpu_count()} cores, "
+    words = len(WRITER_TEXT.format(w=0, i=0).split())
+    print(f"nbmemory service benchmark: model all-MiniLM-L6-v2, notes of {words} words "
+          f"(eval/notes.jsonl: 21 on average), {os.cpu_count()} cores, "
           f"load average {load_before} before, {load()} after")
     print(f"{'':{width}}  {'measured':>16}  target")
     for name, value, target in rows:

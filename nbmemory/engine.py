@@ -411,24 +411,12 @@ class Engine:
                 results[i] = InvalidInput(f"Bad remember request: {exc}")
         if not prepared and not refused:
             return results
-        # Once the model is loaded, embedding starts now, in a helper thread, and runs while
-        # the store is queried and the rows are inserted (torch and DuckDB both release
-        # the GIL): a batch then costs about the larger of the two. A loading model may fail,
-        # which must happen before the transaction, so then it runs in _write_new_notes.
-        embedding = _Background(self.embedder.encode,
-                                list(dict.fromkeys(p["text"] for _, p in prepared)))
         with self._lock:
-            if prepared and getattr(self.embedder, "loaded", True):
-                embedding.start()
-            try:
-                self._remember_locked(prepared, refused, results, embedding)
-            finally:
-                embedding.join()  # the model is only ever used under the engine lock
+            self._remember_locked(prepared, refused, results)
             return results
 
     def _remember_locked(self, prepared: list[tuple[int, dict[str, Any]]],
-                         refused: dict[int, str], results: list,
-                         embedding: _Background) -> None:
+                         refused: dict[int, str], results: list) -> None:
         """Dedupe by request id, check supersedes, write what is new (engine lock held)."""
         done = self.store.request_notes(
             [p["request_id"] for _, p in prepared if p["request_id"]] + list(refused.values()))
@@ -460,7 +448,7 @@ class Engine:
             fresh.append((i, p))
         if fresh:
             try:
-                self._write_new_notes(fresh, results, embedding)
+                self._write_new_notes(fresh, results)
             except NbMemoryError as exc:
                 for i, _ in fresh:
                     results[i] = exc
@@ -475,14 +463,16 @@ class Engine:
                 r = r.id
             results[i] = notes[r] if isinstance(r, int) else r
 
-    def _write_new_notes(self, fresh: list[tuple[int, dict[str, Any]]], results: list,
-                         embedding: _Background) -> None:
-        """Write in one transaction, then index; ``results[i]`` gets each new note."""
-        self._check_embedder()
-        if not embedding.started:
-            embedding.run()
+    def _write_new_notes(self, fresh: list[tuple[int, dict[str, Any]]], results: list) -> None:
+        """Embed (one call), write (one transaction), index; ``results[i]`` gets each note.
+
+        Embedding in a helper thread while the rows are inserted gained nothing here: at
+        batch sizes like 4 the encode is bound by Python overhead under the GIL.
+        """
+        texts = list(dict.fromkeys(p["text"] for _, p in fresh))
+        vectors = dict(zip(texts, self._embed(texts)))
+        ndim = len(next(iter(vectors.values())))
         stored = self.stored_identity
-        texts = embedding.texts
         try:
             with self.store.transaction():
                 note_ids, seqs = self.store.allocate(len(fresh))
@@ -499,8 +489,6 @@ class Engine:
                                                 request_id=row["request_id"],
                                                 data={"by": row["note_id"]})
                         self.store.set_status(row["supersedes"], "superseded")
-                vectors = dict(zip(texts, embedding.result()))
-                ndim = len(next(iter(vectors.values())))
                 if not stored:
                     self._set_identity(f"{self.embedder.name}:{ndim}")
                 self.store.put_embeddings(
@@ -508,8 +496,6 @@ class Engine:
         except BaseException:
             self._identity = None  # set_meta may have been rolled back
             raise
-        finally:
-            embedding.join()
         for row, (i, _) in zip(rows, fresh):
             self.lexical.add(row["note_id"], row["text"])
             self._priority[row["note_id"]] = row["priority"]
@@ -1221,36 +1207,6 @@ class Engine:
                 "uptime_s": round(time.time() - self.started, 1),
                 **stats,
             }
-
-
-class _Background(threading.Thread):
-    """Embedding ``texts`` in a helper thread (``start``) or in this one (``run``)."""
-
-    def __init__(self, function, texts):
-        super().__init__(name="nbmemory-embed", daemon=True)
-        self._function, self.texts, self._value, self._error = function, texts, None, None
-        self.started = False
-
-    def start(self) -> None:
-        self.started = True
-        super().start()
-
-    def run(self) -> None:
-        self.started = True
-        try:
-            self._value = self._function(self.texts)
-        except BaseException as exc:  # noqa: BLE001 - re-raised by result()
-            self._error = exc
-
-    def join(self, timeout=None) -> None:
-        if self.ident is not None:
-            super().join(timeout)
-
-    def result(self):
-        self.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 def _replace(note: Note, **changes) -> Note:
