@@ -145,7 +145,7 @@ def main() -> None:
             batches = after["remember_batches"] - before["remember_batches"]
             batch = (after["remembered"] - before["remembered"]) / max(1, batches)
             busy = (after["remember_busy_s"] - before["remember_busy_s"]) / max(1, batches)
-            rows += [("embedding alone, in-process, batches of 4 (ceiling)", f"{alone:.0f} /s", ""),
+            rows += [("embedding alone, one thread, batches of 4", f"{alone:.0f} /s", ""),
                      ("remember throughput, 1 writer process", f"{one:.0f} /s", ""),
                      ("remember throughput, 4 writer processes", f"{four:.0f} /s", ">= 200 /s"),
                      ("  mean remembers per batch (4 writers)", f"{batch:.1f}", ""),

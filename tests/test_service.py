@@ -111,6 +111,38 @@ def test_codec_round_trips_every_domain_object():
         codec.encode(object())
 
 
+def test_owner_encodes_batches_on_the_thread_count_that_is_faster():
+    from nbmemory.service.owner import ThreadTuner
+
+    class Fake:
+        name, threads, now, calls = "fake", 1, 0.0, []
+
+        def encode(self, texts):
+            Fake.calls.append((len(texts), Fake.threads))
+            Fake.now += len(texts) * self.cost[Fake.threads]
+            return [[0.0]] * len(texts)
+
+    def set_threads(n):
+        Fake.threads = n
+
+    fake = Fake()
+    tuner = ThreadTuner(fake, set_threads=set_threads, explore=4, clock=lambda: Fake.now)
+    assert tuner.name == "fake"
+    fake.cost = {1: 0.010, 2: 0.006}  # a quiet machine: two threads win
+    for _ in range(8):
+        tuner.encode(["a", "b", "c", "d"])
+        tuner.encode(["query"])
+    assert [t for n, t in Fake.calls if n == 1] == [1] * 8  # queries stay on one thread
+    assert [t for n, t in Fake.calls if n == 4] == [1, 2, 2, 2, 1, 2, 2, 2]
+    assert Fake.threads == 1
+    fake.cost = {1: 0.010, 2: 0.050}  # other processes took the second core
+    Fake.calls.clear()
+    for _ in range(8):
+        tuner.encode(["a", "b", "c", "d"])
+    # One slow batch on two threads sends it back to one; every 4th batch tries two again.
+    assert [t for _, t in Fake.calls] == [1, 2, 1, 1, 2, 1, 1, 1]
+
+
 # -- the same API, through the owner ---------------------------------------------------------
 
 def test_every_call_works_through_the_owner(mem, store):
