@@ -41,8 +41,12 @@ STATUS_BY_ERROR = {
     "ModelUnavailable": 503,
 }
 
-# Operations that only read (recall also logs itself): safe to send again.
-READ_OPERATIONS = frozenset({"recall", "get", "notes", "similar", "history", "snapshots", "status"})
+# Operations that only read (recall also logs itself) or write the same file again: safe to
+# send again after the owner died while handling them.
+READ_OPERATIONS = frozenset({
+    "recall", "recall_terms", "get", "notes", "similar", "history", "chain", "snapshots",
+    "snapshot_diff", "stale", "open_questions", "variable_anchors", "anchor_targets",
+    "notes_about", "status", "export_jsonl", "export_markdown"})
 
 
 def same_model(a: str | None, b: str | None) -> bool:
