@@ -16,13 +16,13 @@ import re
 import shutil
 import sys
 import textwrap
-from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
 from ._version import __version__
 from .config import DEFAULT_MODEL
 from .errors import InvalidInput, ModelUnavailable, NbMemoryError, StoreUnavailable
+from .progress import progress_bar
 
 EXIT_OK = 0
 EXIT_ERROR = 1        # the store refused the request (not found, conflict), or doctor found a problem
@@ -32,9 +32,10 @@ EXIT_UNAVAILABLE = 3  # the store or the model cannot be used right now
 EXIT_CODES = """\
 exit codes:
   0  success
-  1  the store refused the request (no such note, conflict), a file given to
-     export/import cannot be used, doctor found a problem, or an unexpected error
-  2  usage error: bad arguments or input (empty note, unknown kind, ...)
+  1  the store refused the request (no such note, conflict), doctor found a
+     problem, or an unexpected error
+  2  usage error: bad arguments or input (empty note, unknown kind, a file for
+     export/import that cannot be written or read, ...)
   3  store unavailable: owned by another process, unreadable, written by a newer
      nbmemory, or the embedding model cannot be loaded
 
@@ -59,10 +60,8 @@ def configured_model(explicit: str | None = None) -> str:
 
 
 def open_memory(store: str | None = None, model: str | None = None):
-    """The one place the CLI and the MCP server open a store.
-
-    In-process for now: this process owns the store while the Memory is open.
-    """
+    """The one place the CLI and the MCP server open a store: through its owner process
+    (started on demand), so a notebook, the panel and the CLI can use it at once."""
     from .memory import Memory
 
     return Memory.open(store or None, model=configured_model(model))
@@ -242,6 +241,13 @@ def build_parser() -> Parser:
     p = command("doctor", "check the installation end to end and say how to fix each problem")
     p.add_argument("--skip", action="append", default=[], choices=("model", "jupyter"),
                    help="skip a group of checks (repeatable)")
+
+    p = command("serve", "run the store's owner process in the foreground (clients start one "
+                         "on demand; this is for running it yourself)")
+    p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS",
+                   help="exit after this long without requests (default 1800; 0 never)")
+
+    command("stop", "ask the store's owner process to exit (the next use starts a new one)")
 
     p = command("mcp", "serve the store to agents over MCP on stdio (needs nbmemory[mcp])")
     p.add_argument("--hint-tokens", type=positive, default=4000, metavar="N",
@@ -484,29 +490,8 @@ def cmd_snapshot(mem, args) -> None:
           f"({snap.note_count} active notes).")
 
 
-@contextmanager
-def progress_bar(desc: str):
-    """A progress callback drawing a bar on stderr (only on a terminal)."""
-    from tqdm import tqdm
-
-    bar = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = tqdm(total=total, unit="note", file=sys.stderr, desc=desc,
-                       disable=None)  # None: only on a terminal
-        bar.update(done - bar.n)
-
-    try:
-        yield progress
-    finally:
-        if bar is not None:
-            bar.close()
-
-
 def cmd_reindex(mem, args) -> None:
-    with progress_bar("indexing") as progress:
+    with progress_bar("indexing", terminal=True, unit="note") as progress:
         result = mem.reembed(progress=progress) if args.reembed else mem.reindex(progress=progress)
     if args.reembed:
         result = {"action": "reembedded", **result}
@@ -534,7 +519,7 @@ def cmd_export(mem, args) -> None:
             return emit_json({"markdown": pages})
         print(f"Wrote {len(pages)} Markdown pages to {args.path} (start at index.md).")
         return
-    with progress_bar("exporting") as progress:
+    with progress_bar("exporting", terminal=True, unit="row") as progress:
         counts = mem.export_jsonl(args.path, progress=progress)
     if args.json:
         return emit_json({"path": args.path, **counts})
@@ -544,7 +529,7 @@ def cmd_export(mem, args) -> None:
 
 def cmd_import(mem, args) -> None:
     args.path = os.path.abspath(args.path)
-    with progress_bar("importing") as progress:
+    with progress_bar("importing", terminal=True, unit="note") as progress:
         summary = mem.import_jsonl(args.path, on_conflict=args.on_conflict, progress=progress)
     if args.json:
         return emit_json({"path": args.path, **summary})
@@ -577,6 +562,35 @@ def cmd_doctor(args) -> int:
     return EXIT_ERROR if failed else EXIT_OK
 
 
+def cmd_serve(args) -> int:
+    from .config import locate_store
+    from .service import serve
+    from .service.protocol import DEFAULT_IDLE_TIMEOUT
+
+    location = locate_store(args.store)
+    print(f"nbmemory: serving {location} (Ctrl-C to stop)", file=sys.stderr)
+    idle = DEFAULT_IDLE_TIMEOUT if args.idle_timeout is None else args.idle_timeout
+    serve(location.path, model=configured_model(args.model), idle_timeout=idle)
+    return EXIT_OK
+
+
+def cmd_stop(args) -> int:
+    from .config import locate_store
+    from .service import owner_info, stop
+
+    location = locate_store(args.store)
+    info = owner_info(location.path)
+    stopped = stop(location.path)
+    if args.json:
+        emit_json({"store": str(location.path), "stopped": stopped,
+                   "pid": info.get("pid") if info else None})
+    elif stopped:
+        print(f"Stopped the owner of {location.path} (pid {info.get('pid') if info else '?'}).")
+    else:
+        print(f"No owner is running for {location.path}.")
+    return EXIT_OK
+
+
 def cmd_mcp(args) -> int:
     try:
         from .mcp import serve
@@ -595,7 +609,7 @@ STORE_COMMANDS = {
     "snapshot": cmd_snapshot, "reindex": cmd_reindex, "status": cmd_status,
     "export": cmd_export, "import": cmd_import,
 }
-OTHER_COMMANDS = {"doctor": cmd_doctor, "mcp": cmd_mcp}
+OTHER_COMMANDS = {"doctor": cmd_doctor, "mcp": cmd_mcp, "serve": cmd_serve, "stop": cmd_stop}
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -85,11 +85,17 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
 
     lock = OwnerLock(directory)
     if (directory / LOCK_FILENAME).exists() and not lock.try_acquire():
+        from .service import owner_info
+
+        info = owner_info(directory)
+        if info and info.get("mode") == "service" and "state" in info:
+            yield from check_live_owner(directory, info, model, opt)
+            return
         pid = read_owner_pid(directory)
         yield Check("owner", "warn", f"the store is open in process {pid}; the database checks "
                                      "need it closed",
-                    f"Close that process (a kernel, server or MCP client), or run: nbmemory stop{opt}; "
-                    "then run doctor again.")
+                    f"Close that process (a script that opened it in-process), or run: "
+                    f"nbmemory stop{opt}; then run doctor again.")
         return
     try:
         if not lock.held:
@@ -120,6 +126,35 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
             con.close()
     finally:
         lock.release()
+
+
+def check_live_owner(directory: Path, info: dict, model: str, opt: str) -> Iterator[Check]:
+    """The store is served by an owner process: ask it rather than open the file."""
+    yield Check("owner", "ok", f"owner service pid {info.get('pid')}, nbmemory "
+                               f"{info.get('version')}, model {info.get('model')}, "
+                               f"up {info.get('uptime_s', 0):.0f} s, queue {info.get('queue', 0)}")
+    from .memory import Memory
+
+    try:
+        with Memory.open(directory, mode="service") as mem:
+            status = mem.status()
+    except Exception as exc:  # the owner answered its info but not a request
+        yield Check("owner", "fail", f"the owner did not answer a status request ({exc})",
+                    f"Restart it: nbmemory stop{opt}; the next use starts a new one.")
+        return
+    indexed = sum(v for k, v in status.get("by_status", {}).items() if k != "purged")
+    detail = (f"{status['vectors']} vectors and {status['lexical_docs']} keyword entries for "
+              f"{indexed} indexed notes (index: {status['index']})")
+    from .embed import model_name
+
+    if status.get("mismatch") or model_name(status["model"]) != model_name(model):
+        yield Check("embedder", "fail", f"the store's vectors were made with {status['model']}, "
+                                        f"the configured model is {model}",
+                    f"Re-embed the notes: nbmemory reindex --model {model}{opt}")
+    elif status["vectors"] == status["lexical_docs"] == indexed:
+        yield Check("index", "ok", detail)
+    else:
+        yield Check("index", "fail", detail, f"Rebuild the indexes: nbmemory reindex{opt}")
 
 
 def check_schema(con, opt: str) -> Check:

@@ -73,7 +73,12 @@ def export_jsonl(store: Store, path: str | Path, *, model: str | None,
     done = 0
     path = Path(path)
     tmp = path.with_name(path.name + ".partial")
-    with open(tmp, "w", encoding="utf-8") as out:
+    try:
+        out = open(tmp, "w", encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"Cannot write the export to {path}: {exc.strerror}. "
+                           "Check that its directory exists and is writable.") from None
+    with out:
         out.write(json.dumps({"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
                               "nbmemory": __version__, "schema": SCHEMA_VERSION,
                               "model": model, "tables": {t: c for t, c in tables.items()}}) + "\n")
@@ -284,7 +289,11 @@ def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "
     if by not in ("tag", "kind"):
         raise InvalidInput(f"Group pages by 'tag' or 'kind', not {by!r}")
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(f"Cannot write Markdown pages to {directory}: {exc.strerror}. "
+                           "Check the path and its permissions.") from None
     groups: dict[str, list[Note]] = {}
     for note in sorted(notes, key=lambda n: n.id):
         keys = (note.tags or ("untagged",)) if by == "tag" else (note.kind,)

@@ -22,6 +22,7 @@ from . import display as show
 from . import procedures
 from .ambient import Ambient, Gate
 from .namespace import namespace_terms
+from .progress import progress_bar
 from .config import DEFAULT_MODEL, Settings
 from .errors import NbMemoryError
 from .models import Anchor, Provenance
@@ -98,26 +99,6 @@ def _id_and_text(rest: str, verb: str) -> tuple[int, str]:
     if not head:
         raise UsageError(f"Give a note id: %memory {verb} 12 [reason]")
     return parse_ids(head)[0], text.strip()
-
-
-@contextmanager
-def progress_bar(description: str):
-    """A progress callback drawing a tqdm bar (a widget in notebooks) on first use."""
-    from tqdm.auto import tqdm
-
-    bar = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = tqdm(total=total, desc=description, unit="item")
-        bar.update(done - bar.n)
-
-    try:
-        yield progress
-    finally:
-        if bar is not None:
-            bar.close()
 
 
 @contextmanager

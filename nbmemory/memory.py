@@ -69,17 +69,17 @@ class Memory:
     @classmethod
     def open(cls, path: str | os.PathLike | None = None, *, settings: Settings | None = None,
              model: str | None = None, embedder=None, progress: Progress | None = None,
-             mode: str = "local", idle_timeout: float | None = None) -> Memory:
+             mode: str = "auto", idle_timeout: float | None = None) -> Memory:
         """Open (creating if needed) the store at ``path`` or where :func:`locate_store` finds it.
 
-        ``mode="local"`` (default: tests and scripts) runs the engine in this process, which
-        owns the store while the Memory is open and fails with the other owner's pid if
-        there is one. ``mode="service"`` talks to the store's owner process, starting one if
-        none runs (the model then lives there, never in this process; ``idle_timeout`` is
-        how long a started owner waits for requests before exiting; only an explicit
-        ``model`` is asked of it, else it keeps the store's). ``mode="auto"``, what front
-        ends pass, is the service unless an ``embedder`` object is given (it cannot cross
-        processes: tests of front ends pass one).
+        ``mode="service"`` talks to the store's owner process, starting one if none runs
+        (the model then lives there, never in this process; ``idle_timeout`` is how long a
+        started owner waits for requests before exiting; only an explicit ``model`` is
+        asked of it, else it keeps the store's), so notebooks, the panel, the CLI and
+        scripts can all use a store at once. ``mode="local"`` runs the engine in this
+        process, which owns the store while the Memory is open and fails with the other
+        owner's pid if there is one. ``mode="auto"`` (the default) is the service unless an
+        ``embedder`` object is given (it cannot cross processes: tests pass one).
         """
         if mode not in ("auto", "service", "local"):
             raise InvalidInput(f"Unknown mode {mode!r}; use auto, service or local")

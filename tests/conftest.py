@@ -41,13 +41,10 @@ def real_memory(store_dir, real_embedder):
         yield mem
 
 
-@pytest.fixture(scope="session", autouse=True)
-def no_owner_left_behind(tmp_path_factory):
-    """Stop any store owner process a test started under the temporary directory."""
-    yield
+def stop_owners_under(base: str) -> None:
+    """Stop every store owner process serving a store below ``base``."""
     from nbmemory.service import stop
 
-    base = str(tmp_path_factory.getbasetemp())
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
@@ -59,4 +56,20 @@ def no_owner_left_behind(tmp_path_factory):
                 try:
                     stop(store, timeout=30)
                 except Exception:  # noqa: BLE001 - whatever it is, it must not outlive the tests
-                    os.kill(int(proc.name), 9)
+                    try:
+                        os.kill(int(proc.name), 9)
+                    except ProcessLookupError:
+                        pass
+
+
+@pytest.fixture(autouse=True)
+def no_owner_left_behind(tmp_path):
+    """Owners started by a test exit with it (each holds a model: they add up)."""
+    yield
+    stop_owners_under(str(tmp_path))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_owner_left_after_the_session(tmp_path_factory):
+    yield
+    stop_owners_under(str(tmp_path_factory.getbasetemp()))

@@ -256,8 +256,10 @@ def test_export_and_import_round_trip(nbm, store_dir, tmp_path, monkeypatch):
     r = nbm("import", str(tmp_path / "pages" / "index.md"))
     assert r.code == 2 and "is not JSON" in one_line(r.err)
     r = nbm("export", str(tmp_path / "missing" / "dir" / "x.jsonl"))
-    assert r.code == 1
-    assert one_line(r.err).startswith("nbmemory: No such file or directory: ")
+    assert r.code == 2
+    assert one_line(r.err) == (f"nbmemory: Cannot write the export to {tmp_path}/missing/dir/"
+                               "x.jsonl: No such file or directory. Check that its directory "
+                               "exists and is writable.")
 
 
 def test_an_imported_store_matches_and_reimport_duplicates_nothing(nbm, tmp_path, capsys):
@@ -297,6 +299,7 @@ def test_reindex_rebuilds_the_vector_index(nbm, store_dir):
     for i in range(30):
         nbm("remember", f"finding {i} about module m{i}")
     nbm("forget", "3")
+    assert nbm("stop").code == 0  # the owner writes the index file as it exits
     (store_dir / VECTOR_FILENAME).unlink()
     r = nbm("reindex", "--json")
     assert r.code == 0
@@ -407,6 +410,7 @@ def test_doctor_on_a_healthy_store(nbm):
     nbm("remember", "a finding")
     nbm("remember", "another finding")
     nbm("forget", "1")
+    assert nbm("stop").code == 0  # with no owner running, doctor reads the files itself
     r, checks = doctor(nbm)
     assert r.code == 0 and r.json["ok"] is True
     assert [c["status"] for c in r.json["checks"]] == ["ok"] * len(r.json["checks"])
@@ -427,6 +431,7 @@ def test_doctor_on_a_missing_store_only_warns(nbm, store_dir):
 
 def test_doctor_finds_a_missing_index_file(nbm, store_dir):
     nbm("remember", "a finding")
+    assert nbm("stop").code == 0
     (store_dir / VECTOR_FILENAME).unlink()
     r, checks = doctor(nbm)
     assert r.code == 1 and r.json["ok"] is False
@@ -444,8 +449,10 @@ def test_doctor_finds_a_missing_index_file(nbm, store_dir):
 def test_doctor_finds_an_index_that_disagrees_with_the_store(nbm, store_dir):
     nbm("remember", "a finding")
     nbm("remember", "another finding")
+    assert nbm("stop").code == 0
     saved = (store_dir / VECTOR_FILENAME).read_bytes(), (store_dir / (VECTOR_FILENAME + ".json")).read_text()
     nbm("remember", "a third finding")
+    assert nbm("stop").code == 0
     # Put back the older index but claim it is current: a projection that lies.
     (store_dir / VECTOR_FILENAME).write_bytes(saved[0])
     meta = json.loads(saved[1])
@@ -461,6 +468,7 @@ def test_doctor_finds_an_index_that_disagrees_with_the_store(nbm, store_dir):
 
 def test_doctor_on_a_store_from_a_newer_version(nbm, store_dir):
     nbm("remember", "keep me")
+    assert nbm("stop").code == 0
     store = Store(store_dir)
     store.con.execute("INSERT INTO migrations VALUES ('m999_from_the_future', now())")
     store.close()
@@ -517,3 +525,50 @@ def test_the_cli_module_imports_nothing_heavy():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+# -- the owner process ------------------------------------------------------------------
+
+
+def test_commands_share_one_owner_and_stop_ends_it(nbm, store_dir):
+    from nbmemory.service import owner_info
+
+    assert nbm("remember", "the watcher races acquire_lock").code == 0
+    info = owner_info(store_dir)
+    assert info["mode"] == "service" and info["pid"] != os.getpid()
+    assert nbm("recall", "watcher", "--json").json["hits"][0]["note"]["id"] == 1
+    assert owner_info(store_dir)["pid"] == info["pid"]  # the same owner served both
+    r = nbm("stop", "--json")
+    assert r.json == {"store": str(store_dir), "stopped": True, "pid": info["pid"]}
+    assert owner_info(store_dir) is None
+    r = nbm("stop")
+    assert r.code == 0 and r.out.strip() == f"No owner is running for {store_dir}."
+
+
+def test_serve_runs_an_owner_in_the_foreground(store_dir):
+    import time
+
+    from nbmemory.service import owner_info
+
+    environ = {**os.environ, "NBMEMORY_MODEL": "hash:64", "HF_HUB_OFFLINE": "1"}
+    server = subprocess.Popen([ENTRY, "--store", str(store_dir), "serve", "--idle-timeout", "0"],
+                              env=environ, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not ((owner_info(store_dir) or {}).get("pid") == server.pid and
+                   "state" in owner_info(store_dir)):
+            assert server.poll() is None, server.stderr.read()
+            assert time.monotonic() < deadline, "the owner did not come up"
+            time.sleep(0.05)  # polling for a condition, with a deadline
+        assert shell("--store", str(store_dir), "remember", "served in the foreground").code == 0
+        r = shell("--store", str(store_dir), "doctor", "--skip", "model", "--skip", "jupyter", "--json")
+        checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
+        assert checks["owner"]["status"] == "ok"
+        assert f"owner service pid {server.pid}" in checks["owner"]["detail"]
+        assert checks["index"]["status"] == "ok", checks["index"]
+        assert shell("--store", str(store_dir), "stop").code == 0
+        assert server.wait(timeout=60) == 0
+        assert "serving" in server.stderr.read()
+    finally:
+        if server.poll() is None:
+            server.kill()

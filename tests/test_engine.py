@@ -16,7 +16,13 @@ from nbmemory.store import Store
 
 
 def snapshot_of(store_dir):
-    """Everything canonical in the store, to check a failed call changed nothing."""
+    """Everything canonical in the store, to check a failed call changed nothing.
+
+    Reads the file directly, so an owner process serving the store is stopped first.
+    """
+    from nbmemory.service import stop
+
+    stop(store_dir)
     mem_engine_tables = ["notes", "note_versions", "events", "embeddings", "snapshots"]
     store = Store(store_dir)
     try:

@@ -274,45 +274,37 @@ def test_bad_arguments_give_clear_errors_and_leave_the_store_unchanged(store_dir
 
 
 def test_a_note_crosses_between_mcp_and_the_magics(store_dir):
-    """Sequential until the owner service lands: the MCP process exits, then the shell opens."""
+    """An agent and a notebook on one store at the same time, through its owner process."""
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
-    async def agent_remembers():
+    shell = InteractiveShell.instance(history_length=0)
+    shell.run_line_magic("load_ext", "nbmemory")
+    shell.run_line_magic("config", f"NbMemory.store = {str(store_dir)!r}")
+    shell.run_line_magic("config", "NbMemory.model = 'hash:64'")
+
+    async def body():
         async with connect(store_dir) as client:
             data, _ = await call(client, "remember", text="the watcher thread races acquire_lock()",
                                  tags=["locks"])
-            return data["remembered"]
+            agent_id = data["remembered"]
+            hits = shell.run_line_magic("recall", "watcher acquire_lock")
+            assert [h.note.id for h in hits] == [agent_id]
+            assert hits[0].note.provenance.source == "mcp"
+            with capture_output() as captured:
+                shell.run_line_magic("remember", "-t orders orders.amount is in cents before 2021")
+            analyst_id = int(captured.outputs[0].data["text/plain"].split("#")[1].split()[0])
+            assert analyst_id == agent_id + 1
+            data, _ = await call(client, "recall", query="orders.amount cents", tags=["orders"])
+            assert [h["id"] for h in data["hits"]] == [analyst_id]
+            assert data["hits"][0]["provenance"]["source"] == "ipython"
 
-    agent_id = anyio.run(agent_remembers)
-
-    shell = InteractiveShell.instance(history_length=0)
     try:
-        shell.run_line_magic("load_ext", "nbmemory")
-        shell.run_line_magic("config", f"NbMemory.store = {str(store_dir)!r}")
-        shell.run_line_magic("config", "NbMemory.model = 'hash:64'")
-        hits = shell.run_line_magic("recall", "watcher acquire_lock")
-        assert [h.note.id for h in hits] == [agent_id]
-        assert hits[0].note.provenance.source == "mcp"
-        with capture_output() as captured:
-            shell.run_line_magic("remember", "-t orders orders.amount is in cents before 2021")
-        analyst_id = int(captured.outputs[0].data["text/plain"].split("#")[1].split()[0])
-        assert analyst_id == agent_id + 1
+        run(body)
     finally:
         shell.run_line_magic("unload_ext", "nbmemory")
         InteractiveShell.clear_instance()
-    # The magics went through the store's owner process; this MCP server still opens the
-    # store in-process, so the owner has to go first.
-    stop(store_dir)
-
-    async def agent_recalls():
-        async with connect(store_dir) as client:
-            data, _ = await call(client, "recall", query="orders.amount cents", tags=["orders"])
-            return data["hits"]
-
-    hits = anyio.run(agent_recalls)
-    assert [h["id"] for h in hits] == [analyst_id]
-    assert hits[0]["provenance"]["source"] == "ipython"
+        stop(store_dir)
 
 
 def test_store_owned_elsewhere_is_a_clear_tool_error(store_dir):

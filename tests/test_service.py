@@ -449,3 +449,24 @@ def test_kernel_never_imports_the_model(store):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"loaded": [], "first": "orders.amount is stored in cents before 2021"}
     assert owner_info(store)["model"] == "all-MiniLM-L6-v2"
+
+
+def test_long_work_reports_progress_across_the_socket(mem, tmp_path):
+    """Import, export and reindex in the owner drive a progress bar in the client."""
+    from nbmemory.embed import HashEmbedder
+    from nbmemory.memory import Memory
+
+    with Memory.open(tmp_path / "source", embedder=HashEmbedder()) as source:
+        for i in range(1200):
+            source.remember(f"finding {i} about module m{i % 40}")
+        source.export_jsonl(tmp_path / "all.jsonl")
+    mem._backend.progress_poll = 0.005  # ask often: the work is short here
+    seen = []
+    summary = mem.import_jsonl(tmp_path / "all.jsonl", progress=lambda d, t: seen.append((d, t)))
+    assert summary["restored"] == 1200
+    assert seen and seen[-1][0] == seen[-1][1]  # the bar ends full
+    # Within a phase (same total) the count only grows.
+    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]) if a[1] == b[1])
+    seen.clear()
+    mem.reindex(progress=lambda d, t: seen.append((d, t)))
+    assert seen and seen[-1] == (1200, 1200)

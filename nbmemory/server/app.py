@@ -27,14 +27,9 @@ HOST_KEY = "nbmemory_host"
 
 
 def open_memory(location: StoreLocation, model: str) -> Memory:
-    """The one place the server opens the store.
-
-    In-process for now: this server owns the store while it runs, so a kernel cannot
-    write to it meanwhile (it gets a clear StoreLocked error). With the owner service
-    (``nbmemory.service``) merged this becomes ``Memory.open(..., mode="auto")``, and
-    the server, the kernels, the CLI and MCP all share one owner process.
-    """
-    return Memory.open(location.path, model=model)
+    """The one place the server opens the store: through the store's owner process,
+    which the kernels, the CLI and MCP share."""
+    return Memory.open(location.path, model=model, mode="service")
 
 
 class MemoryHost:

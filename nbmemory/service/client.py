@@ -20,21 +20,27 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .. import __version__, errors
 from ..errors import NbMemoryError, StoreLocked, StoreUnavailable
 from ..lock import prepare_directory
 from . import codec
 from .protocol import (DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, HEADER_MODEL, HEADER_PROTOCOL,
-                       HEADER_VERSION, LOG_NAME, PROTOCOL, READ_OPERATIONS, SOCKET_NAME,
+                       HEADER_VERSION, PROGRESS_OPERATIONS, LOG_NAME, PROTOCOL, READ_OPERATIONS, SOCKET_NAME,
                        SPAWN_LOCK_NAME, check_private_directory, lock_held, lock_holder,
                        read_info, socket_address)
 
 STARTUP_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 600.0
-LONG_OPERATIONS = frozenset({"reembed"})
+# No request timeout: these take as long as the store is big. All are safe to resend
+# (re-importing the same file changes nothing; re-exporting rewrites the same file).
+LONG_OPERATIONS = frozenset({"reembed", "reindex", "export_jsonl", "import_jsonl",
+                             "export_markdown"})
+PROGRESS_POLL = 0.25  # seconds between progress questions during long work
 # How often a request that may have reached a dying owner is sent again (only requests
 # that carry a request id or only read; others are reported instead).
 MAX_RESENDS = 2
@@ -151,6 +157,7 @@ class ServiceBackend:
         self._children: list[subprocess.Popen] = []
         self._log_offset = 0
         self._pid = os.getpid()
+        self.progress_poll = PROGRESS_POLL
         self.closed = False
 
     # -- the Backend protocol -------------------------------------------------------------
@@ -161,8 +168,47 @@ class ServiceBackend:
         if operation == "recall" and arguments.get("min_score") is None \
                 and self.min_score is not None:
             arguments["min_score"] = self.min_score
-        body = json.dumps({"operation": operation,
-                           "arguments": codec.encode_arguments(arguments)}).encode()
+        request = {"operation": operation, "arguments": codec.encode_arguments(arguments)}
+        progress = arguments.get("progress")
+        if callable(progress) and operation in PROGRESS_OPERATIONS:
+            request["progress_token"] = uuid.uuid4().hex
+            with self._progress_reporter(request["progress_token"], progress):
+                return self._call(operation, arguments, json.dumps(request).encode())
+        return self._call(operation, arguments, json.dumps(request).encode())
+
+    @contextmanager
+    def _progress_reporter(self, token: str, progress) -> Iterator[None]:
+        """Poll the owner for the progress of ``token`` on a connection of its own."""
+        done = threading.Event()
+        last = None
+
+        def poll() -> None:
+            nonlocal last
+            while not done.wait(self.progress_poll):
+                try:
+                    conn = _connect(self.socket_path, self.request_timeout)
+                    try:
+                        _, state = _exchange(conn, "GET", f"/v{PROTOCOL}/progress/{token}",
+                                             None, self._headers)
+                    finally:
+                        conn.close()
+                except (_NotSent, _Lost, OSError):
+                    continue
+                if state and (state["done"], state["total"]) != last:
+                    last = (state["done"], state["total"])
+                    progress(*last)
+
+        thread = threading.Thread(target=poll, name="nbmemory-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+        if last is not None and last[0] != last[1]:
+            progress(last[1], last[1])  # finished between two polls
+
+    def _call(self, operation: str, arguments: dict[str, Any], body: bytes) -> Any:
         resend_safe = bool(arguments.get("request_id")) or operation in READ_OPERATIONS \
             or operation in LONG_OPERATIONS
         timeout = None if operation in LONG_OPERATIONS else self.request_timeout

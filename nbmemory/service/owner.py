@@ -31,7 +31,8 @@ from ..errors import NbMemoryError, StoreLocked
 from ..lock import OwnerLock, prepare_directory, read_owner_pid
 from . import codec
 from .protocol import (DEFAULT_IDLE_TIMEOUT, HEADER_MODEL, HEADER_PROTOCOL, HEADER_VERSION,
-                       INFO_NAME, LOG_NAME, PROTOCOL, SOCKET_NAME, STATUS_BY_ERROR,
+                       INFO_NAME, LOG_NAME, PROGRESS_OPERATIONS, PROTOCOL, SOCKET_NAME,
+                       STATUS_BY_ERROR,
                        check_private_directory, read_info, same_model, socket_address,
                        write_info)
 
@@ -269,6 +270,7 @@ class Owner:
         self._stopped = threading.Event()
         self.batcher = RememberBatcher(engine)
         self.server: _Server | None = None
+        self.progress: dict[str, tuple[int, int]] = {}  # token -> (done, total) of long work
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -397,7 +399,8 @@ class Owner:
             return f"model {model} (owner uses {self.model})"
         return None
 
-    def call(self, operation: str, arguments: dict[str, Any], client: Any = None) -> Any:
+    def call(self, operation: str, arguments: dict[str, Any], client: Any = None,
+             progress_token: str | None = None) -> Any:
         if (not isinstance(operation, str) or operation.startswith("_")
                 or operation in PRIVATE_OPERATIONS
                 or not callable(getattr(type(self.engine), operation, None))):
@@ -406,7 +409,16 @@ class Owner:
             raise InvalidInput(f"Unknown operation {operation!r}; see docs/service-protocol.md")
         if operation == "remember":
             return self.batcher.submit(arguments, client)
-        result = getattr(self.engine, operation)(**arguments)
+        if progress_token and operation in PROGRESS_OPERATIONS:
+            def report(done: int, total: int) -> None:
+                self.progress[progress_token] = (done, total)
+
+            arguments["progress"] = report
+        try:
+            result = getattr(self.engine, operation)(**arguments)
+        finally:
+            if progress_token:
+                self.progress.pop(progress_token, None)
         if operation == "status":
             hello = self.hello()
             result = {**result, "mode": "service", "queue": max(0, hello["queue"] - 1),
@@ -452,6 +464,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return json.loads(self.rfile.read(length) or b"{}")
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        prefix = f"/v{PROTOCOL}/progress/"
+        if self.path.startswith(prefix):
+            done_total = self.server.owner.progress.get(self.path[len(prefix):])
+            return self._reply(200, {"done": done_total[0], "total": done_total[1]}
+                               if done_total else {})
         if self.path != "/hello":
             return self._reply(404, {"error": {"type": "NotFound", "message": self.path}})
         self._reply(200, self.server.owner.hello())
@@ -490,7 +507,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         operation = request.get("operation")
         try:
             arguments = codec.decode(request.get("arguments") or {})
-            result = owner.call(operation, arguments, id(self.connection))
+            result = owner.call(operation, arguments, id(self.connection),
+                                progress_token=request.get("progress_token"))
             return 200, {"result": codec.encode(result)}
         except NbMemoryError as exc:
             name = type(exc).__name__

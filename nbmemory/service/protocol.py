@@ -41,6 +41,10 @@ STATUS_BY_ERROR = {
     "ModelUnavailable": 503,
 }
 
+# Long operations that take a ``progress`` callback: a client that passes one sends a
+# ``progress_token`` and polls GET /v1/progress/<token> while it waits.
+PROGRESS_OPERATIONS = frozenset({"reembed", "reindex", "export_jsonl", "import_jsonl"})
+
 # Operations that only read (recall also logs itself) or write the same file again: safe to
 # send again after the owner died while handling them.
 READ_OPERATIONS = frozenset({

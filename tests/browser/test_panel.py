@@ -65,7 +65,7 @@ def test_panel_shows_notes_with_badges_tags_and_status(page, lab):
     status = page.locator(f"{PANEL} .nbm-Status")
     expect(status).to_contain_text(str(lab.store))
     expect(status).to_contain_text("hash:64")
-    expect(status).to_contain_text("owner: in-process")
+    expect(status).to_contain_text("owner: owner service")
 
 
 def test_note_html_renders_as_text_never_as_markup(page, lab):
