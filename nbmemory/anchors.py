@@ -95,7 +95,8 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
     excluded = {Path(p).resolve() for p in exclude}
     found: list[Path] = []
     for token in path_candidates(text):
-        path = Path(token).expanduser()
+        # os.path.expanduser leaves ~nosuchuser alone; Path.expanduser raises on it.
+        path = Path(os.path.expanduser(token))
         options = [path] if path.is_absolute() else [r / path for r in roots]
         for option in options:
             try:

@@ -70,6 +70,13 @@ def test_paths_in_text_are_anchored_relative_to_the_workspace_not_the_cwd(ws, me
     assert note.stale == ()
 
 
+
+def test_a_tilde_word_in_a_note_is_not_a_crash(ws, mem):
+    note = mem.remember("~nosuchuser/orders.csv and ~/nowhere/x.csv are not files; "
+                        "src/resolver.py is")
+    assert mem.get(note.id).text.startswith("~nosuchuser/orders.csv")
+    assert [a.target for a in note.anchors] == ["src/resolver.py"]
+
 def test_edit_restore_rename_delete_a_file(ws, mem):
     path = ws / "src" / "resolver.py"
     note = mem.remember("src/resolver.py retries forever when the lock is held")
