@@ -192,9 +192,21 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
     events: dict[int | None, list[dict]] = {}
     for row in export.table("events"):
         events.setdefault(row["note_id"], []).append(row)
+    # Other per-note tables (anchors, and what later migrations add), by note.
+    extras: dict[int, list[tuple[str, dict]]] = {}
+    for table in tables:
+        if table not in ("notes", "note_versions", "events", "embeddings", "snapshots"):
+            for row in export.table(table):
+                extras.setdefault(row.get("note_id"), []).append((table, row))
     summary = {"added": 0, "skipped": 0, "replaced": 0, "unchanged": 0, "snapshots": 0}
     id_map: dict[int, int] = {}
     seq_map: dict[int, int] = {}
+
+    def remap(seq: int) -> int:
+        """The new position of an imported journal position (or of the last one before it)."""
+        if seq in seq_map:
+            return seq_map[seq]
+        return max([v for k, v in seq_map.items() if k <= seq] or [store.position()])
 
     def add_note(row: dict, uid: str, origin: str | None) -> None:
         new_id = store.next_note_id()
@@ -214,12 +226,13 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
             _insert(store, "note_versions", {**version, "note_id": new_id,
                                              "seq": seq_map.get(version["seq"], store.position())},
                     tables["note_versions"])
-        for table, columns in tables.items():
-            if table in ("notes", "note_versions", "events", "embeddings", "snapshots"):
-                continue
-            for extra in export.table(table):
-                if extra.get("note_id") == row["id"]:
-                    _insert(store, table, {**extra, "note_id": new_id}, columns)
+        for table, extra in extras.get(row["id"], []):
+            # Rows tied to a journal position move with the note's events: an anchor's
+            # current fingerprint is its row with the highest seq, so a stale position
+            # would outrank (or collide with) a later verify in this store.
+            columns = tables[table]
+            moved = {"seq": remap(extra["seq"])} if "seq" in columns else {}
+            _insert(store, table, {**extra, "note_id": new_id, **moved}, columns)
         summary["added"] += 1
 
     for row in sorted(export.table("notes"), key=lambda r: r["id"]):
@@ -248,7 +261,7 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
     for snap in export.table("snapshots"):
         if snap["name"] in names:
             continue
-        seq = max([v for k, v in seq_map.items() if k <= snap["seq"]] or [store.position()])
+        seq = remap(snap["seq"])
         stale = {str(id_map[int(i)]): r for i, r in json.loads(snap.get("stale") or "{}").items()
                  if int(i) in id_map}
         _insert(store, "snapshots", {**snap, "seq": seq, "stale": json.dumps(stale)},

@@ -1,6 +1,9 @@
 """Export to JSON Lines and Markdown, import back with conflict policies."""
 
+import hashlib
 import json
+import os
+import time
 
 import pytest
 
@@ -8,6 +11,7 @@ from nbmemory.embed import HashEmbedder
 from nbmemory.errors import InvalidInput
 from nbmemory.memory import Memory
 
+ORDERS = "id,amount\n1,1000\n2,2500\n"
 QUERIES = ["lock watcher", "orders amount", "parquet partition day", "retry", "cache 17"]
 TOPICS = ["lock watcher", "orders amount cents", "parquet partition", "retry budget", "cache"]
 
@@ -118,6 +122,49 @@ def test_bad_files_are_refused_and_the_store_is_unchanged(tmp_path, content, mes
             dst.import_jsonl(tmp_path / "good.jsonl", on_conflict="merge")
         with pytest.raises(InvalidInput, match="No file"):
             dst.import_jsonl(tmp_path / "missing.jsonl")
+
+
+def save_later(path, text):
+    """Write ``text`` as a save made a moment after the notes (file clocks are coarse)."""
+    path.write_text(text)
+    later = time.time() + 2
+    os.utime(path, (later, later))
+
+
+@pytest.mark.parametrize("own_notes", [1, 29])
+def test_verify_wins_after_merging_into_a_store_with_its_own_journal(tmp_path, own_notes):
+    """Anchor rows follow the journal positions of the note they belong to: the source
+    note's anchor was taken at position 31, the merged note's journal starts much lower,
+    so a later verify must still be its current anchor (1 own note) and must not collide
+    with the imported row's position (29 own notes: verify lands on position 31)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "orders.csv").write_text(ORDERS)
+    with Memory.open(ws / "src", embedder=HashEmbedder()) as src:
+        for i in range(30):  # journal positions with no note: not imported by a merge
+            src.snapshot(f"s{i}")
+        src.remember("orders.csv amounts are in cents", about=["orders.csv"])
+        src.export_jsonl(tmp_path / "x.jsonl")
+    with Memory.open(ws / "dst", embedder=HashEmbedder()) as dst:
+        for i in range(own_notes):
+            dst.remember(f"the destination's own note {i}")
+        assert dst.import_jsonl(tmp_path / "x.jsonl")["added"] == 1
+        note_id = own_notes + 1
+        assert dst.get(note_id).text == "orders.csv amounts are in cents"
+        assert dst.get(note_id).stale == ()
+        save_later(ws / "orders.csv", ORDERS + "3,990\n")
+        assert [(r.reason, r.target) for r in dst.get(note_id).stale] == [
+            ("rows_changed", "orders.csv")]
+        assert dst.verify(note_id).stale == ()
+        note = dst.get(note_id)
+        assert note.stale == ()
+        new_sha = hashlib.sha256((ORDERS + "3,990\n").encode()).hexdigest()
+        assert [a.fingerprint["sha256"] for a in note.anchors] == [new_sha]
+        store = dst._backend.engine.store
+        anchor_seqs = {r[0] for r in store.con.execute(
+            "SELECT seq FROM anchors WHERE note_id = ?", [note_id]).fetchall()}
+        event_seqs = {e.seq for e in dst.history(note_id)}
+        assert anchor_seqs <= event_seqs and len(anchor_seqs) == 2
 
 
 def test_import_into_another_model_embeds_the_texts(tmp_path):
