@@ -16,16 +16,49 @@ QUERIES = ["lock watcher", "orders amount", "parquet partition day", "retry", "c
 TOPICS = ["lock watcher", "orders amount cents", "parquet partition", "retry budget", "cache"]
 
 
-def build(memory, n=1000):
+def save_later(path, text):
+    """Write ``text`` as a save made a moment after the notes (file clocks are coarse)."""
+    path.write_text(text)
+    later = time.time() + 2
+    os.utime(path, (later, later))
+
+
+# A workspace the notes are about: source files and a CSV (anchored paths are relative to it).
+FILES = {"src/loader.py": "def load(path):\n    return read_parquet(path)\n",
+         "data/orders.csv": ORDERS,
+         "src/resolver.py": "def resolve(name):\n    return lookup(name)\n",
+         "src/report.py": "def report(frame):\n    return frame.describe()\n"}
+VERIFIED = (1, 41)  # anchored to the two files that change, verified after the change
+
+
+def make_workspace(root):
+    for name, text in FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def build(memory, workspace, n=1000):
+    """Notes with versions, revocations, supersedes, anchors (some verified, some stale)
+    and 3 snapshots. Note ``id`` is ``finding id - 1``."""
     for i in range(n):
-        memory.remember(f"finding {i}: the {TOPICS[i % 5]} detail number {i}",
-                        tags=f"t{i % 4}", priority=("high", "medium", "low")[i % 3])
+        note_id = i + 1
+        text = f"finding {i}: the {TOPICS[i % 5]} detail number {i}"
+        if note_id % 75 == 1:  # a path in the text is anchored too (dropped by an edit)
+            text += " (see src/resolver.py)"
+        about = [list(FILES)[(note_id // 40) % 4]] if note_id % 40 == 1 else None
+        memory.remember(text, tags=f"t{i % 4}", priority=("high", "medium", "low")[i % 3],
+                        about=about)
         if i == 300:
             memory.snapshot("s1", message="first")
     for i in range(1, n, 50):
         memory.edit(i, text=f"edited finding {i} about the {TOPICS[i % 5]}")
     memory.forget(list(range(2, n, 97)))
     memory.snapshot("s2")
+    save_later(workspace / "src/loader.py", FILES["src/loader.py"] + "# now lazy\n")
+    save_later(workspace / "data/orders.csv", ORDERS + "3,990\n4,15\n")
+    for note_id in VERIFIED:
+        memory.verify(note_id)
     for i in range(3, 300, 60):
         memory.supersede(i, f"finding {i} was wrong: the {TOPICS[i % 5]} works differently")
     memory.reinstate(2)
@@ -35,12 +68,18 @@ def build(memory, n=1000):
 def observe(memory):
     """Everything a user can see, to compare two stores."""
     statuses = ("active", "revoked", "superseded", "purged")
-    notes = memory.notes(status=statuses, limit=10_000, order="oldest")
+    notes = memory.notes(status=statuses, limit=10_000, order="oldest").notes
     return {
         "recall": {q: [(h.note.id, h.score) for h in memory.recall(q, k=10)] for q in QUERIES},
         "as_of": {q: [h.note.id for h in memory.recall(q, as_of="s2")] for q in QUERIES},
-        "notes": [n.to_dict() for n in notes.notes],
-        "history": {i: [e.to_dict() for e in memory.history(i)] for i in (1, 2, 3, 51, 999)},
+        "recall_stale": {q: [h.note.id for h in memory.recall(q, k=10, stale=True)]
+                         for q in QUERIES},
+        "notes": [n.to_dict() for n in notes],
+        "anchors": {n.id: [a.to_dict() for a in n.anchors] for n in notes if n.anchors},
+        "stale": {n.id: [r.to_dict() for r in n.stale]
+                  for n in memory.stale(limit=10_000).notes},
+        "history": {i: [e.to_dict() for e in memory.history(i)]
+                    for i in (1, 2, 3, 41, 51, 76, 161, 999)},
         "snapshots": [s.to_dict() for s in memory.snapshots()],
         "diffs": [memory.snapshot_diff("s1", "s3").to_dict(), memory.snapshot_diff("s2").to_dict()],
     }
@@ -48,21 +87,32 @@ def observe(memory):
 
 @pytest.fixture
 def big_export(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("source")
-    with Memory.open(directory / "store", embedder=HashEmbedder()) as source:
-        build(source)
+    workspace = make_workspace(tmp_path_factory.mktemp("workspace"))
+    with Memory.open(workspace / "source", embedder=HashEmbedder()) as source:
+        build(source, workspace)
         seen = []
-        counts = source.export_jsonl(directory / "all.jsonl",
+        counts = source.export_jsonl(workspace / "all.jsonl",
                                      progress=lambda d, t: seen.append((d, t)))
         expected = observe(source)
     assert counts["notes"] == 1005 and counts["snapshots"] == 3
     assert seen[-1][0] == seen[-1][1]
-    return directory / "all.jsonl", expected
+    # The comparison is not vacuous: anchors of every kind of history are there.
+    # 25 notes anchored with about=, 14 by a path in their text, 7 of those edited away
+    assert len(expected["anchors"]) == 25 + 14 - 7
+    stale = {i: {(r["reason"], r["target"]) for r in rs} for i, rs in expected["stale"].items()}
+    assert stale[161] == {("content_changed", "src/loader.py")}
+    assert stale[201] == {("rows_changed", "data/orders.csv")}
+    assert not set(VERIFIED) & set(stale) and 81 not in stale
+    assert len(stale) == 13 - 2 - 1  # on the changed files, less verified and revoked (#681)
+    assert [e["type"] for e in expected["history"][41]] == ["created", "verified"]
+    assert any(c["change"] == "became_stale" for c in expected["diffs"][1]["changes"])
+    return workspace, expected
 
 
-def test_round_trip_is_lossless_and_reimport_duplicates_nothing(big_export, tmp_path):
-    path, expected = big_export
-    with Memory.open(tmp_path / "copy", embedder=HashEmbedder()) as copy:
+def test_round_trip_is_lossless_and_reimport_duplicates_nothing(big_export):
+    workspace, expected = big_export
+    path = workspace / "all.jsonl"
+    with Memory.open(workspace / "copy", embedder=HashEmbedder()) as copy:
         summary = copy.import_jsonl(path)
         assert summary == {"restored": 1005, "embedded": 0}
         assert observe(copy) == expected
@@ -70,6 +120,15 @@ def test_round_trip_is_lossless_and_reimport_duplicates_nothing(big_export, tmp_
             copy.import_jsonl(path, on_conflict=policy)
             if policy != "keep-both":
                 assert observe(copy) == expected
+        # Kept copies (merged, with new ids and journal positions) carry the same anchors
+        # and stale reasons as their originals.
+        copies = copy.notes(status=("active", "revoked", "superseded"), limit=10_000,
+                            order="oldest").notes[1005:]
+        assert len(copies) == 1005
+        assert {n.id - 1005: [a.to_dict() for a in n.anchors]
+                for n in copies if n.anchors} == expected["anchors"]
+        assert {n.id - 1005: [r.to_dict() for r in n.stale]
+                for n in copies if n.stale and n.status == "active"} == expected["stale"]
         total = copy.notes(status=("active", "revoked", "superseded"), limit=1).total
         copy.import_jsonl(path, on_conflict="keep-both")
         assert copy.notes(status=("active", "revoked", "superseded"), limit=1).total == total
@@ -122,13 +181,6 @@ def test_bad_files_are_refused_and_the_store_is_unchanged(tmp_path, content, mes
             dst.import_jsonl(tmp_path / "good.jsonl", on_conflict="merge")
         with pytest.raises(InvalidInput, match="No file"):
             dst.import_jsonl(tmp_path / "missing.jsonl")
-
-
-def save_later(path, text):
-    """Write ``text`` as a save made a moment after the notes (file clocks are coarse)."""
-    path.write_text(text)
-    later = time.time() + 2
-    os.utime(path, (later, later))
 
 
 @pytest.mark.parametrize("own_notes", [1, 29])
