@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+import duckdb
 import numpy as np
 
 from . import __version__, exchange
@@ -1135,16 +1136,24 @@ class Engine:
             self._check_embedder()
             empty = self.store.position() == 0
             self._identity = None  # the import may set it, inside a transaction that may fail
-            with self.store.transaction():
-                if empty:
-                    summary = exchange.restore(self.store, export, progress)
-                    summary = {"restored": summary.get("notes", 0)}
-                    model = export.header.get("model")
-                    if model and model_name(model) == self.embedder.name:
-                        self._set_identity(model)
-                else:
-                    summary = exchange.merge(self.store, export, policy=on_conflict,
-                                             actor=actor or default_author(), now=utcnow())
+            try:
+                with self.store.transaction():
+                    if empty:
+                        summary = exchange.restore(self.store, export, progress)
+                        summary = {"restored": summary.get("notes", 0)}
+                        model = export.header.get("model")
+                        if model and model_name(model) == self.embedder.name:
+                            self._set_identity(model)
+                    else:
+                        summary = exchange.merge(self.store, export, policy=on_conflict,
+                                                 actor=actor or default_author(), now=utcnow())
+            except (duckdb.Error, KeyError, TypeError, ValueError) as exc:
+                # A well-framed file with a row the schema refuses (edited by hand, or
+                # damaged inside a line): the transaction rolled back every row.
+                raise InvalidInput(
+                    f"{path} has a row this store cannot take ({type(exc).__name__}: {exc}). "
+                    "The file is damaged or was edited by hand; export it again. "
+                    "Nothing was imported.") from exc
             embedded = self._embed_missing(progress)
             self._open_indexes(progress, rebuild=True)
             return {**summary, "embedded": embedded}

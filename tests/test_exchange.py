@@ -158,29 +158,74 @@ def test_merge_policies(tmp_path):
         assert [s.name for s in b.snapshots()] == ["from-a"]
 
 
+ALL_STATUSES = ("active", "revoked", "superseded", "refuted", "purged")
+
+
+def unchanged_state(memory):
+    """What a refused import must leave exactly as it was: notes, snapshots, the journal,
+    and the row count of every table."""
+    store = memory._backend.engine.store
+    tables = [r[0] for r in store.con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+        "AND table_name <> 'recall_log' ORDER BY 1").fetchall()]
+    notes = memory.notes(status=ALL_STATUSES, limit=1000, order="oldest").notes
+    return {"notes": [n.to_dict() for n in notes],
+            "history": {n.id: [e.to_dict() for e in memory.history(n.id)] for n in notes},
+            "snapshots": [s.to_dict() for s in memory.snapshots()],
+            "journal_position": memory.status()["journal_position"],
+            "rows": {t: store.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                     for t in tables}}
+
+
+def damage_a_row(lines):
+    """A well-framed export whose 11th note breaks a constraint: the first 10 go in
+    before the insert fails, so only a rollback leaves the store as it was."""
+    out = []
+    for line in lines:
+        record = json.loads(line)
+        if record.get("table") == "notes" and record["row"]["id"] == 11:
+            record["row"]["status"] = None
+        out.append(json.dumps(record) + "\n")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("into", ["existing store", "empty store"])
 @pytest.mark.parametrize("content, message", [
     (None, "is truncated"),
     ('{"some": "json"}\n', "is not an nbmemory export"),
     ("id,text\n1,hello\n", "line 1 is not JSON"),
     ("", "is empty"),
+    (damage_a_row, "has a row this store cannot take .*NOT NULL.*Nothing was imported"),
 ])
-def test_bad_files_are_refused_and_the_store_is_unchanged(tmp_path, content, message):
+def test_bad_files_are_refused_and_the_store_is_unchanged(tmp_path, content, message, into):
     with Memory.open(tmp_path / "src", embedder=HashEmbedder()) as src:
         for i in range(20):
             src.remember(f"note {i}")
+        src.snapshot("in-the-file")
         src.export_jsonl(tmp_path / "good.jsonl")
     lines = (tmp_path / "good.jsonl").read_text().splitlines(keepends=True)
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("".join(lines[: len(lines) // 2]) if content is None else content)
+    bad.write_text("".join(lines[: len(lines) // 2]) if content is None
+                   else content(lines) if callable(content) else content)
     with Memory.open(tmp_path / "dst", embedder=HashEmbedder()) as dst:
-        dst.remember("existing")
+        if into == "existing store":
+            dst.remember("existing")
+            dst.remember("forgotten")
+            dst.forget(2)
+            dst.snapshot("before", message="the store as it was")
+        before = unchanged_state(dst)
+        assert before["journal_position"] == (4 if into == "existing store" else 0)
         with pytest.raises(InvalidInput, match=message):
             dst.import_jsonl(bad)
-        assert [n.text for n in dst.notes().notes] == ["existing"]
+        assert unchanged_state(dst) == before
         with pytest.raises(InvalidInput, match="Unknown conflict policy 'merge'"):
             dst.import_jsonl(tmp_path / "good.jsonl", on_conflict="merge")
         with pytest.raises(InvalidInput, match="No file"):
             dst.import_jsonl(tmp_path / "missing.jsonl")
+        assert unchanged_state(dst) == before
+        # The store still takes a good file afterwards.
+        assert dst.import_jsonl(tmp_path / "good.jsonl").get("embedded") == 0
+        assert dst.notes(limit=1).total == 20 + (1 if into == "existing store" else 0)
 
 
 @pytest.mark.parametrize("own_notes", [1, 29])
