@@ -1,4 +1,4 @@
-"""The command line: ``nbmemory remember | recall | forget | list | show | history | ...``.
+"""The command line: ``nbmemory remember | recall | edit | forget | list | show | history | ...``.
 
 A composition root: it reads ``--store``/``--model`` (or ``NBMEMORY_HOME``/``NBMEMORY_MODEL``),
 opens the store through :func:`open_memory`, prints a table for people or JSON with
@@ -175,6 +175,19 @@ def build_parser() -> Parser:
     fresh.add_argument("--fresh", action="store_true", help="only notes that are not stale")
     fresh.add_argument("--stale", action="store_true", help="only stale notes")
     p.add_argument("query", nargs="*", help="what you want to know, in any words")
+
+    p = command("edit", "change a note's text, tags, kind or priority: a new version, the old "
+                        "one stays in its history",
+                usage="nbmemory edit ID [--text TEXT | -] [-t TAGS] [-k KIND] [-p PRIORITY] "
+                      "[--json] [--store DIR] [--model NAME]")
+    p.add_argument("id", type=note_id, metavar="ID")
+    p.add_argument("stdin", nargs="*", default=[], metavar="-", help="read the new text from stdin")
+    p.add_argument("--text", default=None, help="the new text (- reads stdin)")
+    p.add_argument("-t", "--tags", default=None,
+                   help="the new comma-separated tags (replace the old ones; '' removes them)")
+    p.add_argument("-k", "--kind", default=None,
+                   help="finding, gotcha, decision, question, reference or procedure")
+    p.add_argument("-p", "--priority", default=None, help="high, medium or low")
 
     p = command("forget", "revoke notes: hidden from recall, kept in history, reversible")
     p.add_argument("--purge", action="store_true",
@@ -365,6 +378,36 @@ def cmd_recall(mem, args) -> None:
     if args.as_of:
         print(f"As of snapshot {args.as_of!r}:")
     print(hits_text(hits, provenance=args.provenance))
+
+
+def cmd_edit(mem, args) -> None:
+    # The new text only through --text or stdin: a stray word must not replace a note's text.
+    if args.stdin not in ([], ["-"]):
+        raise CommandError(f"Give the new text with --text (quoted: --text '{' '.join(args.stdin)}'), "
+                           "or - to read it from stdin")
+    if args.stdin and args.text is not None:
+        raise CommandError("Give the new text once: --text TEXT, or - to read it from stdin")
+    if args.stdin or args.text == "-":
+        args.text = sys.stdin.read()
+    if args.text is not None and not args.text.strip():
+        raise CommandError("The new text is empty; give the note's new text with --text TEXT "
+                           "(or -), or leave out --text to change only -t, -k or -p")
+    if args.text is None and args.tags is None and args.kind is None and args.priority is None:
+        raise CommandError("Say what to change: nbmemory edit ID --text TEXT (or - to read it "
+                           "from stdin), -t TAGS, -k KIND or -p PRIORITY")
+    before = mem.get(args.id)
+    note = mem.edit(args.id, text=args.text, tags=args.tags, kind=args.kind,
+                    priority=args.priority)
+    changed = [name for name in ("text", "kind", "priority", "tags")  # the journal's order
+               if getattr(note, name) != getattr(before, name)]
+    if args.json:
+        return emit_json({"note": note.to_dict(), "previous_version": before.version,
+                          "changed": changed})
+    if not changed:
+        print(f"Nothing changed: #{note.id} already says that (version {note.version}).")
+        return
+    print(f"Edited #{note.id}: version {note.version} ({', '.join(changed)} changed; "
+          f"version {before.version} stays in: nbmemory history {note.id}).")
 
 
 def cmd_forget(mem, args) -> None:
@@ -603,7 +646,7 @@ def cmd_mcp(args) -> int:
 
 
 STORE_COMMANDS = {
-    "remember": cmd_remember, "recall": cmd_recall, "forget": cmd_forget,
+    "remember": cmd_remember, "recall": cmd_recall, "edit": cmd_edit, "forget": cmd_forget,
     "reinstate": cmd_reinstate, "list": cmd_list, "show": cmd_show, "history": cmd_history,
     "stale": cmd_stale, "verify": cmd_verify,
     "snapshot": cmd_snapshot, "reindex": cmd_reindex, "status": cmd_status,

@@ -146,6 +146,78 @@ def test_supersede_from_the_command_line(nbm):
     assert r.json["stale"] == [{"reason": "superseded", "target": "#2", "detail": ""}]
 
 
+def test_edit_writes_a_new_version_that_history_shows(nbm):
+    nbm("remember", "-t", "orders", "orders.amount is in dollars")
+    r = nbm("edit", "1", "--text", "orders.amount is in cents", "-t", "orders,units", "-p", "high",
+            "--json")
+    assert r.code == 0, r.err
+    assert (r.json["note"]["text"], r.json["note"]["tags"], r.json["note"]["priority"],
+            r.json["note"]["version"]) == ("orders.amount is in cents", ["orders", "units"], "high", 2)
+    assert (r.json["previous_version"], r.json["changed"]) == (1, ["text", "priority", "tags"])
+
+    r = nbm("history", "1", "--json")
+    events = r.json["events"]
+    assert [e["type"] for e in events] == ["created", "edited"]
+    assert events[1]["data"] == {"changed": ["text", "priority", "tags"]}
+    assert events[1]["seq"] > events[0]["seq"] and events[1]["actor"]
+
+    r = nbm("edit", "#1", "-", stdin="  orders.amount is in cents until 2021\n")
+    assert (r.code, r.out.strip()) == (0, "Edited #1: version 3 (text changed; version 2 stays in: "
+                                          "nbmemory history 1).")
+    r = nbm("recall", "cents", "--json")
+    assert [(h["note"]["id"], h["note"]["text"]) for h in r.json["hits"]] == [
+        (1, "orders.amount is in cents until 2021")]
+    r = nbm("edit", "1", "-k", "gotcha", "--json")
+    assert (r.json["note"]["kind"], r.json["note"]["text"], r.json["note"]["tags"]) == (
+        "gotcha", "orders.amount is in cents until 2021", ["orders", "units"])
+    r = nbm("edit", "1", "-t", "", "--json")
+    assert (r.json["note"]["tags"], r.json["changed"], r.json["note"]["version"]) == ([], ["tags"], 5)
+
+    # The same values again: nothing to write, no new version.
+    r = nbm("edit", "1", "-k", "gotcha", "-p", "high")
+    assert (r.code, r.out.strip()) == (0, "Nothing changed: #1 already says that (version 5).")
+    r = nbm("history", "1", "--json")
+    assert [e["type"] for e in r.json["events"]] == ["created"] + ["edited"] * 4
+
+
+@pytest.mark.parametrize("argv, stdin, code, message", [
+    (["edit", "99", "--text", "x"], None, 1,
+     "nbmemory: No note #99. Recall or list notes to find their ids."),
+    (["edit", "1", "--text", "  "], None, 2, "nbmemory: The new text is empty; give the note's "
+                                              "new text with --text TEXT (or -), or leave out "
+                                              "--text to change only -t, -k or -p"),
+    (["edit", "1", "-"], " \n", 2, "nbmemory: The new text is empty"),
+    (["edit", "1"], None, 2, "nbmemory: Say what to change: nbmemory edit ID --text TEXT"),
+    (["edit", "1", "cents", "now"], None, 2,
+     "nbmemory: Give the new text with --text (quoted: --text 'cents now'), or - to read it "
+     "from stdin"),
+    (["edit", "1", "-", "--text", "x"], "y", 2, "nbmemory: Give the new text once"),
+    (["edit", "1", "-k", "idea"], None, 2, "nbmemory: Unknown kind 'idea'"),
+    (["edit", "1", "-p", "urgent"], None, 2, "nbmemory: Unknown priority 'urgent'"),
+    (["edit", "2", "--text", "x"], None, 1,
+     "nbmemory: Cannot edit note #2: it is revoked; reinstate it first"),
+    (["edit", "x1", "--text", "x"], None, 2, "nbmemory: argument ID: 'x1' is not a note id"),
+])
+def test_edit_errors_are_clear_and_change_nothing(nbm, argv, stdin, code, message):
+    nbm("remember", "-t", "orders", "orders.amount is in dollars")
+    nbm("remember", "a forgotten note")
+    nbm("forget", "2")
+
+    def state():
+        return [nbm(*a, "--json").json for a in (("show", "1"), ("history", "1"), ("history", "2"),
+                                                  ("list", "--status", "active,revoked"))]
+
+    before = state()
+    r = nbm(*argv, stdin=stdin)
+    assert r.code == code
+    assert message in one_line(r.err)
+    assert r.out == ""
+    assert state() == before
+    r = nbm("--json", *argv, stdin=stdin)
+    assert r.json["error"]["exit"] == code and message.removeprefix("nbmemory: ") in \
+        r.json["error"]["message"]
+
+
 def test_snapshot_create_and_list(nbm):
     nbm("remember", "a finding")
     r = nbm("snapshot", "before-refactor", "-m", "all good", "--json")
