@@ -201,6 +201,16 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
     summary = {"added": 0, "skipped": 0, "replaced": 0, "unchanged": 0, "snapshots": 0}
     id_map: dict[int, int] = {}
     seq_map: dict[int, int] = {}
+    source_uid = {row["id"]: row["uid"] for row in export.table("notes")}
+    # Journal events naming another note by the file's id: (seq here, data, key).
+    links: list[tuple[int, dict, str]] = []
+    replaced: dict[int, str] = {}  # file id -> what _replace did to this store's note
+
+    def resolve(source_id: int | None) -> int | None:
+        """This store's id for a note of the file: the one added now, else the one it had."""
+        if source_id in id_map:
+            return id_map[source_id]
+        return known.get(source_uid.get(source_id))
 
     def remap(seq: int) -> int:
         """The new position of an imported journal position (or of the last one before it)."""
@@ -219,6 +229,9 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
             data = json.loads(event["data"]) if event.get("data") else {}
             if origin and event["type"] == "created":
                 data["imported_from"] = origin
+            key = {"created": "supersedes", "superseded_by": "by"}.get(event["type"])
+            if key and data.get(key) is not None:
+                links.append((seq, data, key))
             _insert(store, "events", {**event, "seq": seq, "note_id": new_id,
                                       "data": json.dumps(data) if data else None},
                     tables["events"])
@@ -248,15 +261,33 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
             else:
                 add_note(row, copy_uid, uid)
         else:
-            summary[_replace(store, known[uid], row, versions.get(row["id"], []), actor, now)] += 1
+            replaced[row["id"]] = _replace(store, known[uid], row, versions.get(row["id"], []),
+                                           actor, now)
     for row in export.table("embeddings"):
         store.con.execute("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)",
                           [row["content_hash"], row["model"], _decode(row["vector"], "BLOB")])
-    # Remap supersede links between notes imported together.
+    # Supersede links name the file's ids: point them at this store's notes, whether
+    # imported now or already here.
+    for seq, data, key in links:
+        data[key] = resolve(data[key])
+        store.con.execute("UPDATE events SET data = ? WHERE seq = ?", [json.dumps(data), seq])
+    status = {row["id"]: row["status"] for row in export.table("notes")}
     for row in export.table("notes"):
-        if row.get("supersedes") in id_map and row["id"] in id_map:
-            store.con.execute("UPDATE notes SET supersedes = ? WHERE id = ?",
-                              [id_map[row["supersedes"]], id_map[row["id"]]])
+        old, new = resolve(row.get("supersedes")), resolve(row["id"])
+        if old is None or new is None:
+            continue
+        if row["id"] in id_map:
+            store.con.execute("UPDATE notes SET supersedes = ? WHERE id = ?", [old, new])
+        if (policy == "replace" and row["supersedes"] not in id_map
+                and status.get(row["supersedes"]) == "superseded"
+                and store.status_of(old) == "active"):
+            # The file's version of a note this store has: superseded since, by ``new``.
+            store.append_event("superseded_by", old, actor=actor, at=now,
+                               data={"by": new, "imported": True})
+            store.set_status(old, "superseded")
+            replaced[row["supersedes"]] = "replaced"
+    for outcome in replaced.values():
+        summary[outcome] += 1
     names = {s.name for s in store.snapshots()}
     for snap in export.table("snapshots"):
         if snap["name"] in names:
@@ -294,6 +325,8 @@ def _replace(store: Store, note_id: int, row: dict, versions: list[dict], actor:
         store.append_event("reinstated" if row["status"] == "active" else "revoked", note_id,
                            actor=actor, at=now, data={"imported": True})
         store.set_status(note_id, row["status"])
+    elif same:  # a status this cannot set (superseded: merge links it; refuted, purged)
+        return "unchanged"
     return "replaced"
 
 

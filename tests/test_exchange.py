@@ -129,6 +129,18 @@ def test_round_trip_is_lossless_and_reimport_duplicates_nothing(big_export):
                 for n in copies if n.anchors} == expected["anchors"]
         assert {n.id - 1005: [r.to_dict() for r in n.stale]
                 for n in copies if n.stale and n.status == "active"} == expected["stale"]
+        # ... and supersede links that name the copies, not the originals.
+        originals = {n["id"]: n for n in expected["notes"]}
+        links = [(n.id, n.supersedes, [str(r) for r in n.stale if r.reason == "superseded"])
+                 for n in copies if n.supersedes or n.status == "superseded"]
+        assert len(links) == 10
+        for note_id, supersedes, reasons in links:
+            original = originals[note_id - 1005]
+            if original["supersedes"]:
+                assert supersedes == original["supersedes"] + 1005
+            else:
+                by = int(original["stale"][0]["target"].lstrip("#"))
+                assert reasons == [f"superseded #{by + 1005}"]
         total = copy.notes(status=("active", "revoked", "superseded"), limit=1).total
         copy.import_jsonl(path, on_conflict="keep-both")
         assert copy.notes(status=("active", "revoked", "superseded"), limit=1).total == total
@@ -156,6 +168,57 @@ def test_merge_policies(tmp_path):
         assert texts == ["amount is in cents", "amount is in cents", "b's own note",
                          "only in a", "only in a"]
         assert [s.name for s in b.snapshots()] == ["from-a"]
+
+
+def test_merged_supersede_links_name_this_stores_ids(tmp_path):
+    """Ids inside the journal (superseded_by's "by", created's "supersedes") are the
+    source store's; merged into a store with notes of its own they must be remapped,
+    or the user is told a note was superseded by an unrelated one."""
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("the export runs at 02:00")
+        a.supersede(1, "the export runs at 03:00")
+        a.export_jsonl(tmp_path / "x.jsonl")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        for i in range(5):
+            b.remember(f"b's own note {i}")
+        assert b.import_jsonl(tmp_path / "x.jsonl")["added"] == 2
+        old, new = b.get(6), b.get(7)
+        assert (old.text, old.status, new.text, new.supersedes) == (
+            "the export runs at 02:00", "superseded", "the export runs at 03:00", 6)
+        assert [(r.reason, r.target) for r in old.stale] == [("superseded", "#7")]
+        assert [(e.type, e.data) for e in b.history(6)] == [("created", {}),
+                                                          ("superseded_by", {"by": 7})]
+        assert [(e.type, e.data) for e in b.history(7)] == [("created", {"supersedes": 6})]
+        assert [n.id for n in b.chain(6)] == [6, 7]
+
+
+@pytest.mark.parametrize("policy", ["skip", "replace"])
+def test_a_supersede_made_after_an_earlier_import_is_merged(tmp_path, policy):
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("the export runs at 02:00")
+        a.export_jsonl(tmp_path / "v1.jsonl")
+        a.supersede(1, "the export runs at 03:00")
+        a.export_jsonl(tmp_path / "v2.jsonl")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        b.remember("b's own note")
+        b.import_jsonl(tmp_path / "v1.jsonl")
+        summary = b.import_jsonl(tmp_path / "v2.jsonl", on_conflict=policy)
+        assert (summary["added"], summary["skipped"], summary["replaced"]) == (
+            (1, 1, 0) if policy == "skip" else (1, 0, 1))
+        assert b.get(3).supersedes == 2 and [n.id for n in b.chain(3)] == [2, 3]
+        assert [(e.type, e.data) for e in b.history(3)] == [("created", {"supersedes": 2})]
+        old = b.get(2)
+        if policy == "skip":  # the store keeps its own version of the notes it has
+            assert old.status == "active" and [e.type for e in b.history(2)] == ["created"]
+        else:  # the file's: superseded, as a new event in this store's journal
+            assert old.status == "superseded"
+            assert [(e.type, e.data) for e in b.history(2)] == [
+                ("created", {}), ("superseded_by", {"by": 3, "imported": True})]
+            assert [h.note.id for h in b.recall("export runs")] == [3]
+        events = b.status()["journal_position"]
+        again = b.import_jsonl(tmp_path / "v2.jsonl", on_conflict=policy)
+        assert again["added"] == 0 and again["replaced"] == 0
+        assert b.status()["journal_position"] == events
 
 
 ALL_STATUSES = ("active", "revoked", "superseded", "refuted", "purged")
