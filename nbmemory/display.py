@@ -247,6 +247,21 @@ def hits_dataframe(hits: Sequence[Hit]):
     } for h in hits])
 
 
+NOTE_COLUMNS = ("id", "text", "kind", "priority", "tags", "status", "version", "created_at",
+                "updated_at", "author", "stale", "notebook")
+
+
+def notes_dataframe(notes: Sequence[Note]):
+    import pandas as pd
+
+    return pd.DataFrame([{
+        "id": n.id, "text": n.text, "kind": n.kind, "priority": n.priority,
+        "tags": list(n.tags), "status": n.status, "version": n.version,
+        "created_at": n.created_at, "updated_at": n.updated_at, "author": n.author,
+        "stale": "; ".join(str(r) for r in n.stale), "notebook": n.provenance.notebook,
+    } for n in notes], columns=list(NOTE_COLUMNS))
+
+
 def notes_display(notes: Sequence[Note], *, title: str = "", total: int | None = None) -> Rich:
     if not notes:
         return Rich(f"{title}: none." if title else "No notes.",

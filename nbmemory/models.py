@@ -354,3 +354,10 @@ class Page:
     def from_dict(cls, data: dict[str, Any]) -> Page:
         return cls([Note.from_dict(n) for n in data["notes"]], data["total"],
                    data["offset"], data["limit"])
+
+    def to_dataframe(self):
+        """This page's notes as a pandas DataFrame, one row per note (pandas is imported
+        here); ``total`` says how many the filters matched beyond this page."""
+        from .display import notes_dataframe
+
+        return notes_dataframe(self.notes)

@@ -181,6 +181,18 @@ def test_hits_convert_to_a_dataframe(memory):
     assert list(frame["id"]) == [1] and frame.loc[0, "tags"] == ["a"]
 
 
+def test_a_page_of_notes_converts_to_a_dataframe(memory):
+    memory.remember("one finding", tags="a,b", priority="high")
+    memory.remember("another finding")
+    frame = memory.notes(limit=1, order="oldest").to_dataframe()
+    assert len(frame) == 1 and frame.loc[0, "id"] == 1
+    assert (frame.loc[0, "text"], frame.loc[0, "priority"], frame.loc[0, "tags"]) == \
+        ("one finding", "high", ["a", "b"])
+    assert frame.loc[0, "status"] == "active" and frame.loc[0, "stale"] == ""
+    empty = memory.notes(tags="nothing-has-this").to_dataframe()
+    assert empty.empty and "text" in empty.columns  # same columns, no rows
+
+
 def test_similar_notes_are_shown_not_merged(memory):
     a = memory.remember("the watcher thread races acquire_lock on startup")
     b = memory.remember("acquire_lock races the watcher thread at startup")
