@@ -396,6 +396,42 @@ def test_owner_of_another_version_is_replaced(store):
             old.kill()
 
 
+def raw_post(store, path, body, headers):
+    """One POST on the owner's socket with exactly these headers (no client logic)."""
+    import http.client
+
+    conn = http.client.HTTPConnection("nbmemory", timeout=30)
+    conn.sock = socket.socket(socket.AF_UNIX)
+    conn.sock.connect(str(store / "owner.sock"))
+    try:
+        conn.request("POST", path, body=json.dumps(body).encode(),
+                     headers={"Content-Type": "application/json", **headers})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("path, headers", [
+    ("/v99/call", {"X-NbMemory-Protocol": "99"}),  # a client from the future
+    ("/v99/call", {}),  # the path alone says which protocol
+    ("/v1/call", {"X-NbMemory-Protocol": "99"}),
+])
+def test_a_client_of_another_protocol_gets_a_mismatch_not_a_404(mem, store, path, headers):
+    """The handshake comes before routing, so any client can tell to replace the owner."""
+    request = {"operation": "remember", "arguments": {"text": "from another protocol"}}
+    status, payload = raw_post(store, path, request, headers)
+    assert status == 409
+    error = payload["error"]
+    assert error["type"] == "OwnerMismatch"
+    assert error["message"] == "The client wants protocol 99 (owner speaks 1)."
+    assert (error["version"], error["protocol"], error["pid"]) == \
+        (nbmemory.__version__, 1, owner_info(store)["pid"])
+    assert mem.notes().total == 0  # nothing was done
+    status, payload = raw_post(store, "/v1/elsewhere", request, {})
+    assert status == 404 and payload["error"]["message"] == "No route /v1/elsewhere"
+
+
 def test_owner_with_another_model_is_replaced(store):
     with Memory.open(store, model=HASH, mode="service") as memory:
         memory.remember("orders.amount is in cents")

@@ -12,6 +12,7 @@ import http.server
 import json
 import os
 import queue
+import re
 import signal
 import socket
 import socketserver
@@ -45,6 +46,7 @@ MAX_BATCH = 64
 LINGER = 0.005
 RECENT = 0.5
 SHUTDOWN_GRACE = 60.0
+CALL_ROUTE = re.compile(r"/v(\d+)/call")  # fullmatch: any protocol number, then the handshake
 
 
 def log(message: str) -> None:
@@ -389,10 +391,16 @@ class Owner:
                 "remember_batches": self.batcher.batches, "remembered": self.batcher.remembered,
                 "remember_busy_s": round(self.batcher.busy, 3)}
 
-    def mismatch(self, headers) -> str | None:
+    def mismatch(self, headers, path_protocol: str | None = None) -> str | None:
+        """What differs between the client and this owner, or None.
+
+        ``path_protocol`` is the N of ``/vN/call``: a client of another protocol is told so
+        (409) rather than that the route does not exist, so it replaces the owner.
+        """
         version, model = headers.get(HEADER_VERSION), headers.get(HEADER_MODEL)
-        if headers.get(HEADER_PROTOCOL) not in (None, str(PROTOCOL)):
-            return f"protocol {headers.get(HEADER_PROTOCOL)} (owner speaks {PROTOCOL})"
+        for wanted in (headers.get(HEADER_PROTOCOL), path_protocol):
+            if wanted not in (None, str(PROTOCOL)):
+                return f"protocol {wanted} (owner speaks {PROTOCOL})"
         if version and version != __version__:
             return f"nbmemory {version} (owner runs {__version__})"
         if model and not same_model(model, self.model):
@@ -480,11 +488,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._reply(200, {"stopping": True, "pid": os.getpid()}, close=True)
             owner.request_shutdown(str(request.get("reason") or "asked to stop"))
             return
-        if self.path != f"/v{PROTOCOL}/call":
-            self._body()
+        route = CALL_ROUTE.fullmatch(self.path)
+        request = self._body()
+        if route is None:
             return self._reply(404, {"error": {"type": "NotFound",
                                                "message": f"No route {self.path}"}})
-        request = self._body()
+        # The handshake comes before anything else, whatever protocol the path names.
+        mismatch = owner.mismatch(self.headers, route.group(1))
+        if mismatch:
+            return self._reply(409, {"error": {
+                "type": "OwnerMismatch", "message": f"The client wants {mismatch}.",
+                "version": __version__, "protocol": PROTOCOL, "model": owner.model,
+                "pid": os.getpid()}})
         if not owner.begin():
             return self._reply(503, {"error": {
                 "type": "OwnerExiting",
@@ -499,11 +514,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             owner.end()  # after replying: shutdown waits for this
 
     def _call(self, owner: Owner, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        mismatch = owner.mismatch(self.headers)
-        if mismatch:
-            return 409, {"error": {"type": "OwnerMismatch", "message": f"The client wants {mismatch}.",
-                                   "version": __version__, "model": owner.model,
-                                   "pid": os.getpid()}}
         operation = request.get("operation")
         try:
             arguments = codec.decode(request.get("arguments") or {})
