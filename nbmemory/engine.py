@@ -610,20 +610,33 @@ class Engine:
             notes = self.store.get_notes(ids)
             return [notes[i] for i in ids]
 
-    def reinstate(self, note_id: int, *, actor: str | None = None) -> Note:
+    def _done_before(self, request_id: str | None, note_id: int) -> Note | None:
+        """The note as it is now when ``request_id`` was already applied (a resent write)."""
+        if request_id and self.store.request_event(request_id) is not None:
+            return self.get(note_id)
+        return None
+
+    def reinstate(self, note_id: int, *, actor: str | None = None,
+                  request_id: str | None = None) -> Note:
         with self._lock:
+            if (done := self._done_before(request_id, note_id)) is not None:
+                return done
             self._require_status(note_id, "revoked", "reinstate")
             at = utcnow()
             with self.store.transaction():
-                self.store.append_event("reinstated", note_id, actor=actor or default_author(), at=at)
+                self.store.append_event("reinstated", note_id, actor=actor or default_author(),
+                                        at=at, request_id=request_id)
                 self.store.set_status(note_id, "active")
             self._inactive.discard(note_id)
             self._after_write()
             return self.get(note_id)
 
-    def purge(self, note_id: int, *, actor: str | None = None) -> Note:
+    def purge(self, note_id: int, *, actor: str | None = None,
+              request_id: str | None = None) -> Note:
         """Erase a note's text and vectors for good. The journal keeps that it happened."""
         with self._lock:
+            if (done := self._done_before(request_id, note_id)) is not None:
+                return done
             note = self.store.get_notes([note_id]).get(note_id)
             if note is None:
                 raise NotFound(_no_note(note_id))
@@ -631,7 +644,7 @@ class Engine:
                 raise Conflict(f"Note #{note_id} is already purged.")
             with self.store.transaction():
                 self.store.append_event("purged", note_id, actor=actor or default_author(),
-                                        at=utcnow())
+                                        at=utcnow(), request_id=request_id)
                 self.store.purge_text(note_id)
                 self.store.purge_anchors(note_id)
                 self.store.set_status(note_id, "purged")
@@ -647,34 +660,42 @@ class Engine:
 
     # -- questions and hypotheses ---------------------------------------------------------
 
-    def confirm(self, note_id: int, reason: str = "", *, actor: str | None = None) -> Note:
+    def confirm(self, note_id: int, reason: str = "", *, actor: str | None = None,
+                request_id: str | None = None) -> Note:
         """Mark a question or hypothesis as confirmed; it stays active."""
-        return self._resolve(note_id, "confirmed", reason, actor)
+        return self._resolve(note_id, "confirmed", reason, actor, request_id)
 
-    def refute(self, note_id: int, reason: str, *, actor: str | None = None) -> Note:
+    def refute(self, note_id: int, reason: str, *, actor: str | None = None,
+               request_id: str | None = None) -> Note:
         """Mark a hypothesis as refuted: hidden from recall except as "previously believed"."""
         if not (reason or "").strip():
             raise InvalidInput(f"Say why it is refuted: %memory refute {note_id} the nulls "
                                "come from the join, not the source")
-        return self._resolve(note_id, "refuted", reason, actor)
+        return self._resolve(note_id, "refuted", reason, actor, request_id)
 
-    def reopen(self, note_id: int, *, actor: str | None = None) -> Note:
+    def reopen(self, note_id: int, *, actor: str | None = None,
+               request_id: str | None = None) -> Note:
         """Undo a confirm or refute: the question is open again."""
         with self._lock:
+            if (done := self._done_before(request_id, note_id)) is not None:
+                return done
             note = self.get(note_id)
             if note.resolution is None:
                 raise Conflict(f"Note #{note_id} is not confirmed or refuted; nothing to reopen.")
             with self.store.transaction():
                 self.store.append_event("reopened", note_id, actor=actor or default_author(),
-                                        at=utcnow())
+                                        at=utcnow(), request_id=request_id)
                 self.store.set_status(note_id, "active")
                 self.store.set_resolution(note_id, None, None)
             self._inactive.discard(note_id)
             self._after_write()
             return self.get(note_id)
 
-    def _resolve(self, note_id: int, outcome: str, reason: str, actor: str | None) -> Note:
+    def _resolve(self, note_id: int, outcome: str, reason: str, actor: str | None,
+                 request_id: str | None = None) -> Note:
         with self._lock:
+            if (done := self._done_before(request_id, note_id)) is not None:
+                return done
             note = self._require_status(note_id, "active",
                                         {"confirmed": "confirm", "refuted": "refute"}[outcome])
             if note.resolution == outcome:
@@ -682,7 +703,7 @@ class Engine:
             data = {"reason": reason.strip()} if reason and reason.strip() else None
             with self.store.transaction():
                 self.store.append_event(outcome, note_id, actor=actor or default_author(),
-                                        at=utcnow(), data=data)
+                                        at=utcnow(), request_id=request_id, data=data)
                 self.store.set_resolution(note_id, outcome, data["reason"] if data else None)
                 if outcome == "refuted":
                     self.store.set_status(note_id, "refuted")
@@ -878,12 +899,18 @@ class Engine:
 
     # -- snapshots ----------------------------------------------------------------------
 
-    def snapshot(self, name: str, *, message: str = "", author: str | None = None) -> Snapshot:
-        """Seal the current state under ``name``: a journal position plus the stale flags."""
+    def snapshot(self, name: str, *, message: str = "", author: str | None = None,
+                 request_id: str | None = None) -> Snapshot:
+        """Seal the current state under ``name``: a journal position plus the stale flags.
+
+        A repeated ``request_id`` returns the snapshot it sealed."""
         name = (name or "").strip()
         if not name or any(c.isspace() for c in name):
             raise InvalidInput("Give the snapshot a name without spaces, e.g. %snapshot before-refactor")
         with self._lock:
+            done = self.store.request_event(request_id) if request_id else None
+            if done is not None:
+                return self.store.snapshots(done.data["name"])[0]
             if self.store.snapshots(name):
                 raise Conflict(f"A snapshot named {name!r} already exists; pick another name "
                                "(list them with %snapshot --list).")
@@ -893,7 +920,7 @@ class Engine:
                      for note_id, reasons in self._stale_now().items()}
             with self.store.transaction():
                 seq = self.store.append_event("snapshot", None, actor=author, at=at,
-                                              data={"name": name})
+                                              request_id=request_id, data={"name": name})
                 self.store.add_snapshot(name, seq=seq, at=at, message=message, author=author,
                                         stale=stale)
             return self.store.snapshots(name)[0]
@@ -1106,15 +1133,24 @@ class Engine:
 
     # -- models -------------------------------------------------------------------------
 
-    def reembed(self, progress: Progress | None = None) -> dict[str, Any]:
-        """Embed every note with the configured model and switch the store to it."""
+    def reembed(self, progress: Progress | None = None, *,
+                request_id: str | None = None) -> dict[str, Any]:
+        """Embed every note with the configured model and switch the store to it.
+
+        Doing it again changes nothing; a repeated ``request_id`` returns the first answer
+        (``embedded`` counts what that one embedded)."""
         with self._lock:
+            if request_id and (done := self.store.request_result(request_id)) is not None:
+                return done
             embedded = self._embed_missing(progress)
             previous = self.stored_identity
             self._set_identity(self.embedder.identity)
             self._open_indexes(None, rebuild=True)
             self.index_state = "rebuilt (re-embedded)"
-            return {"from": previous, "to": self.embedder.identity, "embedded": embedded}
+            result = {"from": previous, "to": self.embedder.identity, "embedded": embedded}
+            if request_id:
+                self.store.record_request(request_id, result)
+            return result
 
     # -- export and import --------------------------------------------------------------
 
@@ -1125,14 +1161,23 @@ class Engine:
                                          progress=progress)
 
     def import_jsonl(self, path: str, *, on_conflict: str = "skip", actor: str | None = None,
-                     progress: Progress | None = None) -> dict[str, int]:
+                     progress: Progress | None = None,
+                     request_id: str | None = None) -> dict[str, int]:
         """Import an export. Into an empty store it restores exactly; otherwise notes are
-        matched by uid and ``on_conflict`` (skip, replace, keep-both) says what wins."""
+        matched by uid and ``on_conflict`` (skip, replace, keep-both) says what wins.
+
+        A repeated ``request_id`` returns the first import's summary (the summary commits
+        with the import) after embedding whatever that one had not embedded yet."""
         if on_conflict not in exchange.POLICIES:
             raise InvalidInput(f"Unknown conflict policy {on_conflict!r}; use one of: "
                                f"{', '.join(exchange.POLICIES)}")
-        export = exchange.read_export(path)
         with self._lock:
+            if (done := self._import_done(request_id, progress)) is not None:
+                return done
+        export = exchange.read_export(path)  # outside the lock: reads and checks the file
+        with self._lock:
+            if (done := self._import_done(request_id, progress)) is not None:
+                return done
             self._check_embedder()
             empty = self.store.position() == 0
             self._identity = None  # the import may set it, inside a transaction that may fail
@@ -1147,6 +1192,8 @@ class Engine:
                     else:
                         summary = exchange.merge(self.store, export, policy=on_conflict,
                                                  actor=actor or default_author(), now=utcnow())
+                    if request_id:
+                        self.store.record_request(request_id, summary)
             except (duckdb.Error, KeyError, TypeError, ValueError) as exc:
                 # A well-framed file with a row the schema refuses (edited by hand, or
                 # damaged inside a line): the transaction rolled back every row.
@@ -1156,7 +1203,21 @@ class Engine:
                     "Nothing was imported.") from exc
             embedded = self._embed_missing(progress)
             self._open_indexes(progress, rebuild=True)
-            return {**summary, "embedded": embedded}
+            result = {**summary, "embedded": embedded}
+            if request_id:
+                self.store.record_request(request_id, result)
+            return result
+
+    def _import_done(self, request_id: str | None,
+                     progress: Progress | None) -> dict[str, int] | None:
+        """The summary of an import ``request_id`` already committed, or None."""
+        done = self.store.request_result(request_id) if request_id else None
+        if done is not None and "embedded" not in done:  # it stopped before embedding
+            embedded = self._embed_missing(progress)
+            self._open_indexes(progress, rebuild=True)
+            done = {**done, "embedded": embedded}
+            self.store.record_request(request_id, done)
+        return done
 
     def _embed_missing(self, progress: Progress | None = None) -> int:
         """Embed every kept text that has no vector for the configured model."""
@@ -1179,16 +1240,25 @@ class Engine:
             notes = self._with_stale(self.store.list_notes(Filters(), limit=2**62)[0])
             return [str(p) for p in exchange.export_markdown(notes, directory, by=by)]
 
-    def reindex(self, progress: Progress | None = None) -> dict[str, Any]:
-        """Rebuild both indexes from DuckDB; re-embed first if the configured model changed."""
+    def reindex(self, progress: Progress | None = None, *,
+                request_id: str | None = None) -> dict[str, Any]:
+        """Rebuild both indexes from DuckDB; re-embed first if the configured model changed.
+
+        A repeated ``request_id`` returns the first answer without rebuilding again."""
         with self._lock:
+            if request_id and (done := self.store.request_result(request_id)) is not None:
+                return done
             if self.mismatch:
-                return {"action": "reembedded", **self.reembed(progress)}
-            self._open_indexes(progress, rebuild=True)
-            self.index_state = "rebuilt (reindex)"
-            return {"action": "rebuilt", "model": self.stored_identity,
-                    "vectors": len(self.vectors) if self.vectors is not None else 0,
-                    "lexical_docs": len(self.lexical)}
+                result = {"action": "reembedded", **self.reembed(progress)}
+            else:
+                self._open_indexes(progress, rebuild=True)
+                self.index_state = "rebuilt (reindex)"
+                result = {"action": "rebuilt", "model": self.stored_identity,
+                          "vectors": len(self.vectors) if self.vectors is not None else 0,
+                          "lexical_docs": len(self.lexical)}
+            if request_id:
+                self.store.record_request(request_id, result)
+            return result
 
     # -- status -------------------------------------------------------------------------
 

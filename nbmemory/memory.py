@@ -154,56 +154,67 @@ class Memory:
         return self._call("forget", note_ids=ids, actor=actor,
                           request_id=request_id or _request_id())
 
-    def reinstate(self, note_id: int, *, actor: str | None = None) -> Note:
+    def reinstate(self, note_id: int, *, actor: str | None = None,
+                  request_id: str | None = None) -> Note:
         """Bring back a forgotten (revoked) note."""
-        return self._call("reinstate", note_id=note_id, actor=actor)
+        return self._call("reinstate", note_id=note_id, actor=actor,
+                          request_id=request_id or _request_id())
 
-    def purge(self, note_id: int, *, actor: str | None = None) -> Note:
+    def purge(self, note_id: int, *, actor: str | None = None,
+              request_id: str | None = None) -> Note:
         """Erase a note's text and vectors for good (privacy). Cannot be undone."""
-        return self._call("purge", note_id=note_id, actor=actor)
+        return self._call("purge", note_id=note_id, actor=actor,
+                          request_id=request_id or _request_id())
 
-    def confirm(self, note_id: int, reason: str = "") -> Note:
+    def confirm(self, note_id: int, reason: str = "", *, request_id: str | None = None) -> Note:
         """Mark a question or hypothesis as confirmed (it stays active)."""
-        return self._call("confirm", note_id=note_id, reason=reason)
+        return self._call("confirm", note_id=note_id, reason=reason,
+                          request_id=request_id or _request_id())
 
-    def refute(self, note_id: int, reason: str) -> Note:
+    def refute(self, note_id: int, reason: str, *, request_id: str | None = None) -> Note:
         """Mark a hypothesis as refuted; recall shows it only as "previously believed"."""
-        return self._call("refute", note_id=note_id, reason=reason)
+        return self._call("refute", note_id=note_id, reason=reason,
+                          request_id=request_id or _request_id())
 
-    def reopen(self, note_id: int) -> Note:
+    def reopen(self, note_id: int, *, request_id: str | None = None) -> Note:
         """Undo a confirm or refute."""
-        return self._call("reopen", note_id=note_id)
+        return self._call("reopen", note_id=note_id, request_id=request_id or _request_id())
 
     def open_questions(self, *, limit: int = 50) -> list[Note]:
         """Questions that are neither confirmed nor refuted."""
         return self._call("open_questions", limit=limit)
 
-    def snapshot(self, name: str, *, message: str = "", author: str | None = None) -> Snapshot:
+    def snapshot(self, name: str, *, message: str = "", author: str | None = None,
+                 request_id: str | None = None) -> Snapshot:
         """Seal the current state under ``name`` (cheap: it records a journal position)."""
-        return self._call("snapshot", name=name, message=message, author=author)
+        return self._call("snapshot", name=name, message=message, author=author,
+                          request_id=request_id or _request_id())
 
-    def reembed(self, progress: Progress | None = None) -> dict[str, Any]:
+    def reembed(self, progress: Progress | None = None, *,
+                request_id: str | None = None) -> dict[str, Any]:
         """Re-embed every note with the configured model and switch the store to it."""
-        return self._call("reembed", progress=progress)
+        return self._call("reembed", progress=progress, request_id=request_id or _request_id())
 
     def export_jsonl(self, path: str | os.PathLike, *, progress: Progress | None = None) -> dict[str, int]:
         """Write the whole store (notes, versions, vectors, journal, snapshots) to ``path``."""
         return self._call("export_jsonl", path=os.path.abspath(path), progress=progress)
 
     def import_jsonl(self, path: str | os.PathLike, *, on_conflict: str = "skip",
-                     progress: Progress | None = None) -> dict[str, int]:
+                     progress: Progress | None = None,
+                     request_id: str | None = None) -> dict[str, int]:
         """Import an export file. ``on_conflict``: skip, replace or keep-both for notes
         already in this store. Importing the same file again changes nothing."""
         return self._call("import_jsonl", path=os.path.abspath(path), on_conflict=on_conflict,
-                          progress=progress)
+                          progress=progress, request_id=request_id or _request_id())
 
     def export_markdown(self, directory: str | os.PathLike, *, by: str = "tag") -> list[str]:
         """Readable Markdown pages, one per tag (or kind), deterministic so they diff well."""
         return self._call("export_markdown", directory=os.path.abspath(directory), by=by)
 
-    def reindex(self, progress: Progress | None = None) -> dict[str, Any]:
+    def reindex(self, progress: Progress | None = None, *,
+                request_id: str | None = None) -> dict[str, Any]:
         """Rebuild the indexes from the store (re-embedding if the configured model changed)."""
-        return self._call("reindex", progress=progress)
+        return self._call("reindex", progress=progress, request_id=request_id or _request_id())
 
     # -- reads --------------------------------------------------------------------------
 

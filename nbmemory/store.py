@@ -346,6 +346,21 @@ class Store:
         ).fetchone()
         return row[0] if row else None
 
+    def request_event(self, request_id: str) -> Event | None:
+        """The first journal entry a request wrote (a snapshot's has no note), or None."""
+        row = self.con.execute(
+            "SELECT min(seq) FROM events WHERE request_id = ?", [request_id]).fetchone()
+        return self.event(row[0]) if row and row[0] is not None else None
+
+    def request_result(self, request_id: str) -> dict[str, Any] | None:
+        """What a bulk request (import, reembed, reindex) answered, kept in ``meta`` so a
+        resent one gets the same answer; meta is not exported."""
+        value = self.meta(f"request:{request_id}")
+        return json.loads(value) if value else None
+
+    def record_request(self, request_id: str, result: dict[str, Any]) -> None:
+        self._set_meta(f"request:{request_id}", json.dumps(result))
+
     def request_notes(self, request_ids: Sequence[str]) -> dict[str, int]:
         """:meth:`request_note` for many request ids in one query."""
         if not request_ids:

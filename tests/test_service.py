@@ -193,6 +193,81 @@ def test_retried_remember_is_applied_once(mem):
     assert again == first and mem.notes().total == 1
 
 
+def _question(m):
+    return m.remember("is orders.amount in cents?", kind="question").id
+
+
+def _forgotten(m):
+    note = m.remember("a note to bring back")
+    m.forget(note.id)
+    return note.id
+
+
+def _confirmed(m):
+    note_id = _question(m)
+    m.confirm(note_id, "checked the loader")
+    return note_id
+
+
+def _export(m, tmp_path):
+    with Memory.open(tmp_path / "source", embedder=HashEmbedder(), mode="local") as source:
+        for i in range(5):
+            source.remember(f"exported finding {i}", tags="exported")
+        source.export_jsonl(tmp_path / "export.jsonl")
+    return tmp_path / "export.jsonl"
+
+
+# operation -> (setup returning the argument, the call with a request id, event it journals)
+RESENT_WRITES = {
+    "reinstate": (_forgotten, lambda m, x, r: m.reinstate(x, request_id=r), "reinstated"),
+    "purge": (lambda m: m.remember("secret").id, lambda m, x, r: m.purge(x, request_id=r),
+              "purged"),
+    "confirm": (_question, lambda m, x, r: m.confirm(x, "yes", request_id=r), "confirmed"),
+    "refute": (_question, lambda m, x, r: m.refute(x, "no, euros", request_id=r), "refuted"),
+    "reopen": (_confirmed, lambda m, x, r: m.reopen(x, request_id=r), "reopened"),
+    "snapshot": (lambda m: "before-refactor",
+                 lambda m, x, r: m.snapshot(x, message="sealed once", request_id=r), "snapshot"),
+    "import_jsonl": (None, lambda m, x, r: m.import_jsonl(x, on_conflict="keep-both",
+                                                          request_id=r), None),
+    "reindex": (lambda m: None, lambda m, x, r: m.reindex(request_id=r), None),
+    "reembed": (lambda m: None, lambda m, x, r: m.reembed(request_id=r), None),
+}
+
+
+@pytest.mark.parametrize("operation", list(RESENT_WRITES))
+def test_every_resent_write_is_applied_once_and_answers_the_same(mem, tmp_path, operation):
+    """A client resends a write whose owner died before answering: same request id."""
+    setup, call, event = RESENT_WRITES[operation]
+    mem.remember("a note that was there before")
+    argument = _export(mem, tmp_path) if setup is None else setup(mem)
+    before = mem.status()
+    first = call(mem, argument, "req-resent")
+    after = mem.status()
+    again = call(mem, argument, "req-resent")
+    assert again == first
+    assert mem.status()["journal_position"] == after["journal_position"]  # nothing new
+    assert mem.status()["by_status"] == after["by_status"]
+    if event is not None:  # the journal holds the change once
+        journal = mem.history(argument) if event != "snapshot" else None
+        if journal is not None:
+            assert [e.type for e in journal].count(event) == 1
+    if operation == "snapshot":
+        assert mem.snapshots() == [first]
+        with pytest.raises(Conflict, match="A snapshot named 'before-refactor' already exists"):
+            call(mem, argument, "another-request")  # a new request is refused as before
+    if operation == "import_jsonl":
+        # keep-both would add a copy of each note if the resend were applied again.
+        assert first["added"] == 5 and mem.notes().total == before["notes"] + 5
+
+
+def test_a_resent_import_into_an_empty_store_answers_like_the_first(mem, tmp_path):
+    path = _export(mem, tmp_path)
+    first = mem.import_jsonl(path, request_id="restore-1")
+    assert first["restored"] == 5
+    assert mem.import_jsonl(path, request_id="restore-1") == first
+    assert mem.notes().total == 5
+
+
 def test_note_from_process_a_is_recalled_in_process_b_immediately(mem, store):
     writer = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent("""

@@ -37,12 +37,13 @@ from .protocol import (DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, HEADER_MODEL, HEADER_P
 STARTUP_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 600.0
 # No request timeout: these take as long as the store is big. All are safe to resend
-# (re-importing the same file changes nothing; re-exporting rewrites the same file).
+# (the writes among them carry a request id; re-exporting rewrites the same file).
 LONG_OPERATIONS = frozenset({"reembed", "reindex", "export_jsonl", "import_jsonl",
                              "export_markdown"})
 PROGRESS_POLL = 0.25  # seconds between progress questions during long work
 # How often a request that may have reached a dying owner is sent again (only requests
-# that carry a request id or only read; others are reported instead).
+# that carry a request id, which every write from Memory does, or only read; others are
+# reported instead).
 MAX_RESENDS = 2
 
 
