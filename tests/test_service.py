@@ -6,6 +6,7 @@ Owners here are real processes started the way kernels start them; the hash embe
 
 import json
 import os
+import re
 import signal
 import socket
 import stat
@@ -22,7 +23,7 @@ from IPython.utils.capture import capture_output
 import nbmemory
 from nbmemory.embed import HashEmbedder
 from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreLocked,
-                             StoreUnavailable)
+                             StoreTooNew, StoreUnavailable)
 from nbmemory.memory import Memory
 from nbmemory.models import (Anchor, Event, Hit, Hits, Note, Page, Provenance, Snapshot,
                              StaleReason)
@@ -368,14 +369,54 @@ def test_long_store_path_works(tmp_path):
         stop(deep)
 
 
-def test_owner_that_cannot_start_says_why(store):
+def make_newer(store):
+    """A store whose schema has a migration from a future nbmemory."""
     with Memory.open(store, embedder=HashEmbedder(), mode="local") as local:
         local.remember("a note")
         local._backend.engine.store.con.execute(
             "INSERT INTO migrations VALUES ('m999_from_the_future', now())")
-    with pytest.raises(StoreUnavailable, match=r"(?s)could not start \(exit status 2\):\n"
-                                               r"nbmemory: The store .* was written by a newer"):
+
+
+def make_unreadable(store):
+    store.mkdir(mode=0o700)
+    (store / "memory.duckdb").write_bytes(b"this is not a database" * 100)
+
+
+@pytest.mark.parametrize("make, error, says", [
+    (make_newer, StoreTooNew, r"The store {db} was written by a newer nbmemory \(it has "
+                              r"migration m999_from_the_future; .*\)\. Upgrade nbmemory \(pip "
+                              r"install -U nbmemory\); the store was not touched\."),
+    (make_unreadable, StoreUnavailable, r"The store {db} is unreadable \(.*\)\. It may be "
+                                        r"damaged .*move the file away to start a new store\."),
+])
+def test_owner_that_cannot_start_says_why_in_one_line(store, make, error, says):
+    make(store)
+    before = (store / "memory.duckdb").read_bytes()
+    with pytest.raises(error) as caught:
         Memory.open(store, model=HASH, mode="service")
+    assert type(caught.value) is error  # the owner's class, not a generic one
+    message = str(caught.value)
+    assert "\n" not in message
+    assert re.fullmatch(says.format(db=re.escape(str(store / "memory.duckdb")))
+                        + re.escape(f" (details: {store / 'owner.log'})"), message), message
+    assert (store / "memory.duckdb").read_bytes() == before
+    assert "nbmemory: The store" in (store / "owner.log").read_text()  # details stay there
+    assert not lock_held(store) and not (store / "owner.sock").exists()
+
+
+def test_the_next_owner_forgets_an_earlier_failure_to_start(store):
+    import duckdb
+
+    make_newer(store)
+    with pytest.raises(StoreTooNew):
+        Memory.open(store, model=HASH, mode="service")
+    assert json.loads((store / "owner.error.json").read_text())["type"] == "StoreTooNew"
+    con = duckdb.connect(str(store / "memory.duckdb"))  # as if nbmemory were upgraded
+    con.execute("DELETE FROM migrations WHERE name = 'm999_from_the_future'")
+    con.close()
+    with Memory.open(store, model=HASH, mode="service") as memory:
+        assert memory.notes().total == 1
+    assert not (store / "owner.error.json").exists()
 
 
 # -- lifecycle -------------------------------------------------------------------------------
@@ -539,6 +580,57 @@ def test_memory_magic_shows_the_owner(store):
     finally:
         shell.run_line_magic("unload_ext", "nbmemory")
         InteractiveShell.clear_instance()
+
+
+def test_magics_in_service_mode_say_in_one_line_what_to_do(store):
+    """Issue 2's errors through the owner: one-line UsageErrors, the store untouched."""
+    from IPython.core.error import UsageError
+
+    make_newer(store)
+    before = (store / "memory.duckdb").read_bytes()
+    shell = InteractiveShell.instance(history_length=0)
+    try:
+        shell.run_line_magic("load_ext", "nbmemory")
+        shell.run_line_magic("config", f"NbMemory.store = {str(store)!r}")
+        shell.run_line_magic("config", f"NbMemory.model = {HASH!r}")
+        shell.run_line_magic("config", "NbMemory.mode = 'service'")
+        for magic, line in (("remember", "-t orders orders.amount is in cents"),
+                            ("recall", "cents"), ("memory", "")):
+            with pytest.raises(UsageError) as caught:
+                shell.run_line_magic(magic, line)
+            message = str(caught.value)
+            assert "\n" not in message, message
+            assert "was written by a newer nbmemory" in message
+            assert "Upgrade nbmemory (pip install -U nbmemory); the store was not touched." \
+                in message
+            assert message.endswith(f"(details: {store / 'owner.log'})")
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+        InteractiveShell.clear_instance()
+    assert (store / "memory.duckdb").read_bytes() == before
+    assert not lock_held(store)
+
+
+def test_magics_in_service_mode_name_an_unavailable_model_in_one_line(store):
+    from IPython.core.error import UsageError
+
+    shell = InteractiveShell.instance(history_length=0)
+    try:
+        shell.run_line_magic("load_ext", "nbmemory")
+        shell.run_line_magic("config", f"NbMemory.store = {str(store)!r}")
+        shell.run_line_magic("config", "NbMemory.model = 'no-such-org/no-such-model'")
+        shell.run_line_magic("config", "NbMemory.mode = 'service'")
+        with pytest.raises(UsageError) as caught:
+            shell.run_line_magic("remember", "orders.amount is in cents")
+        message = str(caught.value)
+        assert "\n" not in message and message.startswith(
+            "Cannot load the embedding model 'no-such-org/no-such-model' offline")
+        assert "Use the default model (NbMemory.model = 'all-MiniLM-L6-v2')" in message
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+        InteractiveShell.clear_instance()
+    with Memory.open(store, model="no-such-org/no-such-model", mode="service") as memory:
+        assert memory.notes().total == 0  # nothing was stored
 
 
 @pytest.mark.model

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
-from .protocol import DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED
+from .protocol import DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, record_start_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +37,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_LOCKED
     except NbMemoryError as exc:
         print(f"nbmemory: {exc}", file=sys.stderr)
+        record_start_error(store, exc)  # the client raises the same class, in one line
         return 2
+    except Exception as exc:  # noqa: BLE001 - the traceback goes to owner.log
+        traceback.print_exc()
+        record_start_error(store, exc)
+        return 1
     return 0
 
 

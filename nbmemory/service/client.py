@@ -32,7 +32,7 @@ from . import codec
 from .protocol import (DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, HEADER_MODEL, HEADER_PROTOCOL,
                        HEADER_VERSION, PROGRESS_OPERATIONS, LOG_NAME, PROTOCOL, READ_OPERATIONS, SOCKET_NAME,
                        SPAWN_LOCK_NAME, check_private_directory, lock_held, lock_holder,
-                       read_info, socket_address)
+                       read_info, read_start_error, socket_address)
 
 STARTUP_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 600.0
@@ -105,9 +105,11 @@ def _exchange(conn: _UnixConnection, method: str, path: str, body: bytes | None,
     return response.status, json.loads(data or b"{}")
 
 
-def _error(payload: dict[str, Any]) -> NbMemoryError:
-    """The owner's error as the same NbMemoryError subclass."""
+def _error(payload: dict[str, Any], details: str = "") -> NbMemoryError:
+    """The owner's error as the same NbMemoryError subclass (``details`` appended)."""
     name, message = payload.get("type", "NbMemoryError"), payload.get("message", "")
+    if details:
+        message = f"{message} {details}"
     cls = getattr(errors, name, None)
     if isinstance(cls, type) and issubclass(cls, NbMemoryError):
         try:
@@ -117,15 +119,33 @@ def _error(payload: dict[str, Any]) -> NbMemoryError:
     return NbMemoryError(f"The store's owner failed: {name}: {message}")
 
 
-def _log_tail(directory: Path, offset: int = 0, lines: int = 12) -> str:
-    """The end of the owner log, from ``offset`` (where the last owner we started began)."""
+def _last_log_line(directory: Path, offset: int = 0) -> str:
+    """The last line of the owner log written since ``offset`` (where the last owner we
+    started began), without its time stamp."""
     try:
         with open(directory / LOG_NAME, "rb") as handle:
             handle.seek(offset)
             text = handle.read().decode(errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.strip().splitlines()[-lines:])
+    lines = text.strip().splitlines()
+    return lines[-1].strip() if lines else ""
+
+
+def _start_error(directory: Path, proc: subprocess.Popen, log_offset: int) -> NbMemoryError:
+    """Why an owner we started exited: the error it recorded, as the same class, in one
+    line that names the log for the details."""
+    details = f"(details: {directory / LOG_NAME})"
+    recorded = read_start_error(directory, proc.pid)
+    if recorded:
+        cls = getattr(errors, str(recorded.get("type")), None)
+        if isinstance(cls, type) and issubclass(cls, NbMemoryError):
+            return _error(recorded, details)
+        return StoreUnavailable(f"The store's owner process could not start: "
+                                f"{recorded.get('type')}: {recorded.get('message', '')} {details}")
+    last = _last_log_line(directory, log_offset)
+    return StoreUnavailable(f"The store's owner process could not start (exit status "
+                            f"{proc.returncode}){': ' + last if last else ''} {details}")
 
 
 def _is_service(directory: Path, pid: int) -> bool:
@@ -331,9 +351,12 @@ class ServiceBackend:
                 foreign_since = None
                 self._spawn(deadline)
             if time.monotonic() > deadline:
+                last = _last_log_line(self.directory, self._log_offset)
                 raise StoreUnavailable(
-                    f"No owner of {self.directory} answered within {self.startup_timeout:g} s. "
-                    f"Its log says:\n{_log_tail(self.directory, self._log_offset)}")
+                    f"No owner of {self.directory} answered within {self.startup_timeout:g} s"
+                    f"{' (its log ends: ' + last + ')' if last else ''}; try again, or stop it "
+                    f"with: nbmemory stop --store {self.directory} "
+                    f"(details: {self.directory / LOG_NAME})")
             time.sleep(delay)
             delay = min(delay * 1.5, 0.1)
 
@@ -382,9 +405,7 @@ class ServiceBackend:
             return
         self._starting_owner = None
         if proc.returncode not in (0, EXIT_LOCKED):
-            raise StoreUnavailable(f"The store's owner process could not start (exit status "
-                                   f"{proc.returncode}):\n"
-                                   f"{_log_tail(self.directory, self._log_offset)}")
+            raise _start_error(self.directory, proc, self._log_offset)
 
     def _reap(self) -> None:
         """Collect owners we started that have exited since (no zombies in the kernel)."""

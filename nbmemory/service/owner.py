@@ -31,7 +31,7 @@ from ..config import Settings
 from ..errors import NbMemoryError, StoreLocked
 from ..lock import OwnerLock, prepare_directory, read_owner_pid
 from . import codec
-from .protocol import (DEFAULT_IDLE_TIMEOUT, HEADER_MODEL, HEADER_PROTOCOL, HEADER_VERSION,
+from .protocol import (DEFAULT_IDLE_TIMEOUT, ERROR_NAME, HEADER_MODEL, HEADER_PROTOCOL, HEADER_VERSION,
                        INFO_NAME, LOG_NAME, PROGRESS_OPERATIONS, PROTOCOL, SOCKET_NAME,
                        STATUS_BY_ERROR,
                        check_private_directory, read_info, same_model, socket_address,
@@ -73,6 +73,7 @@ def serve(store: str | os.PathLike, *, model: str | None = None,
             pid = read_owner_pid(directory)
             raise StoreLocked(f"The store {directory} already has an owner (pid {pid}).", pid=pid)
         time.sleep(0.02)
+    (directory / ERROR_NAME).unlink(missing_ok=True)  # an earlier owner's failure to start
     started = time.time()
     info = {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL,
             "state": "starting", "started": started, "store": str(directory),

@@ -20,6 +20,7 @@ PROTOCOL = 1
 SOCKET_NAME = "owner.sock"
 INFO_NAME = "owner.json"
 LOG_NAME = "owner.log"
+ERROR_NAME = "owner.error.json"  # why the last owner that could not start did not
 SPAWN_LOCK_NAME = "spawn.lock"
 DEFAULT_IDLE_TIMEOUT = 1800.0
 
@@ -124,11 +125,37 @@ def read_info(directory: Path) -> dict[str, Any] | None:
         return None
 
 
-def write_info(directory: Path, info: dict[str, Any]) -> None:
+def write_info(directory: Path, info: dict[str, Any], name: str = INFO_NAME) -> None:
     """Write ``owner.json`` atomically (only the lock holder calls this)."""
-    path = directory / INFO_NAME
-    tmp = path.with_name(f".{INFO_NAME}.{os.getpid()}.tmp")
+    path = directory / name
+    tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         json.dump(info, handle)
     os.replace(tmp, path)
+
+
+def record_start_error(directory: Path, exc: BaseException) -> None:
+    """Leave ``owner.error.json`` (pid, error class, one-line message) for the client that
+    started this owner, which raises the same class. Best effort: the directory may be
+    what could not be used."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    try:
+        write_info(directory, {"pid": os.getpid(), "type": type(exc).__name__,
+                               "message": message}, name=ERROR_NAME)
+    except OSError:
+        pass
+
+
+def read_start_error(directory: Path, pid: int) -> dict[str, Any] | None:
+    """What the owner process ``pid`` recorded when it could not start, or None."""
+    path = directory / ERROR_NAME
+    try:
+        if path.stat().st_uid != os.getuid():
+            return None
+        error = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(error, dict) or error.get("pid") != pid:
+        return None
+    return error
