@@ -120,6 +120,10 @@ class NbMemory(Magics):
     mode = Unicode("auto", help="service: use the store's owner process (started on demand; "
                                 "the model never loads in the kernel); local: open the store "
                                 "in this kernel; auto: service.").tag(config=True)
+    idle_timeout = Float(None, allow_none=True,
+                         help="Seconds an owner this kernel starts waits for requests before "
+                              "exiting (0: never). None: NBMEMORY_IDLE_TIMEOUT, else "
+                              "1800.").tag(config=True)
     k = Int(5, help="How many notes %recall shows by default.").tag(config=True)
     similar = Int(3, help="How many similar notes to show after %remember (0 hides them).").tag(config=True)
     min_score = Float(Settings.min_score, help="Recall hides notes scoring below this "
@@ -157,10 +161,11 @@ class NbMemory(Magics):
 
             with usage_errors():
                 self._memory = Memory.open(self.store or None, model=self.model, mode=self.mode,
-                                           settings=Settings(model=self.model, min_score=self.min_score))
+                                           settings=Settings(model=self.model, min_score=self.min_score),
+                                           idle_timeout=self.idle_timeout)
         return self._memory
 
-    @observe("store", "model", "min_score", "mode")
+    @observe("store", "model", "min_score", "mode", "idle_timeout")
     def _reopen(self, change) -> None:
         self.close()
 
@@ -467,7 +472,7 @@ class NbMemory(Magics):
         return self._ambient.command(rest)
 
     def _memory_settings(self, rest: str):
-        names = ("store", "model", "mode", "k", "similar", "min_score", "ambient")
+        names = ("store", "model", "mode", "idle_timeout", "k", "similar", "min_score", "ambient")
         width = max(map(len, names))
         print("\n".join(f"NbMemory.{n.ljust(width)} = {getattr(self, n)!r}" for n in names))
 

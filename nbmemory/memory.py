@@ -74,7 +74,8 @@ class Memory:
 
         ``mode="service"`` talks to the store's owner process, starting one if none runs
         (the model then lives there, never in this process; ``idle_timeout`` is how long a
-        started owner waits for requests before exiting; only an explicit ``model`` is
+        started owner waits for requests before exiting, by default ``NBMEMORY_IDLE_TIMEOUT``
+        or 1800 s, 0 never; only an explicit ``model`` is
         asked of it, else it keeps the store's), so notebooks, the panel, the CLI and
         scripts can all use a store at once. ``mode="local"`` runs the engine in this
         process, which owns the store while the Memory is open and fails with the other

@@ -1,5 +1,7 @@
 """The magics in a real, history-less InteractiveShell."""
 
+import re
+
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -151,7 +153,8 @@ def test_config_changes_settings(ip):
     ip.run_line_magic("config", "NbMemory.k = 2")
     assert len(run(ip, "recall lock finding")[0]) == 2
     _, out = run(ip, "memory settings")
-    assert "NbMemory.k         = 2" in out.stdout
+    assert re.search(r"^NbMemory\.k += 2$", out.stdout, re.M)
+    assert re.search(r"^NbMemory\.idle_timeout += None$", out.stdout, re.M)
 
 
 def test_help_is_available(ip):

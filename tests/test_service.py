@@ -460,6 +460,34 @@ def test_owner_exits_when_idle_and_lets_go(store):
         assert local.notes().total == 1
 
 
+def test_idle_timeout_from_the_environment_reaches_spawned_owners(store, monkeypatch):
+    """NBMEMORY_IDLE_TIMEOUT is read where owners are started, for every front end."""
+    monkeypatch.setenv("NBMEMORY_IDLE_TIMEOUT", "0.5")
+    with Memory.open(store, model=HASH, mode="service") as memory:
+        memory.remember("an owner that leaves soon")
+        assert owner_info(store)["idle_timeout"] == 0.5
+        assert memory.status()["idle_timeout_s"] == 0.5
+        wait_for(lambda: not lock_held(store), what="the idle owner to exit")
+        assert "stopping: idle for 0.5 s" in (store / "owner.log").read_text()
+    # The owner's own command reads it too when --idle-timeout is not given.
+    owner = subprocess.Popen([sys.executable, "-m", "nbmemory.service", "--store", str(store),
+                              "--model", HASH], stderr=subprocess.PIPE, text=True)
+    try:
+        assert owner.wait(timeout=60) == 0  # exits on its own after half a second
+        assert "idle timeout 0.5 s" in owner.stderr.read()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+
+
+def test_a_bad_idle_timeout_in_the_environment_says_what_to_write(store, monkeypatch):
+    monkeypatch.setenv("NBMEMORY_IDLE_TIMEOUT", "ten minutes")
+    with pytest.raises(InvalidInput, match=r"NBMEMORY_IDLE_TIMEOUT='ten minutes' is not a "
+                                           r"number of seconds; set it to e\.g\. 600, or 0"):
+        Memory.open(store, model=HASH, mode="service")
+    assert not lock_held(store)
+
+
 def test_stop_and_owner_info(store):
     assert owner_info(store) is None and stop(store) is False
     with Memory.open(store, model=HASH, mode="service") as memory:
@@ -577,6 +605,26 @@ def test_memory_magic_shows_the_owner(store):
         assert pid != os.getpid()
         assert f"owner          pid {pid}, up " in text and ", queue 0" in text
         assert f"model          {HASH}" in text
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+        InteractiveShell.clear_instance()
+
+
+def test_magics_idle_timeout_setting_reaches_the_owner(store, monkeypatch):
+    monkeypatch.setenv("NBMEMORY_IDLE_TIMEOUT", "5")  # the setting wins over the environment
+    shell = InteractiveShell.instance(history_length=0)
+    try:
+        shell.run_line_magic("load_ext", "nbmemory")
+        shell.run_line_magic("config", f"NbMemory.store = {str(store)!r}")
+        shell.run_line_magic("config", f"NbMemory.model = {HASH!r}")
+        shell.run_line_magic("config", "NbMemory.idle_timeout = 1")
+        with capture_output():
+            shell.run_line_magic("remember", "orders.amount is in cents")
+        assert owner_info(store)["idle_timeout"] == 1
+        wait_for(lambda: not lock_held(store), what="the idle owner to exit")
+        with capture_output() as captured:
+            shell.run_line_magic("memory", "settings")
+        assert "NbMemory.idle_timeout = 1.0" in captured.stdout
     finally:
         shell.run_line_magic("unload_ext", "nbmemory")
         InteractiveShell.clear_instance()

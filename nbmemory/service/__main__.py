@@ -6,7 +6,8 @@ import argparse
 import sys
 import traceback
 
-from .protocol import DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, record_start_error
+from .protocol import (DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, IDLE_TIMEOUT_ENV, default_idle_timeout,
+                       record_start_error)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,9 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", default=None,
                         help="store directory (default: NBMEMORY_HOME, the nearest .nbmemory/, "
                              "the git root or the working directory)")
-    parser.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT, metavar="S",
-                        help=f"exit after S seconds without requests; 0 never "
-                             f"(default {DEFAULT_IDLE_TIMEOUT:g})")
+    parser.add_argument("--idle-timeout", type=float, default=None, metavar="S",
+                        help=f"exit after S seconds without requests; 0 never (default: "
+                             f"{IDLE_TIMEOUT_ENV} or {DEFAULT_IDLE_TIMEOUT:g})")
     parser.add_argument("--model", default=None,
                         help="embedding model (default: the one the store's vectors were made "
                              "with, else all-MiniLM-L6-v2)")
@@ -31,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
 
     store = locate_store(args.store).path
     try:
-        serve(store, model=args.model, idle_timeout=args.idle_timeout)
+        idle = default_idle_timeout() if args.idle_timeout is None else args.idle_timeout
+        serve(store, model=args.model, idle_timeout=idle)
     except StoreLocked as exc:
         print(f"nbmemory: {exc}", file=sys.stderr)
         return EXIT_LOCKED

@@ -29,10 +29,10 @@ from .. import __version__, errors
 from ..errors import NbMemoryError, StoreLocked, StoreUnavailable
 from ..lock import prepare_directory
 from . import codec
-from .protocol import (DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, HEADER_MODEL, HEADER_PROTOCOL,
+from .protocol import (EXIT_LOCKED, HEADER_MODEL, HEADER_PROTOCOL,
                        HEADER_VERSION, PROGRESS_OPERATIONS, LOG_NAME, PROTOCOL, READ_OPERATIONS, SOCKET_NAME,
                        SPAWN_LOCK_NAME, check_private_directory, lock_held, lock_holder,
-                       read_info, read_start_error, socket_address)
+                       default_idle_timeout, read_info, read_start_error, socket_address)
 
 STARTUP_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 600.0
@@ -163,7 +163,7 @@ class ServiceBackend:
         self.directory = Path(directory).expanduser().resolve()
         self.socket_path = self.directory / SOCKET_NAME
         self.model = model
-        self.idle_timeout = DEFAULT_IDLE_TIMEOUT if idle_timeout is None else idle_timeout
+        self.idle_timeout = default_idle_timeout() if idle_timeout is None else idle_timeout
         self.min_score = min_score
         self.startup_timeout = startup_timeout
         self.request_timeout = request_timeout

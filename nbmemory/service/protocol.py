@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import StoreUnavailable
+from ..errors import InvalidInput, StoreUnavailable
 from ..lock import LOCK_FILENAME, read_owner_pid
 
 PROTOCOL = 1
@@ -23,6 +23,7 @@ LOG_NAME = "owner.log"
 ERROR_NAME = "owner.error.json"  # why the last owner that could not start did not
 SPAWN_LOCK_NAME = "spawn.lock"
 DEFAULT_IDLE_TIMEOUT = 1800.0
+IDLE_TIMEOUT_ENV = "NBMEMORY_IDLE_TIMEOUT"
 
 # Exit status of an owner that found another owner already in place.
 EXIT_LOCKED = 3
@@ -52,6 +53,23 @@ READ_OPERATIONS = frozenset({
     "recall", "recall_terms", "get", "notes", "similar", "history", "chain", "snapshots",
     "snapshot_diff", "stale", "open_questions", "variable_anchors", "anchor_targets",
     "notes_about", "status", "export_jsonl", "export_markdown"})
+
+
+def default_idle_timeout(environ=None) -> float:
+    """Seconds a started owner waits for requests before exiting: ``NBMEMORY_IDLE_TIMEOUT``
+    (0: never) or 1800. Read by every client that spawns owners and by the owner's command."""
+    environ = os.environ if environ is None else environ
+    value = (environ.get(IDLE_TIMEOUT_ENV) or "").strip()
+    if not value:
+        return DEFAULT_IDLE_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds >= 0 or seconds == float("inf"):
+        raise InvalidInput(f"{IDLE_TIMEOUT_ENV}={value!r} is not a number of seconds; set it "
+                           f"to e.g. 600, or 0 for an owner that never exits when idle.")
+    return seconds
 
 
 def same_model(a: str | None, b: str | None) -> bool:
