@@ -336,6 +336,7 @@ def test_world_writable_store_directory_is_refused(store, mode):
                     "--store", store, check=False)
     assert result.returncode == 2 and "is writable by every user" in result.stderr
     assert not (store / "owner.sock").exists() and not lock_held(store)
+    assert not (store / "owner.error.json").exists()  # nothing written where others write
 
 
 def test_a_store_started_through_the_service_stays_out_of_git(tmp_path):

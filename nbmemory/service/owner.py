@@ -31,11 +31,10 @@ from ..config import Settings
 from ..errors import NbMemoryError, StoreLocked
 from ..lock import OwnerLock, prepare_directory, read_owner_pid
 from . import codec
-from .protocol import (DEFAULT_IDLE_TIMEOUT, ERROR_NAME, HEADER_MODEL, HEADER_PROTOCOL, HEADER_VERSION,
-                       INFO_NAME, LOG_NAME, PROGRESS_OPERATIONS, PROTOCOL, SOCKET_NAME,
-                       STATUS_BY_ERROR,
-                       check_private_directory, read_info, same_model, socket_address,
-                       write_info)
+from .protocol import (DEFAULT_IDLE_TIMEOUT, ERROR_NAME, HEADER_MODEL, HEADER_PROTOCOL,
+                       HEADER_VERSION, INFO_NAME, LOG_NAME, PROGRESS_OPERATIONS, PROTOCOL,
+                       SOCKET_NAME, STATUS_BY_ERROR, check_private_directory, read_info,
+                       same_model, socket_address, write_info)
 
 # Engine methods a client may not call.
 PRIVATE_OPERATIONS = frozenset({"close", "warm_up", "remember_many"})

@@ -156,12 +156,13 @@ def write_info(directory: Path, info: dict[str, Any], name: str = INFO_NAME) -> 
 def record_start_error(directory: Path, exc: BaseException) -> None:
     """Leave ``owner.error.json`` (pid, error class, one-line message) for the client that
     started this owner, which raises the same class. Best effort: the directory may be
-    what could not be used."""
+    what could not be used, and one other users can write to gets nothing."""
     message = " ".join(str(exc).split()) or type(exc).__name__
     try:
+        check_private_directory(directory)
         write_info(directory, {"pid": os.getpid(), "type": type(exc).__name__,
                                "message": message}, name=ERROR_NAME)
-    except OSError:
+    except (OSError, StoreUnavailable):
         pass
 
 
