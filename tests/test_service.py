@@ -269,6 +269,33 @@ def test_a_resent_import_into_an_empty_store_answers_like_the_first(mem, tmp_pat
     assert mem.notes().total == 5
 
 
+def test_an_import_resent_after_the_owner_was_killed_is_applied_once(mem, store, tmp_path):
+    """kill -9 the owner once the import has committed and is embedding: the client starts
+    another owner and resends the import under the same request id, which answers the
+    first one's summary instead of merging the file again (keep-both would copy it all)."""
+    with Memory.open(tmp_path / "source", embedder=HashEmbedder(), mode="local") as source:
+        source._backend.engine.remember_many(
+            [{"text": f"finding {i} about module m{i % 40}"} for i in range(1500)])
+        source.export_jsonl(tmp_path / "all.jsonl")
+    mem.remember("a note that was there before")  # so the import merges, then embeds
+    first = owner_info(store)["pid"]
+    mem._backend.progress_poll = 0.005
+    killed = []
+
+    def progress(done, total):
+        if not killed:  # the merge has committed; the owner is embedding or indexing
+            os.kill(first, signal.SIGKILL)
+            killed.append((done, total))
+
+    summary = mem.import_jsonl(tmp_path / "all.jsonl", on_conflict="keep-both",
+                               progress=progress)
+    assert killed and summary["added"] == 1500
+    assert owner_info(store)["pid"] != first  # a new owner finished the job
+    status = mem.status()
+    assert status["notes"] == 1501 and status["vectors"] == 1501
+    assert mem.recall("finding 1234")[0].note.text == "finding 1234 about module m34"
+
+
 def test_note_from_process_a_is_recalled_in_process_b_immediately(mem, store):
     writer = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent("""
