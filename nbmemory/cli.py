@@ -258,7 +258,8 @@ def build_parser() -> Parser:
     p = command("serve", "run the store's owner process in the foreground (clients start one "
                          "on demand; this is for running it yourself)")
     p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS",
-                   help="exit after this long without requests (default 1800; 0 never)")
+                   help="exit after this long without requests "
+                        "(default: NBMEMORY_IDLE_TIMEOUT or 1800; 0 never)")
 
     command("stop", "ask the store's owner process to exit (the next use starts a new one)")
 
@@ -608,11 +609,11 @@ def cmd_doctor(args) -> int:
 def cmd_serve(args) -> int:
     from .config import locate_store
     from .service import serve
-    from .service.protocol import DEFAULT_IDLE_TIMEOUT
+    from .service.protocol import default_idle_timeout
 
     location = locate_store(args.store)
     print(f"nbmemory: serving {location} (Ctrl-C to stop)", file=sys.stderr)
-    idle = DEFAULT_IDLE_TIMEOUT if args.idle_timeout is None else args.idle_timeout
+    idle = default_idle_timeout() if args.idle_timeout is None else args.idle_timeout
     serve(location.path, model=configured_model(args.model), idle_timeout=idle)
     return EXIT_OK
 

@@ -644,3 +644,12 @@ def test_serve_runs_an_owner_in_the_foreground(store_dir):
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def test_serve_refuses_an_idle_timeout_that_is_not_seconds(store_dir):
+    environ = {**os.environ, "NBMEMORY_MODEL": "hash:64", "NBMEMORY_IDLE_TIMEOUT": "half an hour"}
+    r = subprocess.run([ENTRY, "--store", str(store_dir), "serve"], env=environ,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "NBMEMORY_IDLE_TIMEOUT='half an hour' is not a number of seconds" in r.stderr
+    assert not (store_dir / "owner.json").exists()
