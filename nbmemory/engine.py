@@ -856,20 +856,50 @@ class Engine:
             self.store.log_recalls(self._recall_log)
             self._recall_log = []
 
-    def recall_terms(self, terms: Sequence[str], *, k: int = 5) -> Hits:
-        """Notes whose text names any of ``terms`` (variables, columns, paths alive in a
-        kernel), ranked by BM25 over those terms; the best scores 1.0."""
+    def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
+                     cwd: str | None = None) -> Hits:
+        """Notes about ``terms`` (variables, columns, paths alive in a kernel).
+
+        Notes anchored to one of them come first with score 1.0: a variable of that name
+        (in ``scope``, the notebook, when given) or a file, directory or glob a term names
+        (relative terms are read from ``cwd``). Then notes whose text names the terms,
+        ranked by BM25 over them, the best at 1.0 too.
+        """
         terms = [t for t in terms if t and t.strip()]
         if not terms:
             raise InvalidInput("Nothing to recall about: define some variables, or give a query")
         query = " ".join(terms)
         with self._lock:
+            anchored = self._anchored_to(terms, scope, cwd)
             ids, scores = self.lexical.score(query, self.store.note_ids(Filters()), limit=k)
-            notes = self._with_stale(list(self.store.get_notes(ids.tolist()).values()))
-            by_id = {n.id: n for n in notes}
             top = float(scores[0]) if len(scores) else 1.0
-            hits = [Hit(by_id[int(i)], round(float(s) / top, 4)) for i, s in zip(ids, scores)]
+            ranked = {i: 1.0 for i in anchored}
+            for i, score in zip(ids.tolist(), scores):
+                ranked.setdefault(int(i), round(float(score) / top, 4))
+            order = list(ranked)[:k]
+            notes = self._with_stale(list(self.store.get_notes(order).values()))
+            by_id = {n.id: n for n in notes}
+            hits = [Hit(by_id[i], ranked[i]) for i in order if i in by_id]
             return Hits(hits, query=f"the namespace ({len(terms)} names)")
+
+    def _anchored_to(self, terms: Sequence[str], scope: str | None, cwd: str | None) -> list[int]:
+        """Active notes with an anchor on one of ``terms``, newest first."""
+        about = self._about()
+        names = set(terms)
+        found: set[int] = set()
+        for (anchor_scope, name), ids in about.variables.items():
+            if name in names and (scope is None or anchor_scope == scope):
+                found |= ids
+        root = self.workspace
+        wanted = {os.path.normpath(os.path.join(cwd or str(root), t)) for t in terms
+                  if "/" in t or "." in t}
+        for target, ids in about.paths.items():
+            if str(absolute(target, root)) in wanted:
+                found |= ids
+        for pattern, ids in about.globs.items():
+            if any(fnmatch.fnmatch(w, str(absolute(pattern, root))) for w in wanted):
+                found |= ids
+        return sorted(found - self._inactive, reverse=True)
 
     def _live_view(self) -> _LiveView:
         return _LiveView(self.store, self.lexical, self.vectors or _NO_VECTORS, self._inactive,

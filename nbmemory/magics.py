@@ -344,7 +344,8 @@ class NbMemory(Magics):
             hidden = set(getattr(self.shell, "user_ns_hidden", {}))
             terms = namespace_terms(self.shell.user_ns, hidden)
             with usage_errors():
-                hits = self.mem.recall_terms(terms, k=self.k if args.k is None else args.k)
+                hits = self.mem.recall_terms(terms, k=self.k if args.k is None else args.k,
+                                             scope=self._scope())
             if stale is not None:
                 hits[:] = [h for h in hits if bool(h.note.stale) == stale]
             return hits

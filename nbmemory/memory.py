@@ -234,9 +234,12 @@ class Memory:
                           since=since, until=until, explain=explain, min_score=min_score,
                           as_of=as_of, stale=stale, variables=variables)
 
-    def recall_terms(self, terms: Sequence[str], *, k: int = 5) -> Hits:
-        """Notes that mention any of ``terms``: names, columns or paths alive in a kernel."""
-        return self._call("recall_terms", terms=list(terms), k=k)
+    def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
+                     cwd: str | None = None) -> Hits:
+        """Notes anchored to or naming any of ``terms``: names, columns or paths alive in a
+        kernel (variable anchors in notebook ``scope``; relative paths read from ``cwd``)."""
+        return self._call("recall_terms", terms=list(terms), k=k, scope=scope,
+                          cwd=cwd or os.getcwd())
 
     def get(self, note_id: int) -> Note:
         return self._call("get", note_id=note_id)

@@ -23,3 +23,20 @@ def test_recall_with_no_query_ranks_notes_about_the_namespace(ip, tmp_path):  # 
     hits, _ = run(ip, "recall")
     assert sorted(h.note.id for h in hits) == [1, 3]
     assert hits[0].score == 1.0 and "the namespace" in hits.query
+
+
+def test_recall_with_no_query_finds_notes_anchored_to_what_is_alive(ip, tmp_path,  # noqa: F811
+                                                                     monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "regions.csv").write_text("code,name\nN,North\n")
+    ip.run_cell("import pandas as pd\nsales = pd.DataFrame({'region': ['N'], 'total': [3]})")
+    run(ip, "remember --about sales figures are gross, VAT included")
+    run(ip, "remember --about regions.csv codes are single letters")
+    run(ip, "remember the watcher races acquire_lock")
+    ip.run_cell("source = 'regions.csv'")
+    hits, _ = run(ip, "recall")
+    assert [h.note.id for h in hits] == [2, 1]  # neither text names a live term
+    assert [h.score for h in hits] == [1.0, 1.0]
+    ip.run_cell("del sales")
+    hits, _ = run(ip, "recall")
+    assert [h.note.id for h in hits] == [2]
