@@ -288,19 +288,27 @@ class NbMemory(Magics):
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         history = self.shell.history_manager.input_hist_raw
-        sources, failed, missing = [], [], []
+        sources, failed, unknown, missing = [], [], [], []
         for count in counts:
             if count >= len(history) or not history[count].strip():
                 missing.append(count)
+            elif procedures.is_bookkeeping(history[count]):
+                continue
             elif self._outcomes.get(count) is False:
                 failed.append(count)
-            elif not procedures.is_bookkeeping(history[count]):
+            elif count not in self._outcomes:  # ran before %load_ext: success unknown
+                unknown.append(count)
+            else:
                 sources.append(history[count])
         if missing:
             raise UsageError(f"No cell ran with execution count {', '.join(map(str, missing))} "
                              f"in this kernel (the last was {len(history) - 1}).")
         if failed:
             print(f"Left out cells that raised an error: {', '.join(map(str, failed))}.")
+        if unknown:
+            print(f"Left out cells that ran before %load_ext nbmemory, so whether they "
+                  f"succeeded is unknown: {', '.join(map(str, unknown))}. Re-run them to "
+                  f"include them.")
         if not sources:
             raise UsageError("None of those cells ran without error; nothing to store.")
         text = procedures.procedure_text(args.procedure, sources)

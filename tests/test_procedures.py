@@ -53,3 +53,15 @@ def test_insert_refuses_notes_without_code(ip):  # noqa: F811
 
 def test_parse_cells():
     assert parse_cells("3-5, 4, 9") == [3, 4, 5, 9]
+
+
+def test_cells_that_ran_before_the_extension_are_left_out_and_named(ip):  # noqa: F811
+    # The fixture loaded nbmemory first; pretend cell 1 ran before it, as after a late %load_ext.
+    cells(ip, "import math", "radius = 2.0", "area = math.pi * radius ** 2")
+    magics = ip.magics_manager.registry["NbMemory"]
+    del magics._outcomes[1]
+    _, out = run(ip, "remember --procedure area --cells 1-3 circle area")
+    assert ("Left out cells that ran before %load_ext nbmemory, so whether they succeeded is "
+            "unknown: 1. Re-run them to include them.") in out.stdout
+    hits, _ = run(ip, "recall --kind procedure circle area")
+    assert procedure_code(hits[0].note.text) == "radius = 2.0\n\narea = math.pi * radius ** 2"
