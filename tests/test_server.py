@@ -394,3 +394,25 @@ async def test_store_work_runs_off_the_event_loop(api, jp_serverapp):
     release.set()
     code, data = await asyncio.wait_for(status, timeout=30)
     assert code == 200 and data["notes"] == 0
+
+
+async def test_a_note_remembered_in_a_kernel_is_listed_at_once(api, store_dir):
+    """Another process (a kernel, through the owner service) writes; the server sees it
+    on its very next request, with no poll or refresh in between."""
+    assert (await api("status"))[1]["notes"] == 0  # the server's owner is up
+    kernel = textwrap.dedent(f"""
+        from IPython.core.interactiveshell import InteractiveShell
+        ip = InteractiveShell.instance(history_length=0)
+        ip.run_line_magic("load_ext", "nbmemory")
+        ip.run_line_magic("config", "NbMemory.store = {str(store_dir)!r}")
+        ip.run_line_magic("config", "NbMemory.model = 'hash:64'")
+        ip.run_line_magic("remember", "-t orders orders.amount is in cents before 2021")
+    """)
+    result = subprocess.run([sys.executable, "-c", kernel], capture_output=True, text=True,
+                            timeout=120)
+    assert "Remembered #1 (finding, medium) [orders]" in result.stdout, result.stderr
+    code, page = await api("notes")
+    assert code == 200 and [n["text"] for n in page["notes"]] == [
+        "orders.amount is in cents before 2021"]
+    code, hits = await api("recall", query="orders.amount", k=5)
+    assert code == 200 and hits["hits"][0]["note"]["id"] == 1
