@@ -335,3 +335,37 @@ def test_same_model_name_with_other_dims_is_a_mismatch(store_dir):
     with Memory.open(store_dir, embedder=HashEmbedder(32)) as mem:
         with pytest.raises(EmbedderMismatch, match="made with hash:64, but the configured model is 'hash:32'"):
             mem.recall("x")
+
+
+def test_store_location_precedence_and_reason(tmp_path):
+    from nbmemory.config import locate_store
+
+    repo = tmp_path / "repo"
+    deep = repo / "analysis" / "q3"
+    deep.mkdir(parents=True)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (repo / ".git").mkdir()
+    home = {"NBMEMORY_HOME": str(tmp_path / "shared")}
+
+    def where(cwd, explicit=None, environ=None):
+        location = locate_store(explicit, cwd=cwd, environ=environ or {})
+        return location.path, location.reason
+
+    assert where(plain) == (plain / ".nbmemory", "working directory (no git repository)")
+    assert where(deep) == (repo / ".nbmemory", f"git root of {deep}")
+    (repo / "analysis" / ".nbmemory").mkdir()
+    assert where(deep) == (repo / "analysis" / ".nbmemory", f"nearest .nbmemory/ above {deep}")
+    assert where(deep, environ=home) == (tmp_path / "shared", "from NBMEMORY_HOME")
+    assert where(deep, tmp_path / "mine", home) == (tmp_path / "mine", "given explicitly")
+
+
+def test_a_store_created_in_a_git_repository_is_ignored_by_git(tmp_path):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    with Memory.open(tmp_path / ".nbmemory", embedder=HashEmbedder(), mode="local") as mem:
+        mem.remember("orders.amount is in cents")
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                            cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert status == ""
