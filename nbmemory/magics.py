@@ -460,6 +460,7 @@ class NbMemory(Magics):
         %memory insert ID           put a procedure's code into a new cell
         %memory stale               notes whose files, data, variables or cells changed
         %memory verify ID           you checked note ID still holds: re-take its fingerprints
+        %memory reindex             rebuild both indexes from the store (with progress)
         %memory reembed             re-embed all notes with the configured model
         %memory export FILE.jsonl   everything, losslessly (notes, versions, journal, snapshots)
         %memory export --markdown DIR [--by tag|kind]   readable pages, one per tag or kind
@@ -565,6 +566,16 @@ class NbMemory(Magics):
         args = parse_argstring(self._list_args, rest)
         return browse(self.mem, tags=args.tags, kind=args.kind, priority=args.priority,
                       limit=args.n)
+
+    def _memory_reindex(self, rest: str):
+        with progress_bar("indexing") as progress:
+            result = self.mem.reindex(progress=progress)
+        if result.get("model"):
+            status = self.mem.status()
+            print(f"Rebuilt the indexes: {status['vectors']} vectors ({result['model']}), "
+                  f"{status['lexical_docs']} keyword documents.")
+        else:
+            print("Nothing to index yet: the store has no notes.")
 
     def _memory_reembed(self, rest: str):
         with progress_bar("re-embedding") as progress:

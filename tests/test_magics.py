@@ -41,6 +41,7 @@ class Shown:
         self.stdout = captured.stdout + "".join(
             o.data.get("text/plain", "") + "\n" for o in captured.outputs)
         self.html = "".join(o.data.get("text/html", "") for o in captured.outputs)
+        self.stderr = captured.stderr
 
 
 def run(ip, line, cell=None):
@@ -237,3 +238,13 @@ def test_store_set_in_config_before_load(store_dir):
     finally:
         shell.run_line_magic("unload_ext", "nbmemory")
         InteractiveShell.clear_instance()
+
+
+def test_memory_reindex_rebuilds_with_a_progress_bar(ip):
+    for i in range(3):
+        run(ip, f"remember finding {i} about orders.amount")
+    _, out = run(ip, "memory reindex")
+    assert "Rebuilt the indexes: 3 vectors (hash:64), 3 keyword documents." in out.stdout
+    assert "indexing" in out.stderr and "3/3" in out.stderr
+    hits, _ = run(ip, "recall orders.amount")
+    assert len(hits) == 3
