@@ -4,6 +4,7 @@ Owners here are real processes started the way kernels start them; the hash embe
 (``model="hash:64"``) stands in for the model except in the torch-free-kernel test.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -618,12 +619,22 @@ def test_owner_with_another_model_is_replaced(store):
 
 # -- the magics and the kernel ---------------------------------------------------------------
 
-def test_memory_magic_shows_the_owner(store):
+@contextlib.contextmanager
+def magics(store, **config):
+    """An IPython shell with nbmemory loaded on ``store`` and ``NbMemory.<name> = value`` set."""
     shell = InteractiveShell.instance(history_length=0)
     try:
         shell.run_line_magic("load_ext", "nbmemory")
-        shell.run_line_magic("config", f"NbMemory.store = {str(store)!r}")
-        shell.run_line_magic("config", f"NbMemory.model = {HASH!r}")
+        for name, value in {"store": str(store), "model": HASH, **config}.items():
+            shell.run_line_magic("config", f"NbMemory.{name} = {value!r}")
+        yield shell
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+        InteractiveShell.clear_instance()
+
+
+def test_memory_magic_shows_the_owner(store):
+    with magics(store) as shell:
         with capture_output():
             shell.run_line_magic("remember", "-t orders orders.amount is in cents")
         with capture_output() as captured:
@@ -633,19 +644,11 @@ def test_memory_magic_shows_the_owner(store):
         assert pid != os.getpid()
         assert f"owner          pid {pid}, up " in text and ", queue 0" in text
         assert f"model          {HASH}" in text
-    finally:
-        shell.run_line_magic("unload_ext", "nbmemory")
-        InteractiveShell.clear_instance()
 
 
 def test_magics_idle_timeout_setting_reaches_the_owner(store, monkeypatch):
     monkeypatch.setenv("NBMEMORY_IDLE_TIMEOUT", "5")  # the setting wins over the environment
-    shell = InteractiveShell.instance(history_length=0)
-    try:
-        shell.run_line_magic("load_ext", "nbmemory")
-        shell.run_line_magic("config", f"NbMemory.store = {str(store)!r}")
-        shell.run_line_magic("config", f"NbMemory.model = {HASH!r}")
-        shell.run_line_magic("config", "NbMemory.idle_timeout = 1")
+    with magics(store, idle_timeout=1) as shell:
         with capture_output():
             shell.run_line_magic("remember", "orders.amount is in cents")
         assert owner_info(store)["idle_timeout"] == 1
@@ -653,9 +656,6 @@ def test_magics_idle_timeout_setting_reaches_the_owner(store, monkeypatch):
         with capture_output() as captured:
             shell.run_line_magic("memory", "settings")
         assert "NbMemory.idle_timeout = 1.0" in captured.stdout
-    finally:
-        shell.run_line_magic("unload_ext", "nbmemory")
-        InteractiveShell.clear_instance()
 
 
 def test_magics_in_service_mode_say_in_one_line_what_to_do(store):
@@ -664,12 +664,7 @@ def test_magics_in_service_mode_say_in_one_line_what_to_do(store):
 
     make_newer(store)
     before = (store / "memory.duckdb").read_bytes()
-    shell = InteractiveShell.instance(history_length=0)
-    try:
-        shell.run_line_magic("load_ext", "nbmemory")
-        shell.run_line_magic("config", f"NbMemory.store = {str(store)!r}")
-        shell.run_line_magic("config", f"NbMemory.model = {HASH!r}")
-        shell.run_line_magic("config", "NbMemory.mode = 'service'")
+    with magics(store, mode="service") as shell:
         for magic, line in (("remember", "-t orders orders.amount is in cents"),
                             ("recall", "cents"), ("memory", "")):
             with pytest.raises(UsageError) as caught:
@@ -680,9 +675,6 @@ def test_magics_in_service_mode_say_in_one_line_what_to_do(store):
             assert "Upgrade nbmemory (pip install -U nbmemory); the store was not touched." \
                 in message
             assert message.endswith(f"(details: {store / 'owner.log'})")
-    finally:
-        shell.run_line_magic("unload_ext", "nbmemory")
-        InteractiveShell.clear_instance()
     assert (store / "memory.duckdb").read_bytes() == before
     assert not lock_held(store)
 
@@ -690,21 +682,13 @@ def test_magics_in_service_mode_say_in_one_line_what_to_do(store):
 def test_magics_in_service_mode_name_an_unavailable_model_in_one_line(store):
     from IPython.core.error import UsageError
 
-    shell = InteractiveShell.instance(history_length=0)
-    try:
-        shell.run_line_magic("load_ext", "nbmemory")
-        shell.run_line_magic("config", f"NbMemory.store = {str(store)!r}")
-        shell.run_line_magic("config", "NbMemory.model = 'no-such-org/no-such-model'")
-        shell.run_line_magic("config", "NbMemory.mode = 'service'")
+    with magics(store, model="no-such-org/no-such-model", mode="service") as shell:
         with pytest.raises(UsageError) as caught:
             shell.run_line_magic("remember", "orders.amount is in cents")
         message = str(caught.value)
         assert "\n" not in message and message.startswith(
             "Cannot load the embedding model 'no-such-org/no-such-model' offline")
         assert "Use the default model (NbMemory.model = 'all-MiniLM-L6-v2')" in message
-    finally:
-        shell.run_line_magic("unload_ext", "nbmemory")
-        InteractiveShell.clear_instance()
     with Memory.open(store, model="no-such-org/no-such-model", mode="service") as memory:
         assert memory.notes().total == 0  # nothing was stored
 
