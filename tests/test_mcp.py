@@ -21,6 +21,7 @@ from nbmemory.embed import HashEmbedder  # noqa: E402
 from nbmemory.memory import Memory  # noqa: E402
 from nbmemory.service import stop  # noqa: E402
 
+from test_browse import kernel  # noqa: E402,F401  (a real IPython kernel)
 from test_engine import snapshot_of  # noqa: E402
 
 ENTRY = shutil.which("nbmemory", path=str(Path(sys.executable).parent)) or "nbmemory"
@@ -273,37 +274,28 @@ def test_bad_arguments_give_clear_errors_and_leave_the_store_unchanged(store_dir
     assert snapshot_of(store_dir) == before
 
 
-def test_a_note_crosses_between_mcp_and_the_magics(store_dir):
-    """An agent and a notebook on one store at the same time, through its owner process."""
-    from IPython.core.interactiveshell import InteractiveShell
-    from IPython.utils.capture import capture_output
-
-    shell = InteractiveShell.instance(history_length=0)
-    shell.run_line_magic("load_ext", "nbmemory")
-    shell.run_line_magic("config", f"NbMemory.store = {str(store_dir)!r}")
-    shell.run_line_magic("config", "NbMemory.model = 'hash:64'")
+def test_a_note_crosses_between_mcp_and_the_magics(kernel, store_dir):
+    """An agent and a notebook kernel on one store at the same time, through its owner."""
+    kernel.run(f"%load_ext nbmemory\n%config NbMemory.store = {str(store_dir)!r}\n"
+               "%config NbMemory.model = 'hash:64'")
 
     async def body():
         async with connect(store_dir) as client:
             data, _ = await call(client, "remember", text="the watcher thread races acquire_lock()",
                                  tags=["locks"])
             agent_id = data["remembered"]
-            hits = shell.run_line_magic("recall", "watcher acquire_lock")
-            assert [h.note.id for h in hits] == [agent_id]
-            assert hits[0].note.provenance.source == "mcp"
-            with capture_output() as captured:
-                shell.run_line_magic("remember", "-t orders orders.amount is in cents before 2021")
-            analyst_id = int(captured.outputs[0].data["text/plain"].split("#")[1].split()[0])
-            assert analyst_id == agent_id + 1
+            found = kernel.state("[(h.note.id, h.note.provenance.source) for h in "
+                                 "get_ipython().run_line_magic('recall', 'watcher acquire_lock')]")
+            assert found == [[agent_id, "mcp"]]
+            out = kernel.run("%remember -t orders orders.amount is in cents before 2021")
+            assert f"Remembered #{agent_id + 1} (finding, medium) [orders]" in out
             data, _ = await call(client, "recall", query="orders.amount cents", tags=["orders"])
-            assert [h["id"] for h in data["hits"]] == [analyst_id]
-            assert data["hits"][0]["provenance"]["source"] == "ipython"
+            assert [h["id"] for h in data["hits"]] == [agent_id + 1]
+            assert data["hits"][0]["provenance"]["source"] == "kernel"
 
     try:
         run(body)
     finally:
-        shell.run_line_magic("unload_ext", "nbmemory")
-        InteractiveShell.clear_instance()
         stop(store_dir)
 
 
