@@ -277,15 +277,16 @@ def check_server_extension() -> Check:
 def check_labextension() -> Check:
     name = "nbmemory"
     try:
-        from jupyterlab.commands import get_app_info
+        from jupyterlab.commands import AppOptions, get_app_info
     except ImportError:
         return Check("labextension", "skip", "JupyterLab is not installed",
                      "For the side panel: pip install 'nbmemory[lab]'")
-    info = get_app_info()
+    from jupyter_core.paths import jupyter_path
+
+    # Without the path, get_app_info lists no prebuilt extension at all (JupyterLab 4).
+    info = get_app_info(AppOptions(labextensions_path=jupyter_path("labextensions")))
     federated = info.get("federated_extensions") or {}
     if name not in federated:
-        from jupyter_core.paths import jupyter_path
-
         return Check("labextension", "fail", f"the {name} labextension is not installed in "
                                              f"{os.pathsep.join(jupyter_path('labextensions'))}",
                      "Reinstall: pip install --force-reinstall --no-deps 'nbmemory[lab]' (in a source "

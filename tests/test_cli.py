@@ -589,6 +589,16 @@ def test_doctor_checks_the_server_extension(store_dir, tmp_path):
     assert checks["labextension"]["status"] in ("ok", "fail")
 
 
+
+def test_doctor_finds_the_server_extension_and_panel_installed(store_dir, tmp_path):
+    """What setup installed: the server extension enabled and the prebuilt panel found."""
+    r = shell("--store", str(store_dir), "doctor", "--skip", "model", "--json",
+              env={"JUPYTER_CONFIG_DIR": str(tmp_path / "empty-config")})
+    checks = {c["name"]: c for c in r.json["checks"]}
+    assert checks["server extension"]["status"] == "ok", checks["server extension"]
+    assert checks["labextension"]["status"] == "ok", checks["labextension"]
+    assert r.code == 0 and r.json["ok"] is True
+
 def test_the_cli_module_imports_nothing_heavy():
     """`nbmemory --help` and argument errors answer without loading DuckDB or the model."""
     code = ("import sys, nbmemory.cli as c; c.build_parser(); "
