@@ -475,7 +475,8 @@ def cmd_stale(mem, args) -> None:
         return
     rows = [[f"#{n.id}", "; ".join(str(r) for r in n.stale), n.text] for n in page.notes]
     print(table(["id", "why", "note"], rows))
-    print(f"({page.total} stale notes. Check them, then: nbmemory verify ID, or correct them: "
+    noun = "stale note" if page.total == 1 else "stale notes"
+    print(f"({page.total} {noun}. Check them, then: nbmemory verify ID, or correct them: "
           "nbmemory remember --supersedes ID ...)")
 
 
