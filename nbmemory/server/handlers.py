@@ -118,11 +118,9 @@ class NbMemoryHandler(APIHandler):
         for name in ("text", "kind", "priority", "name", "message", "query"):
             if name in data and data[name] is not None and not isinstance(data[name], str):
                 raise InvalidInput(f"Field {name!r} must be a string.")
-        if "tags" in data and data["tags"] is not None:
-            tags = data["tags"]
-            if isinstance(tags, str):
-                pass
-            elif not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        tags = data.get("tags")
+        if tags is not None and not isinstance(tags, str):  # a string is comma-separated
+            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
                 raise InvalidInput("Field 'tags' must be a list of strings or a "
                                    "comma-separated string.")
         return data
