@@ -843,9 +843,12 @@ class Engine:
             result = Hits(make(hits), query=query, filtered_out=below,
                           previously=tuple(make(previously)), explain=explain)
             if log:
+                # Per channel: candidates it matched at all (lexical) or would keep on its
+                # own score (dense: every candidate has a cosine, so count those passing).
                 self._recall_log.append(dict(at=utcnow(), query=query, k=k, returned=len(result),
                                              lexical=sum(1 for r in scored if r.lexical > 0),
-                                             dense=len(scored), filtered_out=below))
+                                             dense=sum(1 for r in scored if r.dense >= threshold),
+                                             filtered_out=below))
             if len(self._recall_log) >= 100:
                 self._flush_recall_log()
             return result

@@ -164,6 +164,18 @@ def test_empty_recalls_are_counted(memory):
     assert (status["recalls"], status["empty_recalls"]) == (2, 1)
 
 
+
+def test_the_recall_log_counts_what_each_channel_found(memory):
+    memory.remember("orders.amount is in cents before 2021")
+    memory.remember("the watcher races acquire_lock")
+    memory.recall("orders.amount cents")
+    memory.recall("zebra quokka")
+    engine = memory._backend.engine
+    engine._flush_recall_log()
+    rows = engine.store.con.execute(
+        "SELECT query, returned, lexical, dense FROM recall_log ORDER BY logged_at").fetchall()
+    assert rows == [("orders.amount cents", 1, 1, 1), ("zebra quokka", 0, 0, 0)]
+
 def test_notes_pages_and_totals(memory):
     for i in range(7):
         memory.remember(f"note {i}", tags="even" if i % 2 == 0 else "odd")
