@@ -475,9 +475,10 @@ def cmd_stale(mem, args) -> None:
         return
     rows = [[f"#{n.id}", "; ".join(str(r) for r in n.stale), n.text] for n in page.notes]
     print(table(["id", "why", "note"], rows))
-    noun = "stale note" if page.total == 1 else "stale notes"
-    print(f"({page.total} {noun}. Check them, then: nbmemory verify ID, or correct them: "
-          "nbmemory remember --supersedes ID ...)")
+    from .display import counted
+
+    print(f"({counted(page.total, 'stale note')}. Check them, then: nbmemory verify ID, "
+          "or correct them: nbmemory remember --supersedes ID ...)")
 
 
 def cmd_verify(mem, args) -> None:
@@ -568,8 +569,9 @@ def cmd_export(mem, args) -> None:
         counts = mem.export_jsonl(args.path, progress=progress)
     if args.json:
         return emit_json({"path": args.path, **counts})
-    print(f"Exported {counts.get('notes', 0)} notes, {counts.get('events', 0)} journal events and "
-          f"{counts.get('snapshots', 0)} snapshots to {args.path}.")
+    from .display import exported_text
+
+    print(exported_text(counts, args.path))
 
 
 def cmd_import(mem, args) -> None:

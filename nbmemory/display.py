@@ -30,6 +30,17 @@ def age(when: datetime | None, now: datetime | None = None) -> str:
     return f"{int(seconds // (86400 * 365))} y"
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 note``, ``2 notes``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def exported_text(counts: dict[str, int], path: str) -> str:
+    return (f"Exported {counted(counts.get('notes', 0), 'note')}, "
+            f"{counted(counts.get('events', 0), 'journal event')} and "
+            f"{counted(counts.get('snapshots', 0), 'snapshot')} to {path}.")
+
+
 def stale_marker(note: Note) -> str:
     """``[STALE: content_changed data/orders.csv]``, plus how a question was resolved."""
     marks = []

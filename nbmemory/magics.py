@@ -597,8 +597,7 @@ class NbMemory(Magics):
             return
         with progress_bar("exporting") as progress:
             counts = self.mem.export_jsonl(args.path, progress=progress)
-        print(f"Exported {counts.get('notes', 0)} notes, {counts.get('events', 0)} journal "
-              f"events and {counts.get('snapshots', 0)} snapshots to {args.path}.")
+        print(show.exported_text(counts, args.path))
 
     @magic_arguments()
     @argument("--on-conflict", default="skip", help="skip, replace or keep-both")

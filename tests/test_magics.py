@@ -205,7 +205,7 @@ def test_purge_asks_for_confirmation(ip, monkeypatch):
 def test_export_and_import_magics(ip, tmp_path):
     run(ip, "remember -t orders orders.amount is in cents")
     _, out = run(ip, f"memory export {tmp_path / 'all.jsonl'}")
-    assert f"Exported 1 notes, 1 journal events and 0 snapshots to {tmp_path / 'all.jsonl'}." in out.stdout
+    assert f"Exported 1 note, 1 journal event and 0 snapshots to {tmp_path / 'all.jsonl'}." in out.stdout
     _, out = run(ip, f"memory export --markdown {tmp_path / 'md'}")
     assert "Wrote 2 Markdown pages" in out.stdout
     assert (tmp_path / "md" / "orders.md").exists()
