@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 
 from . import __version__
 from .errors import InvalidInput
-from .models import Note, Provenance
+from .models import Anchor, Note, Provenance
 from .store import SCHEMA_VERSION, Store
 
 FORMAT = "nbmemory-export"
@@ -261,8 +261,9 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
             else:
                 add_note(row, copy_uid, uid)
         else:
+            anchors = [extra for table, extra in extras.get(row["id"], []) if table == "anchors"]
             replaced[row["id"]] = _replace(store, known[uid], row, versions.get(row["id"], []),
-                                           actor, now)
+                                           anchors, actor, now)
     for row in export.table("embeddings"):
         store.con.execute("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)",
                           [row["content_hash"], row["model"], _decode(row["vector"], "BLOB")])
@@ -301,17 +302,41 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
     return summary
 
 
-def _replace(store: Store, note_id: int, row: dict, versions: list[dict], actor: str,
-             now: datetime) -> str:
-    """Make the store's note match the file's current version, as a new version."""
+def _current_anchors(rows: list[dict]) -> list[Anchor]:
+    """The file's current anchors of one note: per position its row with the highest seq."""
+    latest: dict[int, dict] = {}
+    for row in rows:
+        if row["position"] not in latest or row["seq"] > latest[row["position"]]["seq"]:
+            latest[row["position"]] = row
+    anchors = []
+    for row in latest.values():
+        fingerprint = row["fingerprint"]
+        fingerprint = json.loads(fingerprint) if isinstance(fingerprint, str) else fingerprint
+        if not fingerprint.get("dropped"):
+            anchors.append(Anchor(row["kind"], row["target"], fingerprint, row["origin"]))
+    return anchors
+
+
+def _anchor_key(anchor: Anchor) -> tuple[str, str, str]:
+    return anchor.kind, anchor.target, json.dumps(anchor.fingerprint, sort_keys=True)
+
+
+def _replace(store: Store, note_id: int, row: dict, versions: list[dict], anchor_rows: list[dict],
+             actor: str, now: datetime) -> str:
+    """Make the store's note match the file's current version, as a new version, with the
+    file's current anchors (fingerprints are added, never overwritten)."""
     current = store.get_notes([note_id])[note_id]
     latest = max(versions, key=lambda v: v["version"]) if versions else None
     if latest is None or current.status == "purged":
         return "skipped"
     fields = (latest["text"], latest["kind"], latest["priority"], tuple(latest["tags"]))
     same = fields == (current.text, current.kind, current.priority, current.tags)
-    if same and row["status"] == current.status:
+    mine = store.anchors([note_id]).get(note_id, [])
+    theirs = _current_anchors(anchor_rows)
+    anchors_differ = ({_anchor_key(a) for _, a in mine} != {_anchor_key(a) for a in theirs})
+    if same and not anchors_differ and row["status"] == current.status:
         return "unchanged"
+    seq = None
     if not same:
         seq = store.append_event("edited", note_id, actor=actor, at=now,
                                  data={"changed": ["imported"]})
@@ -321,11 +346,27 @@ def _replace(store: Store, note_id: int, row: dict, versions: list[dict], actor:
                              kind=latest["kind"], priority=latest["priority"],
                              tags=latest["tags"], author=latest.get("author"),
                              provenance=provenance, at=now, seq=seq)
+    if anchors_differ:
+        if seq is None:  # the file's fingerprints were taken later: as if verified here
+            seq = store.append_event("verified", note_id, actor=actor, at=now,
+                                     data={"retaken": len(theirs), "imported": True})
+        positions = {(a.kind, a.target): position for position, a in mine}
+        following = store.next_anchor_position(note_id)
+        rows = []
+        for anchor in theirs:
+            position = positions.pop((anchor.kind, anchor.target), None)
+            if position is None:
+                position, following = following, following + 1
+            rows.append((position, anchor))
+        for (kind, target), position in positions.items():  # no longer in the file's note
+            origin = next(a.origin for p, a in mine if p == position)
+            rows.append((position, Anchor(kind, target, {"dropped": True}, origin)))
+        store.insert_anchors(note_id, rows, seq=seq, at=now)
     if row["status"] != current.status and row["status"] in ("active", "revoked"):
         store.append_event("reinstated" if row["status"] == "active" else "revoked", note_id,
                            actor=actor, at=now, data={"imported": True})
         store.set_status(note_id, row["status"])
-    elif same:  # a status this cannot set (superseded: merge links it; refuted, purged)
+    elif same and not anchors_differ:  # a status this cannot set (superseded: merge links it)
         return "unchanged"
     return "replaced"
 

@@ -327,6 +327,36 @@ def test_verify_wins_after_merging_into_a_store_with_its_own_journal(tmp_path, o
         assert anchor_seqs <= event_seqs and len(anchor_seqs) == 2
 
 
+
+def test_replace_takes_the_fingerprints_the_file_took_later(tmp_path):
+    """The source verified a note after the file changed; replacing brings that check over."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "orders.csv").write_text(ORDERS)
+    with Memory.open(ws / "src", embedder=HashEmbedder()) as src:
+        note_id = src.remember("orders.csv amounts are in cents", about=["orders.csv"]).id
+        src.export_jsonl(tmp_path / "first.jsonl")
+    with Memory.open(ws / "dst", embedder=HashEmbedder()) as dst:
+        assert dst.import_jsonl(tmp_path / "first.jsonl")["restored"] == 1
+    save_later(ws / "orders.csv", ORDERS + "3,990\n")
+    with Memory.open(ws / "src", embedder=HashEmbedder()) as src:
+        assert src.verify(note_id).stale == ()
+        src.export_jsonl(tmp_path / "second.jsonl")
+    with Memory.open(ws / "dst", embedder=HashEmbedder()) as dst:
+        assert [r.reason for r in dst.get(note_id).stale] == ["rows_changed"]
+        assert dst.import_jsonl(tmp_path / "second.jsonl", on_conflict="skip")["skipped"] == 1
+        assert [r.reason for r in dst.get(note_id).stale] == ["rows_changed"]
+        summary = dst.import_jsonl(tmp_path / "second.jsonl", on_conflict="replace")
+        assert summary["replaced"] == 1
+        note = dst.get(note_id)
+        assert note.stale == () and note.text == "orders.csv amounts are in cents"
+        new_sha = hashlib.sha256((ORDERS + "3,990\n").encode()).hexdigest()
+        assert [(a.target, a.fingerprint["sha256"]) for a in note.anchors] == [
+            ("orders.csv", new_sha)]
+        assert [e.type for e in dst.history(note_id)][-1] == "verified"
+        again = dst.import_jsonl(tmp_path / "second.jsonl", on_conflict="replace")
+        assert (again["replaced"], again["unchanged"]) == (0, 1)
+
 def test_import_into_another_model_embeds_the_texts(tmp_path):
     with Memory.open(tmp_path / "src", embedder=HashEmbedder(64)) as src:
         src.remember("orders.amount is in cents")
