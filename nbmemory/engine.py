@@ -767,17 +767,21 @@ class Engine:
         anchors = self.store.anchors([n.id for n in notes])
         out = []
         for note in notes:
-            reasons: list[StaleReason] = []
-            if note.status == "superseded":
-                by = next((e.data.get("by") for e in reversed(self.store.events(note.id))
-                           if e.type == "superseded_by"), None)
-                reasons.append(StaleReason("superseded", f"#{by}" if by else ""))
+            reasons = self._superseded(note)
             mine = tuple(a for _, a in anchors.get(note.id, ()))
             reasons += self.checker.reasons(mine, variables)
             if reasons or mine:
                 note = _replace(note, stale=tuple(reasons), anchors=mine)
             out.append(note)
         return out
+
+    def _superseded(self, note: Note, upto: int | None = None) -> list[StaleReason]:
+        """``superseded #N`` for a superseded note (by the newest replacement up to ``upto``)."""
+        if note.status != "superseded":
+            return []
+        by = next((e.data.get("by") for e in reversed(self.store.events(note.id))
+                   if e.type == "superseded_by" and (upto is None or e.seq <= upto)), None)
+        return [StaleReason("superseded", f"#{by}" if by else "")]
 
     # -- recall -------------------------------------------------------------------------
 
@@ -833,7 +837,10 @@ class Engine:
                     continue
                 hits.append(row)
             notes = view.get_notes([r.note_id for r in hits + previously])
-            by_id = {n.id: n for n in self._with_stale(list(notes.values()), variables)}
+            found = list(notes.values())
+            found = (self._with_stale(found, variables) if as_of is None
+                     else self._as_sealed(found, self._snapshot(as_of)))
+            by_id = {n.id: n for n in found}
 
             def make(rows):
                 return [Hit(by_id[r.note_id], round(r.score, 4),
@@ -974,6 +981,13 @@ class Engine:
         """Stale reasons of every active note, as of now."""
         notes = self.store.list_notes(Filters(), limit=2**62)[0]
         return {n.id: list(n.stale) for n in self._with_stale(notes) if n.stale}
+
+    def _as_sealed(self, notes: list[Note], snapshot: Snapshot) -> list[Note]:
+        """Notes with the anchors and stale flags they had when ``snapshot`` was sealed."""
+        stale = self._stale_at(snapshot)
+        anchors = self.store.anchors_at([n.id for n in notes], snapshot.seq)
+        return [_replace(n, stale=tuple(self._superseded(n, snapshot.seq) + stale.get(n.id, [])),
+                         anchors=tuple(a for _, a in anchors.get(n.id, ()))) for n in notes]
 
     def _stale_at(self, snapshot: Snapshot) -> dict[int, list[StaleReason]]:
         return {int(i): [StaleReason.from_dict(r) for r in reasons]

@@ -709,6 +709,20 @@ class Store:
             self._read_anchors(stale)
         return {i: cache[i] for i in ids if cache.get(i)}
 
+    def anchors_at(self, note_ids: Sequence[int], seq: int) -> dict[int, list[tuple[int, Anchor]]]:
+        """The ``(position, anchor)`` list of each note as of journal position ``seq``."""
+        rows = self.con.execute(
+            "SELECT note_id, position, kind, target, origin, fingerprint FROM anchors "
+            "WHERE note_id IN (SELECT unnest(?)) AND seq <= ? "
+            "QUALIFY row_number() OVER (PARTITION BY note_id, position ORDER BY seq DESC) = 1 "
+            "ORDER BY note_id, position", [[int(i) for i in note_ids], seq]).fetchall()
+        out: dict[int, list[tuple[int, Anchor]]] = {}
+        for note_id, position, kind, target, origin, fingerprint in rows:
+            fingerprint = json.loads(fingerprint)
+            if not fingerprint.get("dropped"):
+                out.setdefault(note_id, []).append((position, Anchor(kind, target, fingerprint, origin)))
+        return out
+
     def _read_anchors(self, ids: list[int] | None) -> None:
         where, params = ("WHERE note_id IN (SELECT unnest(?)) ", [ids]) if ids is not None else ("", [])
         rows = self.con.execute(

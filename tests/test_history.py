@@ -133,3 +133,37 @@ def test_supersede_chain(memory):
     for note_id in (a.id, b.id, c.id):
         assert [n.id for n in memory.chain(note_id)] == [a.id, b.id, c.id]
     assert [n.status for n in memory.chain(a.id)] == ["superseded", "superseded", "active"]
+
+
+def test_recall_as_of_shows_the_stale_flags_and_fingerprints_of_then(tmp_path):
+    import os
+    import time
+
+    from nbmemory.embed import HashEmbedder
+    from nbmemory.memory import Memory
+
+    data = tmp_path / "orders.csv"
+    data.write_text("id,amount\n1,1000\n")
+    with Memory.open(tmp_path / "store", embedder=HashEmbedder()) as memory:
+        fresh = memory.remember("orders.csv amounts are in cents", about=[str(data)])
+        old = memory.remember("orders.csv has one row per order", about=[str(data)])
+        memory.supersede(old.id, "orders.csv has one row per order line")
+        memory.snapshot("fresh")
+        data.write_text("id,amount\n1,1000\n2,2500\n")
+        later = time.time() + 2  # file clocks are coarse: make the change visible
+        os.utime(data, (later, later))
+        memory.snapshot("stale")
+        now = memory.recall("orders.csv amounts cents", k=1, min_score=0)[0].note
+        assert [r.reason for r in now.stale] == ["rows_changed"]
+        then = memory.recall("orders.csv amounts cents", k=1, min_score=0, as_of="fresh")[0].note
+        assert then.id == fresh.id and then.stale == ()
+        assert then.anchors == fresh.anchors  # the fingerprint taken at remember time
+        hits = memory.recall("one row per order", min_score=0, as_of="fresh")
+        replaced = [h.note for h in hits.previously if h.note.id == old.id]
+        assert [str(r) for r in replaced[0].stale] == [f"superseded #{old.id + 1}"]
+        sealed = memory.recall("orders.csv amounts cents", k=1, min_score=0, as_of="stale")[0].note
+        assert [r.reason for r in sealed.stale] == ["rows_changed"]
+        memory.verify(fresh.id)
+        sealed = memory.recall("orders.csv amounts cents", k=1, min_score=0, as_of="stale")[0].note
+        assert [r.reason for r in sealed.stale] == ["rows_changed"]  # what it said then
+        assert memory.recall("orders.csv amounts cents", k=1, min_score=0)[0].note.stale == ()
