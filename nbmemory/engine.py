@@ -940,8 +940,9 @@ class Engine:
     # -- snapshots ----------------------------------------------------------------------
 
     def snapshot(self, name: str, *, message: str = "", author: str | None = None,
-                 request_id: str | None = None) -> Snapshot:
-        """Seal the current state under ``name``: a journal position plus the stale flags.
+                 request_id: str | None = None, variables: dict | None = None) -> Snapshot:
+        """Seal the current state under ``name``: a journal position plus the stale flags
+        (variable anchors judged by the calling kernel's ``variables``, see stale.py).
 
         A repeated ``request_id`` returns the snapshot it sealed."""
         name = (name or "").strip()
@@ -957,7 +958,7 @@ class Engine:
             at = utcnow()
             author = author or default_author()
             stale = {str(note_id): [r.to_dict() for r in reasons]
-                     for note_id, reasons in self._stale_now().items()}
+                     for note_id, reasons in self._stale_now(variables).items()}
             with self.store.transaction():
                 seq = self.store.append_event("snapshot", None, actor=author, at=at,
                                               request_id=request_id, data={"name": name})
@@ -977,10 +978,10 @@ class Engine:
                            "List them with %snapshot --list.")
         return found[0]
 
-    def _stale_now(self) -> dict[int, list[StaleReason]]:
+    def _stale_now(self, variables: dict | None = None) -> dict[int, list[StaleReason]]:
         """Stale reasons of every active note, as of now."""
         notes = self.store.list_notes(Filters(), limit=2**62)[0]
-        return {n.id: list(n.stale) for n in self._with_stale(notes) if n.stale}
+        return {n.id: list(n.stale) for n in self._with_stale(notes, variables) if n.stale}
 
     def _as_sealed(self, notes: list[Note], snapshot: Snapshot) -> list[Note]:
         """Notes with the anchors and stale flags they had when ``snapshot`` was sealed."""
@@ -993,15 +994,16 @@ class Engine:
         return {int(i): [StaleReason.from_dict(r) for r in reasons]
                 for i, reasons in self.store.snapshot_stale(snapshot.name).items()}
 
-    def snapshot_diff(self, a: str, b: str | None = None) -> SnapshotDiff:
+    def snapshot_diff(self, a: str, b: str | None = None, *,
+                      variables: dict | None = None) -> SnapshotDiff:
         """Notes added, edited, superseded, revoked, reinstated, purged or gone stale from
-        snapshot ``a`` to snapshot ``b`` (default: now)."""
+        snapshot ``a`` to snapshot ``b`` (default: now, judged with ``variables``)."""
         with self._lock:
             first = self._snapshot(a)
             before = {n.id: n for n, _ in self.store.notes_at(first.seq)}
             if b is None:
                 b_name, b_seq = "now", self.store.position()
-                stale_after = self._stale_now()
+                stale_after = self._stale_now(variables)
             else:
                 second = self._snapshot(b)
                 b_name, b_seq = second.name, second.seq

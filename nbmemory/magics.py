@@ -438,10 +438,12 @@ class NbMemory(Magics):
             if args.diff:
                 if len(args.name) not in (1, 2):
                     raise UsageError("Give one or two snapshot names: %snapshot --diff A [B]")
-                return display(show.diff_display(self.mem.snapshot_diff(*args.name)))
+                return display(show.diff_display(
+                    self.mem.snapshot_diff(*args.name, variables=self._variables())))
             if not args.name:
                 raise UsageError("Give the snapshot a name: %snapshot NAME [-m message]")
-            snap = self.mem.snapshot(" ".join(args.name), message=args.message)
+            snap = self.mem.snapshot(" ".join(args.name), message=args.message,
+                                     variables=self._variables())
         print(f"Sealed snapshot {snap.name!r} at journal position {snap.seq} "
               f"({snap.note_count} active notes).")
 
@@ -532,7 +534,8 @@ class NbMemory(Magics):
         print(f"Reopened #{self.mem.reopen(ids[0]).id}.")
     def _memory_stale(self, rest: str):
         page = self.mem.stale(limit=100, variables=self._variables())
-        display(show.notes_display(page.notes, title=f"{page.total} stale notes", total=page.total))
+        display(show.notes_display(page.notes, title=show.counted(page.total, "stale note"),
+                                   total=page.total))
 
     def _memory_verify(self, rest: str):
         ids = parse_ids(rest)

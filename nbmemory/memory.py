@@ -186,10 +186,10 @@ class Memory:
         return self._call("open_questions", limit=limit)
 
     def snapshot(self, name: str, *, message: str = "", author: str | None = None,
-                 request_id: str | None = None) -> Snapshot:
+                 request_id: str | None = None, variables: dict | None = None) -> Snapshot:
         """Seal the current state under ``name`` (cheap: it records a journal position)."""
         return self._call("snapshot", name=name, message=message, author=author,
-                          request_id=request_id or _request_id())
+                          request_id=request_id or _request_id(), variables=variables)
 
     def reembed(self, progress: Progress | None = None, *,
                 request_id: str | None = None) -> dict[str, Any]:
@@ -298,9 +298,10 @@ class Memory:
     def snapshots(self) -> list[Snapshot]:
         return self._call("snapshots")
 
-    def snapshot_diff(self, a: str, b: str | None = None) -> SnapshotDiff:
+    def snapshot_diff(self, a: str, b: str | None = None, *,
+                      variables: dict | None = None) -> SnapshotDiff:
         """What changed from snapshot ``a`` to snapshot ``b`` (default: now)."""
-        return self._call("snapshot_diff", a=a, b=b)
+        return self._call("snapshot_diff", a=a, b=b, variables=variables)
 
     @property
     def mode(self) -> str:

@@ -69,7 +69,7 @@ def test_a_dataframe_whose_columns_change(ip):
     assert "[STALE: schema_changed df (added discount)]" in pretty(hits)
     assert len(run(ip, "recall --fresh amount in cents")[0]) == 0
     _, out = run(ip, "memory stale")
-    assert "1 stale notes" in out and "[STALE: schema_changed df (added discount)]" in out
+    assert "1 stale note\n" in out and "[STALE: schema_changed df (added discount)]" in out
 
     ip.run_cell("df = df.drop(columns=['discount'])")
     assert run(ip, "recall amount in cents")[0][0].note.stale == ()
@@ -84,6 +84,21 @@ def test_a_dataframe_whose_columns_change(ip):
     assert run(ip, "recall amount in cents")[0][0].note.stale == ()
     assert "0 stale notes: none." in run(ip, "memory stale")[1]
 
+
+
+def test_snapshots_judge_dataframe_anchors_in_the_kernel(ip):
+    ip.user_ns["df"] = pd.DataFrame({"id": [1, 2], "amount": [1000, 2500]})
+    run(ip, "remember --about df df.amount is in cents")
+    run(ip, "snapshot before")
+    ip.run_cell("df['discount'] = 0.5")
+    _, out = run(ip, "snapshot --diff before")
+    assert "Became stale" in out and "schema_changed df (added discount)" in out
+    run(ip, "snapshot after")
+    ip.run_cell("df = df.drop(columns=['discount'])")
+    _, out = run(ip, "snapshot --diff before after")
+    assert "schema_changed df (added discount)" in out  # sealed with the kernel's view then
+    _, out = run(ip, "snapshot --diff after")
+    assert "No longer stale" in out
 
 def test_a_polars_frame_is_fingerprinted_too(ip):
     pl = pytest.importorskip("polars")
