@@ -68,6 +68,24 @@ def test_panel_shows_notes_with_badges_tags_and_status(page, lab):
     expect(status).to_contain_text("owner: owner service")
 
 
+
+def test_panel_opens_from_its_sidebar_icon_and_from_the_palette(browser_context, lab):
+    page = open_lab(browser_context, lab, open_panel=False)
+    try:
+        expect(page.locator(PANEL)).to_be_hidden()
+        tab = page.locator('.jp-SideBar.jp-mod-left [data-id="nbmemory-panel"]')
+        expect(tab).to_have_attribute("title", "nbmemory: what you remembered")
+        tab.click()
+        expect(page.locator(f"{PANEL} .nbm-Status")).to_be_visible()
+        tab.click()  # a second click folds the sidebar away
+        expect(page.locator(PANEL)).to_be_hidden()
+        page.keyboard.press("Control+Shift+C")
+        page.keyboard.type("nbmemory panel")
+        page.locator(".lm-CommandPalette-item", has_text="Open the nbmemory panel").click()
+        expect(page.locator(f"{PANEL} .nbm-Status")).to_be_visible()
+    finally:
+        page.close()
+
 def test_note_html_renders_as_text_never_as_markup(page, lab):
     lab.remember(f"{XSS} and <script>window.pwned = 1</script> stay text", tags="xss")
     refresh(page)
