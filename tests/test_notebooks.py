@@ -293,7 +293,10 @@ def test_dataset(tmp_path):
     diff = shown(nb, "diff")
     assert "Added (1):\n  #5 Since the cleaned data/penguins.csv" in diff
     assert "Superseded (1):\n  #1 [by #5]" in diff
-    assert "Became stale (1):\n  #2 [" in diff and file_rows in diff
+    assert "Became stale (2):\n  #2 [" in diff and file_rows in diff
+    # The DataFrame-anchored note counts too: %snapshot judges it with the kernel's frame.
+    assert "\n  #4 [rows_changed penguins (344 → 342 rows); schema_changed penguins " \
+           "(added body_mass_kg)]" in diff
 
     assert shown(nb, "export") == f"Wrote 5 Markdown pages to {work}/notes (start at index.md).\n"
     assert "['index.md', 'islands.md', 'nulls.md', 'penguins.md', 'units.md']" in shown(nb, "show-page")
