@@ -42,6 +42,9 @@ Progress = Callable[[int, int], None]
 VECTOR_FILENAME = "vectors.usearch"
 PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
 MAX_NOTE_CHARS = 100_000
+# remember_many embeds and writes this many notes at a time (batches this big run at the
+# model's full speed; the engine lock is free between them).
+BULK_CHUNK = 256
 # Revoked and superseded notes stay indexed so recall can say "previously believed".
 INDEXED = ("active", "revoked", "superseded", "refuted")
 
@@ -363,10 +366,10 @@ class Engine:
         where staleness is checked), and ready variable anchors (fingerprinted in the
         kernel, which has the variables). Paths the text mentions are anchored too.
         """
-        result = self.remember_many([dict(text=text, kind=kind, priority=priority, tags=tags,
-                                          author=author, provenance=provenance,
-                                          request_id=request_id, supersedes=supersedes,
-                                          about=about)])[0]
+        result = self.remember_batch([dict(text=text, kind=kind, priority=priority, tags=tags,
+                                           author=author, provenance=provenance,
+                                           request_id=request_id, supersedes=supersedes,
+                                           about=about)])[0]
         if isinstance(result, BaseException):
             raise result
         return result
@@ -390,7 +393,7 @@ class Engine:
                     content_hash=content_hash(text), uid=uuid.uuid4().hex,
                     anchors=self.checker.build(text, about, provenance))
 
-    def remember_many(self, requests: Sequence[dict[str, Any]]) -> list[Note | NbMemoryError]:
+    def remember_batch(self, requests: Sequence[dict[str, Any]]) -> list[Note | NbMemoryError]:
         """Remember several findings with one embedding call and one transaction.
 
         Each request holds :meth:`remember`'s keyword arguments. The result has one entry
@@ -415,6 +418,53 @@ class Engine:
         with self._lock:
             self._remember_locked(prepared, refused, results)
             return results
+
+    def remember_many(self, notes: Sequence[dict[str, Any]], *, request_id: str | None = None,
+                      progress: Progress | None = None) -> list[Note]:
+        """Remember many findings at the model's speed: for scripts and bulk loads.
+
+        ``notes`` holds one dict of :meth:`remember`'s keyword arguments per note. Every
+        note is checked before any is written: one bad note raises :class:`InvalidInput`
+        naming it, and nothing is stored. They are then embedded and written in chunks of
+        ``BULK_CHUNK`` (one embedding call and one transaction each; other calls run in
+        between), reporting ``progress(done, total)``. Note ``i`` gets the request id
+        ``{request_id}/{i}`` unless it has its own, so a resent call writes each note once.
+        """
+        if isinstance(notes, (str, dict)) or not isinstance(notes, Sequence):
+            raise InvalidInput("remember_many takes a list of notes, each a dict of "
+                               "remember's arguments, e.g. [{'text': '...', 'tags': 'a,b'}]")
+        prepared, problems = [], []
+        for i, note in enumerate(notes):
+            try:
+                if not isinstance(note, dict):
+                    raise InvalidInput(f"expected a dict of remember's arguments, "
+                                       f"got {type(note).__name__}")
+                note = dict(note)
+                if request_id and not note.get("request_id"):
+                    note["request_id"] = f"{request_id}/{i}"
+                prepared.append((i, self._prepare_remember(**note)))
+            except TypeError as exc:
+                problems.append(f"note {i}: {exc}")
+            except NbMemoryError as exc:
+                problems.append(f"note {i}: {exc}")
+        if problems:
+            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+            raise InvalidInput(f"{len(problems)} of {len(notes)} notes cannot be remembered, "
+                               f"so none was: {'; '.join(problems[:3])}{more}")
+        results: list[Any] = [None] * len(prepared)
+        total = len(prepared)
+        for start in range(0, total, BULK_CHUNK):
+            chunk = [(i, p) for i, p in prepared[start:start + BULK_CHUNK]]
+            with self._lock:
+                self._remember_locked(chunk, {}, results)
+            failed = [r for r in results[start:start + len(chunk)] if isinstance(r, Exception)]
+            if failed:
+                raise type(failed[0])(f"{failed[0]} ({start} of {total} notes were remembered "
+                                      f"before this one; sending the same call again "
+                                      f"writes only the rest)")
+            if progress:
+                progress(min(start + BULK_CHUNK, total), total)
+        return results
 
     def _remember_locked(self, prepared: list[tuple[int, dict[str, Any]]],
                          refused: dict[int, str], results: list) -> None:
@@ -518,13 +568,17 @@ class Engine:
             self._set_identity(f"{self.embedder.name}:{len(vector)}")
         self.store.put_embeddings(self.embedder.name, [(digest, vector)])
 
-    def supersede(self, note_id: int, text: str, **kwargs) -> Note:
-        """Write ``text`` as a new note that replaces ``note_id`` (kept in its history)."""
+    def supersede(self, note_id: int, text: str, *, kind: str | None = None,
+                  priority: str | None = None, tags: str | Iterable[str] | None = None,
+                  author: str | None = None, provenance: Provenance | dict | None = None,
+                  about: Sequence[Any] | None = None, request_id: str | None = None) -> Note:
+        """Write ``text`` as a new note that replaces ``note_id`` (kept in its history);
+        kind, priority and tags left out are the old note's."""
         old = self.get(note_id)
-        kwargs.setdefault("kind", old.kind)
-        kwargs.setdefault("priority", old.priority)
-        kwargs.setdefault("tags", old.tags)
-        return self.remember(text, supersedes=note_id, **kwargs)
+        return self.remember(text, supersedes=note_id, kind=kind or old.kind,
+                             priority=priority or old.priority,
+                             tags=old.tags if tags is None else tags, author=author,
+                             provenance=provenance, about=about, request_id=request_id)
 
     def edit(self, note_id: int, *, text: str | None = None, kind: str | None = None,
              priority: str | None = None, tags: str | Iterable[str] | None = None,

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from .config import Settings, StoreLocation, locate_store
 from .errors import InvalidInput
+from .operations import operation as lookup
 from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
 
 Progress = Callable[[int, int], None]
@@ -116,6 +117,8 @@ class Memory:
         self.close()
 
     def _call(self, operation: str, **arguments: Any) -> Any:
+        if lookup(operation).writes and not arguments.get("request_id"):
+            arguments["request_id"] = _request_id()  # so that a resent write applies once
         return self._backend.call(operation, **arguments)
 
     # -- writes -------------------------------------------------------------------------
@@ -134,52 +137,75 @@ class Memory:
         """
         return self._call("remember", text=text, kind=kind, priority=priority, tags=tags,
                           author=author, provenance=provenance, supersedes=supersedes,
-                          request_id=request_id or _request_id(), about=_about(about))
+                          request_id=request_id, about=_about(about))
 
-    def supersede(self, note_id: int, text: str, **options: Any) -> Note:
-        """Store ``text`` as a new note replacing ``note_id`` (which stays in history)."""
-        options.setdefault("request_id", _request_id())
-        return self._call("supersede", note_id=note_id, text=text, **options)
+    def remember_many(self, notes: Iterable[dict[str, Any]], *,
+                      progress: Progress | None = None,
+                      request_id: str | None = None) -> list[Note]:
+        """Store many findings at the model's speed (imports, scripts): one dict of
+        :meth:`remember`'s arguments per note, e.g. ``{"text": ..., "tags": "a,b"}``.
+
+        Every note is checked first: one bad note raises :class:`InvalidInput` naming it
+        and nothing is stored. ``progress(done, total)`` is called as chunks are written.
+        """
+        notes = [dict(n, about=_about(n.get("about"))) if isinstance(n, dict) and "about" in n
+                 else n for n in notes]
+        return self._call("remember_many", notes=notes, progress=progress,
+                          request_id=request_id)
+
+    def supersede(self, note_id: int, text: str, *, kind: str | None = None,
+                  priority: str | None = None, tags: str | Iterable[str] | None = None,
+                  author: str | None = None, provenance: Provenance | None = None,
+                  about: Iterable[str | Anchor | dict] | None = None,
+                  request_id: str | None = None) -> Note:
+        """Store ``text`` as a new note replacing ``note_id`` (which stays in history);
+        kind, priority and tags left out are the old note's."""
+        return self._call("supersede", note_id=note_id, text=text, kind=kind, priority=priority,
+                          tags=tags, author=author, provenance=provenance, about=_about(about),
+                          request_id=request_id)
 
     def edit(self, note_id: int, *, text: str | None = None, kind: str | None = None,
              priority: str | None = None, tags: str | Iterable[str] | None = None,
              author: str | None = None, request_id: str | None = None) -> Note:
         """Write a new version of a note with the given fields changed."""
         return self._call("edit", note_id=note_id, text=text, kind=kind, priority=priority,
-                          tags=tags, author=author, request_id=request_id or _request_id())
+                          tags=tags, author=author, request_id=request_id)
 
     def forget(self, note_ids: int | Iterable[int], *, actor: str | None = None,
                request_id: str | None = None) -> list[Note]:
         """Revoke notes: hidden from recall, kept in history, undone by :meth:`reinstate`."""
         ids = [note_ids] if isinstance(note_ids, int) else list(note_ids)
         return self._call("forget", note_ids=ids, actor=actor,
-                          request_id=request_id or _request_id())
+                          request_id=request_id)
 
     def reinstate(self, note_id: int, *, actor: str | None = None,
                   request_id: str | None = None) -> Note:
         """Bring back a forgotten (revoked) note."""
         return self._call("reinstate", note_id=note_id, actor=actor,
-                          request_id=request_id or _request_id())
+                          request_id=request_id)
 
     def purge(self, note_id: int, *, actor: str | None = None,
               request_id: str | None = None) -> Note:
         """Erase a note's text and vectors for good (privacy). Cannot be undone."""
         return self._call("purge", note_id=note_id, actor=actor,
-                          request_id=request_id or _request_id())
+                          request_id=request_id)
 
-    def confirm(self, note_id: int, reason: str = "", *, request_id: str | None = None) -> Note:
+    def confirm(self, note_id: int, reason: str = "", *, actor: str | None = None,
+                request_id: str | None = None) -> Note:
         """Mark a question or hypothesis as confirmed (it stays active)."""
-        return self._call("confirm", note_id=note_id, reason=reason,
-                          request_id=request_id or _request_id())
+        return self._call("confirm", note_id=note_id, reason=reason, actor=actor,
+                          request_id=request_id)
 
-    def refute(self, note_id: int, reason: str, *, request_id: str | None = None) -> Note:
+    def refute(self, note_id: int, reason: str, *, actor: str | None = None,
+               request_id: str | None = None) -> Note:
         """Mark a hypothesis as refuted; recall shows it only as "previously believed"."""
-        return self._call("refute", note_id=note_id, reason=reason,
-                          request_id=request_id or _request_id())
+        return self._call("refute", note_id=note_id, reason=reason, actor=actor,
+                          request_id=request_id)
 
-    def reopen(self, note_id: int, *, request_id: str | None = None) -> Note:
+    def reopen(self, note_id: int, *, actor: str | None = None,
+               request_id: str | None = None) -> Note:
         """Undo a confirm or refute."""
-        return self._call("reopen", note_id=note_id, request_id=request_id or _request_id())
+        return self._call("reopen", note_id=note_id, actor=actor, request_id=request_id)
 
     def open_questions(self, *, limit: int = 50) -> list[Note]:
         """Questions that are neither confirmed nor refuted."""
@@ -189,24 +215,24 @@ class Memory:
                  request_id: str | None = None, variables: dict | None = None) -> Snapshot:
         """Seal the current state under ``name`` (cheap: it records a journal position)."""
         return self._call("snapshot", name=name, message=message, author=author,
-                          request_id=request_id or _request_id(), variables=variables)
+                          request_id=request_id, variables=variables)
 
     def reembed(self, progress: Progress | None = None, *,
                 request_id: str | None = None) -> dict[str, Any]:
         """Re-embed every note with the configured model and switch the store to it."""
-        return self._call("reembed", progress=progress, request_id=request_id or _request_id())
+        return self._call("reembed", progress=progress, request_id=request_id)
 
     def export_jsonl(self, path: str | os.PathLike, *, progress: Progress | None = None) -> dict[str, int]:
         """Write the whole store (notes, versions, vectors, journal, snapshots) to ``path``."""
         return self._call("export_jsonl", path=os.path.abspath(path), progress=progress)
 
     def import_jsonl(self, path: str | os.PathLike, *, on_conflict: str = "skip",
-                     progress: Progress | None = None,
+                     actor: str | None = None, progress: Progress | None = None,
                      request_id: str | None = None) -> dict[str, int]:
         """Import an export file. ``on_conflict``: skip, replace or keep-both for notes
         already in this store. Importing the same file again changes nothing."""
         return self._call("import_jsonl", path=os.path.abspath(path), on_conflict=on_conflict,
-                          progress=progress, request_id=request_id or _request_id())
+                          actor=actor, progress=progress, request_id=request_id)
 
     def export_markdown(self, directory: str | os.PathLike, *, by: str = "tag") -> list[str]:
         """Readable Markdown pages, one per tag (or kind), deterministic so they diff well."""
@@ -215,7 +241,7 @@ class Memory:
     def reindex(self, progress: Progress | None = None, *,
                 request_id: str | None = None) -> dict[str, Any]:
         """Rebuild the indexes from the store (re-embedding if the configured model changed)."""
-        return self._call("reindex", progress=progress, request_id=request_id or _request_id())
+        return self._call("reindex", progress=progress, request_id=request_id)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -223,16 +249,17 @@ class Memory:
                kind: str | Sequence[str] | None = None, priority: str | Sequence[str] | None = None,
                since: datetime | None = None, until: datetime | None = None,
                explain: bool = False, min_score: float | None = None,
-               as_of: str | None = None, stale: bool | None = None,
+               as_of: str | None = None, mode: str = "hybrid", stale: bool | None = None,
                variables: dict | None = None) -> Hits:
         """Hybrid (keyword + semantic) recall of the ``k`` best active notes.
 
         ``as_of`` names a snapshot: search the notes as they were when it was sealed.
-        ``stale=True`` recalls only stale notes, ``False`` only fresh ones.
+        ``stale=True`` recalls only stale notes, ``False`` only fresh ones. ``mode``
+        "lexical" or "dense" ranks by one channel alone (to compare them).
         """
         return self._call("recall", query=query, k=k, tags=tags, kind=kind, priority=priority,
                           since=since, until=until, explain=explain, min_score=min_score,
-                          as_of=as_of, stale=stale, variables=variables)
+                          as_of=as_of, mode=mode, stale=stale, variables=variables)
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
                      cwd: str | None = None) -> Hits:
@@ -261,7 +288,7 @@ class Memory:
                request_id: str | None = None) -> Note:
         """Re-take a note's fingerprints once you have checked it still holds."""
         return self._call("verify", note_id=note_id, actor=actor, variables=variables,
-                          request_id=request_id or _request_id())
+                          request_id=request_id)
 
     def variable_anchors(self, scope: str = "") -> list[str]:
         """Names of the variables notes are anchored to in ``scope`` (a notebook path)."""
@@ -285,8 +312,10 @@ class Memory:
         return self._call("notes_about", paths=paths, cwd=cwd, variables=variables,
                           error=error, k=k)
 
-    def similar(self, note_id: int, *, k: int = 3) -> list[Hit]:
-        return self._call("similar", note_id=note_id, k=k)
+    def similar(self, note_id: int, *, k: int = 3, min_similarity: float = 0.5) -> list[Hit]:
+        """Active notes whose meaning is closest to ``note_id``'s (cosine at least
+        ``min_similarity``)."""
+        return self._call("similar", note_id=note_id, k=k, min_similarity=min_similarity)
 
     def history(self, note_id: int) -> list[Event]:
         return self._call("history", note_id=note_id)

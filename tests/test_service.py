@@ -114,7 +114,7 @@ def test_codec_round_trips_every_domain_object():
 
 
 def test_owner_encodes_batches_on_the_thread_count_that_is_faster():
-    from nbmemory.service.owner import ThreadTuner
+    from nbmemory.embed import ThreadTuner
 
     class Fake:
         name, threads, now, calls = "fake", 1, 0.0, []
@@ -295,6 +295,35 @@ def test_an_import_resent_after_the_owner_was_killed_is_applied_once(mem, store,
     status = mem.status()
     assert status["notes"] == 1501 and status["vectors"] == 1501
     assert mem.recall("finding 1234")[0].note.text == "finding 1234 about module m34"
+
+
+def test_remember_many_writes_every_note_once_and_reports_progress(mem, store):
+    notes = [{"text": f"finding {i} about table t{i % 7}", "tags": f"t{i % 7}",
+              "priority": "high" if i % 10 == 0 else "medium"} for i in range(600)]
+    seen = []
+    mem._backend.progress_poll = 0.005
+    written = mem.remember_many(notes, request_id="bulk-1", progress=lambda d, t: seen.append((d, t)))
+    assert [n.text for n in written] == [n["text"] for n in notes]
+    assert [n.id for n in written] == list(range(1, 601))
+    assert written[10].priority == "high" and written[3].tags == ("t3",)
+    assert seen[-1] == (600, 600)
+    assert mem.recall("finding 123 about table t4")[0].note.id == 124
+    # Sent again (as after a crash): the same notes come back, nothing is written twice.
+    again = mem.remember_many(notes, request_id="bulk-1")
+    assert [n.id for n in again] == [n.id for n in written]
+    assert mem.status()["notes"] == 600
+
+
+def test_remember_many_refuses_every_note_when_one_is_bad(mem, store):
+    mem.remember("a note that was there before")
+    with pytest.raises(InvalidInput, match=r"2 of 3 notes cannot be remembered, so none was: "
+                                           r"note 1: The note is empty.*note 2: Unknown kind"):
+        mem.remember_many([{"text": "fine"}, {"text": "  "}, {"text": "x", "kind": "rumour"}])
+    with pytest.raises(InvalidInput, match="note 0: expected a dict of remember's arguments"):
+        mem.remember_many(["just a string"])
+    with pytest.raises(InvalidInput, match="note 0: .*unexpected keyword argument 'colour'"):
+        mem.remember_many([{"text": "x", "colour": "red"}])
+    assert mem.status()["notes"] == 1
 
 
 def test_note_from_process_a_is_recalled_in_process_b_immediately(mem, store):

@@ -29,17 +29,13 @@ from .. import __version__, errors
 from ..errors import NbMemoryError, StoreLocked, StoreUnavailable
 from ..lock import prepare_directory
 from . import codec
-from .protocol import (EXIT_LOCKED, HEADER_MODEL, HEADER_PROTOCOL,
-                       HEADER_VERSION, PROGRESS_OPERATIONS, LOG_NAME, PROTOCOL, READ_OPERATIONS, SOCKET_NAME,
-                       SPAWN_LOCK_NAME, check_private_directory, lock_held, lock_holder,
+from ..operations import operation as lookup
+from .protocol import (EXIT_LOCKED, HEADER_MODEL, HEADER_PROTOCOL, HEADER_VERSION, LOG_NAME,
+                       PROTOCOL, SOCKET_NAME, SPAWN_LOCK_NAME, check_private_directory, lock_held, lock_holder,
                        default_idle_timeout, read_info, read_start_error, socket_address)
 
 STARTUP_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 600.0
-# No request timeout: these take as long as the store is big. All are safe to resend
-# (the writes among them carry a request id; re-exporting rewrites the same file).
-LONG_OPERATIONS = frozenset({"reembed", "reindex", "export_jsonl", "import_jsonl",
-                             "export_markdown"})
 PROGRESS_POLL = 0.25  # seconds between progress questions during long work
 # How often a request that may have reached a dying owner is sent again (only requests
 # that carry a request id, which every write from Memory does, or only read; others are
@@ -191,7 +187,7 @@ class ServiceBackend:
             arguments["min_score"] = self.min_score
         request = {"operation": operation, "arguments": codec.encode_arguments(arguments)}
         progress = arguments.get("progress")
-        if callable(progress) and operation in PROGRESS_OPERATIONS:
+        if callable(progress) and lookup(operation).progress:
             request["progress_token"] = uuid.uuid4().hex
             with self._progress_reporter(request["progress_token"], progress):
                 return self._call(operation, arguments, json.dumps(request).encode())
@@ -230,9 +226,9 @@ class ServiceBackend:
             progress(last[1], last[1])  # finished between two polls
 
     def _call(self, operation: str, arguments: dict[str, Any], body: bytes) -> Any:
-        resend_safe = bool(arguments.get("request_id")) or operation in READ_OPERATIONS \
-            or operation in LONG_OPERATIONS
-        timeout = None if operation in LONG_OPERATIONS else self.request_timeout
+        op = lookup(operation)
+        resend_safe = op.read or bool(arguments.get("request_id"))
+        timeout = None if op.long else self.request_timeout
         lost, replaced = 0, False
         for _ in range(6):
             try:

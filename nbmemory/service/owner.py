@@ -30,14 +30,13 @@ from .. import __version__
 from ..config import Settings
 from ..errors import NbMemoryError, StoreLocked
 from ..lock import OwnerLock, prepare_directory, read_owner_pid
+from ..operations import operation as lookup
 from . import codec
 from .protocol import (DEFAULT_IDLE_TIMEOUT, ERROR_NAME, HEADER_MODEL, HEADER_PROTOCOL,
-                       HEADER_VERSION, INFO_NAME, LOG_NAME, PROGRESS_OPERATIONS, PROTOCOL,
+                       HEADER_VERSION, INFO_NAME, LOG_NAME, PROTOCOL,
                        SOCKET_NAME, STATUS_BY_ERROR, check_private_directory, read_info,
                        same_model, socket_address, write_info)
 
-# Engine methods a client may not call.
-PRIVATE_OPERATIONS = frozenset({"close", "warm_up", "remember_many"})
 MAX_BATCH = 64
 # A batch waits up to LINGER seconds for clients that sent remembers lately (each has at
 # most one in flight) and are probably about to send the next: 4 writers then share one
@@ -98,7 +97,7 @@ def serve(store: str | os.PathLike, *, model: str | None = None,
 
 def _open_engine(directory: Path, lock: OwnerLock, model: str | None,
                  settings: Settings | None):
-    from ..embed import SentenceTransformerEmbedder, make_embedder, model_name
+    from ..embed import make_embedder, model_name
     from ..engine import Engine
     from ..store import Store
 
@@ -113,76 +112,20 @@ def _open_engine(directory: Path, lock: OwnerLock, model: str | None,
         if stored:
             model = stored if stored.startswith("hash:") else model_name(stored)
     embedder = make_embedder(model)
-    if isinstance(embedder, SentenceTransformerEmbedder):
-        embedder = ThreadTuner(embedder)
     engine = Engine(directory, settings=replace(settings, model=model), embedder=embedder,
                     owner_lock=lock)
     return engine, model
 
 
-class ThreadTuner:
-    """Encodes batches on 1 or 2 torch threads, whichever has been faster per text lately.
-
-    Measured here: a batch of 4 notes took 36 ms on one thread and 22 ms on two on a quiet
-    machine, but two threads were several times slower than one when other processes kept
-    both cores busy. So the owner measures: each batch runs on the thread count with the
-    lower recent time per text, and every ``explore``-th batch tries the other. Single
-    texts (queries) always run on one thread, as interactive work should.
-    """
-
-    def __init__(self, embedder, *, set_threads=None, explore: int = 16, clock=time.perf_counter):
-        self.embedder = embedder
-        self._set_threads = set_threads
-        self.explore = explore
-        self.clock = clock
-        self.per_text: dict[int, float | None] = {1: None, 2: None}
-        self.batches = 0
-
-    def __getattr__(self, name: str):  # name, dims, identity, loaded...
-        if name == "embedder":
-            raise AttributeError(name)
-        return getattr(self.embedder, name)
-
-    def threads_for(self, count: int) -> int:
-        if count < 2:
-            return 1
-        one, two = self.per_text[1], self.per_text[2]
-        if one is None or two is None:
-            return 1 if one is None else 2
-        best = 1 if one <= two else 2
-        return 3 - best if self.batches % self.explore == 0 else best
-
-    def encode(self, texts):
-        if self._set_threads is None:
-            getattr(self.embedder, "dims")  # loads the model, and so torch, if needed
-            import torch
-
-            self._set_threads = torch.set_num_threads
-        threads = self.threads_for(len(texts))
-        self._set_threads(threads)
-        try:
-            started = self.clock()
-            vectors = self.embedder.encode(texts)
-            elapsed = (self.clock() - started) / len(texts)
-        finally:
-            if threads != 1:
-                self._set_threads(1)
-        if len(texts) >= 2:
-            self.batches += 1
-            last = self.per_text[threads]
-            self.per_text[threads] = elapsed if last is None else 0.7 * last + 0.3 * elapsed
-        return vectors
-
-
 class RememberBatcher:
-    """Collects concurrent remembers and writes them with :meth:`Engine.remember_many`."""
+    """Collects concurrent remembers and writes them with :meth:`Engine.remember_batch`."""
 
     def __init__(self, engine):
         self.engine = engine
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self.batches = 0
         self.remembered = 0
-        self.busy = 0.0  # seconds spent in remember_many
+        self.busy = 0.0  # seconds spent in remember_batch
         self._thread = threading.Thread(target=self._run, name="nbmemory-remember", daemon=True)
         self._thread.start()
 
@@ -222,7 +165,7 @@ class RememberBatcher:
             self.remembered += len(batch)
             began = time.perf_counter()
             try:
-                results = self.engine.remember_many([arguments for arguments, _, _ in batch])
+                results = self.engine.remember_batch([arguments for arguments, _, _ in batch])
             except BaseException as exc:  # noqa: BLE001 - handed to every waiting request
                 results = [exc] * len(batch)
             self.busy += time.perf_counter() - began
@@ -409,15 +352,10 @@ class Owner:
 
     def call(self, operation: str, arguments: dict[str, Any], client: Any = None,
              progress_token: str | None = None) -> Any:
-        if (not isinstance(operation, str) or operation.startswith("_")
-                or operation in PRIVATE_OPERATIONS
-                or not callable(getattr(type(self.engine), operation, None))):
-            from ..errors import InvalidInput
-
-            raise InvalidInput(f"Unknown operation {operation!r}; see docs/service-protocol.md")
-        if operation == "remember":
+        op = lookup(operation)
+        if op.name == "remember":
             return self.batcher.submit(arguments, client)
-        if progress_token and operation in PROGRESS_OPERATIONS:
+        if progress_token and op.progress:
             def report(done: int, total: int) -> None:
                 self.progress[progress_token] = (done, total)
 

@@ -43,18 +43,6 @@ STATUS_BY_ERROR = {
     "ModelUnavailable": 503,
 }
 
-# Long operations that take a ``progress`` callback: a client that passes one sends a
-# ``progress_token`` and polls GET /v1/progress/<token> while it waits.
-PROGRESS_OPERATIONS = frozenset({"reembed", "reindex", "export_jsonl", "import_jsonl"})
-
-# Operations that only read (recall also logs itself) or write the same file again: safe to
-# send again after the owner died while handling them.
-READ_OPERATIONS = frozenset({
-    "recall", "recall_terms", "get", "notes", "similar", "history", "chain", "snapshots",
-    "snapshot_diff", "stale", "open_questions", "variable_anchors", "anchor_targets",
-    "notes_about", "status", "export_jsonl", "export_markdown"})
-
-
 def default_idle_timeout(environ=None) -> float:
     """Seconds a started owner waits for requests before exiting: ``NBMEMORY_IDLE_TIMEOUT``
     (0: never) or 1800. Read by every client that spawns owners and by the owner's command."""

@@ -1,0 +1,81 @@
+"""What each store operation is, declared once: read by ``Memory``, the service client and
+the owner.
+
+An operation is a method of the same name and signature on ``Memory`` (the facade) and on
+the engine (``tests/test_operations.py`` checks both against this table). Standard library
+only: kernels import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InvalidInput
+
+
+@dataclass(frozen=True)
+class Operation:
+    """``read``: changes nothing in the store, so it is safe to send again after the owner
+    died while handling it (exports rewrite the same file). Every other operation writes
+    and carries a request id, so that a resent one is applied once. ``long``: takes as long
+    as the store is big (no request timeout). ``progress``: accepts a ``progress(done,
+    total)`` callback."""
+
+    name: str
+    read: bool = False
+    long: bool = False
+    progress: bool = False
+
+    @property
+    def writes(self) -> bool:
+        return not self.read
+
+
+def _table(*operations: Operation) -> dict[str, Operation]:
+    return {op.name: op for op in operations}
+
+
+OPERATIONS: dict[str, Operation] = _table(
+    # writes
+    Operation("remember"),
+    Operation("remember_many", long=True, progress=True),
+    Operation("supersede"),
+    Operation("edit"),
+    Operation("forget"),
+    Operation("reinstate"),
+    Operation("purge"),
+    Operation("confirm"),
+    Operation("refute"),
+    Operation("reopen"),
+    Operation("snapshot"),
+    Operation("verify"),
+    Operation("reembed", long=True, progress=True),
+    Operation("reindex", long=True, progress=True),
+    Operation("import_jsonl", long=True, progress=True),
+    # reads
+    Operation("recall", read=True),
+    Operation("recall_terms", read=True),
+    Operation("get", read=True),
+    Operation("notes", read=True),
+    Operation("stale", read=True),
+    Operation("similar", read=True),
+    Operation("history", read=True),
+    Operation("chain", read=True),
+    Operation("open_questions", read=True),
+    Operation("snapshots", read=True),
+    Operation("snapshot_diff", read=True),
+    Operation("variable_anchors", read=True),
+    Operation("anchor_targets", read=True),
+    Operation("notes_about", read=True),
+    Operation("status", read=True),
+    Operation("export_jsonl", read=True, long=True, progress=True),
+    Operation("export_markdown", read=True, long=True),
+)
+
+
+def operation(name: object) -> Operation:
+    """The operation called ``name``; a clear error for anything else."""
+    op = OPERATIONS.get(name) if isinstance(name, str) else None
+    if op is None:
+        raise InvalidInput(f"Unknown operation {name!r}; see docs/service-protocol.md")
+    return op
