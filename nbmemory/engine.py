@@ -1325,14 +1325,14 @@ class Engine:
     def _embed_missing(self, progress: Progress | None = None) -> int:
         """Embed every kept text that has no vector for the configured model."""
         todo = self.store.texts_missing_embedding(self.embedder.name)
-        for start in range(0, len(todo), 64):
-            chunk = todo[start:start + 64]
+        for start in range(0, len(todo), BULK_CHUNK):
+            chunk = todo[start:start + BULK_CHUNK]
             vectors = self.embedder.encode([t for _, t in chunk])
             with self.store.transaction():
                 self.store.put_embeddings(self.embedder.name,
                                           [(h, v) for (h, _), v in zip(chunk, vectors)])
             if progress:
-                progress(min(start + 64, len(todo)), len(todo))
+                progress(min(start + BULK_CHUNK, len(todo)), len(todo))
         if todo and not self.stored_identity:
             self._set_identity(f"{self.embedder.name}:{len(vectors[0])}")
         return len(todo)

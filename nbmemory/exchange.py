@@ -152,11 +152,37 @@ def read_export(path: str | Path) -> Export:
     return export
 
 
-def _insert(store: Store, table: str, row: dict[str, Any], columns: dict[str, str]) -> None:
-    names = [n for n in columns if n in row]
-    marks = ", ".join("?" for _ in names)
-    store.con.execute(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})",
-                      [_decode(row[n], columns[n]) for n in names])
+class _Rows:
+    """Rows to insert, grouped by table and columns, written with a few statements; and
+    the next free note id and journal position while they wait (one ``INSERT`` and two
+    ``max()`` queries per imported note cost milliseconds each)."""
+
+    def __init__(self, store: Store, tables: dict[str, dict[str, str]]):
+        self.store, self.tables = store, tables
+        self.groups: dict[tuple[str, tuple[str, ...]], list[list[Any]]] = {}
+        self.next_id = store.next_note_id()
+        self.last_seq = store.position()
+
+    def add(self, table: str, row: dict[str, Any]) -> None:
+        columns = self.tables[table]
+        names = tuple(n for n in columns if n in row)
+        self.groups.setdefault((table, names), []).append([_decode(row[n], columns[n])
+                                                           for n in names])
+
+    def note_id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def seq(self) -> int:
+        self.last_seq += 1
+        return self.last_seq
+
+    def flush(self) -> None:
+        """Write what waits; then the store may be written directly (and counts again)."""
+        for (table, names), rows in self.groups.items():
+            self.store.insert_rows(table, names, rows)
+        self.groups.clear()
+        self.next_id, self.last_seq = self.store.next_note_id(), self.store.position()
 
 
 def restore(store: Store, export: Export, progress: Progress | None = None) -> dict[str, int]:
@@ -168,14 +194,14 @@ def restore(store: Store, export: Export, progress: Progress | None = None) -> d
                            "upgrade nbmemory to import it.")
     total = sum(len(r) for r in export.rows.values())
     done = 0
-    for table, columns in tables.items():
+    rows = _Rows(store, tables)
+    for table in tables:
         for row in export.table(table):
-            _insert(store, table, row, columns)
-            done += 1
-            if progress and done % 500 == 0:
-                progress(done, total)
-    if progress:
-        progress(total, total)
+            rows.add(table, row)
+        rows.flush()
+        done += len(export.rows.get(table, ()))
+        if progress:
+            progress(done, total)
     return {t: len(r) for t, r in export.rows.items()}
 
 
@@ -212,19 +238,20 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
             return id_map[source_id]
         return known.get(source_uid.get(source_id))
 
+    pending = _Rows(store, tables)
+
     def remap(seq: int) -> int:
         """The new position of an imported journal position (or of the last one before it)."""
         if seq in seq_map:
             return seq_map[seq]
-        return max([v for k, v in seq_map.items() if k <= seq] or [store.position()])
+        return max([v for k, v in seq_map.items() if k <= seq] or [pending.last_seq])
 
     def add_note(row: dict, uid: str, origin: str | None) -> None:
-        new_id = store.next_note_id()
+        new_id = pending.note_id()
         id_map[row["id"]] = new_id
-        _insert(store, "notes", {**row, "id": new_id, "uid": uid, "supersedes": None},
-                tables["notes"])
+        pending.add("notes", {**row, "id": new_id, "uid": uid, "supersedes": None})
         for event in events.get(row["id"], []):
-            seq = store.position() + 1
+            seq = pending.seq()
             seq_map[event["seq"]] = seq
             data = json.loads(event["data"]) if event.get("data") else {}
             if origin and event["type"] == "created":
@@ -232,20 +259,17 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
             key = {"created": "supersedes", "superseded_by": "by"}.get(event["type"])
             if key and data.get(key) is not None:
                 links.append((seq, data, key))
-            _insert(store, "events", {**event, "seq": seq, "note_id": new_id,
-                                      "data": json.dumps(data) if data else None},
-                    tables["events"])
+            pending.add("events", {**event, "seq": seq, "note_id": new_id,
+                                   "data": json.dumps(data) if data else None})
         for version in versions.get(row["id"], []):
-            _insert(store, "note_versions", {**version, "note_id": new_id,
-                                             "seq": seq_map.get(version["seq"], store.position())},
-                    tables["note_versions"])
+            pending.add("note_versions", {**version, "note_id": new_id,
+                                          "seq": seq_map.get(version["seq"], pending.last_seq)})
         for table, extra in extras.get(row["id"], []):
             # Rows tied to a journal position move with the note's events: an anchor's
             # current fingerprint is its row with the highest seq, so a stale position
             # would outrank (or collide with) a later verify in this store.
-            columns = tables[table]
-            moved = {"seq": remap(extra["seq"])} if "seq" in columns else {}
-            _insert(store, table, {**extra, "note_id": new_id, **moved}, columns)
+            moved = {"seq": remap(extra["seq"])} if "seq" in tables[table] else {}
+            pending.add(table, {**extra, "note_id": new_id, **moved})
         summary["added"] += 1
 
     for row in sorted(export.table("notes"), key=lambda r: r["id"]):
@@ -262,11 +286,16 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
                 add_note(row, copy_uid, uid)
         else:
             anchors = [extra for table, extra in extras.get(row["id"], []) if table == "anchors"]
+            pending.flush()  # _replace writes through the store
             replaced[row["id"]] = _replace(store, known[uid], row, versions.get(row["id"], []),
                                            anchors, actor, now)
+    pending.flush()
+    have = set(store.con.execute("SELECT content_hash, model FROM embeddings").fetchall())
     for row in export.table("embeddings"):
-        store.con.execute("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)",
-                          [row["content_hash"], row["model"], _decode(row["vector"], "BLOB")])
+        if (row["content_hash"], row["model"]) not in have:
+            have.add((row["content_hash"], row["model"]))
+            pending.add("embeddings", row)
+    pending.flush()
     # Supersede links name the file's ids: point them at this store's notes, whether
     # imported now or already here.
     for seq, data, key in links:
@@ -296,9 +325,9 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
         seq = remap(snap["seq"])
         stale = {str(id_map[int(i)]): r for i, r in json.loads(snap.get("stale") or "{}").items()
                  if int(i) in id_map}
-        _insert(store, "snapshots", {**snap, "seq": seq, "stale": json.dumps(stale)},
-                tables["snapshots"])
+        pending.add("snapshots", {**snap, "seq": seq, "stale": json.dumps(stale)})
         summary["snapshots"] += 1
+    pending.flush()
     return summary
 
 

@@ -435,6 +435,17 @@ class Store:
                                       r["priority"], list(r["tags"]), r["author"],
                                       _naive(r["at"]), prov(r), r["seq"]] for r in rows])
 
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                    chunk: int = 500) -> None:
+        """Insert ``rows`` (values in ``columns`` order) with a few multi-row statements:
+        one ``INSERT`` per row cost about a millisecond each. Call inside a transaction."""
+        names = ", ".join(columns)
+        marks = "(" + ", ".join("?" * len(columns)) + ")"
+        for start in range(0, len(rows), chunk):
+            part = rows[start:start + chunk]
+            self.con.execute(f"INSERT INTO {table} ({names}) VALUES " + ", ".join([marks] * len(part)),
+                             [value for row in part for value in row])
+
     def insert_note(self, note_id: int, *, uid: str, at: datetime, status: str = "active",
                     supersedes: int | None = None) -> None:
         """A new note row; its content arrives with :meth:`insert_version`."""
