@@ -1,18 +1,20 @@
 """Retrieval evaluation: lexical, dense and hybrid recall on the eval set, with the real model.
 
-    python eval/run.py            # a table of recall@1/5/10 and MRR per mode and query type
+    python eval/run.py            # recall@1/5/10 and MRR per mode and slice, with 95% intervals
     python eval/run.py --json     # the same numbers as JSON
     python eval/run.py --misses   # also list the queries hybrid gets wrong at rank 1
 
-The notes in eval/notes.jsonl are remembered one by one into a temporary store through
-``Memory.open`` with the default sentence-transformers model (their embeddings are computed
-in one batch first, which is what makes loading take seconds rather than a minute), then
-every query in eval/queries.jsonl is recalled with ``k=10`` and ``min_score=-1`` (nothing is
-hidden) in each of the three modes.
+The notes in eval/notes.jsonl are remembered into a temporary store through ``Memory.open``
+with the default sentence-transformers model (``Memory.remember_many``, after their
+embeddings are computed in one batch), then every query in eval/queries.jsonl is recalled
+with ``k=10`` and ``min_score=-1`` (nothing is hidden) in each of the three modes.
 
 recall@k is the share of a query's relevant notes found in its top k, divided by
 min(k, number of relevant notes) so that a perfect ranking scores 1; MRR is the mean of
-1 / rank of the first relevant note (0 when none is in the top 10).
+1 / rank of the first relevant note (0 when none is in the top 10). Intervals are 95%
+percentile bootstrap intervals over queries (2,000 resamples, fixed seed); the
+``hybrid - best`` line is a paired bootstrap of hybrid minus the better single channel on
+the same resampled queries, so it tells a real difference from noise.
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ from nbmemory.ranking import MODES  # noqa: E402
 
 K = 10
 CUTOFFS = (1, 5, 10)
-GROUPS = ("paraphrase", "identifier", "all")
+SLICES = ("paraphrase", "identifier", "natural")
+GROUPS = (*SLICES, "all")
+METRICS = ("recall@1", "recall@5", "recall@10", "mrr")
+RESAMPLES = 2000
 
 
 def load_jsonl(path: Path) -> list[dict]:
@@ -115,12 +120,10 @@ def load_store(notes: list[dict], queries: list[dict], directory: Path, embedder
     timings["batch_embed_s"] = time.perf_counter() - start
     timings["batch_embed_texts"] = len(notes) + len(queries)
     memory = Memory.open(directory, embedder=cached, settings=settings)
-    ids = {}
     start = time.perf_counter()
-    for note in notes:
-        stored = memory.remember(note["text"], kind=note["kind"], priority=note["priority"],
-                                 tags=note["tags"])
-        ids[stored.id] = note["id"]
+    stored = memory.remember_many([{"text": n["text"], "kind": n["kind"],
+                                    "priority": n["priority"], "tags": n["tags"]} for n in notes])
+    ids = {note.id: source["id"] for note, source in zip(stored, notes)}
     timings["remember_s"] = time.perf_counter() - start
     timings["remember_ms_per_note"] = 1000 * timings["remember_s"] / max(len(notes), 1)
     return Loaded(memory, ids, timings)
@@ -151,18 +154,49 @@ def query_metrics(ranked: Sequence[str], relevant: Sequence[str]) -> dict[str, f
     return out
 
 
+def per_query(queries: list[dict], runs: dict) -> dict[str, np.ndarray]:
+    """{mode: array of shape (queries, metrics)} in METRICS order."""
+    return {mode: np.array([[query_metrics([i for i, _ in row], q["relevant"])[m] for m in METRICS]
+                            for q, row in zip(queries, rows)])
+            for mode, rows in runs.items()}
+
+
+def bootstrap(values: np.ndarray, seed: int = 13) -> tuple[np.ndarray, np.ndarray]:
+    """95% percentile intervals of the column means of ``values`` (queries x metrics)."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(values), size=(RESAMPLES, len(values)))
+    means = values[picks].mean(axis=1)
+    return np.percentile(means, 2.5, axis=0), np.percentile(means, 97.5, axis=0)
+
+
 def summarise(queries: list[dict], runs: dict) -> dict:
-    """{mode: {group: {metric: mean}}} for the paraphrase half, the identifier half and all."""
-    table = {}
-    for mode, rows in runs.items():
-        per_query = [query_metrics([i for i, _ in row], q["relevant"])
-                     for q, row in zip(queries, rows)]
-        table[mode] = {}
-        for group in GROUPS:
-            chosen = [m for m, q in zip(per_query, queries) if group in ("all", q["type"])]
-            table[mode][group] = {name: float(np.mean([m[name] for m in chosen]))
-                                  for name in chosen[0]}
-            table[mode][group]["queries"] = len(chosen)
+    """{mode: {group: {metric: mean, metric_ci: [lo, hi], queries: n}}} per slice and all,
+    plus {"hybrid_minus_best": {group: {metric: {mean, ci, best}}}} where "best" names the
+    better single channel on that metric."""
+    values = per_query(queries, runs)
+    table: dict = {}
+    for group in GROUPS:
+        chosen = np.array([group in ("all", q["type"]) for q in queries])
+        if not chosen.any():
+            continue
+        for mode, matrix in values.items():
+            sub = matrix[chosen]
+            lo, hi = bootstrap(sub)
+            entry = {"queries": int(chosen.sum())}
+            for j, name in enumerate(METRICS):
+                entry[name] = float(sub[:, j].mean())
+                entry[f"{name}_ci"] = [float(lo[j]), float(hi[j])]
+            table.setdefault(mode, {})[group] = entry
+        if {"hybrid", "lexical", "dense"} <= set(values):
+            gaps = {}
+            for j, name in enumerate(METRICS):
+                lexical, dense = values["lexical"][chosen, j], values["dense"][chosen, j]
+                best = "lexical" if lexical.mean() >= dense.mean() else "dense"
+                diff = values["hybrid"][chosen, j] - values[best][chosen, j]
+                lo, hi = bootstrap(diff[:, None])
+                gaps[name] = {"best": best, "mean": float(diff.mean()),
+                              "ci": [float(lo[0]), float(hi[0])]}
+            table.setdefault("hybrid_minus_best", {})[group] = gaps
     return table
 
 
@@ -205,17 +239,27 @@ def misses(queries: list[dict], runs: dict, mode: str = "hybrid") -> list[str]:
 
 
 def format_table(table: dict) -> str:
-    header = f"{'half':<11} {'mode':<8} {'n':>4} " + " ".join(
-        f"{name:>9}" for name in ("recall@1", "recall@5", "recall@10", "MRR"))
+    header = f"{'slice':<11} {'mode':<8} {'n':>4} " + " ".join(
+        f"{name:>17}" for name in ("recall@1", "recall@5", "recall@10", "MRR"))
     lines = [header, "-" * len(header)]
     for group in GROUPS:
+        if group not in table.get("hybrid", table.get(next(iter(table)), {})):
+            continue
         for mode in MODES:
             if mode not in table:
                 continue
             m = table[mode][group]
             lines.append(f"{group:<11} {mode:<8} {m['queries']:>4} " + " ".join(
-                f"{m[name]:>9.3f}" for name in ("recall@1", "recall@5", "recall@10", "mrr")))
+                f"{m[name]:>6.3f} [{m[name + '_ci'][0]:.2f},{m[name + '_ci'][1]:.2f}]"
+                for name in METRICS))
+        gaps = table.get("hybrid_minus_best", {}).get(group)
+        if gaps:
+            lines.append(f"{group:<11} {'h-best':<8} {'':>4} " + " ".join(
+                f"{g['mean']:>+6.3f} [{g['ci'][0]:+.2f},{g['ci'][1]:+.2f}]"
+                for g in (gaps[name] for name in METRICS)))
         lines.append("")
+    lines.append("h-best: hybrid minus the better single channel on that metric, paired "
+                 "bootstrap 95% interval")
     return "\n".join(lines).rstrip()
 
 

@@ -127,7 +127,10 @@ class NbMemory(Magics):
     k = Int(5, help="How many notes %recall shows by default.").tag(config=True)
     similar = Int(3, help="How many similar notes to show after %remember (0 hides them).").tag(config=True)
     min_score = Float(Settings.min_score, help="Recall hides notes scoring below this "
-                                               "(and says how many).").tag(config=True)
+                                               "(and says how many). Scores are 0..1: "
+                                               "the cosine, mixed with the keyword share "
+                                               "when the query's words match a note "
+                                               "well.").tag(config=True)
     ambient = Bool(True, help="After each cell, one line names the notes about the files it "
                               "read, the anchored variables it used or the error it "
                               "raised (%memory ambient on|off|status).").tag(config=True)

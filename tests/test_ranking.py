@@ -3,32 +3,41 @@
 import numpy as np
 import pytest
 
-from nbmemory.ranking import LEXICAL_FLOOR, fuse, keyword_evidence
+from nbmemory.ranking import KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL, fuse, keyword_weight
 
 
-def test_a_note_found_by_meaning_alone_keeps_its_cosine():
+def test_a_query_whose_keywords_match_little_is_ranked_by_meaning_alone():
     dense = np.array([0.0, 0.31, 0.8])
     assert np.allclose(fuse(np.zeros(3), dense), dense)
+    weak = np.array([0.0, TRUST_FROM - 0.01, 0.1])  # one or two everyday words
+    assert np.allclose(fuse(weak, dense), dense)
 
 
-def test_partial_keyword_overlap_below_the_floor_changes_nothing():
+def test_a_partial_keyword_match_counts_once_the_query_is_covered_enough():
     dense = np.array([0.4, 0.4])
-    lexical = np.array([0.0, LEXICAL_FLOOR - 0.01])
+    lexical = np.array([0.0, (TRUST_FROM + TRUST_FULL) / 2])
     fused = fuse(lexical, dense)
-    assert fused[0] == pytest.approx(fused[1])
+    assert fused[1] > fused[0]
+    w = keyword_weight(lexical)
+    assert 0 < w < KEYWORD_WEIGHT
+    assert fused == pytest.approx((1 - w) * dense + w * lexical)
 
 
-def test_a_full_keyword_match_lifts_a_note_toward_one_but_cosine_still_orders_ties():
+def test_a_full_keyword_match_lifts_a_note_but_cosine_still_orders_ties():
     fused = fuse(np.array([1.0, 1.0, 0.0]), np.array([0.1, 0.5, 0.9]))
-    assert fused[0] > 0.85 and fused[1] > fused[0]
-    assert fused[0] <= 1.0 and fused[1] <= 1.0
+    assert fused[0] > fused[2] and fused[1] > fused[0]
+    assert fused[1] == pytest.approx((1 - KEYWORD_WEIGHT) * 0.5 + KEYWORD_WEIGHT)
 
 
-def test_keyword_evidence_grows_with_the_matched_share_above_the_floor():
-    evidence = keyword_evidence(np.array([0.0, LEXICAL_FLOOR, 0.75, 1.0, 1.2]))
-    assert list(evidence[:2]) == [0.0, 0.0]
-    assert 0.0 < evidence[2] < evidence[3] == 1.0 == evidence[4]
+def test_the_keyword_weight_rises_with_the_best_match_and_stops_at_its_maximum():
+    weights = [keyword_weight(np.array([best]))
+               for best in (0.0, TRUST_FROM, (TRUST_FROM + TRUST_FULL) / 2, TRUST_FULL, 1.0)]
+    assert weights[:2] == [0.0, 0.0]
+    assert 0.0 < weights[2] < weights[3] == weights[4] == KEYWORD_WEIGHT
+    assert keyword_weight(np.array([])) == 0.0
 
 
-def test_negative_cosines_do_not_go_below_zero():
-    assert fuse(np.array([0.0]), np.array([-0.3]))[0] == 0.0
+def test_scores_stay_between_zero_and_one():
+    fused = fuse(np.array([0.0, 1.0, 1.0]), np.array([-0.3, 1.0, 0.0]))
+    assert fused[0] == 0.0 and fused[1] == pytest.approx(1.0)
+    assert ((fused >= 0) & (fused <= 1)).all()
