@@ -2,9 +2,10 @@
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_bulk.py [--notes N]
 
-The notes are the analyst notes of eval/notes.jsonl (real lengths: about 20 words each),
-repeated with a counter when N is larger. Each row writes all N into a fresh store with the
-real model and prints notes per second:
+The notes are the analyst notes of eval/notes.jsonl, repeated with a counter when N is
+larger, in two lengths: as written (about 21 words) and cut to their first 12 words (short
+notes). For each, every row writes all N into a fresh store with the real model and prints
+notes per second:
 
 - the model alone, as the bulk path calls it (chunks of the engine's BULK_CHUNK through the
   thread tuner) and as one call on one thread (the embedder's interactive setting);
@@ -36,13 +37,14 @@ from nbmemory.engine import BULK_CHUNK  # noqa: E402
 from nbmemory.service import stop  # noqa: E402
 
 
-def load_notes(n: int) -> list[dict]:
+def load_notes(n: int, words: int | None = None) -> list[dict]:
     with open(ROOT / "eval" / "notes.jsonl") as lines:
         base = [json.loads(line) for line in lines if line.strip()]
     out = []
     for i in range(n):
         note = base[i % len(base)]
-        text = note["text"] if i < len(base) else f"{note['text']} (copy {i // len(base)})"
+        text = " ".join(note["text"].split()[:words]) if words else note["text"]
+        text = text if i < len(base) else f"{text} (copy {i // len(base)})"
         out.append({"text": text, "kind": note["kind"], "priority": note["priority"],
                     "tags": note["tags"]})
     return out
@@ -60,13 +62,19 @@ def timed(function) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--notes", type=int, default=2000)
+    parser.add_argument("--notes", type=int, default=1000)
     args = parser.parse_args()
-    notes = load_notes(args.notes)
+    print(f"all-MiniLM-L6-v2 on {os.cpu_count()} cores; load average "
+          f"{os.getloadavg()[0]:.2f} at start")
+    for words in (None, 12):
+        measure(load_notes(args.notes, words))
+    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+
+
+def measure(notes: list[dict]) -> None:
     texts = [n["text"] for n in notes]
     words = sum(len(t.split()) for t in texts) / len(texts)
-    print(f"{len(notes)} notes of {words:.1f} words on average; all-MiniLM-L6-v2 on "
-          f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at start")
+    print(f"\n{len(notes)} notes of {words:.1f} words on average")
     rows = []
     inner = SentenceTransformerEmbedder()
     inner.encode(["warm up"])  # loads torch and the model outside the timings
@@ -91,7 +99,8 @@ def main() -> None:
         try:
             with Memory.open(service, mode="service") as mem:
                 mem.remember("warm up the owner's model")
-                mem.remember_many(notes[:BULK_CHUNK])  # and its thread record for bulk chunks
+                # ... and its thread record for bulk chunks (one chunk on each thread count)
+                mem.remember_many([dict(n, text=f"warm-up: {n['text']}") for n in notes[:2 * BULK_CHUNK]])
                 seconds = timed(lambda: mem.remember_many(notes))
                 rows.append(("Memory.remember_many, through the owner", len(notes), seconds))
                 few = notes[:300]
@@ -126,10 +135,9 @@ def main() -> None:
             stop(other)
 
     width = max(len(name) for name, _, _ in rows)
-    print(f"\n{'':<{width}}  notes   seconds  notes/s")
+    print(f"{'':<{width}}  notes   seconds  notes/s")
     for name, count, seconds in rows:
         print(f"{name:<{width}}  {count:5d}  {seconds:8.2f}  {rate(count, seconds)}")
-    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

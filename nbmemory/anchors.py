@@ -92,7 +92,7 @@ def path_candidates(text: str) -> list[str]:
 def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] = ()) -> list[Path]:
     """Existing files and directories ``text`` mentions, resolved against ``roots`` in order."""
     roots = [Path(r) for r in roots if r]
-    excluded = {Path(p).resolve() for p in exclude}
+    excluded: set[Path] | None = None  # resolved only once something exists (most texts: never)
     found: list[Path] = []
     for token in path_candidates(text):
         # os.path.expanduser leaves ~nosuchuser alone; Path.expanduser raises on it.
@@ -101,6 +101,8 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
         for option in options:
             try:
                 if option.exists():
+                    if excluded is None:
+                        excluded = {Path(p).resolve() for p in exclude}
                     resolved = option.resolve()
                     if resolved not in excluded and resolved not in found:
                         found.append(resolved)

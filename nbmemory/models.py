@@ -63,7 +63,10 @@ class Provenance:
     captured_at: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        # Every field is a plain value: no need for asdict's deep copy (a bulk remember
+        # spent a fifth of its time there).
+        return {f.name: v for f in dataclasses.fields(self)
+                if (v := getattr(self, f.name)) is not None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Provenance:

@@ -225,6 +225,7 @@ class Store:
         self._anchor_cache: dict[int, list[tuple[int, Anchor]] | None] = {}
         self._anchors_upto: int | None = None
         self.commits = 0
+        self._types: dict[str, dict[str, str]] = {}  # column types by table, for insert_rows
         self.path = self.directory / DB_FILENAME
         (self.directory / COMPACT_FILENAME).unlink(missing_ok=True)  # an interrupted compact
         try:
@@ -405,6 +406,28 @@ class Store:
             "(SELECT coalesce(max(seq), 0) FROM events)").fetchone()
         return list(range(note + 1, note + 1 + count)), list(range(seq + 1, seq + 1 + count))
 
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                    chunk: int = 2048) -> None:
+        """Insert ``rows`` (values in ``columns`` order), one column list per parameter:
+        ``INSERT ... SELECT unnest(?), ...``. One statement per row cost about a
+        millisecond a row, a multi-row ``VALUES`` 0.06 ms; this 0.013 ms (256 rows of
+        notes). Call inside a transaction."""
+        if not rows:
+            return
+        types = self._column_types(table)
+        select = ", ".join(f"unnest(?::{types[c]}[])" for c in columns)
+        for start in range(0, len(rows), chunk):
+            part = rows[start:start + chunk]
+            self.con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select}",
+                             [list(values) for values in zip(*part)])
+
+    def _column_types(self, table: str) -> dict[str, str]:
+        if table not in self._types:
+            self._types[table] = dict(self.con.execute(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_schema = 'main' AND table_name = ?", [table]).fetchall())
+        return self._types[table]
+
     def create_notes(self, rows: Sequence[dict[str, Any]]) -> None:
         """Insert new notes (version 1) with their ``created`` events: three statements.
 
@@ -413,38 +436,25 @@ class Store:
         """
         if not rows:
             return
-
-        def insert(table: str, columns: str, values: list[list[Any]]) -> None:
-            marks = "(" + ", ".join("?" * len(values[0])) + ")"
-            self.con.execute(f"INSERT INTO {table} {columns} VALUES "
-                             + ", ".join([marks] * len(values)), [v for row in values for v in row])
-
-        def prov(row):
-            return json.dumps(row["provenance"].to_dict())
-
-        insert("notes", "(id, uid, status, version, supersedes, created_at, updated_at, text, "
-                        "content_hash, kind, priority, tags, author, provenance)",
-               [[r["note_id"], r["uid"], "active", 1, r["supersedes"], _naive(r["at"]),
-                 _naive(r["at"]), r["text"], r["content_hash"], r["kind"], r["priority"],
-                 list(r["tags"]), r["author"], prov(r)] for r in rows])
-        insert("events", "", [[r["seq"], _naive(r["at"]), r["note_id"], "created", r["author"],
-                               r["request_id"],
-                               json.dumps({"supersedes": r["supersedes"]})
-                               if r["supersedes"] is not None else None] for r in rows])
-        insert("note_versions", "", [[r["note_id"], 1, r["text"], r["content_hash"], r["kind"],
-                                      r["priority"], list(r["tags"]), r["author"],
-                                      _naive(r["at"]), prov(r), r["seq"]] for r in rows])
-
-    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                    chunk: int = 500) -> None:
-        """Insert ``rows`` (values in ``columns`` order) with a few multi-row statements:
-        one ``INSERT`` per row cost about a millisecond each. Call inside a transaction."""
-        names = ", ".join(columns)
-        marks = "(" + ", ".join("?" * len(columns)) + ")"
-        for start in range(0, len(rows), chunk):
-            part = rows[start:start + chunk]
-            self.con.execute(f"INSERT INTO {table} ({names}) VALUES " + ", ".join([marks] * len(part)),
-                             [value for row in part for value in row])
+        provenance = [json.dumps(r["provenance"].to_dict()) for r in rows]
+        self.insert_rows("notes", ("id", "uid", "status", "version", "supersedes", "created_at",
+                                   "updated_at", "text", "content_hash", "kind", "priority",
+                                   "tags", "author", "provenance"),
+                         [[r["note_id"], r["uid"], "active", 1, r["supersedes"], _naive(r["at"]),
+                           _naive(r["at"]), r["text"], r["content_hash"], r["kind"],
+                           r["priority"], list(r["tags"]), r["author"], prov]
+                          for r, prov in zip(rows, provenance)])
+        self.insert_rows("events", ("seq", "occurred_at", "note_id", "type", "actor",
+                                    "request_id", "data"),
+                         [[r["seq"], _naive(r["at"]), r["note_id"], "created", r["author"],
+                           r["request_id"], json.dumps({"supersedes": r["supersedes"]})
+                           if r["supersedes"] is not None else None] for r in rows])
+        self.insert_rows("note_versions", ("note_id", "version", "text", "content_hash", "kind",
+                                           "priority", "tags", "author", "created_at",
+                                           "provenance", "seq"),
+                         [[r["note_id"], 1, r["text"], r["content_hash"], r["kind"],
+                           r["priority"], list(r["tags"]), r["author"], _naive(r["at"]), prov,
+                           r["seq"]] for r, prov in zip(rows, provenance)])
 
     def insert_note(self, note_id: int, *, uid: str, at: datetime, status: str = "active",
                     supersedes: int | None = None) -> None:

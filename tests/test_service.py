@@ -145,6 +145,29 @@ def test_owner_encodes_batches_on_the_thread_count_that_is_faster():
     assert [t for _, t in Fake.calls] == [1, 2, 1, 1, 2, 1, 1, 1]
 
 
+def test_bulk_batches_keep_their_own_record_and_may_use_every_core():
+    from nbmemory.embed import BULK, ThreadTuner
+
+    calls = []
+
+    class Fake:
+        name = "fake"
+
+        def encode(self, texts):
+            calls.append((len(texts), threads[0]))
+            now[0] += len(texts) * {1: 0.010, 4: 0.004}[threads[0]]
+            return [[0.0]] * len(texts)
+
+    threads, now = [1], [0.0]
+    tuner = ThreadTuner(Fake(), set_threads=lambda n: threads.__setitem__(0, n), explore=100,
+                        clock=lambda: now[0], cores=4)
+    for _ in range(3):
+        tuner.encode(["x"] * BULK)
+    tuner.encode(["a", "b"])  # a small batch starts on one thread: bulk records do not count
+    assert calls == [(BULK, 4), (BULK, 1), (BULK, 4), (2, 1)]
+    assert threads[0] == 1  # back to one thread for the next query
+
+
 # -- the same API, through the owner ---------------------------------------------------------
 
 def test_every_call_works_through_the_owner(mem, store):
