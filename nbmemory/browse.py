@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from . import display as show
 from .errors import NbMemoryError
 from .models import KINDS, PRIORITIES, Note
+from .syntax import MAGIC
 
 STALE_CHOICES = (("stale or fresh", ""), ("stale only", "stale"), ("fresh only", "fresh"))
 
@@ -116,7 +117,7 @@ class MemoryBrowser:
             self.status.value = f'<span class="nbm-muted">{html.escape(summary)} · ' \
                                 f'{html.escape(str(self.memory.location or ""))}</span>'
         except NbMemoryError as exc:
-            self.say(str(exc), error=True)
+            self.say(exc.render(MAGIC), error=True)
 
     def _show(self, items: Sequence[tuple[Note, float | None]]) -> None:
         import ipywidgets as w
@@ -140,7 +141,7 @@ class MemoryBrowser:
         try:
             self.memory.forget(note_id)
         except NbMemoryError as exc:
-            self.say(str(exc), error=True)
+            self.say(exc.render(MAGIC), error=True)
             return
         self.refresh()
         undo = w.Button(description=f"Undo forget #{note_id}")
@@ -153,7 +154,7 @@ class MemoryBrowser:
         try:
             self.memory.reinstate(note_id)
         except NbMemoryError as exc:
-            self.say(str(exc), error=True)
+            self.say(exc.render(MAGIC), error=True)
             return
         self.undo = None
         self.notice.children = (self.message,)
@@ -167,7 +168,7 @@ class MemoryBrowser:
         try:
             result = self.memory.verify(note_id)
         except NbMemoryError as exc:
-            self.say(str(exc), error=True)
+            self.say(exc.render(MAGIC), error=True)
             return
         note = getattr(result, "note", result)
         stale = getattr(note, "stale", ())

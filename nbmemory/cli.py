@@ -23,6 +23,7 @@ from ._version import __version__
 from .config import DEFAULT_MODEL
 from .errors import InvalidInput, ModelUnavailable, NbMemoryError, StoreUnavailable
 from .progress import progress_bar
+from . import syntax
 
 EXIT_OK = 0
 EXIT_ERROR = 1        # the store refused the request (not found, conflict), or doctor found a problem
@@ -678,7 +679,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = run(argv)
     except (CommandError, NbMemoryError) as exc:
         code = exit_code_for(exc)
-        message = " ".join(str(exc).split())
+        message = (syntax.message(exc, syntax.CLI) if isinstance(exc, NbMemoryError)
+                   else " ".join(str(exc).split()))
         print(f"nbmemory: {message}", file=sys.stderr)
         if json_mode:
             emit_json({"error": {"type": type(exc).__name__, "message": message, "exit": code}})

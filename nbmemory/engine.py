@@ -25,8 +25,8 @@ from . import __version__, exchange
 from .anchors import absolute, display_path, file_terms, is_file_term
 from .config import Settings, find_git_root
 from .embed import Embedder, make_embedder, model_name
-from .errors import (Conflict, EmbedderMismatch, InvalidInput, NbMemoryError, NotFound,
-                     StoreUnavailable)
+from .errors import (Command, Conflict, EmbedderMismatch, InvalidInput, NbMemoryError,
+                     NotFound, StoreUnavailable)
 from .history import PastView, diff
 from .lexical import LexicalIndex
 from .ranking import MODES, rank
@@ -98,8 +98,8 @@ def check_priority(priority: str) -> str:
 
 def check_text(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("The note is empty; write the finding itself, e.g. "
-                           "%remember orders.amount is in cents before 2021")
+        raise InvalidInput("The note is empty; write the finding itself, e.g. {0}",
+                           Command("remember", ("orders.amount is in cents before 2021",)))
     text = text.strip()
     if len(text) > MAX_NOTE_CHARS:
         raise InvalidInput(f"The note has {len(text):,} characters; the limit is "
@@ -242,9 +242,8 @@ class Engine:
             stored, configured = mismatch
             raise EmbedderMismatch(
                 f"This store's vectors were made with {stored}, but the configured model is "
-                f"{configured!r}. Re-embed the notes with %memory reembed (or "
-                f"nbmemory reindex --reembed), or set the model back to {model_name(stored)!r}."
-            )
+                f"{configured!r}. Re-embed the notes with {{0}}, or set the model back to "
+                f"{model_name(stored)!r}.", Command("reembed"))
 
     def _open_indexes(self, progress: Progress | None, *, rebuild: bool = False) -> None:
         """Build the keyword index and load (or catch up, or rebuild) the vector index."""
@@ -633,12 +632,14 @@ class Engine:
         if note is None:
             raise NotFound(_no_note(note_id))
         if note.status != status:
-            hint = {"revoked": f"reinstate it first with %memory reinstate {note_id}",
-                    "superseded": "change the note that superseded it instead",
-                    "purged": "it was purged and cannot come back",
-                    "refuted": f"reopen it first with %memory reopen {note_id}",
-                    "active": "it is active"}[note.status]
-            raise Conflict(f"Cannot {action} note #{note_id}: it is {note.status}; {hint}.")
+            hint, then = {"revoked": ("reinstate it first with {0}",
+                                      Command("reinstate", (note_id,))),
+                          "superseded": ("change the note that superseded it instead", None),
+                          "purged": ("it was purged and cannot come back", None),
+                          "refuted": ("reopen it first with {0}", Command("reopen", (note_id,))),
+                          "active": ("it is active", None)}[note.status]
+            raise Conflict(f"Cannot {action} note #{note_id}: it is {note.status}; {hint}.",
+                           *([then] if then else []))
         return note
 
     def forget(self, note_ids: int | Iterable[int], *, actor: str | None = None,
@@ -646,7 +647,8 @@ class Engine:
         """Revoke notes: hidden from recall, kept in history, reversible with reinstate."""
         ids = [int(note_ids)] if isinstance(note_ids, (int, np.integer)) else [int(i) for i in note_ids]
         if not ids:
-            raise InvalidInput("Give the id of the note to forget, e.g. %forget 12")
+            raise InvalidInput("Give the id of the note to forget, e.g. {0}",
+                               Command("forget", (12,)))
         with self._lock:
             if request_id and self.store.request_note(request_id) is not None:
                 return list(self.store.get_notes(ids).values())
@@ -723,8 +725,8 @@ class Engine:
                request_id: str | None = None) -> Note:
         """Mark a hypothesis as refuted: hidden from recall except as "previously believed"."""
         if not (reason or "").strip():
-            raise InvalidInput(f"Say why it is refuted: %memory refute {note_id} the nulls "
-                               "come from the join, not the source")
+            raise InvalidInput("Say why it is refuted: {0}", Command(
+                "refute", (note_id, "the nulls come from the join, not the source")))
         return self._resolve(note_id, "refuted", reason, actor, request_id)
 
     def reopen(self, note_id: int, *, actor: str | None = None,
@@ -853,7 +855,8 @@ class Engine:
         of the statistics (a recall nobody typed, such as ambient recall's).
         """
         if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("The query is empty; e.g. %recall where is the lock taken")
+            raise InvalidInput("The query is empty; e.g. {0}",
+                               Command("recall", ("where is the lock taken",)))
         if k < 1:
             raise InvalidInput(f"k must be at least 1 (got {k})")
         if mode not in MODES:
@@ -1001,14 +1004,15 @@ class Engine:
         A repeated ``request_id`` returns the snapshot it sealed."""
         name = (name or "").strip()
         if not name or any(c.isspace() for c in name):
-            raise InvalidInput("Give the snapshot a name without spaces, e.g. %snapshot before-refactor")
+            raise InvalidInput("Give the snapshot a name without spaces, e.g. {0}",
+                               Command("snapshot", ("before-refactor",)))
         with self._lock:
             done = self.store.request_event(request_id) if request_id else None
             if done is not None:
                 return self.store.snapshots(done.data["name"])[0]
             if self.store.snapshots(name):
                 raise Conflict(f"A snapshot named {name!r} already exists; pick another name "
-                               "(list them with %snapshot --list).")
+                               "(list them with {0}).", Command("snapshots"))
             at = utcnow()
             author = author or default_author()
             stale = {str(note_id): [r.to_dict() for r in reasons]
@@ -1029,7 +1033,7 @@ class Engine:
         if not found:
             known = ", ".join(s.name for s in self.store.snapshots()[-5:]) or "none yet"
             raise NotFound(f"No snapshot named {name!r} (recent: {known}). "
-                           "List them with %snapshot --list.")
+                           "List them with {0}.", Command("snapshots"))
         return found[0]
 
     def _stale_now(self, variables: dict | None = None) -> dict[int, list[StaleReason]]:

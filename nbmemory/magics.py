@@ -19,7 +19,7 @@ from IPython.display import display
 from traitlets import Bool, Float, Int, Unicode, observe
 
 from . import display as show
-from . import procedures
+from . import procedures, syntax
 from .ambient import Ambient, Gate
 from .namespace import namespace_terms
 from .progress import progress_bar
@@ -106,7 +106,7 @@ def usage_errors():
     try:
         yield
     except NbMemoryError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(exc.render(syntax.MAGIC)) from None
 
 
 @magics_class

@@ -24,6 +24,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from ._version import __version__
+from . import syntax
 from .errors import NbMemoryError
 
 Kind = Literal["finding", "gotcha", "decision", "question", "reference", "procedure"]
@@ -129,7 +130,7 @@ def tool_errors() -> Iterator[None]:
     try:
         yield
     except NbMemoryError as exc:
-        raise ToolError(" ".join(str(exc).split()) + " Nothing was changed.") from None
+        raise ToolError(syntax.message(exc, syntax.MCP) + " Nothing was changed.") from None
 
 
 def note_dict(note, *, score: float | None = None) -> dict[str, Any]:

@@ -116,7 +116,7 @@ def test_list_show_history_forget_reinstate(nbm):
     r = nbm("forget", "2")
     assert r.code == 1
     assert one_line(r.err) == ("nbmemory: Cannot forget note #2: it is revoked; reinstate it "
-                               "first with %memory reinstate 2.")
+                               "first with nbmemory reinstate 2.")
     r = nbm("list", "--status", "revoked", "--json")
     assert [n["id"] for n in r.json["notes"]] == [3, 2]
 

@@ -278,7 +278,7 @@ def test_model_change_is_detected_and_reembed_switches(store_dir):
         mem.remember("orders.amount is in cents")
     with Memory.open(store_dir, embedder=HashEmbedder(32, name="other")) as mem:
         with pytest.raises(EmbedderMismatch, match=r"made with hash:64, but the configured model "
-                                                   r"is 'other'.*%memory reembed"):
+                                                   r"is 'other'.*Memory.reembed\(\)"):
             mem.recall("cents")
         with pytest.raises(EmbedderMismatch):
             mem.remember("new note")

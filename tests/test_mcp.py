@@ -112,7 +112,9 @@ def test_remember_recall_forget_reinstate_status(store_dir):
             assert data["store"]["store"] == str(store_dir) and data["store"]["notes"] == 2
             tools = data["session"]["tools"]
             assert tools["remember"] == {"calls": 2, "errors": 0}
-            assert tools["recall"] == {"calls": 2, "errors": 0, "empty": 0}
+            # The second recall's only keyword match is the forgotten note: nothing else
+            # matches well enough to show (it is "previously believed" instead).
+            assert tools["recall"] == {"calls": 2, "errors": 0, "empty": 1}
             assert tools["forget"]["calls"] == tools["reinstate"]["calls"] == 1
     run(body)
 

@@ -103,16 +103,7 @@ def _exchange(conn: _UnixConnection, method: str, path: str, body: bytes | None,
 
 def _error(payload: dict[str, Any], details: str = "") -> NbMemoryError:
     """The owner's error as the same NbMemoryError subclass (``details`` appended)."""
-    name, message = payload.get("type", "NbMemoryError"), payload.get("message", "")
-    if details:
-        message = f"{message} {details}"
-    cls = getattr(errors, name, None)
-    if isinstance(cls, type) and issubclass(cls, NbMemoryError):
-        try:
-            return cls(message, pid=payload.get("pid")) if cls is StoreLocked else cls(message)
-        except TypeError:
-            return NbMemoryError(message)
-    return NbMemoryError(f"The store's owner failed: {name}: {message}")
+    return errors.from_dict(payload, details)
 
 
 def _last_log_line(directory: Path, offset: int = 0) -> str:

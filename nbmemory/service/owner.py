@@ -459,9 +459,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                                 progress_token=request.get("progress_token"))
             return 200, {"result": codec.encode(result)}
         except NbMemoryError as exc:
-            name = type(exc).__name__
-            return STATUS_BY_ERROR.get(name, 400), {"error": {
-                "type": name, "message": str(exc), "pid": getattr(exc, "pid", None)}}
+            return STATUS_BY_ERROR.get(type(exc).__name__, 400), {"error": exc.to_dict()}
         except Exception as exc:  # noqa: BLE001 - reported to the client, logged here
             log(f"{operation} failed:\n{traceback.format_exc()}")
             return 500, {"error": {"type": type(exc).__name__, "message": str(exc)}}

@@ -1,0 +1,74 @@
+"""How each front end writes a command a message suggests (see :class:`errors.Command`).
+
+The engine says *what* to run next (``Command("reinstate", (3,))``); a notebook user is
+told ``%memory reinstate 3``, a shell user ``nbmemory reinstate 3``, an agent the tool
+call. Operations a front end has no command for fall back to the Python API's form.
+"""
+
+from __future__ import annotations
+
+from .errors import Command, NbMemoryError, Syntax
+
+MAGIC: Syntax = {
+    "remember": "%remember {0}",
+    "recall": "%recall {0}",
+    "forget": "%forget {args}",
+    "reinstate": "%memory reinstate {args}",
+    "reopen": "%memory reopen {args}",
+    "refute": "%memory refute {args}",
+    "verify": "%memory verify {args}",
+    "reembed": "%memory reembed",
+    "reindex": "%memory reindex",
+    "snapshot": "%snapshot {0}",
+    "snapshots": "%snapshot --list",
+}
+
+CLI: Syntax = {
+    "remember": 'nbmemory remember "{0}"',
+    "recall": 'nbmemory recall "{0}"',
+    "forget": "nbmemory forget {args}",
+    "reinstate": "nbmemory reinstate {args}",
+    "verify": "nbmemory verify {args}",
+    "reembed": "nbmemory reindex --reembed",
+    "reindex": "nbmemory reindex",
+    "snapshot": "nbmemory snapshot {0}",
+    "snapshots": "nbmemory snapshot --list",
+}
+
+
+def _tool(name: str, *params: str):
+    def write(command: Command) -> str:
+        args = ", ".join(f"{p}={a!r}" for p, a in zip(params, command.args))
+        return f"the {name} tool ({args})" if args else f"the {name} tool"
+    return write
+
+
+MCP: Syntax = {
+    "remember": _tool("remember", "text"),
+    "recall": _tool("recall", "query"),
+    "forget": _tool("forget", "note_ids"),
+    "reinstate": _tool("reinstate", "note_id"),
+    "verify": _tool("verify", "note_id"),
+    "snapshot": _tool("snapshot", "name"),
+    "snapshots": _tool("snapshot_list"),
+    "reembed": lambda c: "nbmemory reindex --reembed in a shell",
+}
+
+
+# For the REST API (the panel and other clients show the server's message): the request.
+REST: Syntax = {
+    "remember": "'{0}'",
+    "recall": "'{0}'",
+    "forget": "POST /nbmemory/notes/{0}/forget",
+    "reinstate": "POST /nbmemory/notes/{0}/reinstate",
+    "verify": "POST /nbmemory/notes/{0}/verify",
+    "reembed": "nbmemory reindex --reembed (in a shell)",
+    "reindex": "nbmemory reindex (in a shell)",
+    "snapshot": "'{0}'",
+    "snapshots": "GET /nbmemory/snapshots",
+}
+
+
+def message(exc: NbMemoryError, syntax: Syntax) -> str:
+    """``exc``'s message with its commands in ``syntax``, on one line."""
+    return " ".join(exc.render(syntax).split())

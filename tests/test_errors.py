@@ -1,0 +1,48 @@
+"""Errors name the next command; each front end writes it in its own syntax."""
+
+import pytest
+
+from nbmemory import syntax
+from nbmemory.errors import Command, Conflict, InvalidInput, NbMemoryError, StoreLocked, from_dict
+from nbmemory.memory import Memory
+
+
+def revoked(note_id=3):
+    return Conflict(f"Cannot edit note #{note_id}: it is revoked; reinstate it first with {{0}}.",
+                    Command("reinstate", (note_id,)))
+
+
+def test_each_front_end_writes_the_command_its_own_way():
+    exc = revoked()
+    assert str(exc) == "Cannot edit note #3: it is revoked; reinstate it first with Memory.reinstate(3)."
+    assert exc.render(syntax.MAGIC).endswith("with %memory reinstate 3.")
+    assert exc.render(syntax.CLI).endswith("with nbmemory reinstate 3.")
+    assert exc.render(syntax.MCP).endswith("with the reinstate tool (note_id=3).")
+
+
+def test_braces_in_a_message_are_left_alone():
+    exc = InvalidInput("No note matches {'response': []} or {1}; try {0}", Command("recall", ("x",)))
+    assert exc.render(syntax.MAGIC) == "No note matches {'response': []} or {1}; try %recall x"
+    assert str(NbMemoryError("plain {0} text")) == "plain {0} text"
+
+
+def test_an_error_crosses_the_owner_socket_with_its_commands():
+    back = from_dict(revoked(7).to_dict(), "(details: owner.log)")
+    assert type(back) is Conflict
+    assert back.render(syntax.CLI) == ("Cannot edit note #7: it is revoked; reinstate it first "
+                                       "with nbmemory reinstate 7. (details: owner.log)")
+    locked = from_dict(StoreLocked("Owned by pid 12.", pid=12).to_dict())
+    assert isinstance(locked, StoreLocked) and locked.pid == 12
+    unknown = from_dict({"type": "KeyError", "message": "'x'"})
+    assert type(unknown) is NbMemoryError and str(unknown) == "The store's owner failed: KeyError: 'x'"
+
+
+def test_a_notebook_is_told_the_magic_through_the_owner(tmp_path):
+    with Memory.open(tmp_path / "store", model="hash:64", mode="service") as mem:
+        note = mem.remember("orders.amount is in cents")
+        mem.forget(note.id)
+        with pytest.raises(Conflict) as caught:
+            mem.forget(note.id)
+    assert caught.value.render(syntax.MAGIC) == (
+        f"Cannot forget note #{note.id}: it is revoked; reinstate it first with "
+        f"%memory reinstate {note.id}.")
