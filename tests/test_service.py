@@ -1,7 +1,10 @@
 """The owner service: one process owns a store, every other process goes through it.
 
 Owners here are real processes started the way kernels start them; the hash embedder
-(``model="hash:64"``) stands in for the model except in the torch-free-kernel test.
+(``model="hash:64"``) stands in for the model except in the torch-free-kernel test. Every
+test that goes through the ``mem`` fixture runs twice: over a unix socket and over
+loopback TCP with the owner's secret (``NBMEMORY_TRANSPORT``); tests/test_transport.py
+has the rest of the transport.
 """
 
 import contextlib
@@ -29,7 +32,8 @@ from nbmemory.memory import Memory
 from nbmemory.models import (Anchor, Event, Hit, Hits, Note, Page, Provenance, Snapshot,
                              StaleReason)
 from nbmemory.service import codec, owner_info, stop
-from nbmemory.service.protocol import lock_held
+from nbmemory.service import transport as transports
+from nbmemory.service.protocol import lock_held, read_info
 
 HASH = "hash:64"
 
@@ -78,8 +82,15 @@ def store(store_dir):
         os.kill(info["pid"], signal.SIGKILL)
 
 
+@pytest.fixture(params=["unix", "tcp"])
+def transport(request, monkeypatch):
+    """The transport of the owners this test starts (their clients read it from owner.json)."""
+    monkeypatch.setenv("NBMEMORY_TRANSPORT", request.param)
+    return request.param
+
+
 @pytest.fixture
-def mem(store):
+def mem(store, transport):
     with Memory.open(store, model=HASH, mode="service") as memory:
         yield memory
 
@@ -397,12 +408,23 @@ def test_embedder_objects_stay_local():
         Memory.open("/nonexistent-store", mode="remote")
 
 
-def test_owner_files_are_private(mem, store):
+def test_owner_files_are_private(mem, store, transport):
+    mem.remember("x")
     info = owner_info(store)
-    assert stat.S_IMODE(os.stat(store / "owner.sock").st_mode) == 0o600
     assert stat.S_IMODE(os.stat(store).st_mode) == 0o700
     assert info["state"] == "serving" and info["version"] == nbmemory.__version__
-    assert info["model"] == HASH and info["socket"] == str(store / "owner.sock")
+    assert info["model"] == HASH and info["transport"] == transport
+    if transport == "unix":
+        assert info["socket"] == str(store / "owner.sock") and info["port"] is None
+        assert stat.S_IMODE(os.stat(store / "owner.sock").st_mode) == 0o600
+        assert not (store / "owner.key").exists()
+    else:
+        assert info["socket"] is None and info["port"] > 0
+        assert stat.S_IMODE(os.stat(store / "owner.key").st_mode) == 0o600
+        assert not (store / "owner.sock").exists()
+        secret = (store / "owner.key").read_text().strip()
+        assert len(secret) == 64 and secret not in json.dumps(info)  # the port, not the key
+        assert info["auth"] == "secret (owner.key)"
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o1777])
@@ -502,12 +524,13 @@ def test_the_next_owner_forgets_an_earlier_failure_to_start(store):
 
 # -- lifecycle -------------------------------------------------------------------------------
 
-def test_stale_socket_and_lock_after_kill_9_do_not_block(mem, store):
+def test_stale_socket_and_lock_after_kill_9_do_not_block(mem, store, transport):
     note = mem.remember("survives the crash")
     old = owner_info(store)["pid"]
     os.kill(old, signal.SIGKILL)
     wait_for(lambda: not pid_alive(old), what="the owner to die")
-    assert (store / "owner.sock").exists() and (store / "owner.lock").exists()
+    leftover = "owner.sock" if transport == "unix" else "owner.key"
+    assert (store / leftover).exists() and (store / "owner.lock").exists()
     started = time.monotonic()
     assert mem.get(note.id) == note  # the next request starts a new owner
     assert time.monotonic() - started < 15
@@ -621,13 +644,16 @@ def test_owner_of_another_version_is_replaced(store):
             old.kill()
 
 
-def raw_post(store, path, body, headers):
-    """One POST on the owner's socket with exactly these headers (no client logic)."""
+def raw_post(store, path, body, headers, secret=True):
+    """One POST to the owner with exactly these headers, plus the owner's secret on TCP
+    unless ``secret`` is False (no client logic)."""
     import http.client
 
+    address = transports.address_of(store, read_info(store))
     conn = http.client.HTTPConnection("nbmemory", timeout=30)
-    conn.sock = socket.socket(socket.AF_UNIX)
-    conn.sock.connect(str(store / "owner.sock"))
+    conn.sock = address.connect(30)
+    if secret:
+        headers = {**address.headers(), **headers}
     try:
         conn.request("POST", path, body=json.dumps(body).encode(),
                      headers={"Content-Type": "application/json", **headers})

@@ -1,4 +1,5 @@
-"""``python -m nbmemory.service --store DIR [--idle-timeout S] [--model M]``: run an owner."""
+"""``python -m nbmemory.service --store DIR [--idle-timeout S] [--model M] [--transport T]``:
+run an owner."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m nbmemory.service",
         description="Own an nbmemory store and serve it to other processes on a unix socket "
-                    "in the store directory. Clients start this on demand.")
+                    "or on loopback TCP with a secret. Clients start this on demand.")
     parser.add_argument("--store", default=None,
                         help="store directory (default: NBMEMORY_HOME, the nearest .nbmemory/, "
                              "the git root or the working directory)")
@@ -24,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None,
                         help="embedding model (default: the one the store's vectors were made "
                              "with, else all-MiniLM-L6-v2)")
+    parser.add_argument("--transport", choices=("unix", "tcp"), default=None,
+                        help="unix socket (peers checked) or loopback TCP (a secret in "
+                             "owner.key); default: NBMEMORY_TRANSPORT, else unix where the "
+                             "platform can check a socket's peer")
     args = parser.parse_args(argv)
 
     from ..config import locate_store
@@ -33,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     store = locate_store(args.store).path
     try:
         idle = default_idle_timeout() if args.idle_timeout is None else args.idle_timeout
-        serve(store, model=args.model, idle_timeout=idle)
+        serve(store, model=args.model, idle_timeout=idle, transport=args.transport)
     except StoreLocked as exc:
         print(f"nbmemory: {exc}", file=sys.stderr)
         return EXIT_LOCKED

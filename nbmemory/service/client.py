@@ -1,6 +1,8 @@
 """The client side: a ``Memory`` backend that sends each call to the store's owner.
 
-It finds the owner's socket in the store directory, starts an owner when there is none
+It finds the owner's address in ``owner.json`` (a unix socket, or a loopback TCP port whose
+requests carry the secret from ``owner.key``: see :mod:`.transport`), starts an owner when
+there is none
 (detached, so a kernel restart does not stop it) and waits for it with a deadline,
 replaces an owner of another nbmemory version or model, and sends a request once more
 after the owner died (writes carry a request id, so that never applies one twice).
@@ -10,12 +12,10 @@ no DuckDB, no numpy.
 
 from __future__ import annotations
 
-import fcntl
 import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,13 +27,19 @@ from typing import Any, Iterator
 
 from .. import __version__, errors
 from ..errors import NbMemoryError, StoreLocked, StoreUnavailable
-from ..lock import prepare_directory
-from . import codec
+from ..lock import prepare_directory, try_lock, unlock
+from . import codec, transport as transports
 from ..operations import operation as lookup
 from .protocol import (EXIT_LOCKED, HEADER_MODEL, HEADER_PROTOCOL, HEADER_VERSION, LOG_NAME,
-                       PROTOCOL, SOCKET_NAME, SPAWN_LOCK_NAME, check_private_directory, lock_held, lock_holder,
-                       default_idle_timeout, read_info, read_start_error, socket_address)
+                       PROTOCOL, SECRET_NAME, SPAWN_LOCK_NAME, check_private_directory,
+                       default_idle_timeout, lock_held, lock_holder, read_info,
+                       read_start_error)
 
+# An owner outlives the kernel that started it: a session of its own on POSIX, a process
+# group of its own and no console window on Windows.
+DETACHED: dict[str, Any] = (
+    {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW}
+    if os.name == "nt" else {"start_new_session": True})
 STARTUP_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 600.0
 PROGRESS_POLL = 0.25  # seconds between progress questions during long work
@@ -51,54 +57,80 @@ class _Lost(Exception):
     """The owner went away after the request was sent: it may or may not have been applied."""
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: Path, timeout: float | None):
+class _Refused(Exception):
+    """A TCP listener refused the request's secret (403): nothing was done."""
+
+    def __init__(self, payload: dict[str, Any]):
+        super().__init__(payload.get("message", "refused"))
+        self.pid = payload.get("pid")
+
+
+class _Connection(http.client.HTTPConnection):
+    """HTTP to one owner at ``address``; every request carries the address's secret."""
+
+    def __init__(self, address: transports.Address, timeout: float | None):
         super().__init__("nbmemory", timeout=timeout)
-        self.socket_path = path
+        self.address = address
 
     def connect(self) -> None:
-        info = os.stat(self.socket_path)  # FileNotFoundError: no owner
-        if info.st_uid != os.getuid():
-            raise StoreUnavailable(f"The socket {self.socket_path} belongs to another user "
-                                   f"(uid {info.st_uid}); refusing to talk to it.")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(self.timeout)
-            with socket_address(self.socket_path) as address:
-                sock.connect(address)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
+        self.sock = self.address.connect(self.timeout)
 
 
-def _connect(path: Path, timeout: float | None) -> _UnixConnection:
-    conn = _UnixConnection(path, timeout)
+def _address(directory: Path) -> transports.Address:
+    """Where the owner of ``directory`` listens; _NotSent while no owner names one."""
+    info = read_info(directory)
+    address = transports.address_of(directory, info)
+    if address is not None:
+        return address
+    problem = transports.unusable(directory, info)
+    if problem and info.get("state") == "serving" and lock_holder(directory) == info.get("pid"):
+        raise StoreUnavailable(problem)
+    raise _NotSent("no owner address in owner.json")
+
+
+def _connect(directory: Path, timeout: float | None) -> _Connection:
+    conn = _Connection(_address(directory), timeout)
     try:
         conn.connect()
-    except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError,
-            BlockingIOError) as exc:  # BlockingIOError: the listen backlog is full
-        conn.close()
+    except (FileNotFoundError, ConnectionError, BlockingIOError) as exc:
+        conn.close()  # BlockingIOError: the listen backlog is full
         raise _NotSent(str(exc)) from exc
     return conn
 
 
-def _exchange(conn: _UnixConnection, method: str, path: str, body: bytes | None,
+def _exchange(conn: _Connection, method: str, path: str, body: bytes | None,
               headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    headers = {**headers, **conn.address.headers()}
     try:
         conn.request(method, path, body=body, headers=headers)
-    except (BrokenPipeError, ConnectionResetError, ConnectionRefusedError,
-            FileNotFoundError) as exc:
+    except (ConnectionError, FileNotFoundError) as exc:
         raise _NotSent(str(exc)) from exc
     try:
         response = conn.getresponse()
         data = response.read()
     except (http.client.RemoteDisconnected, http.client.IncompleteRead,
-            http.client.BadStatusLine, ConnectionResetError, BrokenPipeError) as exc:
+            http.client.BadStatusLine, ConnectionError) as exc:
         raise _Lost(str(exc)) from exc
     if response.will_close:
         conn.close()
-    return response.status, json.loads(data or b"{}")
+    payload = json.loads(data or b"{}")
+    if response.status == 403 and (payload.get("error") or {}).get("type") == "Unauthorized":
+        raise _Refused(payload["error"])
+    return response.status, payload
+
+
+def _refusal(directory: Path, refused: _Refused) -> NbMemoryError | None:
+    """The error to raise when the store's own owner refused our secret; None when the
+    refusal came from another listener (a port reused since our owner died)."""
+    info = read_info(directory) or {}
+    if refused.pid is None or info.get("pid") != refused.pid \
+            or lock_holder(directory) != refused.pid:
+        return None
+    return StoreUnavailable(
+        f"The owner of {directory} (pid {refused.pid}) refused this process's requests: the "
+        f"secret in {directory / SECRET_NAME} is not the one it was started with (was the "
+        f"file changed?). Restart it: nbmemory stop --store {directory}; the next use "
+        f"starts a new one.")
 
 
 def _error(payload: dict[str, Any], details: str = "") -> NbMemoryError:
@@ -148,8 +180,8 @@ class ServiceBackend:
                  startup_timeout: float = STARTUP_TIMEOUT,
                  request_timeout: float | None = REQUEST_TIMEOUT):
         self.directory = Path(directory).expanduser().resolve()
-        self.socket_path = self.directory / SOCKET_NAME
         self.model = model
+        self.transport = transports.choose()  # for the owners this client starts
         self.idle_timeout = default_idle_timeout() if idle_timeout is None else idle_timeout
         self.min_score = min_score
         self.startup_timeout = startup_timeout
@@ -158,7 +190,7 @@ class ServiceBackend:
                          HEADER_PROTOCOL: str(PROTOCOL)}
         if model:
             self._headers[HEADER_MODEL] = model
-        self._idle: list[_UnixConnection] = []
+        self._idle: list[_Connection] = []
         self._pool = threading.Lock()
         self._starting = threading.Lock()
         self._starting_owner: subprocess.Popen | None = None  # started, not yet answering
@@ -194,13 +226,13 @@ class ServiceBackend:
             nonlocal last
             while not done.wait(self.progress_poll):
                 try:
-                    conn = _connect(self.socket_path, self.request_timeout)
+                    conn = _connect(self.directory, self.request_timeout)
                     try:
                         _, state = _exchange(conn, "GET", f"/v{PROTOCOL}/progress/{token}",
                                              None, self._headers)
                     finally:
                         conn.close()
-                except (_NotSent, _Lost, OSError):
+                except (_NotSent, _Lost, _Refused, OSError, NbMemoryError):
                     continue
                 if state and (state["done"], state["total"]) != last:
                     last = (state["done"], state["total"])
@@ -226,6 +258,13 @@ class ServiceBackend:
                 status, payload = self._send(body, timeout)
             except _NotSent:
                 self._drop_connections()
+                self.ensure_owner()
+                continue
+            except _Refused as exc:  # nothing was done
+                self._drop_connections()
+                refusal = _refusal(self.directory, exc)
+                if refusal is not None:
+                    raise refusal from None
                 self.ensure_owner()
                 continue
             except _Lost as exc:
@@ -266,13 +305,13 @@ class ServiceBackend:
                 self._idle, self._pid = [], os.getpid()
             conn = self._idle.pop() if self._idle else None
         if conn is None:
-            conn = _connect(self.socket_path, self.request_timeout)
+            conn = _connect(self.directory, self.request_timeout)
         conn.timeout = timeout
         if conn.sock is not None:
             conn.sock.settimeout(timeout)
         try:
             status, payload = _exchange(conn, "POST", f"/v{PROTOCOL}/call", body, self._headers)
-        except (_NotSent, _Lost):
+        except (_NotSent, _Lost, _Refused):
             conn.close()
             raise
         except TimeoutError:
@@ -298,11 +337,16 @@ class ServiceBackend:
         Connecting is not enough: a listener whose process is being killed still accepts.
         """
         try:
-            conn = _connect(self.socket_path, 5.0)
+            conn = _connect(self.directory, 5.0)
             try:
                 status, hello = _exchange(conn, "GET", "/hello", None, {})
             finally:
                 conn.close()
+        except _Refused as exc:
+            refusal = _refusal(self.directory, exc)
+            if refusal is not None:
+                raise refusal from None
+            return False
         except (_NotSent, _Lost, OSError):
             return False
         return status == 200 and hello.get("state") == "serving"
@@ -353,18 +397,19 @@ class ServiceBackend:
         check_private_directory(self.directory)
         fd = os.open(self.directory / SPAWN_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not try_lock(fd):
                 return  # someone else is starting one; keep polling
             if lock_held(self.directory) or self._ping():
                 return
             self._reap()
             log_path = self.directory / LOG_NAME
             if log_path.exists() and log_path.stat().st_size > 1_000_000:
-                os.replace(log_path, log_path.with_name(LOG_NAME + ".old"))
+                try:
+                    os.replace(log_path, log_path.with_name(LOG_NAME + ".old"))
+                except PermissionError:  # Windows: the last owner's log is still open
+                    pass
             command = [sys.executable, "-m", "nbmemory.service", "--store", str(self.directory),
-                       "--idle-timeout", str(self.idle_timeout)]
+                       "--idle-timeout", str(self.idle_timeout), "--transport", self.transport]
             if self.model:
                 command += ["--model", self.model]
             log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -372,7 +417,7 @@ class ServiceBackend:
             try:
                 proc = subprocess.Popen(
                     command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
-                    cwd=self.directory, start_new_session=True, close_fds=True,
+                    cwd=self.directory, close_fds=True, **DETACHED,
                     env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")})
             finally:
                 os.close(log_fd)
@@ -384,7 +429,7 @@ class ServiceBackend:
                    and time.monotonic() < deadline):
                 time.sleep(0.005)
         finally:
-            os.close(fd)
+            os.close(fd)  # releases spawn.lock
 
     def _check_starting_owner(self) -> None:
         proc = self._starting_owner
@@ -406,13 +451,13 @@ class ServiceBackend:
         self._drop_connections()
         with self._starting:
             try:
-                conn = _connect(self.socket_path, 10.0)
+                conn = _connect(self.directory, 10.0)
                 try:
                     _exchange(conn, "POST", "/shutdown", json.dumps({"reason": reason}).encode(),
                               {"Content-Type": "application/json"})
                 finally:
                     conn.close()
-            except (_NotSent, _Lost):
+            except (_NotSent, _Lost, _Refused):
                 pass
             wait_for_exit(self.directory, self.startup_timeout)
             self._ensure_owner()
@@ -446,14 +491,14 @@ def owner_info(store: str | os.PathLike) -> dict[str, Any] | None:
         return {"mode": "local", "pid": pid, "store": str(directory)}
     out = {"mode": "service", **info}
     try:
-        conn = _connect(directory / SOCKET_NAME, 2.0)
+        conn = _connect(directory, 2.0)
         try:
             status, hello = _exchange(conn, "GET", "/hello", None, {})
         finally:
             conn.close()
         if status == 200:
             out.update(hello)
-    except (_NotSent, _Lost, OSError):
+    except (_NotSent, _Lost, _Refused, OSError, NbMemoryError):
         pass
     return out
 
@@ -473,14 +518,14 @@ def stop(store: str | os.PathLike, *, timeout: float = 30.0) -> bool:
                           "not by an owner service; close that program instead.",
                           pid=info["pid"])
     try:
-        conn = _connect(directory / SOCKET_NAME, 5.0)
+        conn = _connect(directory, 5.0)
         try:
             _exchange(conn, "POST", "/shutdown",
                       json.dumps({"reason": f"stop requested by pid {os.getpid()}"}).encode(),
                       {"Content-Type": "application/json"})
         finally:
             conn.close()
-    except (_NotSent, _Lost, OSError):
+    except (_NotSent, _Lost, _Refused, OSError, NbMemoryError):
         _terminate(info["pid"])
     if not wait_for_exit(directory, timeout):
         _terminate(info["pid"])

@@ -1,7 +1,7 @@
 """The owner process: holds the store's lock, engine and model, and serves other processes.
 
-JSON over HTTP/1.1 on a unix socket in the store directory (mode 0600, peers of other
-users refused). Engine calls are serialised by the engine's own lock; concurrent
+JSON over HTTP/1.1 on a unix socket (mode 0600, peers of other users refused) or on
+loopback TCP with a per-owner secret: see :mod:`.transport` for which and why. Engine calls are serialised by the engine's own lock; concurrent
 remembers are batched into one embedding call and one transaction. The owner exits
 after ``idle_timeout`` seconds without requests, on ``POST /shutdown`` or on SIGTERM.
 """
@@ -16,7 +16,6 @@ import re
 import signal
 import socket
 import socketserver
-import struct
 import sys
 import threading
 import time
@@ -29,13 +28,13 @@ from typing import Any
 from .. import __version__
 from ..config import Settings
 from ..errors import NbMemoryError, StoreLocked
-from ..lock import OwnerLock, prepare_directory, read_owner_pid
+from ..lock import OwnerLock, locking_name, prepare_directory, read_owner_pid
 from ..operations import operation as lookup
-from . import codec
+from . import codec, transport as transports
 from .protocol import (DEFAULT_IDLE_TIMEOUT, ERROR_NAME, HEADER_MODEL, HEADER_PROTOCOL,
-                       HEADER_VERSION, INFO_NAME, LOG_NAME, PROTOCOL,
-                       SOCKET_NAME, STATUS_BY_ERROR, check_private_directory, read_info,
-                       same_model, socket_address, write_info)
+                       HEADER_SECRET, HEADER_VERSION, INFO_NAME, LOG_NAME, PROTOCOL,
+                       SECRET_NAME, STATUS_BY_ERROR, check_private_directory, read_info,
+                       same_model, write_info)
 
 MAX_BATCH = 64
 # A batch waits up to LINGER seconds for clients that sent remembers lately (each has at
@@ -54,13 +53,16 @@ def log(message: str) -> None:
 
 def serve(store: str | os.PathLike, *, model: str | None = None,
           idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT, settings: Settings | None = None,
-          lock_wait: float = 1.0) -> None:
+          lock_wait: float = 1.0, transport: str | None = None) -> None:
     """Own the store at ``store`` and serve it until idle, asked to stop, or signalled.
 
     ``model`` None keeps the model the store's vectors were made with (the default model
-    for a new store). ``idle_timeout`` None or <= 0 never exits for idleness. Raises
-    :class:`StoreLocked` when another process owns the store.
+    for a new store). ``idle_timeout`` None or <= 0 never exits for idleness.
+    ``transport`` ("unix" or "tcp") None: ``NBMEMORY_TRANSPORT``, else the platform's
+    default. Raises :class:`StoreLocked` when another process owns the store.
     """
+    transport = transports.choose(
+        None if transport is None else {transports.TRANSPORT_ENV: transport})
     directory = Path(store).expanduser().resolve()
     prepare_directory(directory)
     check_private_directory(directory)
@@ -75,7 +77,7 @@ def serve(store: str | os.PathLike, *, model: str | None = None,
     started = time.time()
     info = {"pid": os.getpid(), "version": __version__, "protocol": PROTOCOL,
             "state": "starting", "started": started, "store": str(directory),
-            "socket": str(directory / SOCKET_NAME), "log": str(directory / LOG_NAME),
+            "transport": transport, "lock": locking_name(), "log": str(directory / LOG_NAME),
             "idle_timeout": idle_timeout, "model": model}
     engine = None
     try:
@@ -177,20 +179,27 @@ class RememberBatcher:
 
 
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    address_family = socket.AF_UNIX
+    """On a unix socket path (``secret`` None) or on loopback TCP (``address`` a tuple)."""
+
     allow_reuse_address = False
     daemon_threads = True
     block_on_close = False
     request_queue_size = 128
 
-    def __init__(self, address: str, owner: Owner):
+    def __init__(self, address, owner: Owner, secret: str | None = None):
         self.owner = owner
+        self.secret = secret
+        self.address_family = socket.AF_INET if isinstance(address, tuple) else socket.AF_UNIX
         super().__init__(address, _Handler)
 
     def server_bind(self) -> None:
-        # HTTPServer.server_bind would look up a host name; a unix socket has none.
+        exclusive = getattr(socket, "SO_EXCLUSIVEADDRUSE", None)  # Windows: no port sharing
+        if exclusive is not None and self.address_family == socket.AF_INET:
+            self.socket.setsockopt(socket.SOL_SOCKET, exclusive, 1)
+        # HTTPServer.server_bind would look up a host name (slow for TCP, none for unix).
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = "nbmemory", 0
+        port = self.server_address[1] if isinstance(self.server_address, tuple) else 0
+        self.server_name, self.server_port = "nbmemory", port
 
 
 class Owner:
@@ -199,11 +208,13 @@ class Owner:
     def __init__(self, directory: Path, engine, *, model: str,
                  idle_timeout: float | None, info: dict[str, Any]):
         self.directory = directory
+        self.transport = info.get("transport", "unix")
         self.engine = engine
         self.model = model
         self.idle_timeout = idle_timeout if idle_timeout and idle_timeout > 0 else None
         self.info = info
-        self.socket_path = directory / SOCKET_NAME
+        self.socket_path: Path | None = None  # unix only
+        self._socket_inode: int | None = None
         self.started = info["started"]
         self._state = threading.Lock()
         self.in_flight = 0  # requests not yet answered
@@ -220,22 +231,18 @@ class Owner:
     # -- lifecycle --------------------------------------------------------------------------
 
     def run(self) -> None:
-        self.socket_path.unlink(missing_ok=True)  # we hold the lock: any socket file is stale
-        old_umask = os.umask(0o177)
-        try:
-            with socket_address(self.socket_path) as address:
-                self.server = _Server(address, self)
-        finally:
-            os.umask(old_umask)
-        os.chmod(self.socket_path, 0o600)
-        self._socket_inode = os.stat(self.socket_path).st_ino
-        self.info.update(state="serving", ready=time.time())
+        self.server = self._listen()
+        self.info.update(state="serving", ready=time.time(), transport=self.transport,
+                         auth=transports.auth_of(self.transport), **self._address())
         write_info(self.directory, self.info)
         if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                signal.signal(signum, lambda *_: self.request_shutdown("signal"))
+            for name in ("SIGTERM", "SIGINT", "SIGHUP"):  # Windows has no SIGHUP
+                if hasattr(signal, name):
+                    signal.signal(getattr(signal, name),
+                                  lambda *_: self.request_shutdown("signal"))
         log(f"serving {self.directory} (nbmemory {__version__}, model {self.model}, "
-            f"idle timeout {self.idle_timeout or 'none'} s)")
+            f"idle timeout {self.idle_timeout or 'none'} s) on "
+            f"{transports.describe(self.info)}")
         threading.Thread(target=self._warm_up, name="nbmemory-warm-up", daemon=True).start()
         if self.idle_timeout:
             threading.Thread(target=self._watch_idle, name="nbmemory-idle", daemon=True).start()
@@ -243,6 +250,33 @@ class Owner:
             self.server.serve_forever(poll_interval=0.2)
         finally:
             self._drain()
+
+    def _listen(self) -> _Server:
+        """The listening server: a unix socket if chosen and a short path exists, else TCP."""
+        if self.transport == "unix":
+            path = transports.socket_path(self.directory)
+            if path is not None:
+                path.unlink(missing_ok=True)  # we hold the lock: any socket file is stale
+                old_umask = os.umask(0o177)
+                try:
+                    server = _Server(str(path), self)
+                finally:
+                    os.umask(old_umask)
+                os.chmod(path, 0o600)
+                self.socket_path, self._socket_inode = path, os.stat(path).st_ino
+                return server
+            log(f"no socket path of at most {transports.MAX_SOCKET_PATH} bytes for "
+                f"{self.directory} (nor in a private runtime directory): serving TCP instead")
+            self.transport = "tcp"
+        secret = transports.new_secret()
+        server = _Server((transports.LOOPBACK, 0), self, secret=secret)
+        transports.write_secret(self.directory, secret)  # before owner.json names the port
+        return server
+
+    def _address(self) -> dict[str, Any]:
+        if self.transport == "unix":
+            return {"socket": str(self.socket_path), "port": None}
+        return {"socket": None, "port": self.server.server_address[1]}
 
     def request_shutdown(self, reason: str) -> None:
         with self._state:
@@ -252,7 +286,7 @@ class Owner:
             self.stop_reason = reason
         log(f"stopping: {reason}")
         self._unlink_socket()  # new clients now find no owner and wait for the lock
-        self.info.update(state="stopping")
+        self.info.update(state="stopping", socket=None, port=None)  # nor an address
         write_info(self.directory, self.info)
         threading.Thread(target=self.server.shutdown, daemon=True).start()
 
@@ -276,13 +310,22 @@ class Owner:
         self.batcher.stop()
         server.server_close()
         self._unlink_socket()
+        self.forget_secret()
 
     def _unlink_socket(self) -> None:
+        if self.socket_path is None:
+            return
         try:
             if os.stat(self.socket_path).st_ino == self._socket_inode:
                 self.socket_path.unlink()
-        except (FileNotFoundError, AttributeError):
+        except FileNotFoundError:
             pass
+
+    def forget_secret(self) -> None:
+        """Remove ``owner.key`` if it is still this owner's (TCP)."""
+        secret = self.server.secret if self.server else None
+        if secret and transports.read_secret(self.directory) == secret:
+            (self.directory / SECRET_NAME).unlink(missing_ok=True)
 
     def _warm_up(self) -> None:
         try:
@@ -368,7 +411,9 @@ class Owner:
         if operation == "status":
             hello = self.hello()
             result = {**result, "mode": "service", "queue": max(0, hello["queue"] - 1),
-                      "owner_pid": hello["pid"], "socket": str(self.socket_path),
+                      "owner_pid": hello["pid"], "transport": self.transport,
+                      "socket": str(self.socket_path) if self.socket_path else None,
+                      "port": self.info.get("port"),
                       "owner_log": str(self.directory / LOG_NAME),
                       "idle_timeout_s": self.idle_timeout, "served": hello["served"]}
         return result
@@ -386,13 +431,37 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def handle(self) -> None:
-        creds = self.connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                           struct.calcsize("3i"))
-        _, uid, _ = struct.unpack("3i", creds)
-        if uid not in (os.getuid(), 0):
-            log(f"refused a connection from uid {uid}")
+        if self.server.secret is None:  # a unix socket: ask the OS who is calling
+            try:
+                uid = transports.peer_uid(self.connection)
+            except OSError as exc:
+                log(f"refused a connection whose peer could not be checked ({exc})")
+                return
+            if uid not in (os.getuid(), 0):
+                log(f"refused a connection from uid {uid}")
+                return
+        elif self.client_address[0] != transports.LOOPBACK:
+            log(f"refused a connection from {self.client_address[0]}")
             return
         super().handle()
+
+    def _refused(self) -> bool:
+        """TCP: answer 403 (and log it) unless the request carries this owner's secret."""
+        secret = self.server.secret
+        if secret is None:
+            return False
+        given = self.headers.get(HEADER_SECRET)
+        if given is not None and transports.secret_matches(given, secret):
+            return False
+        what = "a wrong secret" if given else "no secret"
+        log(f"refused {self.command} {self.path} from {self.client_address[0]}:"
+            f"{self.client_address[1]} with {what} ({HEADER_SECRET})")
+        self._reply(403, {"error": {
+            "type": "Unauthorized", "pid": os.getpid(),
+            "message": f"The store's owner refused a request with {what}: every request must "
+                       f"carry the secret from {SECRET_NAME} in the store directory in the "
+                       f"{HEADER_SECRET} header."}}, close=True)
+        return True
 
     def _reply(self, status: int, payload: dict[str, Any], close: bool = False) -> None:
         body = json.dumps(payload).encode()
@@ -410,6 +479,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return json.loads(self.rfile.read(length) or b"{}")
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        if self._refused():
+            return
         prefix = f"/v{PROTOCOL}/progress/"
         if self.path.startswith(prefix):
             done_total = self.server.owner.progress.get(self.path[len(prefix):])
@@ -420,6 +491,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._reply(200, self.server.owner.hello())
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        if self._refused():
+            return
         owner = self.server.owner
         if self.path == "/shutdown":
             request = self._body()

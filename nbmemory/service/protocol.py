@@ -5,19 +5,18 @@ Light on purpose (stdlib only): kernels import it. See docs/service-protocol.md.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import stat
-from contextlib import contextmanager
+import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import InvalidInput, StoreUnavailable
-from ..lock import LOCK_FILENAME, read_owner_pid
+from ..lock import LOCK_FILENAME, POSIX_PERMISSIONS, held_elsewhere, read_owner_pid
+from .transport import HEADER_SECRET, SECRET_NAME, SOCKET_NAME  # noqa: F401 - shared names
 
 PROTOCOL = 1
-SOCKET_NAME = "owner.sock"
 INFO_NAME = "owner.json"
 LOG_NAME = "owner.log"
 ERROR_NAME = "owner.error.json"  # why the last owner that could not start did not
@@ -68,7 +67,11 @@ def same_model(a: str | None, b: str | None) -> bool:
 
 
 def check_private_directory(directory: Path) -> None:
-    """Refuse a store directory other users could write to or that belongs to someone else."""
+    """Refuse a store directory other users could write to or that belongs to someone else.
+
+    POSIX only: on Windows the directory's ACL (a user profile is private) protects it."""
+    if not POSIX_PERMISSIONS:
+        return
     try:
         info = directory.stat()
     except FileNotFoundError:
@@ -86,35 +89,9 @@ def check_private_directory(directory: Path) -> None:
         )
 
 
-@contextmanager
-def socket_address(path: Path) -> Iterator[str]:
-    """A path ``bind``/``connect`` accept: unix socket paths are limited to 107 bytes,
-    so a long one goes through ``/proc/self/fd`` of its open directory (Linux)."""
-    if len(os.fsencode(str(path))) < 100:
-        yield str(path)
-        return
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        yield f"/proc/self/fd/{fd}/{path.name}"
-    finally:
-        os.close(fd)
-
-
 def lock_held(directory: Path) -> bool:
     """True while some process holds the store's owner lock (probed without taking it)."""
-    try:
-        fd = os.open(directory / LOCK_FILENAME, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
+    return held_elsewhere(directory / LOCK_FILENAME)
 
 
 def lock_holder(directory: Path) -> int | None:
@@ -138,7 +115,14 @@ def write_info(directory: Path, info: dict[str, Any], name: str = INFO_NAME) -> 
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         json.dump(info, handle)
-    os.replace(tmp, path)
+    for attempt in range(50):
+        try:
+            os.replace(tmp, path)
+            return
+        except PermissionError:  # Windows: a client is reading the old file right now
+            if POSIX_PERMISSIONS or attempt == 49:
+                raise
+            time.sleep(0.01)
 
 
 def record_start_error(directory: Path, exc: BaseException) -> None:
@@ -158,7 +142,7 @@ def read_start_error(directory: Path, pid: int) -> dict[str, Any] | None:
     """What the owner process ``pid`` recorded when it could not start, or None."""
     path = directory / ERROR_NAME
     try:
-        if path.stat().st_uid != os.getuid():
+        if POSIX_PERMISSIONS and path.stat().st_uid != os.getuid():
             return None
         error = json.loads(path.read_text())
     except (OSError, ValueError):
