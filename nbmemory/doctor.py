@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -66,7 +65,7 @@ def check_model(model: str) -> Check:
 def check_store(store: str | None, model: str) -> Iterator[Check]:
     from .config import locate_store
     from .embed import model_name
-    from .lock import LOCK_FILENAME, OwnerLock, read_owner_pid
+    from .lock import LOCK_FILENAME, OwnerLock, read_owner_pid, world_writable
     from .store import DB_FILENAME
 
     location = locate_store(store)
@@ -76,8 +75,7 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
         yield Check("store", "warn", f"no store yet at {location}",
                     "It is created by the first remember (nbmemory remember ..., %remember).")
         return
-    mode = directory.stat().st_mode
-    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+    if world_writable(directory.stat().st_mode):
         yield Check("store", "fail", f"{directory} is writable by every user",
                     f"Restrict it: chmod 700 {directory}")
         return
@@ -100,7 +98,7 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
     try:
         if not lock.held:
             lock.try_acquire()
-        yield Check("owner", "ok", "no process has the store open")
+        yield Check("owner", "ok", f"no process has the store open; {next_transport()}")
         database = directory / DB_FILENAME
         if not database.exists():
             yield Check("database", "warn", f"no {DB_FILENAME} yet in {directory}",
@@ -133,6 +131,7 @@ def check_live_owner(directory: Path, info: dict, model: str, opt: str) -> Itera
     yield Check("owner", "ok", f"owner service pid {info.get('pid')}, nbmemory "
                                f"{info.get('version')}, model {info.get('model')}, "
                                f"up {info.get('uptime_s', 0):.0f} s, queue {info.get('queue', 0)}")
+    yield check_transport(directory, info, opt)
     from .memory import Memory
 
     try:
@@ -155,6 +154,44 @@ def check_live_owner(directory: Path, info: dict, model: str, opt: str) -> Itera
         yield Check("index", "ok", detail)
     else:
         yield Check("index", "fail", detail, f"Rebuild the indexes: nbmemory reindex{opt}")
+
+
+def next_transport() -> str:
+    """What the next owner will serve on, and what would protect it."""
+    from .errors import InvalidInput
+    from .service import transport
+
+    try:
+        chosen = transport.choose()
+    except InvalidInput as exc:
+        return str(exc)
+    if chosen == "unix":
+        return (f"an owner starts on a unix socket whose peers' uid it checks "
+                f"({transport.peer_check()}); {transport.TRANSPORT_ENV}=tcp for loopback TCP")
+    why = "" if transport.default_transport() == "tcp" else f" ({transport.TRANSPORT_ENV}=tcp)"
+    return f"an owner starts on loopback TCP{why}, its requests carrying a secret"
+
+
+def check_transport(directory: Path, info: dict, opt: str) -> Check:
+    """How the live owner is reached, and whether its peer check or secret is in place."""
+    from .lock import POSIX_PERMISSIONS
+    from .service import transport
+
+    detail = transport.describe(info)
+    restart = f"Restart the owner: nbmemory stop{opt}; the next use starts a new one."
+    if info.get("transport") == "tcp":
+        key = directory / transport.SECRET_NAME
+        if transport.read_secret(directory) is None:
+            return Check("transport", "fail", f"{detail}, but {key} is missing or not yours",
+                         restart)
+        if POSIX_PERMISSIONS and key.stat().st_mode & 0o077:
+            return Check("transport", "fail", f"{detail}, but other users may read {key}",
+                         f"chmod 600 {key}; then restart the owner: nbmemory stop{opt}")
+        return Check("transport", "ok", detail)
+    if not info.get("socket") or not transport.peer_check():
+        return Check("transport", "fail", f"{detail}, which this Python cannot reach or check",
+                     restart)
+    return Check("transport", "ok", detail)
 
 
 def check_schema(con, opt: str) -> Check:
