@@ -1,6 +1,8 @@
 """The REST API through a real Jupyter server (pytest-jupyter), with token auth on."""
 
+import inspect
 import json
+import os
 import re
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import urllib.parse
 import pytest
 import tornado.httpclient
 import tornado.web
+from jupyter_server.auth.identity import IdentityProvider, User
 
 from nbmemory import __version__
 from nbmemory.server.handlers import NbMemoryHandler, http_status, lab_path
@@ -19,13 +22,27 @@ from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, ModelUnav
 XSS = "<img src=x onerror=alert(1)>"
 
 
+class NamedUser(IdentityProvider):
+    """A server whose users have names (as on JupyterHub): every token request is Ana."""
+
+    async def get_user(self, handler):
+        user = super().get_user(handler)
+        if inspect.isawaitable(user):
+            user = await user
+        return None if user is None else User("ana", name="Ana Analyst")
+
+
 @pytest.fixture
-def jp_server_config(store_dir):
-    return {
+def jp_server_config(store_dir, request):
+    config = {
         "ServerApp": {"jpserver_extensions": {"nbmemory.server": True}},
         # The hash embedder: these tests are about the API, not about ranking quality.
         "NbMemoryExtension": {"store": str(store_dir), "model": "hash:64"},
     }
+    identity = getattr(request, "param", None)  # parametrize(..., indirect=True)
+    if identity is not None:
+        config["ServerApp"]["identity_provider_class"] = identity
+    return config
 
 
 @pytest.fixture
@@ -243,6 +260,18 @@ BAD_REQUESTS = [
     ("snapshots", "POST", {"name": "has space"}, {}, "without spaces"),
     ("snapshots", "POST", {"message": "no name"}, {}, "Missing field(s) name"),
     ("snapshots/diff", "GET", None, {}, "Give the snapshot to compare from"),
+    ("notes", "POST", {"text": "ok", "provenance": "nb.ipynb"}, {}, "must be an object"),
+    ("notes", "POST", {"text": "ok", "provenance": {"kernel": "x"}}, {},
+     "Unknown provenance field(s) kernel"),
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "../../etc/nb.ipynb"}}, {},
+     "not under the Jupyter server's root"),
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "/etc/nb.ipynb"}}, {},
+     "not under the Jupyter server's root"),
+    ("notes", "POST", {"text": "ok", "provenance": {"cell_id": "abc"}}, {},
+     "names a cell but not its notebook"),
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "a.ipynb",
+                                                    "execution_count": "3"}}, {},
+     "'execution_count' must be a whole number"),
 ]
 
 
@@ -334,7 +363,7 @@ async def test_every_route_rejects_unauthenticated_requests(jp_serverapp, http_s
                                                             jp_base_url, api):
     await remember(api, "a note so that routes with ids have something to find")
     routes = nbmemory_routes(jp_serverapp.web_app)
-    assert len(routes) == 11, routes
+    assert len(routes) == 13, routes
     assert all(issubclass(h, NbMemoryHandler) for _, h in routes)
     checked = 0
     for pattern, handler in routes:
@@ -347,7 +376,7 @@ async def test_every_route_rejects_unauthenticated_requests(jp_serverapp, http_s
                     body="{}" if verb in ("POST", "PATCH", "PUT") else None)
                 assert response.code == 403, (verb, path, response.code)
                 checked += 1
-    assert checked == 2 * 14
+    assert checked == 2 * 16
     code, page = await api("notes")
     assert page["total"] == 1
 
@@ -416,3 +445,148 @@ async def test_a_note_remembered_in_a_kernel_is_listed_at_once(api, store_dir):
         "orders.amount is in cents before 2021"]
     code, hits = await api("recall", query="orders.amount", k=5)
     assert code == 200 and hits["hits"][0]["note"]["id"] == 1
+
+
+# -- the panel's live view: stale digest, owner state, cold start ----------------------------
+
+
+async def test_status_carries_a_stale_digest_that_moves_when_a_file_changes(api, store_dir):
+    """A file changing writes nothing to the journal; the digest still changes, so a
+    polling panel knows to refetch its badges."""
+    data = store_dir.parent / "inputs"
+    data.mkdir()
+    (data / "orders.csv").write_text("id,amount\n1,100\n")
+    await remember(api, "amounts in inputs/orders.csv are in cents")
+    code, before = await api("status")
+    assert code == 200 and before["stale"] == 0 and before["running"] is True
+    (data / "orders.csv").write_text("id,amount,discount\n1,100,0\n")
+    code, after = await api("status")
+    assert after["journal_position"] == before["journal_position"]
+    assert after["stale"] == 1 and after["stale_digest"] != before["stale_digest"]
+    code, again = await api("status")
+    assert again["stale_digest"] == after["stale_digest"]
+
+
+async def test_status_without_start_names_no_dead_owner_and_starts_none(api, store_dir):
+    from nbmemory.service import owner_info, stop
+
+    code, status = await api("status", start="false")
+    assert code == 200 and status["running"] is False  # nothing started the owner yet
+    assert owner_info(store_dir) is None
+    code, status = await api("status")
+    assert code == 200 and status["running"] is True
+    first = status["owner_pid"]
+    code, state = await api("owner")
+    assert code == 200 and state["running"] and state["pid"] == first
+    assert state["state"] == "serving" and state["busy"] is None
+    assert stop(store_dir)
+    code, status = await api("status", start="false")
+    assert code == 200 and status == {**status, "running": False, "owner": "not running"}
+    assert "pid" not in status and "owner_pid" not in status
+    assert owner_info(store_dir) is None, "a poll must not start an owner"
+    code, state = await api("owner")
+    assert state["running"] is False and state["pid"] is None
+    code, status = await api("status")
+    assert code == 200 and status["running"] and status["owner_pid"] != first
+
+
+async def test_owner_route_answers_while_the_worker_is_busy(api, jp_serverapp):
+    import asyncio
+    import threading
+
+    from nbmemory.server.app import HOST_KEY
+
+    host = jp_serverapp.web_app.settings[HOST_KEY]
+    await api("status")
+    busy, release = threading.Event(), threading.Event()
+    work = asyncio.ensure_future(host.run(lambda m: (busy.set(), release.wait(30)), "recall"))
+    assert await asyncio.get_running_loop().run_in_executor(None, busy.wait, 10)
+    code, state = await asyncio.wait_for(api("owner"), timeout=10)
+    assert code == 200 and state["busy"] == "recall" and state["busy_s"] >= 0
+    assert state["running"] and state["model_loaded"] in (True, None)
+    release.set()
+    await work
+    code, state = await api("owner")
+    assert state["busy"] is None
+
+
+# -- notes written in the panel: provenance and authors ---------------------------------------
+
+
+async def test_a_note_from_a_notebook_cell_keeps_its_provenance(api, jp_root_dir):
+    (jp_root_dir / "work").mkdir()
+    code, note = await api("notes", "POST", {
+        "text": "the ledger closes at 02:00 UTC",
+        "provenance": {"notebook": "work/ledger.ipynb", "cell_id": "c-1",
+                       "execution_count": 4, "cell_source": "ledger.close_time()"}})
+    assert code == 201, note
+    p = note["provenance"]
+    assert p["notebook"] == str((jp_root_dir / "work" / "ledger.ipynb").resolve())
+    assert (p["cell_id"], p["execution_count"], p["source"]) == ("c-1", 4, "panel")
+    assert p["cell_source"] == "ledger.close_time()" and len(p["cell_hash"]) == 32
+    assert note["lab_path"] == "work/ledger.ipynb"
+
+
+async def test_the_author_of_a_token_request_is_the_servers_user(api):
+    """jupyter_server makes up an anonymous user per token request: that is no author."""
+    from nbmemory.provenance import author
+
+    note = await remember(api, "written with the token alone")
+    assert note["author"] == author()
+
+
+@pytest.mark.parametrize("jp_server_config", [NamedUser], indirect=True)
+async def test_panel_writes_are_attributed_to_the_jupyter_user(api):
+    note = await remember(api, "the retry limit is 3")
+    assert note["author"] == "ana" and note["provenance"]["author"] == "ana"
+    code, _ = await api(f"notes/{note['id']}", "PATCH", {"text": "the retry limit is 5"})
+    assert code == 200
+    for action in ("forget", "reinstate", "verify"):
+        code, data = await api(f"notes/{note['id']}/{action}", "POST")
+        assert code == 200, data
+    code, new = await api(f"notes/{note['id']}/supersede", "POST", {"text": "no retries"})
+    assert code == 201 and new["author"] == "ana"
+    code, detail = await api(f"notes/{note['id']}")
+    events = [(e["type"], e["actor"]) for e in detail["history"]]
+    assert events[:5] == [("created", "ana"), ("edited", "ana"), ("revoked", "ana"),
+                          ("reinstated", "ana"), ("verified", "ana")], events
+    code, snap = await api("snapshots", "POST", {"name": "by-ana"})
+    assert code == 201 and snap["author"] == "ana"
+
+
+async def test_errors_say_the_next_step_as_a_request_and_carry_the_command(api):
+    note = await remember(api, "forget me twice")
+    await api(f"notes/{note['id']}/forget", "POST")
+    code, data = await api(f"notes/{note['id']}/forget", "POST")
+    assert code == 409
+    assert f"POST /nbmemory/notes/{note['id']}/reinstate" in data["message"]
+    assert "%memory" not in data["message"] and "Memory." not in data["message"]
+    assert data["commands"] == [["reinstate", [note["id"]]]]
+
+
+# -- source links after a rename ---------------------------------------------------------------
+
+
+async def test_source_of_a_renamed_notebook_points_to_where_its_cell_went(api, jp_root_dir):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("ledger.close_time()")
+    notebook.cells = [nbformat.v4.new_markdown_cell("# Ledger"), cell]
+    nbformat.write(notebook, jp_root_dir / "Untitled.ipynb")
+    code, note = await api("notes", "POST", {
+        "text": "the ledger closes at 02:00 UTC",
+        "provenance": {"notebook": "Untitled.ipynb", "cell_id": cell.id}})
+    assert code == 201, note
+    code, where = await api(f"notes/{note['id']}/source")
+    assert code == 200 and where == {"lab_path": "Untitled.ipynb", "exists": True,
+                                     "moved_to": []}
+    (jp_root_dir / "reports").mkdir()
+    os.rename(jp_root_dir / "Untitled.ipynb", jp_root_dir / "reports" / "sales-notes.ipynb")
+    (jp_root_dir / ".hidden").mkdir()
+    nbformat.write(notebook, jp_root_dir / ".hidden" / "copy.ipynb")  # hidden: not offered
+    code, where = await api(f"notes/{note['id']}/source")
+    assert code == 200 and where == {"lab_path": "Untitled.ipynb", "exists": False,
+                                     "moved_to": ["reports/sales-notes.ipynb"]}
+    code, where = await api("notes/999/source")
+    assert code == 404

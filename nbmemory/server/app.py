@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +25,8 @@ OWNER_MODE = "in-process"
 OWNER_NAMES = {"local": "in-process", "service": "owner service"}
 # web_app.settings key of the MemoryHost (``settings["nbmemory"]`` is the ExtensionApp itself).
 HOST_KEY = "nbmemory_host"
+# Operations that need the embedding model: the first one after an owner starts waits for it.
+EMBEDS = frozenset({"recall", "remember", "supersede", "edit"})
 
 
 def open_memory(location: StoreLocation, model: str) -> Memory:
@@ -47,24 +50,84 @@ class MemoryHost:
         self._memory: Memory | None = None
         self._lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbmemory")
+        # What the worker is doing, read by the cheap ``owner`` route (never queued behind it).
+        self.opening = False
+        self.busy: str | None = None
+        self.busy_since: float | None = None
+        self.owner_pid: int | None = None  # the owner the last status came from
+        self.model_loaded_pid: int | None = None  # an owner known to hold the model
 
     def memory(self) -> Memory:
         with self._lock:
             if self._memory is None:
-                self._memory = self._opener(self.location, self.model)
+                self.opening = True
+                try:
+                    self._memory = self._opener(self.location, self.model)
+                finally:
+                    self.opening = False
             return self._memory
 
-    async def run(self, operation: Callable[[Memory], Any]) -> Any:
-        """Run ``operation(memory)`` on the worker thread and return its result."""
+    async def run(self, operation: Callable[[Memory], Any], name: str = "") -> Any:
+        """Run ``operation(memory)`` on the worker thread and return its result.
+
+        ``name`` (an operation such as "recall") is what the ``owner`` route reports while
+        it runs, so that the panel can say what a slow request waits for.
+        """
+        def work():
+            self.busy, self.busy_since = name or "work", time.monotonic()
+            try:
+                result = operation(self.memory())
+                if name in EMBEDS and self.owner_pid is not None:
+                    self.model_loaded_pid = self.owner_pid
+                return result
+            finally:
+                self.busy, self.busy_since = None, None
+
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, lambda: operation(self.memory()))
+        return await loop.run_in_executor(self.executor, work)
 
     def status(self, memory: Memory) -> dict[str, Any]:
         status = memory.status()
         status.setdefault("owner", OWNER_NAMES.get(status.get("mode"), OWNER_MODE))
         status["store_reason"] = self.location.reason
         status["server_version"] = __version__
+        status["running"] = True
+        pid = status.get("owner_pid") or status.get("pid")
+        self.owner_pid = pid
+        if status.get("model_loaded"):
+            self.model_loaded_pid = pid
         return status
+
+    def owner_state(self) -> dict[str, Any]:
+        """Who serves the store and what the worker waits for, without touching the store
+        or starting an owner (cheap: a lock probe, a file and one ``/hello``)."""
+        from ..service import owner_info
+
+        try:
+            info = owner_info(self.location.path)
+        except Exception as exc:  # noqa: BLE001 - a probe must never fail the request
+            info = {"mode": "unknown", "error": str(exc)}
+        busy_s = (round(time.monotonic() - self.busy_since, 1)
+                  if self.busy_since is not None else None)
+        pid = info.get("pid") if info else None
+        return {
+            "running": info is not None,
+            "mode": info.get("mode") if info else None,
+            "state": info.get("state") if info else None,
+            "pid": pid,
+            "uptime_s": info.get("uptime_s") if info else None,
+            "model": info.get("model") if info else None,
+            "model_loaded": (pid is not None and pid == self.model_loaded_pid) or None,
+            "opening": self.opening,
+            "busy": self.busy,
+            "busy_s": busy_s,
+        }
+
+    def not_running(self) -> dict[str, Any]:
+        """What status says when no owner serves the store (none is started for it)."""
+        return {"running": False, "store": str(self.location.path),
+                "store_reason": self.location.reason, "server_version": __version__,
+                "owner": "not running"}
 
     def close(self) -> None:
         def close_memory():
