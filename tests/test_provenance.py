@@ -1,6 +1,8 @@
 """Provenance: git state read from a real repository, notebook and cell from a real kernel."""
 
+import json
 import os
+import sys
 import time
 import subprocess
 from pathlib import Path
@@ -57,6 +59,79 @@ def test_git_worktree_is_followed(repo, tmp_path):
     info = git_info(tmp_path / "side")
     assert info["workspace"] == str(tmp_path / "side")
     assert (info["git_branch"], info["git_commit"]) == ("side", git(repo, "rev-parse", "HEAD"))
+
+
+def reftable_repo(root):
+    """The files a reftable repository (git >= 2.45) has: HEAD is a stub that older tools
+    read as the branch '.invalid', refs/heads is a file, the refs live in reftable/."""
+    (root / "sub").mkdir(parents=True)
+    (root / ".git" / "refs").mkdir(parents=True)
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/.invalid\n")
+    (root / ".git" / "refs" / "heads").write_text("this repository uses the reftable format\n")
+    (root / ".git" / "reftable").mkdir()
+    (root / ".git" / "reftable" / "tables.list").write_text("0x000000000001-0x000000000002.ref\n")
+    return root
+
+
+FAKE_GIT = """#!{python}
+# Stands in for git >= 2.45 (this machine has 2.39, which cannot make reftable repos).
+import json, sys
+args = sys.argv[1:]
+with open({log!r}, "a") as log:
+    log.write(json.dumps(args) + "\\n")
+if args[:1] == ["-C"]:
+    args = args[2:]
+if args == ["symbolic-ref", "-q", "HEAD"]:
+    sys.exit(1) if {detached} else print("refs/heads/feature/units")
+elif args == ["rev-parse", "-q", "--verify", "HEAD^{{commit}}"]:
+    print("{commit}")
+elif args[:1] == ["status"]:
+    print(" M analysis/orders.py")
+else:
+    sys.exit(128)
+"""
+
+
+@pytest.mark.parametrize("detached", [False, True])
+def test_git_provenance_in_a_reftable_repository_asks_git(tmp_path, monkeypatch, detached):
+    root = reftable_repo(tmp_path / "repo")
+    commit, log = "8f3c" * 10, tmp_path / "git-calls.jsonl"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "git"
+    fake.write_text(FAKE_GIT.format(python=sys.executable, log=str(log), detached=detached,
+                                    commit=commit))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    info = git_info(root / "sub")
+    expected = {"workspace": str(root), "git_commit": commit, "git_dirty": True}
+    if not detached:
+        expected["git_branch"] = "feature/units"
+    assert info == expected  # never the stub's '.invalid'
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert all(call[:2] == ["-C", str(root)] for call in calls)
+    assert [c[2] for c in calls] == ["symbolic-ref", "rev-parse", "status"]
+
+
+def test_a_reftable_repository_without_git_records_no_branch(tmp_path, monkeypatch):
+    root = reftable_repo(tmp_path / "repo")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    assert git_info(root / "sub") == {"workspace": str(root)}
+
+
+def test_a_real_reftable_repository(tmp_path):
+    root = tmp_path / "repo"
+    made = subprocess.run(["git", "init", "-q", "-b", "main", "--ref-format=reftable", str(root)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip("this git cannot make reftable repositories (needs git >= 2.45); "
+                    "test_git_provenance_in_a_reftable_repository_asks_git covers it with a fake git")
+    (root / "a.txt").write_text("a\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "initial")
+    assert (root / ".git" / "HEAD").read_text().strip() == "ref: refs/heads/.invalid"
+    assert git_info(root) == {"workspace": str(root), "git_branch": "main",
+                              "git_commit": git(root, "rev-parse", "HEAD"), "git_dirty": False}
 
 
 def test_outside_git_and_outside_a_notebook(tmp_path):
