@@ -245,6 +245,42 @@ def _short_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:32]
 
 
+# polars documents DataFrame.hash_rows and Series.hash as unstable across polars versions:
+# samples hash the column values written out canonically instead (see polars_sample).
+POLARS_SAMPLE_SCHEME = "polars-values-1"
+# Columns written as their physical numbers (numpy bytes of a fixed dtype) plus a null mask.
+POLARS_NUMBERS = {"Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64",
+                  "Float32", "Float64", "Boolean", "Date", "Datetime", "Duration", "Time"}
+
+
+def _polars_column(series) -> bytes:
+    """One polars column's values, written the same way by every polars version.
+
+    Numbers, booleans and temporal values: their physical values (days, or ticks of the
+    column's time unit, as Arrow defines them) as numpy bytes, then the null mask.
+    Categoricals as their strings (their codes depend on the string cache). Anything else
+    (strings, decimals, lists, structs, binary, objects): ``repr`` of the Python values.
+    """
+    dtype_name = series.dtype.base_type().__name__
+    if dtype_name in ("Categorical", "Enum"):
+        series = series.cast(str)
+    elif dtype_name in POLARS_NUMBERS:
+        physical = series.to_physical()
+        values = physical.fill_null(False if dtype_name == "Boolean" else 0).to_numpy()
+        nulls = physical.is_null().to_numpy()
+        return b"n" + values.dtype.str.encode() + b"|" + values.tobytes() + nulls.tobytes()
+    return b"p" + repr(series.to_list()).encode()
+
+
+def polars_sample(columns) -> str:
+    """A hash of polars columns (names and values), stable across polars versions."""
+    digest = hashlib.sha256()
+    for series in columns:
+        for part in (str(series.name).encode(), _polars_column(series)):
+            digest.update(len(part).to_bytes(8, "little") + part)
+    return digest.hexdigest()[:32]
+
+
 def variable_fingerprint(value: Any) -> dict[str, Any]:
     """Type, schema, shape and (for small values) a content hash of a kernel value.
 
@@ -275,13 +311,14 @@ def variable_fingerprint(value: Any) -> dict[str, Any]:
             if kind == "DataFrame":
                 out["shape"] = list(value.shape)
                 if value.height <= SMALL_FRAME_ROWS:
-                    out["sample"] = _short_hash(value.hash_rows().to_numpy().tobytes()
-                                                + repr(value.columns).encode())
+                    out["sample"] = polars_sample(value.get_columns())
+                    out["sample_scheme"] = POLARS_SAMPLE_SCHEME
         elif module == "polars" and kind == "Series":
             out["columns"] = [[str(value.name), str(value.dtype)]]
             out["shape"] = [len(value)]
             if len(value) <= SMALL_FRAME_ROWS:
-                out["sample"] = _short_hash(value.hash().to_numpy().tobytes())
+                out["sample"] = polars_sample([value])
+                out["sample_scheme"] = POLARS_SAMPLE_SCHEME
         elif module == "numpy" and kind == "ndarray":
             out["columns"] = [["", str(value.dtype)]]
             out["shape"] = list(value.shape)
