@@ -99,20 +99,19 @@ class MemoryBrowser:
         """Recall when the search box has text, else list the newest notes."""
         try:
             query = self.search.value.strip()
+            wanted = self.stale.value
+            stale = None if not wanted else wanted == "stale"
             if query:
-                hits = self.memory.recall(query, k=self.limit, **self._filters())
+                hits = self.memory.recall(query, k=self.limit, stale=stale, **self._filters())
                 items = [(h.note, h.score) for h in hits]
                 summary = f"{len(items)} recalled for {query!r}"
                 if hits.filtered_out:
                     summary += f" ({hits.filtered_out} more below the score threshold)"
             else:
-                page = self.memory.notes(limit=self.limit, **self._filters())
+                page = self.memory.notes(limit=self.limit, stale=stale, **self._filters())
                 items = [(n, None) for n in page.notes]
                 summary = f"{page.total} notes" + (f", newest {len(items)} shown"
                                                    if page.total > len(items) else "")
-            wanted = self.stale.value
-            if wanted:
-                items = [(n, s) for n, s in items if n.is_stale == (wanted == "stale")]
             self._show(items)
             self.status.value = f'<span class="nbm-muted">{html.escape(summary)} · ' \
                                 f'{html.escape(str(self.memory.location or ""))}</span>'

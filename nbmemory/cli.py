@@ -12,17 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 import textwrap
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any, Sequence
 
 from ._version import __version__
 from .config import DEFAULT_MODEL
 from .errors import InvalidInput, ModelUnavailable, NbMemoryError, StoreUnavailable
 from .progress import progress_bar
+from .when import parse_since
 from . import syntax
 
 EXIT_OK = 0
@@ -109,17 +109,11 @@ def positive(text: str) -> int:
 
 
 def since_time(value: str) -> datetime:
-    """``7d``, ``12h``, ``3w`` ago, or an ISO date."""
-    match = re.fullmatch(r"(\d+)\s*([hdw])", value.strip())
-    if match:
-        amount, unit = int(match.group(1)), match.group(2)
-        return datetime.now(timezone.utc) - {"h": timedelta(hours=amount), "d": timedelta(days=amount),
-                                             "w": timedelta(weeks=amount)}[unit]
+    """``7d``, ``12h``, ``3w`` ago, or an ISO date (argparse's type for --since)."""
     try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"cannot read the time {value!r}; use 7d, 12h, 2w or 2026-01-31")
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        return parse_since(value)
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)[0].lower() + str(exc)[1:]) from None
 
 
 def build_parser() -> Parser:
@@ -343,11 +337,7 @@ def cmd_remember(mem, args) -> None:
     text = read_text(args.text)
     options = dict(kind=args.kind, priority=args.priority, tags=args.tags, provenance=provenance(),
                    about=args.about)
-    if args.supersedes is not None:
-        note = mem.supersede(args.supersedes, text, **options)
-    else:
-        note = mem.remember(text, **options)
-    similar = [h for h in mem.similar(note.id, k=3) if h.note.id != args.supersedes]
+    note, similar = mem.remember_with_similar(text, supersedes=args.supersedes, **options)
     if args.json:
         return emit_json({"note": note.to_dict(), "similar": [h.to_dict() for h in similar]})
     from .display import remembered_display
@@ -418,8 +408,7 @@ def cmd_forget(mem, args) -> None:
     notes = mem.forget(args.ids)
     if args.json:
         return emit_json({"forgotten": [n.to_dict() for n in notes]})
-    print(f"Forgot {', '.join(f'#{n.id}' for n in notes)}. "
-          f"Undo with: nbmemory reinstate {' '.join(str(n.id) for n in notes)}")
+    print(syntax.forgot([n.id for n in notes], syntax.CLI))
 
 
 def purge(mem, args) -> None:

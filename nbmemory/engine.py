@@ -13,7 +13,7 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -25,8 +25,7 @@ from . import __version__, exchange
 from .anchors import absolute, display_path, file_terms, is_file_term
 from .config import Settings, find_git_root
 from .embed import Embedder, make_embedder, model_name
-from .errors import (Command, Conflict, EmbedderMismatch, InvalidInput, NbMemoryError,
-                     NotFound, StoreUnavailable)
+from .errors import Command, Conflict, EmbedderMismatch, InvalidInput, NbMemoryError, NotFound
 from .history import PastView, diff
 from .lexical import LexicalIndex
 from .ranking import MODES, rank
@@ -786,7 +785,9 @@ class Engine:
     def notes(self, *, tags=None, kind=None, priority=None, since: datetime | None = None,
               until: datetime | None = None, status: str | Sequence[str] = "active",
               offset: int = 0, limit: int = 50, order: str = "newest",
-              variables: dict | None = None) -> Page:
+              stale: bool | None = None, variables: dict | None = None) -> Page:
+        """A page of notes; ``stale`` True keeps only stale notes, False only fresh ones
+        (before paging, so ``total`` counts what the filter keeps)."""
         if limit < 1 or offset < 0:
             raise InvalidInput("limit must be at least 1 and offset at least 0")
         if order not in ("newest", "oldest", "priority"):
@@ -795,6 +796,9 @@ class Engine:
         filters = filters_for(tags=tags, kind=kind, priority=priority, since=since,
                               until=until, statuses=statuses)
         with self._lock:
+            if stale is not None:
+                kept = self._by_staleness(self.store.note_ids(filters), stale, variables)
+                filters = replace(filters, ids=tuple(kept.tolist()))
             notes, total = self.store.list_notes(filters, offset=offset, limit=limit, order=order)
             return Page(self._with_stale(notes, variables), total, offset, limit)
 
@@ -827,7 +831,7 @@ class Engine:
             mine = tuple(a for _, a in anchors.get(note.id, ()))
             reasons += self.checker.reasons(mine, variables)
             if reasons or mine:
-                note = _replace(note, stale=tuple(reasons), anchors=mine)
+                note = replace(note, stale=tuple(reasons), anchors=mine)
             out.append(note)
         return out
 
@@ -1045,7 +1049,7 @@ class Engine:
         """Notes with the anchors and stale flags they had when ``snapshot`` was sealed."""
         stale = self._stale_at(snapshot)
         anchors = self.store.anchors_at([n.id for n in notes], snapshot.seq)
-        return [_replace(n, stale=tuple(self._superseded(n, snapshot.seq) + stale.get(n.id, [])),
+        return [replace(n, stale=tuple(self._superseded(n, snapshot.seq) + stale.get(n.id, [])),
                          anchors=tuple(a for _, a in anchors.get(n.id, ()))) for n in notes]
 
     def _stale_at(self, snapshot: Snapshot) -> dict[int, list[StaleReason]]:
@@ -1393,9 +1397,3 @@ class Engine:
                 "uptime_s": round(time.time() - self.started, 1),
                 **stats,
             }
-
-
-def _replace(note: Note, **changes) -> Note:
-    from dataclasses import replace
-
-    return replace(note, **changes)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
@@ -25,6 +24,7 @@ from .namespace import namespace_terms
 from .progress import progress_bar
 from .config import DEFAULT_MODEL, Settings
 from .errors import NbMemoryError
+from .when import parse_since
 from .models import Anchor, Provenance
 
 _OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(?:=(\"[^\"]*\"|'[^']*'|\S+))?")
@@ -65,23 +65,6 @@ def split_options(parser, line: str):
     if rest.strip().startswith("-- "):
         rest = rest.strip()[3:]
     return parser.parse_args(tokens), rest.strip()
-
-
-def parse_since(value: str | None) -> datetime | None:
-    """``7d``, ``12h``, ``3w`` ago, or an ISO date."""
-    if not value:
-        return None
-    match = re.fullmatch(r"(\d+)\s*([hdw])", value.strip())
-    if match:
-        amount, unit = int(match.group(1)), match.group(2)
-        delta = {"h": timedelta(hours=amount), "d": timedelta(days=amount),
-                 "w": timedelta(weeks=amount)}[unit]
-        return datetime.now(timezone.utc) - delta
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise UsageError(f"Cannot read the time {value!r}; use 7d, 12h, 2w or 2026-01-31") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
 def parse_ids(text: str) -> list[int]:
@@ -269,12 +252,8 @@ class NbMemory(Magics):
         with usage_errors():
             options = dict(kind=args.kind, priority=args.priority, tags=args.tags,
                            provenance=provenance, author=provenance.author, about=about)
-            if args.supersedes is not None:
-                note = self.mem.supersede(args.supersedes, text, **options)
-            else:
-                note = self.mem.remember(text, **options)
-            similar = self.mem.similar(note.id, k=self.similar) if self.similar else []
-        similar = [h for h in similar if h.note.id != args.supersedes]
+            note, similar = self.mem.remember_with_similar(
+                text, supersedes=args.supersedes, similar=self.similar, **options)
         hint = None
         if pointer_only(note.text):
             hint = (f"#{note.id} is only a location. Pointers go stale as code moves: store the "
@@ -399,9 +378,7 @@ class NbMemory(Magics):
             return self._purge(ids, confirmed=args.yes)
         with usage_errors():
             notes = self.mem.forget(ids)
-        listed = ", ".join(f"#{n.id}" for n in notes)
-        undo = "; ".join(f"%memory reinstate {n.id}" for n in notes)
-        print(f"Forgot {listed}. Undo with: {undo}")
+        print(syntax.forgot([n.id for n in notes], syntax.MAGIC))
 
     def _purge(self, ids: list[int], *, confirmed: bool) -> None:
         with usage_errors():

@@ -219,11 +219,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
             mem = memory.get()
             options = dict(kind=kind, priority=priority, tags=tags, provenance=provenance(),
                            about=about)
-            if supersedes is not None:
-                note = mem.supersede(supersedes, text, **options)
-            else:
-                note = mem.remember(text, **options)
-            similar = [h for h in mem.similar(note.id, k=3) if h.note.id != supersedes]
+            note, similar = mem.remember_with_similar(text, supersedes=supersedes, **options)
         data: dict[str, Any] = {"remembered": note.id, "note": note_dict(note)}
         if similar:
             data["similar"] = [{"id": h.note.id, "score": h.score, "text": h.note.text}

@@ -139,6 +139,18 @@ class Memory:
                           author=author, provenance=provenance, supersedes=supersedes,
                           request_id=request_id, about=_about(about))
 
+    def remember_with_similar(self, text: str, *, supersedes: int | None = None,
+                              similar: int = 3, **options: Any) -> tuple[Note, list[Hit]]:
+        """Remember ``text`` (replacing note ``supersedes`` if given), and the ``similar``
+        active notes closest to it, leaving out the one it replaces: what a front end
+        shows after a remember, so the writer sees near duplicates (never merged)."""
+        if supersedes is not None:
+            note = self.supersede(supersedes, text, **options)
+        else:
+            note = self.remember(text, **options)
+        near = self.similar(note.id, k=similar) if similar > 0 else []
+        return note, [h for h in near if h.note.id != supersedes]
+
     def remember_many(self, notes: Iterable[dict[str, Any]], *,
                       progress: Progress | None = None,
                       request_id: str | None = None) -> list[Note]:
@@ -274,11 +286,12 @@ class Memory:
     def notes(self, *, tags=None, kind=None, priority=None, since: datetime | None = None,
               until: datetime | None = None, status: str | Sequence[str] = "active",
               offset: int = 0, limit: int = 50, order: str = "newest",
-              variables: dict | None = None):
-        """A page of notes (``.notes``, ``.total``), newest first by default."""
+              stale: bool | None = None, variables: dict | None = None):
+        """A page of notes (``.notes``, ``.total``), newest first by default. ``stale``
+        True lists only stale notes, False only fresh ones (``total`` counts those)."""
         return self._call("notes", tags=tags, kind=kind, priority=priority, since=since,
                           until=until, status=status, offset=offset, limit=limit, order=order,
-                          variables=variables)
+                          stale=stale, variables=variables)
 
     def stale(self, *, offset: int = 0, limit: int = 50, variables: dict | None = None):
         """A page of the active notes that are stale, each with its reasons."""

@@ -147,12 +147,13 @@ class Filters:
     since: datetime | None = None
     until: datetime | None = None
     statuses: tuple[str, ...] = ("active",)
+    ids: tuple[int, ...] | None = None  # only these notes (e.g. the stale ones)
 
     @property
     def narrows(self) -> bool:
         """True when the filter excludes some active notes."""
         return bool(self.tags or self.kinds or self.priorities or self.since or self.until
-                    or set(self.statuses) != {"active"})
+                    or set(self.statuses) != {"active"} or self.ids is not None)
 
     def matches(self, note: Note) -> bool:
         """The same test as :meth:`sql`, for notes already in memory."""
@@ -161,7 +162,8 @@ class Filters:
                 and (not self.kinds or note.kind in self.kinds)
                 and (not self.priorities or note.priority in self.priorities)
                 and (self.since is None or note.created_at >= self.since)
-                and (self.until is None or note.created_at < self.until))
+                and (self.until is None or note.created_at < self.until)
+                and (self.ids is None or note.id in self.ids))
 
     def sql(self) -> tuple[str, list[Any]]:
         clauses, params = [], []
@@ -183,6 +185,9 @@ class Filters:
         if self.until:
             clauses.append("n.created_at < ?")
             params.append(_naive(self.until))
+        if self.ids is not None:
+            clauses.append("n.id IN (SELECT unnest(?::BIGINT[]))")
+            params.append(list(self.ids))
         return (" AND ".join(clauses) or "TRUE"), params
 
 

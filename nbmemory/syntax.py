@@ -7,7 +7,7 @@ call. Operations a front end has no command for fall back to the Python API's fo
 
 from __future__ import annotations
 
-from .errors import Command, NbMemoryError, Syntax
+from .errors import Command, NbMemoryError, Syntax, write
 
 MAGIC: Syntax = {
     "remember": "%remember {0}",
@@ -67,6 +67,13 @@ REST: Syntax = {
     "snapshot": "'{0}'",
     "snapshots": "GET /nbmemory/snapshots",
 }
+
+
+def forgot(note_ids, syntax: Syntax) -> str:
+    """What a front end says after forgetting notes, with the one command that undoes it."""
+    ids = list(note_ids)
+    listed = ", ".join(f"#{i}" for i in ids)
+    return f"Forgot {listed}. Undo with: {write(Command('reinstate', tuple(ids)), syntax)}"
 
 
 def message(exc: NbMemoryError, syntax: Syntax) -> str:

@@ -107,6 +107,15 @@ def test_errors_are_one_line_usage_errors(ip, line, message):
         run(ip, line)
 
 
+def test_forgetting_several_notes_suggests_one_undo_that_works_when_pasted(ip):
+    for text in ("first finding", "second finding", "third finding"):
+        run(ip, f"remember {text}")
+    _, out = run(ip, "forget 1 2 3")
+    assert out.stdout.strip() == "Forgot #1, #2, #3. Undo with: %memory reinstate 1 2 3"
+    _, out = run(ip, out.stdout.strip().split("Undo with: %")[1])
+    assert out.stdout.split() == ["Reinstated", "#1.", "Reinstated", "#2.", "Reinstated", "#3."]
+
+
 def test_forget_and_reinstate(ip):
     run(ip, "remember the watcher races the lock")
     _, out = run(ip, "forget #1")

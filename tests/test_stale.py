@@ -345,3 +345,16 @@ def test_a_snapshot_diff_says_which_notes_went_stale_and_why(ws, mem):
     changes = mem.snapshot_diff("before").changes
     assert [(c.change, c.note.id, c.detail) for c in changes] == [
         ("became_stale", 1, "rows_changed data/orders.csv (2 → 3 rows)")]
+
+
+def test_listing_only_stale_or_only_fresh_notes_counts_what_it_keeps(mem, ws):
+    stale_ids = [mem.remember(f"orders.amount is in cents, finding {i}",
+                              about=["data/orders.csv"]).id for i in range(3)]
+    fresh_ids = [mem.remember(f"resolver finding {i} with no file").id for i in range(4)]
+    save_later(ws / "data" / "orders.csv", ORDERS + "3,99\n")
+    page = mem.notes(stale=True, limit=2)
+    assert page.total == 3 and len(page.notes) == 2
+    assert {n.id for n in page.notes} <= set(stale_ids) and all(n.is_stale for n in page.notes)
+    page = mem.notes(stale=False, limit=50)
+    assert page.total == 4 and sorted(n.id for n in page.notes) == fresh_ids
+    assert mem.notes().total == 7

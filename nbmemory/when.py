@@ -1,0 +1,27 @@
+"""Times as people type them: ``7d``, ``12h``, ``3w`` ago, or an ISO date."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+from .errors import InvalidInput
+
+_AGO = re.compile(r"(\d{1,9})\s*([hdw])")
+_UNITS = {"h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(value: str | None, *, now: datetime | None = None) -> datetime | None:
+    """The moment ``value`` names (UTC when it has no zone); None for an empty value."""
+    if not value or not value.strip():
+        return None
+    now = now or datetime.now(timezone.utc)
+    match = _AGO.fullmatch(value.strip())
+    try:
+        if match:
+            return now - timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        parsed = datetime.fromisoformat(value.strip())
+    except (ValueError, OverflowError):
+        raise InvalidInput(f"Cannot read the time {value!r}; use 7d, 12h, 2w or 2026-01-31 "
+                           "(no earlier than year 1)") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
