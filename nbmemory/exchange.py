@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from . import __version__
 from .errors import InvalidInput
@@ -29,6 +29,14 @@ POLICIES = ("skip", "replace", "keep-both")
 # Derived or operational tables that an export leaves out.
 NOT_EXPORTED = {"migrations", "meta", "recall_log"}
 Progress = Callable[[int, int], None]
+
+
+class Journal(Protocol):
+    """Where a merge appends the events it gives this store's notes (the engine's open
+    journal entry, which applies each event's effect: nbmemory.events)."""
+
+    def append(self, type: str, note_id: int | None, *, actor: str | None, at: datetime,
+               request_id: str | None = None, data: dict | None = None) -> int: ...
 
 
 def _tables(store: Store) -> dict[str, dict[str, str]]:
@@ -205,9 +213,11 @@ def restore(store: Store, export: Export, progress: Progress | None = None) -> d
     return {t: len(r) for t, r in export.rows.items()}
 
 
-def merge(store: Store, export: Export, *, policy: str, actor: str,
-          now: datetime) -> dict[str, int]:
-    """Merge an export into a store that has notes, matching notes by uid."""
+def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetime,
+          journal: Journal) -> dict[str, int]:
+    """Merge an export into a store that has notes, matching notes by uid. Events this
+    store's notes get (edited, superseded, reinstated...) are appended to ``journal``, the
+    open entry of the import's transaction, which applies their effects."""
     if policy not in POLICIES:
         raise InvalidInput(f"Unknown conflict policy {policy!r}; use one of: {', '.join(POLICIES)}")
     tables = _tables(store)
@@ -287,7 +297,8 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
         else:
             anchors = [extra for table, extra in extras.get(row["id"], []) if table == "anchors"]
             pending.flush()  # _replace writes through the store
-            replaced[row["id"]] = _replace(store, known[uid], row, versions.get(row["id"], []),
+            replaced[row["id"]] = _replace(store, journal, known[uid], row,
+                                           versions.get(row["id"], []),
                                            anchors, actor, now)
     pending.flush()
     have = set(store.con.execute("SELECT content_hash, model FROM embeddings").fetchall())
@@ -312,9 +323,8 @@ def merge(store: Store, export: Export, *, policy: str, actor: str,
                 and status.get(row["supersedes"]) == "superseded"
                 and store.status_of(old) == "active"):
             # The file's version of a note this store has: superseded since, by ``new``.
-            store.append_event("superseded_by", old, actor=actor, at=now,
-                               data={"by": new, "imported": True})
-            store.set_status(old, "superseded")
+            journal.append("superseded_by", old, actor=actor, at=now,
+                           data={"by": new, "imported": True})
             replaced[row["supersedes"]] = "replaced"
     for outcome in replaced.values():
         summary[outcome] += 1
@@ -350,7 +360,8 @@ def _anchor_key(anchor: Anchor) -> tuple[str, str, str]:
     return anchor.kind, anchor.target, json.dumps(anchor.fingerprint, sort_keys=True)
 
 
-def _replace(store: Store, note_id: int, row: dict, versions: list[dict], anchor_rows: list[dict],
+def _replace(store: Store, journal: Journal, note_id: int, row: dict, versions: list[dict],
+             anchor_rows: list[dict],
              actor: str, now: datetime) -> str:
     """Make the store's note match the file's current version, as a new version, with the
     file's current anchors (fingerprints are added, never overwritten)."""
@@ -367,7 +378,7 @@ def _replace(store: Store, note_id: int, row: dict, versions: list[dict], anchor
         return "unchanged"
     seq = None
     if not same:
-        seq = store.append_event("edited", note_id, actor=actor, at=now,
+        seq = journal.append("edited", note_id, actor=actor, at=now,
                                  data={"changed": ["imported"]})
         provenance = Provenance.from_dict(json.loads(latest["provenance"])
                                           if latest.get("provenance") else None)
@@ -377,7 +388,7 @@ def _replace(store: Store, note_id: int, row: dict, versions: list[dict], anchor
                              provenance=provenance, at=now, seq=seq)
     if anchors_differ:
         if seq is None:  # the file's fingerprints were taken later: as if verified here
-            seq = store.append_event("verified", note_id, actor=actor, at=now,
+            seq = journal.append("verified", note_id, actor=actor, at=now,
                                      data={"retaken": len(theirs), "imported": True})
         positions = {(a.kind, a.target): position for position, a in mine}
         following = store.next_anchor_position(note_id)
@@ -392,9 +403,8 @@ def _replace(store: Store, note_id: int, row: dict, versions: list[dict], anchor
             rows.append((position, Anchor(kind, target, {"dropped": True}, origin)))
         store.insert_anchors(note_id, rows, seq=seq, at=now)
     if row["status"] != current.status and row["status"] in ("active", "revoked"):
-        store.append_event("reinstated" if row["status"] == "active" else "revoked", note_id,
-                           actor=actor, at=now, data={"imported": True})
-        store.set_status(note_id, row["status"])
+        journal.append("reinstated" if row["status"] == "active" else "revoked", note_id,
+                       actor=actor, at=now, data={"imported": True})
     elif same and not anchors_differ:  # a status this cannot set (superseded: merge links it)
         return "unchanged"
     return "replaced"

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import __version__
 from .errors import StoreTooNew, StoreUnavailable
+from .events import EFFECTS, KEEP, status_sql
 from .models import Anchor, Event, Note, Provenance, Snapshot
 
 DB_FILENAME = "memory.duckdb"
@@ -191,9 +192,9 @@ class Filters:
         return (" AND ".join(clauses) or "TRUE"), params
 
 
-_STATUS_EVENTS = "'created', 'revoked', 'reinstated', 'superseded_by', 'purged', 'refuted', 'reopened'"
-_STATUS_AFTER = """CASE last_type WHEN 'revoked' THEN 'revoked' WHEN 'superseded_by' THEN 'superseded'
-    WHEN 'purged' THEN 'purged' WHEN 'refuted' THEN 'refuted' ELSE 'active' END"""
+# How events set a note's status, folded in SQL for past states (events.EFFECTS).
+_STATUS_EVENTS, _STATUS_AFTER, _ACTIVE_AFTER = status_sql("last_type")
+_RESOLUTION_EVENTS = ", ".join(f"'{t}'" for t, e in EFFECTS.items() if e.resolution != KEEP)
 
 _NOTE_COLUMNS = """
     n.id, n.text, n.kind, n.priority, n.tags, n.status, n.version, n.created_at,
@@ -584,7 +585,7 @@ class Store:
                    n.created_at, v.created_at, v.author, v.provenance, n.supersedes,
                    (SELECT arg_max(type || ':' || coalesce(data->>'reason', ''), seq) FROM events e
                     WHERE e.note_id = n.id AND e.seq <= ? AND
-                          e.type IN ('confirmed', 'refuted', 'reopened')),
+                          e.type IN ({_RESOLUTION_EVENTS})),
                    NULL, v.content_hash
             FROM last JOIN ver USING (note_id)
             JOIN note_versions v ON v.note_id = ver.note_id AND v.version = ver.version
@@ -686,7 +687,7 @@ class Store:
         return self.con.execute(
             "SELECT count(*) FROM (SELECT note_id, arg_max(type, seq) AS last_type FROM events "
             f"WHERE seq <= ? AND note_id IS NOT NULL AND type IN ({_STATUS_EVENTS}) "
-            "GROUP BY note_id) WHERE last_type IN ('created', 'reinstated', 'reopened')",
+            f"GROUP BY note_id) WHERE last_type IN ({_ACTIVE_AFTER})",
             [seq]).fetchone()[0]
 
     # -- recall log ---------------------------------------------------------------------

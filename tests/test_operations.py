@@ -12,7 +12,8 @@ from nbmemory.operations import OPERATIONS, operation
 # Engine parameters a front end never sends: how evaluation and ambient recall call it.
 ENGINE_ONLY = {"recall": {"log"}}
 # Public engine methods that are not operations (lifecycle, used by the owner itself).
-NOT_OPERATIONS = {"close", "warm_up", "remember_batch"}
+NOT_OPERATIONS = {"close", "warm_up", "remember_batch", "open_indexes", "writing", "set_identity",
+                  "check_embedder", "embed"}
 
 
 def public_methods(cls) -> set[str]:

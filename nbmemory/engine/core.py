@@ -1,0 +1,280 @@
+"""The engine: one process's view of a store, coordinating its parts.
+
+It owns the store's lock, the store, the journal and its projections (each note's state,
+the keyword index, the vector index) and the model, and hands each operation to the part
+that does it: :mod:`.writes`, :mod:`.reads`, :mod:`.recall`, :mod:`.staleness`,
+:mod:`.about`, :mod:`.snapshots`, :mod:`.upkeep`. It never imports IPython, tornado,
+jupyter_server or the MCP library.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..config import Settings, find_git_root
+from ..embed import Embedder, make_embedder, model_name
+from ..errors import Command, EmbedderMismatch
+from ..events import INDEXED
+from ..lock import OwnerLock, prepare_directory
+from ..stale import StaleChecker
+from ..store import SCHEMA_VERSION, Store
+from ..vectors import VectorIndex
+from .about import About
+from .indexes import Dense, Keywords, NoteState
+from .journal import Entry, Journal
+from .part import Progress
+from .reads import Reads
+from .recall import Recall
+from .snapshots import Snapshots
+from .staleness import Staleness
+from .upkeep import Upkeep
+from .writes import Writes
+
+
+def _by(part: str, function):
+    """An engine operation done by ``function`` of one of its parts (same signature)."""
+    @functools.wraps(function)
+    def operation(self, *args, **kwargs):
+        return function(getattr(self, part), *args, **kwargs)
+    return operation
+
+
+class Engine:
+    """Everything a store can do, for the one process that owns it."""
+
+    def __init__(self, directory: str | os.PathLike, *, settings: Settings | None = None,
+                 embedder: Embedder | None = None, progress: Progress | None = None,
+                 owner_lock: OwnerLock | None = None):
+        self.directory = Path(directory)
+        self.settings = settings or Settings()
+        self.embedder = embedder or make_embedder(self.settings.model)
+        self.started = time.time()
+        self.lock = threading.RLock()
+        prepare_directory(self.directory)
+        # The service takes the lock itself (to announce itself before the slow open).
+        self._owner = owner_lock or OwnerLock(self.directory)
+        if not self._owner.held:
+            self._owner.acquire()
+        try:
+            self.store = Store(self.directory)
+        except BaseException:
+            self._owner.release()
+            raise
+        # Anchored paths are relative to the workspace: the git root above the store, or
+        # the store's parent (never this process's cwd: the owner may run elsewhere).
+        self.workspace = find_git_root(self.directory.parent.resolve()) or self.directory.parent.resolve()
+        self.checker = StaleChecker(self.workspace, exclude=[self.directory])
+        self.state, self.keywords = NoteState(), Keywords()
+        self.dense = Dense(self.directory, self.settings, self.store)
+        self.journal = Journal(self.store, [self.state, self.keywords, self.dense])
+        self.writes, self.reads, self.recalls = Writes(self), Reads(self), Recall(self)
+        self.staleness, self.about = Staleness(self), About(self)
+        self.seals, self.upkeep = Snapshots(self), Upkeep(self)
+        self._identity: str | None = None
+        self._index_state = "empty"
+        self.open_indexes(progress)
+
+    # -- operations (nbmemory/operations.py lists them; tests check the signatures) -------
+
+    remember = _by("writes", Writes.remember)
+    remember_batch = _by("writes", Writes.remember_batch)
+    remember_many = _by("writes", Writes.remember_many)
+    supersede = _by("writes", Writes.supersede)
+    edit = _by("writes", Writes.edit)
+    forget = _by("writes", Writes.forget)
+    reinstate = _by("writes", Writes.reinstate)
+    purge = _by("writes", Writes.purge)
+    confirm = _by("writes", Writes.confirm)
+    refute = _by("writes", Writes.refute)
+    reopen = _by("writes", Writes.reopen)
+    get = _by("reads", Reads.get)
+    notes = _by("reads", Reads.notes)
+    history = _by("reads", Reads.history)
+    chain = _by("reads", Reads.chain)
+    open_questions = _by("reads", Reads.open_questions)
+    recall = _by("recalls", Recall.recall)
+    recall_terms = _by("recalls", Recall.recall_terms)
+    similar = _by("recalls", Recall.similar)
+    stale = _by("staleness", Staleness.stale)
+    verify = _by("staleness", Staleness.verify)
+    variable_anchors = _by("staleness", Staleness.variable_anchors)
+    anchor_targets = _by("about", About.anchor_targets)
+    notes_about = _by("about", About.notes_about)
+    snapshot = _by("seals", Snapshots.snapshot)
+    snapshots = _by("seals", Snapshots.snapshots)
+    snapshot_diff = _by("seals", Snapshots.snapshot_diff)
+    reembed = _by("upkeep", Upkeep.reembed)
+    reindex = _by("upkeep", Upkeep.reindex)
+    export_jsonl = _by("upkeep", Upkeep.export_jsonl)
+    import_jsonl = _by("upkeep", Upkeep.import_jsonl)
+    export_markdown = _by("upkeep", Upkeep.export_markdown)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self.lock:
+            if self._owner.held:
+                try:
+                    self.recalls.flush_log()
+                    self.dense.save()
+                finally:
+                    self.checker.close()
+                    self.store.close()
+                    self._owner.release()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def warm_up(self) -> bool:
+        """Load the embedding model now rather than on the first remember or recall
+        (not while the store needs re-embedding: then on the re-embed). True if loaded."""
+        with self.lock:
+            if self.mismatch:
+                return False
+        getattr(self.embedder, "dims")  # loads the model; reads go on meanwhile
+        with self.lock:
+            self.embedder.encode(["warm up"])
+        return True
+
+    # -- the projections ------------------------------------------------------------------
+
+    def open_indexes(self, progress: Progress | None = None, *, rebuild: bool = False) -> None:
+        """Rebuild each note's state and the keyword index from the store, and load (or
+        catch up, or rebuild) the vector index."""
+        rows = self.store.index_rows(INDEXED)
+        self.state.rebuild(rows)
+        self.keywords.rebuild(rows)
+        self._identity = None
+        self.recalls.forget_past()
+        self.dense.close()
+        stored = self.stored_identity
+        if not stored or self.mismatch:
+            self._index_state = "empty" if not stored else "needs re-embedding"
+            return
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        self._index_state = self.dense.open(stored, ids, progress, rebuild=rebuild)
+
+    @property
+    def index_state(self) -> str:
+        if self._index_state == "empty" and self.dense.index is not None:
+            return "new"
+        return self._index_state
+
+    @index_state.setter
+    def index_state(self, value: str) -> None:
+        self._index_state = value
+
+    @property
+    def lexical(self):
+        return self.keywords.index
+
+    @property
+    def vectors(self) -> VectorIndex | None:
+        return self.dense.index
+
+    @contextmanager
+    def writing(self, ndim: int | None = None) -> Iterator[Entry]:
+        """A journal transaction; with ``ndim``, the first vectors of a new store also set
+        its embedder identity, in the same transaction."""
+        first = ndim is not None and not self.stored_identity
+        try:
+            with self.journal.write() as entry:
+                if first:
+                    self.set_identity(f"{self.embedder.name}:{ndim}")
+                yield entry
+        except BaseException:
+            self._identity = None  # set_meta may have been rolled back
+            raise
+
+    # -- the model ------------------------------------------------------------------------
+
+    @property
+    def stored_identity(self) -> str | None:
+        """``model:dims`` of the vectors in the store, or None before the first note."""
+        if self._identity is None:
+            self._identity = self.store.meta("embedder") or ""
+        return self._identity or None
+
+    def set_identity(self, identity: str) -> None:
+        self.store.set_meta("embedder", identity)
+        self._identity = identity
+        self.dense.identity = identity
+
+    @property
+    def mismatch(self) -> tuple[str, str] | None:
+        """(stored identity, configured model) when they differ; dims are compared only
+        once the model is loaded (loading it just to compare would slow every open)."""
+        stored = self.stored_identity
+        if not stored:
+            return None
+        if model_name(stored) != self.embedder.name:
+            return stored, self.embedder.name
+        if getattr(self.embedder, "loaded", True) and stored != self.embedder.identity:
+            return stored, self.embedder.identity
+        return None
+
+    def check_embedder(self) -> None:
+        mismatch = self.mismatch
+        if mismatch:
+            stored, configured = mismatch
+            raise EmbedderMismatch(
+                f"This store's vectors were made with {stored}, but the configured model is "
+                f"{configured!r}. Re-embed the notes with {{0}}, or set the model back to "
+                f"{model_name(stored)!r}.", Command("reembed"))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.check_embedder()
+        return self.embedder.encode(texts)
+
+    def _put_vector(self, digest: str, vector: np.ndarray) -> None:
+        """Store a vector by content hash (benchmarks fill stores this way)."""
+        if not self.stored_identity:
+            self.set_identity(f"{self.embedder.name}:{len(vector)}")
+        self.store.put_embeddings(self.embedder.name, [(digest, vector)])
+
+    # -- for tests and benchmarks -----------------------------------------------------------
+
+    def _flush_recall_log(self) -> None:
+        self.recalls.flush_log()
+
+    def _about(self):
+        return self.about.current()
+
+    # -- status -----------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        with self.lock:
+            self.recalls.flush_log()
+            counts = self.store.counts()
+            stats = self.store.recall_stats()
+            return {
+                "store": str(self.directory),
+                "notes": counts.get("active", 0),
+                "by_status": counts,
+                "snapshots": len(self.store.snapshots()),
+                "model": self.stored_identity or self.embedder.name,
+                "configured_model": self.embedder.name,
+                "model_loaded": bool(getattr(self.embedder, "loaded", True)),
+                "mismatch": bool(self.mismatch),
+                "index": self.index_state,
+                "vectors": len(self.vectors) if self.vectors is not None else 0,
+                "lexical_docs": len(self.lexical),
+                "journal_position": self.store.position(),
+                "schema_version": SCHEMA_VERSION,
+                "version": __version__,
+                "pid": os.getpid(),
+                "uptime_s": round(time.time() - self.started, 1),
+                **stats,
+            }

@@ -1,0 +1,165 @@
+"""The projections of the journal the engine keeps in memory: each note's status and
+priority, the keyword index and the vector index.
+
+Each applies a committed :class:`~.journal.Change` and can be rebuilt from the store;
+the vector index is also a file, which records the journal position and embedder it
+reflects, is caught up from the journal on open and rebuilt when it cannot be.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..config import Settings
+from ..embed import model_name
+from ..events import EFFECTS, INACTIVE, INDEXED
+from ..lexical import LexicalIndex
+from ..store import Filters, Store
+from ..vectors import VectorIndex, VectorIndexError
+from .journal import Change
+
+Progress = Callable[[int, int], None]
+VECTOR_FILENAME = "vectors.usearch"
+
+
+class NoteState:
+    """Status and priority of every indexed note, for ranking and "previously believed"."""
+
+    def __init__(self) -> None:
+        self.inactive: set[int] = set()
+        self.priority: dict[int, str] = {}
+
+    def rebuild(self, rows: Sequence[tuple]) -> None:
+        """From ``Store.index_rows``: (id, text, priority, status)."""
+        self.inactive = {r[0] for r in rows if r[3] != "active"}
+        self.priority = {r[0]: r[2] for r in rows}
+
+    def apply(self, change: Change) -> None:
+        if change.priority is not None:
+            self.priority[change.note_id] = change.priority
+        effect = EFFECTS.get(change.type)
+        if effect is None or not effect.status:
+            return
+        if effect.status == "purged":
+            self.inactive.discard(change.note_id)
+            self.priority.pop(change.note_id, None)
+        elif effect.status in INACTIVE:
+            self.inactive.add(change.note_id)
+        else:
+            self.inactive.discard(change.note_id)
+
+
+class Keywords:
+    """The BM25 index of the indexed notes' current texts."""
+
+    def __init__(self) -> None:
+        self.index = LexicalIndex()
+
+    def rebuild(self, rows: Sequence[tuple]) -> None:
+        self.index = LexicalIndex()
+        self.index.add_many((r[0], r[1]) for r in rows)
+
+    def apply(self, change: Change) -> None:
+        if change.text is not None:
+            self.index.add(change.note_id, change.text)
+        elif change.type == "purged":
+            self.index.remove(change.note_id)
+
+
+class Dense:
+    """The usearch index of the indexed notes' vectors, and its file."""
+
+    def __init__(self, directory: Path, settings: Settings, store: Store):
+        self.path = Path(directory) / VECTOR_FILENAME
+        self.settings = settings
+        self.store = store
+        self.index: VectorIndex | None = None
+        self.identity: str | None = None  # model:dims of the vectors it holds
+        self.unsaved = 0  # changes since the file was written
+
+    def apply(self, change: Change) -> None:
+        self.unsaved += 1
+        if change.vector is not None:
+            if self.index is None:
+                self.index = self._new(len(change.vector))
+            self.index.add([change.note_id], change.vector[None, :])
+        elif change.type == "purged" and self.index is not None:
+            self.index.remove([change.note_id])
+            self.save(force=True)  # the old file still holds the vector
+        if self.unsaved >= self.settings.save_every:
+            self.save()
+
+    def open(self, identity: str, ids: np.ndarray, progress: Progress | None = None, *,
+             rebuild: bool = False) -> str:
+        """Load the file and catch it up, or rebuild it; what happened, for ``status``."""
+        self.identity, self.index = identity, None
+        try:
+            if rebuild:
+                raise VectorIndexError("asked to rebuild")
+            return self._load(ids)
+        except VectorIndexError as exc:
+            self._rebuild(progress)
+            return f"rebuilt ({exc})"
+
+    def close(self) -> None:
+        self.index, self.identity = None, None
+
+    def _new(self, ndim: int) -> VectorIndex:
+        s = self.settings
+        return VectorIndex(ndim, connectivity=s.connectivity, expansion_add=s.expansion_add,
+                           expansion_search=s.expansion_search)
+
+    def _load(self, ids: np.ndarray) -> str:
+        if not self.path.exists():
+            raise VectorIndexError("no index file")
+        index, meta = VectorIndex.load(self.path, expansion_search=self.settings.expansion_search)
+        if meta.get("embedder") != self.identity:
+            raise VectorIndexError(f"built for {meta.get('embedder')}")
+        changed = self.store.changed_since(int(meta.get("seq", 0)))
+        self.index = index
+        self.sync(changed)
+        if set(index.keys().tolist()) != set(ids.tolist()):
+            self.index = None
+            raise VectorIndexError("keys disagree with the store")
+        if not changed:
+            return "loaded"
+        self.save(force=True)
+        return f"loaded, caught up {len(changed)} notes"
+
+    def _rebuild(self, progress: Progress | None = None) -> None:
+        ids = self.store.note_ids(Filters(statuses=INDEXED))
+        keys, matrix = self.store.vectors(model_name(self.identity), ids.tolist())
+        index = self._new(int(self.identity.rsplit(":", 1)[1]))
+        if progress:
+            progress(0, len(keys))
+        batch = 2_000
+        for start in range(0, len(keys), batch):
+            index.add(keys[start:start + batch], matrix[start:start + batch])
+            if progress:
+                progress(min(start + batch, len(keys)), len(keys))
+        self.index = index
+        self.save(force=True)
+
+    def sync(self, note_ids: Sequence[int]) -> None:
+        """Bring the index in line with the store for ``note_ids`` (idempotent)."""
+        if not note_ids or self.index is None:
+            return
+        live = set(self.store.note_ids(Filters(statuses=INDEXED)).tolist())
+        keep = [i for i in note_ids if i in live]
+        self.index.remove([i for i in note_ids if i not in live])
+        if keep:
+            keys, matrix = self.store.vectors(model_name(self.identity), keep)
+            self.index.add(keys, matrix)
+
+    def save(self, force: bool = False) -> None:
+        """Write the file (atomically) with the journal position it reflects."""
+        if self.index is None or not (force or self.unsaved):
+            return
+        meta = {"seq": self.store.position(), "embedder": self.identity,
+                "count": len(self.index), "nbmemory": __version__}
+        self.index.save(self.path, meta)
+        self.unsaved = 0

@@ -1,0 +1,85 @@
+"""The journal: the only way the engine writes.
+
+A write is: validate (the caller) -> append its events in one transaction -> apply. Each
+appended event takes its effect on the store's current state right there, in the same
+transaction (:data:`nbmemory.events.EFFECTS`, the one place it is written); once the
+transaction commits, every projection applies it too. Rows that are data rather than
+state (a note's versions, anchors' fingerprints, vectors) are written by the caller in
+the same transaction.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterator, Protocol, Sequence
+
+import numpy as np
+
+from ..events import EFFECTS, KEEP
+from ..store import Store
+
+
+@dataclass(frozen=True)
+class Change:
+    """A committed event as the projections see it, with what they need to apply it."""
+
+    seq: int
+    type: str
+    note_id: int | None
+    text: str | None = None  # created, or edited with a new text
+    priority: str | None = None  # created, or edited
+    vector: np.ndarray | None = None  # with ``text``: its embedding
+
+
+class Projection(Protocol):
+    def apply(self, change: Change) -> None: ...
+
+
+class Entry:
+    """The events of one transaction (see :meth:`Journal.write`)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.changes: list[Change] = []
+
+    def append(self, type: str, note_id: int | None, *, actor: str | None, at: datetime,
+               request_id: str | None = None, data: dict | None = None,
+               **payload: Any) -> int:
+        """Append one event, take its effect on the note's state; returns its position.
+        ``payload`` (text, priority, vector) goes to the projections."""
+        seq = self.store.append_event(type, note_id, actor=actor, at=at, request_id=request_id,
+                                      data=data)
+        effect = EFFECTS.get(type)
+        if effect is not None and note_id is not None:
+            if effect.status:
+                self.store.set_status(note_id, effect.status)
+            if effect.resolution != KEEP:
+                reason = (data or {}).get("reason") if effect.resolution else None
+                self.store.set_resolution(note_id, effect.resolution, reason)
+        self.changes.append(Change(seq, type, note_id, **payload))
+        return seq
+
+    def created(self, rows: Sequence[dict[str, Any]], vectors: dict[str, np.ndarray]) -> None:
+        """New notes and their ``created`` events (one statement per table): each row as
+        :meth:`Store.create_notes` takes it; ``vectors`` by text."""
+        self.store.create_notes(rows)
+        self.changes += [Change(r["seq"], "created", r["note_id"], r["text"], r["priority"],
+                                vectors[r["text"]]) for r in rows]
+
+
+class Journal:
+    def __init__(self, store: Store, projections: Sequence[Projection] = ()):
+        self.store = store
+        self.projections = list(projections)
+
+    @contextmanager
+    def write(self) -> Iterator[Entry]:
+        """One transaction; its events reach the projections only once it commits."""
+        entry = Entry(self.store)
+        with self.store.transaction():
+            yield entry
+        for change in entry.changes:
+            for projection in self.projections:
+                projection.apply(change)

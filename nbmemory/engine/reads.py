@@ -1,0 +1,70 @@
+"""Reading notes: one, a page (filtered, optionally by staleness), a history, a
+supersede chain, the open questions."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Sequence
+
+from ..errors import InvalidInput, NotFound
+from ..models import Event, Note, Page
+from ..store import Filters
+from .part import Part
+from .validate import filters_for, no_note
+
+
+class Reads(Part):
+    def get(self, note_id: int) -> Note:
+        with self.lock:
+            note = self.store.get_notes([int(note_id)]).get(int(note_id))
+            if note is None:
+                raise NotFound(no_note(note_id))
+            return self.engine.staleness.with_stale([note])[0]
+
+    def notes(self, *, tags=None, kind=None, priority=None, since: datetime | None = None,
+              until: datetime | None = None, status: str | Sequence[str] = "active",
+              offset: int = 0, limit: int = 50, order: str = "newest",
+              stale: bool | None = None, variables: dict | None = None) -> Page:
+        """A page of notes; ``stale`` True keeps only stale notes, False only fresh ones
+        (before paging, so ``total`` counts what the filter keeps)."""
+        if limit < 1 or offset < 0:
+            raise InvalidInput("limit must be at least 1 and offset at least 0")
+        if order not in ("newest", "oldest", "priority"):
+            raise InvalidInput(f"Unknown order {order!r}; use newest, oldest or priority")
+        statuses = (status,) if isinstance(status, str) else tuple(status)
+        filters = filters_for(tags=tags, kind=kind, priority=priority, since=since,
+                              until=until, statuses=statuses)
+        with self.lock:
+            if stale is not None:
+                kept = self.engine.staleness.by_staleness(self.store.note_ids(filters), stale, variables)
+                filters = replace(filters, ids=tuple(kept.tolist()))
+            notes, total = self.store.list_notes(filters, offset=offset, limit=limit, order=order)
+            return Page(self.engine.staleness.with_stale(notes, variables), total, offset, limit)
+
+    def history(self, note_id: int) -> list[Event]:
+        with self.lock:
+            self.get(note_id)
+            return self.store.events(note_id)
+
+    def chain(self, note_id: int) -> list[Note]:
+        """The supersede chain through ``note_id``, oldest first."""
+        with self.lock:
+            note = self.get(note_id)
+            older = []
+            while note.supersedes is not None:
+                note = self.get(note.supersedes)
+                older.append(note)
+            chain = older[::-1] + [self.get(note_id)]
+            while True:
+                newer = self.store.superseded_by(chain[-1].id)
+                if newer is None:
+                    return chain
+                chain.append(self.get(newer))
+
+    def open_questions(self, *, limit: int = 50) -> list[Note]:
+        """Active questions that are neither confirmed nor refuted, newest first."""
+        with self.lock:
+            notes = self.store.list_notes(Filters(kinds=("question",)), limit=2**62)[0]
+            return self.engine.staleness.with_stale([n for n in notes if n.resolution is None][:limit])
+

@@ -1,0 +1,90 @@
+"""Snapshots: sealing the current state (a journal position and its stale flags),
+listing them, the notes as a snapshot saw them, and what changed between two."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..errors import Command, Conflict, InvalidInput, NotFound
+from ..history import diff
+from ..models import Note, Snapshot, SnapshotDiff, StaleReason, utcnow
+from ..store import Filters
+from .part import Part
+from .validate import default_author
+
+
+class Snapshots(Part):
+    def snapshot(self, name: str, *, message: str = "", author: str | None = None,
+                 request_id: str | None = None, variables: dict | None = None) -> Snapshot:
+        """Seal the current state under ``name``: a journal position plus the stale flags
+        (variable anchors judged by the calling kernel's ``variables``, see stale.py).
+
+        A repeated ``request_id`` returns the snapshot it sealed."""
+        name = (name or "").strip()
+        if not name or any(c.isspace() for c in name):
+            raise InvalidInput("Give the snapshot a name without spaces, e.g. {0}",
+                               Command("snapshot", ("before-refactor",)))
+        with self.lock:
+            done = self.store.request_event(request_id) if request_id else None
+            if done is not None:
+                return self.store.snapshots(done.data["name"])[0]
+            if self.store.snapshots(name):
+                raise Conflict(f"A snapshot named {name!r} already exists; pick another name "
+                               "(list them with {0}).", Command("snapshots"))
+            at = utcnow()
+            author = author or default_author()
+            stale = {str(note_id): [r.to_dict() for r in reasons]
+                     for note_id, reasons in self.stale_now(variables).items()}
+            with self.engine.writing() as entry:
+                seq = entry.append("snapshot", None, actor=author, at=at, request_id=request_id,
+                                   data={"name": name})
+                self.store.add_snapshot(name, seq=seq, at=at, message=message, author=author,
+                                        stale=stale)
+            return self.store.snapshots(name)[0]
+
+    def snapshots(self) -> list[Snapshot]:
+        with self.lock:
+            return self.store.snapshots()
+
+    def named(self, name: str) -> Snapshot:
+        found = self.store.snapshots(name)
+        if not found:
+            known = ", ".join(s.name for s in self.store.snapshots()[-5:]) or "none yet"
+            raise NotFound(f"No snapshot named {name!r} (recent: {known}). "
+                           "List them with {0}.", Command("snapshots"))
+        return found[0]
+
+    def stale_now(self, variables: dict | None = None) -> dict[int, list[StaleReason]]:
+        """Stale reasons of every active note, as of now."""
+        notes = self.store.list_notes(Filters(), limit=2**62)[0]
+        return {n.id: list(n.stale) for n in self.engine.staleness.with_stale(notes, variables) if n.stale}
+
+    def as_sealed(self, notes: list[Note], snapshot: Snapshot) -> list[Note]:
+        """Notes with the anchors and stale flags they had when ``snapshot`` was sealed."""
+        stale = self.stale_at(snapshot)
+        anchors = self.store.anchors_at([n.id for n in notes], snapshot.seq)
+        return [replace(n, stale=tuple(self.engine.staleness.superseded(n, snapshot.seq) + stale.get(n.id, [])),
+                         anchors=tuple(a for _, a in anchors.get(n.id, ()))) for n in notes]
+
+    def stale_at(self, snapshot: Snapshot) -> dict[int, list[StaleReason]]:
+        return {int(i): [StaleReason.from_dict(r) for r in reasons]
+                for i, reasons in self.store.snapshot_stale(snapshot.name).items()}
+
+    def snapshot_diff(self, a: str, b: str | None = None, *,
+                      variables: dict | None = None) -> SnapshotDiff:
+        """Notes added, edited, superseded, revoked, reinstated, purged or gone stale from
+        snapshot ``a`` to snapshot ``b`` (default: now, judged with ``variables``)."""
+        with self.lock:
+            first = self.named(a)
+            before = {n.id: n for n, _ in self.store.notes_at(first.seq)}
+            if b is None:
+                b_name, b_seq = "now", self.store.position()
+                stale_after = self.stale_now(variables)
+            else:
+                second = self.named(b)
+                b_name, b_seq = second.name, second.seq
+                stale_after = self.stale_at(second)
+            after = {n.id: n for n, _ in self.store.notes_at(b_seq)}
+            changes = diff(before, after, self.stale_at(first), stale_after)
+            return SnapshotDiff(first.name, b_name, first.seq, b_seq, tuple(changes))
+

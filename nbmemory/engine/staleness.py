@@ -1,0 +1,92 @@
+"""Staleness: each note's stale reasons (superseded, and each anchor's), the stale
+notes, and verifying a note (re-taking its fingerprints)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..models import Note, Page, StaleReason, utcnow
+from ..errors import InvalidInput
+from .part import Part
+from .validate import default_author
+
+
+class Staleness(Part):
+    def with_stale(self, notes: list[Note], variables: dict | None = None) -> list[Note]:
+        """Attach anchors and stale reasons (superseded, and each anchor's; see stale.py)."""
+        anchors = self.store.anchors([n.id for n in notes])
+        out = []
+        for note in notes:
+            reasons = self.superseded(note)
+            mine = tuple(a for _, a in anchors.get(note.id, ()))
+            reasons += self.engine.checker.reasons(mine, variables)
+            if reasons or mine:
+                note = replace(note, stale=tuple(reasons), anchors=mine)
+            out.append(note)
+        return out
+
+    def superseded(self, note: Note, upto: int | None = None) -> list[StaleReason]:
+        """``superseded #N`` for a superseded note (by the newest replacement up to ``upto``)."""
+        if note.status != "superseded":
+            return []
+        by = next((e.data.get("by") for e in reversed(self.store.events(note.id))
+                   if e.type == "superseded_by" and (upto is None or e.seq <= upto)), None)
+        return [StaleReason("superseded", f"#{by}" if by else "")]
+
+    def stale_ids(self, variables: dict | None) -> set[int]:
+        """Active notes with at least one stale anchor (only anchored notes can be)."""
+        anchors = self.store.anchors(self.store.anchored_note_ids())
+        return {note_id for note_id, rows in anchors.items()
+                if self.engine.checker.reasons((a for _, a in rows), variables)}
+
+    def by_staleness(self, candidates: np.ndarray, stale: bool, variables) -> np.ndarray:
+        marked = np.isin(candidates, np.fromiter(self.stale_ids(variables), np.int64))
+        return candidates[marked] if stale else candidates[~marked]
+
+    def stale(self, *, offset: int = 0, limit: int = 50, variables: dict | None = None) -> Page:
+        """Active notes that are stale, with their reasons, most recently changed first."""
+        if limit < 1 or offset < 0:
+            raise InvalidInput("limit must be at least 1 and offset at least 0")
+        with self.lock:
+            ids = sorted(self.stale_ids(variables))
+            notes = self.store.get_notes(ids)
+            ordered = sorted(notes.values(), key=lambda n: (n.updated_at, n.id), reverse=True)
+            return Page(self.with_stale(ordered[offset:offset + limit], variables),
+                        len(ordered), offset, limit)
+
+    def verify(self, note_id: int, *, actor: str | None = None, variables: dict | None = None,
+               request_id: str | None = None) -> Note:
+        """Re-take the fingerprints of a note's anchors after checking it still holds.
+
+        The old fingerprints stay in the store; a ``verified`` event records what was
+        re-taken, what was stale before, and which anchors could not be re-taken here
+        (a variable this kernel does not have).
+        """
+        with self.lock:
+            if request_id and self.store.request_note(request_id) is not None:
+                return self.with_stale([self.store.get_notes([note_id])[note_id]], variables)[0]
+            self.engine.writes.require_status(note_id, "active", "verify")
+            current = self.store.anchors([note_id]).get(note_id, [])
+            before = self.engine.checker.reasons((a for _, a in current), variables)
+            retaken, kept = [], []
+            for position, anchor in current:
+                new = self.engine.checker.retake(anchor, variables)
+                (retaken.append((position, new)) if new is not None else kept.append(anchor.target))
+            at = utcnow()
+            data = {"retaken": len(retaken), "cleared": [str(r) for r in before]}
+            if kept:
+                data["kept"] = kept
+            with self.engine.writing() as entry:
+                seq = entry.append("verified", note_id, actor=actor or default_author(), at=at,
+                                   request_id=request_id, data=data)
+                self.store.insert_anchors(note_id, retaken, seq=seq, at=at)
+            note = self.store.get_notes([note_id])[note_id]
+            return self.with_stale([note], variables)[0]
+
+    def variable_anchors(self, scope: str = "") -> list[str]:
+        """Variables active notes are anchored to in ``scope`` (the kernel fingerprints these)."""
+        with self.lock:
+            return self.store.variable_targets(scope or "")
+

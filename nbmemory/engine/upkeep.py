@@ -1,0 +1,145 @@
+"""Upkeep of a whole store: export and import, Markdown pages, rebuilding the indexes
+and re-embedding every note with another model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from .. import exchange
+from ..embed import model_name
+from ..errors import InvalidInput
+from ..models import utcnow
+from ..store import Filters
+from .part import Part, Progress
+from .validate import default_author
+from .writes import BULK_CHUNK
+
+
+class Upkeep(Part):
+    def reembed(self, progress: Progress | None = None, *,
+                request_id: str | None = None) -> dict[str, Any]:
+        """Embed every note with the configured model and switch the store to it.
+
+        Doing it again changes nothing; a repeated ``request_id`` returns the first answer
+        (``embedded`` counts what that one embedded)."""
+        with self.lock:
+            if request_id and (done := self.store.request_result(request_id)) is not None:
+                return done
+            embedded = self.embed_missing(progress)
+            previous = self.engine.stored_identity
+            self.engine.set_identity(self.engine.embedder.identity)
+            self.engine.open_indexes(None, rebuild=True)
+            self.engine.index_state = "rebuilt (re-embedded)"
+            result = {"from": previous, "to": self.engine.embedder.identity, "embedded": embedded}
+            if request_id:
+                self.store.record_request(request_id, result)
+            return result
+
+    def export_jsonl(self, path: str, *, progress: Progress | None = None) -> dict[str, int]:
+        """Write the whole store, losslessly, to a JSON Lines file at ``path``."""
+        with self.lock:
+            return exchange.export_jsonl(self.store, path, model=self.engine.stored_identity,
+                                         progress=progress)
+
+    def import_jsonl(self, path: str, *, on_conflict: str = "skip", actor: str | None = None,
+                     progress: Progress | None = None,
+                     request_id: str | None = None) -> dict[str, int]:
+        """Import an export. Into an empty store it restores exactly; otherwise notes are
+        matched by uid and ``on_conflict`` (skip, replace, keep-both) says what wins.
+
+        A repeated ``request_id`` returns the first import's summary (the summary commits
+        with the import) after embedding whatever that one had not embedded yet."""
+        if on_conflict not in exchange.POLICIES:
+            raise InvalidInput(f"Unknown conflict policy {on_conflict!r}; use one of: "
+                               f"{', '.join(exchange.POLICIES)}")
+        with self.lock:
+            if (done := self._import_done(request_id, progress)) is not None:
+                return done
+        export = exchange.read_export(path)  # outside the lock: reads and checks the file
+        with self.lock:
+            if (done := self._import_done(request_id, progress)) is not None:
+                return done
+            self.engine.check_embedder()
+            empty = self.store.position() == 0
+            try:
+                with self.engine.writing() as entry:
+                    if empty:
+                        summary = exchange.restore(self.store, export, progress)
+                        summary = {"restored": summary.get("notes", 0)}
+                        model = export.header.get("model")
+                        if model and model_name(model) == self.engine.embedder.name:
+                            self.engine.set_identity(model)
+                    else:
+                        summary = exchange.merge(self.store, export, policy=on_conflict,
+                                                 actor=actor or default_author(), now=utcnow(),
+                                                 journal=entry)
+                    if request_id:
+                        self.store.record_request(request_id, summary)
+            except (duckdb.Error, KeyError, TypeError, ValueError) as exc:
+                # A well-framed file with a row the schema refuses (edited by hand, or
+                # damaged inside a line): the transaction rolled back every row.
+                raise InvalidInput(
+                    f"{path} has a row this store cannot take ({type(exc).__name__}: {exc}). "
+                    "The file is damaged or was edited by hand; export it again. "
+                    "Nothing was imported.") from exc
+            embedded = self.embed_missing(progress)
+            self.engine.open_indexes(progress, rebuild=True)
+            result = {**summary, "embedded": embedded}
+            if request_id:
+                self.store.record_request(request_id, result)
+            return result
+
+    def _import_done(self, request_id: str | None,
+                     progress: Progress | None) -> dict[str, int] | None:
+        """The summary of an import ``request_id`` already committed, or None."""
+        done = self.store.request_result(request_id) if request_id else None
+        if done is not None and "embedded" not in done:  # it stopped before embedding
+            embedded = self.embed_missing(progress)
+            self.engine.open_indexes(progress, rebuild=True)
+            done = {**done, "embedded": embedded}
+            self.store.record_request(request_id, done)
+        return done
+
+    def embed_missing(self, progress: Progress | None = None) -> int:
+        """Embed every kept text that has no vector for the configured model."""
+        todo = self.store.texts_missing_embedding(self.engine.embedder.name)
+        for start in range(0, len(todo), BULK_CHUNK):
+            chunk = todo[start:start + BULK_CHUNK]
+            vectors = self.engine.embedder.encode([t for _, t in chunk])
+            with self.store.transaction():
+                self.store.put_embeddings(self.engine.embedder.name,
+                                          [(h, v) for (h, _), v in zip(chunk, vectors)])
+            if progress:
+                progress(min(start + BULK_CHUNK, len(todo)), len(todo))
+        if todo and not self.engine.stored_identity:
+            self.engine.set_identity(f"{self.engine.embedder.name}:{len(vectors[0])}")
+        return len(todo)
+
+    def export_markdown(self, directory: str, *, by: str = "tag") -> list[str]:
+        """Readable Markdown pages of the active notes, one per tag (or kind)."""
+        with self.lock:
+            notes = self.engine.staleness.with_stale(self.store.list_notes(Filters(), limit=2**62)[0])
+            return [str(p) for p in exchange.export_markdown(notes, directory, by=by)]
+
+    def reindex(self, progress: Progress | None = None, *,
+                request_id: str | None = None) -> dict[str, Any]:
+        """Rebuild both indexes from DuckDB; re-embed first if the configured model changed.
+
+        A repeated ``request_id`` returns the first answer without rebuilding again."""
+        with self.lock:
+            if request_id and (done := self.store.request_result(request_id)) is not None:
+                return done
+            if self.engine.mismatch:
+                result = {"action": "reembedded", **self.reembed(progress)}
+            else:
+                self.engine.open_indexes(progress, rebuild=True)
+                self.engine.index_state = "rebuilt (reindex)"
+                result = {"action": "rebuilt", "model": self.engine.stored_identity,
+                          "vectors": len(self.engine.vectors) if self.engine.vectors is not None else 0,
+                          "lexical_docs": len(self.engine.keywords.index)}
+            if request_id:
+                self.store.record_request(request_id, result)
+            return result
+

@@ -1,0 +1,396 @@
+"""Writing notes: remember (one, a batch, many), supersede, edit, forget, reinstate,
+purge, and resolving questions. Every write goes through the journal."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import Command, Conflict, InvalidInput, NbMemoryError, NotFound
+from ..models import Note, Provenance, utcnow
+from .part import Part, Progress
+from .validate import (check_kind, check_priority, check_text, content_hash, default_author,
+                       no_note, normalise_tags)
+
+# remember_many embeds and writes this many notes at a time (batches this big run at the
+# model's full speed; the engine lock is free between them).
+BULK_CHUNK = 256
+
+
+@dataclass
+class _Batch:
+    """What became of each request of a remember batch, by its index."""
+
+    written: dict[int, Note]  # new notes, as written
+    earlier: dict[int, int]  # a resent request: the note it wrote before
+    same_as: dict[int, int]  # a request id repeated in the batch: the first one's index
+    failed: dict[int, NbMemoryError]
+
+
+class Writes(Part):
+    def remember(self, text: str, *, kind: str = "finding", priority: str = "medium",
+                 tags: str | Iterable[str] | None = None, author: str | None = None,
+                 provenance: Provenance | dict | None = None, request_id: str | None = None,
+                 supersedes: int | None = None, about: Sequence[Any] | None = None) -> Note:
+        """Store a finding and return it. A repeated ``request_id`` returns the first note.
+
+        ``about``: paths, directories or globs to anchor the note to (fingerprinted here,
+        where staleness is checked), and ready variable anchors (fingerprinted in the
+        kernel, which has the variables). Paths the text mentions are anchored too.
+        """
+        result = self.remember_batch([dict(text=text, kind=kind, priority=priority, tags=tags,
+                                           author=author, provenance=provenance,
+                                           request_id=request_id, supersedes=supersedes,
+                                           about=about)])[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def remember_batch(self, requests: Sequence[dict[str, Any]]) -> list[Note | NbMemoryError]:
+        """Remember several findings with one embedding call and one transaction.
+
+        Each request holds :meth:`remember`'s keyword arguments. The result has one entry
+        per request, in order: its note, or the error that request alone met (the others
+        are still written). A repeated ``request_id`` gives the note it first wrote. The
+        owner service batches concurrent remembers through here.
+        """
+        prepared: list[tuple[int, dict[str, Any]]] = []
+        failed: dict[int, NbMemoryError] = {}
+        for i, request in enumerate(requests):
+            try:
+                prepared.append((i, self._prepare(**request)))
+            except NbMemoryError as exc:
+                failed[i] = exc
+            except TypeError as exc:
+                failed[i] = InvalidInput(f"Bad remember request: {exc}")
+        # A refused request may be the retry of one that was written before (a file it is
+        # about has gone since): the first answer stands.
+        retried = {i: requests[i]["request_id"] for i in failed if requests[i].get("request_id")}
+        if not prepared and not retried:
+            return [failed[i] for i in range(len(requests))]
+        with self.lock:
+            return self._remember_locked(prepared, retried, failed, len(requests))
+
+    def remember_many(self, notes: Sequence[dict[str, Any]], *, request_id: str | None = None,
+                      progress: Progress | None = None) -> list[Note]:
+        """Remember many findings at the model's speed: for scripts and bulk loads.
+
+        ``notes`` holds one dict of :meth:`remember`'s keyword arguments per note. Every
+        note is checked before any is written: one bad note raises :class:`InvalidInput`
+        naming it, and nothing is stored. They are then embedded and written in chunks of
+        ``BULK_CHUNK`` (one embedding call and one transaction each; other calls run in
+        between), reporting ``progress(done, total)``. Note ``i`` gets the request id
+        ``{request_id}/{i}`` unless it has its own, so a resent call writes each note once.
+        """
+        if isinstance(notes, (str, dict)) or not isinstance(notes, Sequence):
+            raise InvalidInput("remember_many takes a list of notes, each a dict of "
+                               "remember's arguments, e.g. [{'text': '...', 'tags': 'a,b'}]")
+        prepared, problems = [], []
+        for i, note in enumerate(notes):
+            try:
+                if not isinstance(note, dict):
+                    raise InvalidInput(f"expected a dict of remember's arguments, "
+                                       f"got {type(note).__name__}")
+                note = dict(note)
+                if request_id and not note.get("request_id"):
+                    note["request_id"] = f"{request_id}/{i}"
+                prepared.append((i, self._prepare(**note)))
+            except (TypeError, NbMemoryError) as exc:
+                problems.append(f"note {i}: {exc}")
+        if problems:
+            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+            raise InvalidInput(f"{len(problems)} of {len(notes)} notes cannot be remembered, "
+                               f"so none was: {'; '.join(problems[:3])}{more}")
+        results: list[Note] = []
+        total = len(prepared)
+        for start in range(0, total, BULK_CHUNK):
+            chunk = prepared[start:start + BULK_CHUNK]
+            with self.lock:
+                answers = self._remember_locked([(i - start, p) for i, p in chunk], {}, {},
+                                                len(chunk))
+            for answer in answers:
+                if isinstance(answer, NbMemoryError):
+                    raise type(answer)(f"{answer} ({len(results)} of {total} notes were "
+                                       f"remembered before this one; sending the same call "
+                                       f"again writes only the rest)")
+                results.append(answer)
+            if progress:
+                progress(min(start + BULK_CHUNK, total), total)
+        return results
+
+    def _prepare(self, text: str, *, kind: str = "finding", priority: str = "medium",
+                 tags: str | Iterable[str] | None = None, author: str | None = None,
+                 provenance: Provenance | dict | None = None, request_id: str | None = None,
+                 supersedes: int | None = None,
+                 about: Sequence[Any] | None = None) -> dict[str, Any]:
+        """Validate one remember request and fingerprint its anchors (no engine lock:
+        hashing a big file must not block other calls)."""
+        text = check_text(text)
+        kind, priority, tags = check_kind(kind), check_priority(priority), normalise_tags(tags)
+        if isinstance(provenance, dict):
+            provenance = Provenance.from_dict(provenance)
+        provenance = provenance or Provenance()
+        return dict(text=text, kind=kind, priority=priority, tags=tags,
+                    author=author or default_author(), provenance=provenance,
+                    request_id=request_id or None,
+                    supersedes=int(supersedes) if supersedes is not None else None,
+                    content_hash=content_hash(text), uid=uuid.uuid4().hex,
+                    anchors=self.engine.checker.build(text, about, provenance))
+
+    def _remember_locked(self, prepared: list[tuple[int, dict[str, Any]]],
+                         retried: dict[int, str], failed: dict[int, NbMemoryError],
+                         count: int) -> list[Note | NbMemoryError]:
+        """Sort the requests (resent, repeated, refused, new), write the new ones, and
+        answer each in order (engine lock held)."""
+        batch = _Batch({}, {}, {}, dict(failed))
+        done = self.store.request_notes(
+            [p["request_id"] for _, p in prepared if p["request_id"]] + list(retried.values()))
+        batch.earlier.update({i: done[rid] for i, rid in retried.items() if rid in done})
+        for i in batch.earlier:
+            batch.failed.pop(i)
+        fresh: list[tuple[int, dict[str, Any]]] = []
+        first: dict[str, int] = {}
+        replaced: set[int] = set()
+        for i, p in prepared:
+            rid, old = p["request_id"], p["supersedes"]
+            if rid and rid in done:
+                batch.earlier[i] = done[rid]
+            elif rid and rid in first:
+                batch.same_as[i] = first[rid]
+            elif old is not None and (problem := self._cannot_supersede(old, replaced)):
+                batch.failed[i] = problem
+            else:
+                if old is not None:
+                    replaced.add(old)
+                if rid:
+                    first[rid] = i
+                fresh.append((i, p))
+        if fresh:
+            try:
+                batch.written = self._write_new(fresh)
+            except NbMemoryError as exc:
+                batch.failed.update({i: exc for i, _ in fresh})
+        # Notes written before (resent requests) are read back; new ones are as written.
+        notes = list(self.store.get_notes(list(batch.earlier.values())).values())
+        notes = {n.id: n for n in self.engine.staleness.with_stale(
+            notes + list(batch.written.values()))}
+        answers: list[Note | NbMemoryError] = []
+        for i in range(count):
+            i = batch.same_as.get(i, i)
+            if i in batch.failed:
+                answers.append(batch.failed[i])
+            else:
+                answers.append(notes[batch.earlier[i] if i in batch.earlier
+                                     else batch.written[i].id])
+        return answers
+
+    def _cannot_supersede(self, old: int, replaced: set[int]) -> NbMemoryError | None:
+        try:
+            self.require_status(old, "active", "supersede")
+        except NbMemoryError as exc:
+            return exc
+        if old in replaced:
+            return Conflict(f"Cannot supersede note #{old} twice at once.")
+        return None
+
+    def _write_new(self, fresh: list[tuple[int, dict[str, Any]]]) -> dict[int, Note]:
+        """Embed (one call) and write (one transaction) the new notes, by request index.
+
+        Embedding in a helper thread while the rows are inserted gained nothing here: at
+        batch sizes like 4 the encode is bound by Python overhead under the GIL.
+        """
+        texts = list(dict.fromkeys(p["text"] for _, p in fresh))
+        vectors = dict(zip(texts, self.engine.embed(texts)))
+        with self.engine.writing(len(next(iter(vectors.values())))) as entry:
+            note_ids, seqs = self.store.allocate(len(fresh))
+            rows = [{**p, "note_id": note_id, "seq": seq, "at": utcnow()}
+                    for (_, p), note_id, seq in zip(fresh, note_ids, seqs)]
+            entry.created(rows, vectors)
+            for row in rows:
+                self.store.insert_anchors(row["note_id"], list(enumerate(row["anchors"])),
+                                          seq=row["seq"], at=row["at"])
+            for row in rows:
+                if row["supersedes"] is not None:
+                    entry.append("superseded_by", row["supersedes"], actor=row["author"],
+                                 at=row["at"], request_id=row["request_id"],
+                                 data={"by": row["note_id"]})
+            self.store.put_embeddings(self.engine.embedder.name,
+                                      [(p["content_hash"], vectors[p["text"]]) for _, p in fresh])
+        # The notes as written (saves reading them back); with_stale adds their anchors.
+        return {i: Note(r["note_id"], r["text"], r["kind"], r["priority"], r["tags"], "active",
+                        1, r["at"], r["at"], r["author"], r["provenance"],
+                        supersedes=r["supersedes"])
+                for (i, _), r in zip(fresh, rows)}
+
+    def supersede(self, note_id: int, text: str, *, kind: str | None = None,
+                  priority: str | None = None, tags: str | Iterable[str] | None = None,
+                  author: str | None = None, provenance: Provenance | dict | None = None,
+                  about: Sequence[Any] | None = None, request_id: str | None = None) -> Note:
+        """Write ``text`` as a new note that replaces ``note_id`` (kept in its history);
+        kind, priority and tags left out are the old note's."""
+        old = self.engine.reads.get(note_id)
+        return self.remember(text, supersedes=note_id, kind=kind or old.kind,
+                             priority=priority or old.priority,
+                             tags=old.tags if tags is None else tags, author=author,
+                             provenance=provenance, about=about, request_id=request_id)
+
+    def edit(self, note_id: int, *, text: str | None = None, kind: str | None = None,
+             priority: str | None = None, tags: str | Iterable[str] | None = None,
+             author: str | None = None, request_id: str | None = None) -> Note:
+        """Write a new version of a note; the old version stays in its history."""
+        with self.lock:
+            old = self.require_status(note_id, "active", "edit")
+            new_text = check_text(text) if text is not None else old.text
+            new_kind = check_kind(kind) if kind is not None else old.kind
+            new_priority = check_priority(priority) if priority is not None else old.priority
+            new_tags = normalise_tags(tags) if tags is not None else old.tags
+            changed = [name for name, a, b in (("text", new_text, old.text),
+                                               ("kind", new_kind, old.kind),
+                                               ("priority", new_priority, old.priority),
+                                               ("tags", new_tags, old.tags)) if a != b]
+            if not changed:
+                return old
+            if request_id and self.store.request_note(request_id) is not None:
+                return self.engine.reads.get(note_id)
+            digest = content_hash(new_text)
+            model = self.engine.embedder.name
+            vector = None
+            if not self.store.has_embedding(model, digest):
+                vector = self.engine.embed([new_text])[0]
+            author = author or default_author()
+            anchors = []
+            if "text" in changed:  # the paths the new text mentions replace the old text's
+                anchors = self.engine.checker.reanchor_text(
+                    self.store.anchors([note_id]).get(note_id, []), new_text, old.provenance,
+                    self.store.next_anchor_position(note_id))
+            at = utcnow()
+            with self.engine.writing(len(vector) if vector is not None else None) as entry:
+                if vector is not None:
+                    self.store.put_embeddings(model, [(digest, vector)])
+                elif "text" in changed:
+                    vector = self.store.vectors_by_hash(model, [digest])[digest]
+                seq = entry.append("edited", note_id, actor=author, at=at, request_id=request_id,
+                                   data={"changed": changed}, priority=new_priority,
+                                   **({"text": new_text, "vector": vector}
+                                      if "text" in changed else {}))
+                self.store.insert_version(note_id, text=new_text, content_hash=digest,
+                                          kind=new_kind, priority=new_priority, tags=new_tags,
+                                          author=author, provenance=old.provenance, at=at, seq=seq)
+                self.store.insert_anchors(note_id, anchors, seq=seq, at=at)
+            return self.engine.reads.get(note_id)
+
+    def require_status(self, note_id: int, status: str, action: str) -> Note:
+        note = self.store.get_notes([note_id]).get(note_id)
+        if note is None:
+            raise NotFound(no_note(note_id))
+        if note.status != status:
+            hint, then = {"revoked": ("reinstate it first with {0}",
+                                      Command("reinstate", (note_id,))),
+                          "superseded": ("change the note that superseded it instead", None),
+                          "purged": ("it was purged and cannot come back", None),
+                          "refuted": ("reopen it first with {0}", Command("reopen", (note_id,))),
+                          "active": ("it is active", None)}[note.status]
+            raise Conflict(f"Cannot {action} note #{note_id}: it is {note.status}; {hint}.",
+                           *([then] if then else []))
+        return note
+
+    def _done_before(self, request_id: str | None, note_id: int) -> Note | None:
+        """The note as it is now when ``request_id`` was already applied (a resent write)."""
+        if request_id and self.store.request_event(request_id) is not None:
+            return self.engine.reads.get(note_id)
+        return None
+
+    def forget(self, note_ids: int | Iterable[int], *, actor: str | None = None,
+               request_id: str | None = None) -> list[Note]:
+        """Revoke notes: hidden from recall, kept in history, reversible with reinstate."""
+        ids = [int(note_ids)] if isinstance(note_ids, (int, np.integer)) else [int(i) for i in note_ids]
+        if not ids:
+            raise InvalidInput("Give the id of the note to forget, e.g. {0}",
+                               Command("forget", (12,)))
+        with self.lock:
+            if request_id and self.store.request_note(request_id) is not None:
+                return list(self.store.get_notes(ids).values())
+            for note_id in ids:
+                self.require_status(note_id, "active", "forget")
+            at, actor = utcnow(), actor or default_author()
+            with self.engine.writing() as entry:
+                for note_id in ids:
+                    entry.append("revoked", note_id, actor=actor, at=at, request_id=request_id)
+            notes = self.store.get_notes(ids)
+            return [notes[i] for i in ids]
+
+    def reinstate(self, note_id: int, *, actor: str | None = None,
+                  request_id: str | None = None) -> Note:
+        """Bring back a forgotten (revoked) note."""
+        with self.lock:
+            if (done := self._done_before(request_id, note_id)) is not None:
+                return done
+            self.require_status(note_id, "revoked", "reinstate")
+            with self.engine.writing() as entry:
+                entry.append("reinstated", note_id, actor=actor or default_author(),
+                             at=utcnow(), request_id=request_id)
+            return self.engine.reads.get(note_id)
+
+    def purge(self, note_id: int, *, actor: str | None = None,
+              request_id: str | None = None) -> Note:
+        """Erase a note's text and vectors for good. The journal keeps that it happened."""
+        with self.lock:
+            if (done := self._done_before(request_id, note_id)) is not None:
+                return done
+            note = self.store.get_notes([note_id]).get(note_id)
+            if note is None:
+                raise NotFound(no_note(note_id))
+            if note.status == "purged":
+                raise Conflict(f"Note #{note_id} is already purged.")
+            with self.engine.writing() as entry:
+                entry.append("purged", note_id, actor=actor or default_author(), at=utcnow(),
+                             request_id=request_id)
+                self.store.purge_text(note_id)
+                self.store.purge_anchors(note_id)
+            self.engine.recalls.forget_past()
+            self.store.compact()
+            return self.engine.reads.get(note_id)
+
+    def confirm(self, note_id: int, reason: str = "", *, actor: str | None = None,
+                request_id: str | None = None) -> Note:
+        """Mark a question or hypothesis as confirmed; it stays active."""
+        return self._resolve(note_id, "confirmed", reason, actor, request_id)
+
+    def refute(self, note_id: int, reason: str, *, actor: str | None = None,
+               request_id: str | None = None) -> Note:
+        """Mark a hypothesis as refuted: hidden from recall except as "previously believed"."""
+        if not (reason or "").strip():
+            raise InvalidInput("Say why it is refuted: {0}", Command(
+                "refute", (note_id, "the nulls come from the join, not the source")))
+        return self._resolve(note_id, "refuted", reason, actor, request_id)
+
+    def reopen(self, note_id: int, *, actor: str | None = None,
+               request_id: str | None = None) -> Note:
+        """Undo a confirm or refute: the question is open again."""
+        with self.lock:
+            if (done := self._done_before(request_id, note_id)) is not None:
+                return done
+            if self.engine.reads.get(note_id).resolution is None:
+                raise Conflict(f"Note #{note_id} is not confirmed or refuted; nothing to reopen.")
+            with self.engine.writing() as entry:
+                entry.append("reopened", note_id, actor=actor or default_author(), at=utcnow(),
+                             request_id=request_id)
+            return self.engine.reads.get(note_id)
+
+    def _resolve(self, note_id: int, outcome: str, reason: str, actor: str | None,
+                 request_id: str | None = None) -> Note:
+        with self.lock:
+            if (done := self._done_before(request_id, note_id)) is not None:
+                return done
+            note = self.require_status(note_id, "active",
+                                       {"confirmed": "confirm", "refuted": "refute"}[outcome])
+            if note.resolution == outcome:
+                raise Conflict(f"Note #{note_id} is already {outcome}.")
+            data = {"reason": reason.strip()} if reason and reason.strip() else None
+            with self.engine.writing() as entry:
+                entry.append(outcome, note_id, actor=actor or default_author(), at=utcnow(),
+                             request_id=request_id, data=data)
+            return self.engine.reads.get(note_id)
