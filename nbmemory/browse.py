@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from typing import Any, Sequence
 
-from . import display as show
+from . import display as show, wording
 from .errors import NbMemoryError
 from .models import KINDS, PRIORITIES, Note
 from .syntax import MAGIC
@@ -23,7 +23,7 @@ STALE_CHOICES = (("stale or fresh", ""), ("stale only", "stale"), ("fresh only",
 def note_html(note: Note, score: float | None = None) -> str:
     """One note as escaped HTML: header, text, stale reasons, provenance."""
     bits = [f"<b>#{note.id}</b>", html.escape(note.priority), html.escape(note.kind),
-            html.escape(show.age(note.created_at))]
+            html.escape(wording.age(note.created_at))]
     if score is not None:
         bits.append(f"{score:.2f}")
     if note.tags:
@@ -35,7 +35,7 @@ def note_html(note: Note, score: float | None = None) -> str:
         stale = (' <span class="nbm-stale">stale: '
                  + html.escape("; ".join(str(r) for r in note.stale)) + "</span>")
     text = html.escape(note.text).replace("\n", "<br>")
-    where = html.escape(show.provenance_line(note))
+    where = html.escape(wording.provenance_line(note))
     return (f'<div class="nbm-browse-note"><div class="nbm-muted">{" · ".join(bits)}{stale}</div>'
             f"<div>{text}</div><div class=\"nbm-muted\">from {where}</div></div>")
 

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, Sequence
 
 from ._version import __version__
-from .config import DEFAULT_MODEL
+from .config import configured_model
 from .errors import InvalidInput, ModelUnavailable, NbMemoryError, StoreUnavailable
 from .progress import progress_bar
 from .when import parse_since
@@ -55,14 +55,9 @@ class CommandError(Exception):
         self.code = code
 
 
-def configured_model(explicit: str | None = None) -> str:
-    """``--model`` > ``NBMEMORY_MODEL`` > the default model."""
-    return explicit or os.environ.get("NBMEMORY_MODEL") or DEFAULT_MODEL
-
-
 def open_memory(store: str | None = None, model: str | None = None):
-    """The one place the CLI and the MCP server open a store: through its owner process
-    (started on demand), so a notebook, the panel and the CLI can use it at once."""
+    """The CLI opens a store through its owner process (started on demand), so a
+    notebook, the panel and the CLI can use it at once."""
     from .memory import Memory
 
     return Memory.open(store or None, model=configured_model(model))
@@ -291,14 +286,14 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def note_rows(notes) -> list[list[str]]:
-    from .display import age
+    from .wording import age
 
     return [[f"#{n.id}", age(n.created_at), n.priority, n.kind, ",".join(n.tags), n.status,
              ("[STALE] " if n.stale else "") + n.text] for n in notes]
 
 
 def show_note(note) -> str:
-    from .display import age, provenance_line
+    from .wording import age, provenance_line
 
     lines = [f"#{note.id}  {note.status}  {note.kind}  {note.priority}  version {note.version}",
              textwrap.indent(note.text, "    "), ""]
@@ -465,14 +460,14 @@ def cmd_stale(mem, args) -> None:
         return
     rows = [[f"#{n.id}", "; ".join(str(r) for r in n.stale), n.text] for n in page.notes]
     print(table(["id", "why", "note"], rows))
-    from .display import counted
+    from .wording import counted
 
     print(f"({counted(page.total, 'stale note')}. Check them, then: nbmemory verify ID, "
           "or correct them: nbmemory remember --supersedes ID ...)")
 
 
 def cmd_verify(mem, args) -> None:
-    from .display import verified_text
+    from .wording import verified_text
 
     done = []
     for i in args.ids:
@@ -559,7 +554,7 @@ def cmd_export(mem, args) -> None:
         counts = mem.export_jsonl(args.path, progress=progress)
     if args.json:
         return emit_json({"path": args.path, **counts})
-    from .display import exported_text
+    from .wording import exported_text
 
     print(exported_text(counts, args.path))
 

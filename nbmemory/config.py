@@ -50,6 +50,13 @@ def locate_store(explicit: str | os.PathLike | None = None, *, cwd: Path | None 
     return StoreLocation(cwd / STORE_DIRNAME, "working directory (no git repository)")
 
 
+def configured_model(explicit: str | None = None, *, environ: dict | None = None) -> str:
+    """The embedding model a front end asks for: explicit (``--model``, ``NbMemory.model``)
+    > ``NBMEMORY_MODEL`` > the default model."""
+    environ = os.environ if environ is None else environ
+    return explicit or environ.get("NBMEMORY_MODEL") or DEFAULT_MODEL
+
+
 @dataclass(frozen=True)
 class Settings:
     """Engine tuning. Defaults are measured choices; see bench/ and eval/."""

@@ -444,7 +444,7 @@ def _slug(text: str) -> str:
 
 
 def _note_markdown(note: Note) -> list[str]:
-    from .display import provenance_line, stale_marker
+    from .wording import provenance_line, stale_marker
 
     lines = [f"## #{note.id}: {note.kind}, {note.priority} priority", "", note.text, ""]
     meta = [f"- written {note.created_at:%Y-%m-%d} by {note.author or 'unknown'}"

@@ -15,14 +15,14 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
-from traitlets import Bool, Float, Int, Unicode, observe
+from traitlets import Bool, Float, Int, Unicode, default, observe
 
 from . import display as show
-from . import procedures, syntax
+from . import procedures, syntax, wording
 from .ambient import Ambient, Gate
 from .namespace import namespace_terms
 from .progress import progress_bar
-from .config import DEFAULT_MODEL, Settings
+from .config import Settings, configured_model
 from .errors import NbMemoryError
 from .when import parse_since
 from .models import Anchor, Provenance
@@ -99,7 +99,8 @@ class NbMemory(Magics):
     store = Unicode("", help="Store directory. Empty: NBMEMORY_HOME, the nearest .nbmemory/ "
                              "above the working directory, the git root, or the working "
                              "directory.").tag(config=True)
-    model = Unicode(DEFAULT_MODEL, help="sentence-transformers model for embeddings.").tag(config=True)
+    model = Unicode(help="sentence-transformers model for embeddings (default: "
+                         "NBMEMORY_MODEL, else all-MiniLM-L6-v2).").tag(config=True)
     mode = Unicode("auto", help="service: use the store's owner process (started on demand; "
                                 "the model never loads in the kernel); local: open the store "
                                 "in this kernel; auto: service.").tag(config=True)
@@ -150,6 +151,10 @@ class NbMemory(Magics):
                                            settings=Settings(model=self.model, min_score=self.min_score),
                                            idle_timeout=self.idle_timeout)
         return self._memory
+
+    @default("model")
+    def _default_model(self) -> str:
+        return configured_model()
 
     @observe("store", "model", "min_score", "mode", "idle_timeout")
     def _reopen(self, change) -> None:
@@ -353,7 +358,7 @@ class NbMemory(Magics):
                                       variables=self._variables())
         if args.open:
             hits[:] = [h for h in hits if h.note.resolution is None]
-        hits.show_provenance = args.provenance
+        hits.provenance = args.provenance
         return hits
 
     # -- %forget --------------------------------------------------------------------------
@@ -514,7 +519,7 @@ class NbMemory(Magics):
         print(f"Reopened #{self.mem.reopen(ids[0]).id}.")
     def _memory_stale(self, rest: str):
         page = self.mem.stale(limit=100, variables=self._variables())
-        display(show.notes_display(page.notes, title=show.counted(page.total, "stale note"),
+        display(show.notes_display(page.notes, title=wording.counted(page.total, "stale note"),
                                    total=page.total))
 
     def _memory_verify(self, rest: str):
@@ -525,7 +530,7 @@ class NbMemory(Magics):
         for note_id in ids:
             note = self.mem.verify(note_id, variables=variables)
             event = next(e for e in reversed(self.mem.history(note_id)) if e.type == "verified")
-            print(show.verified_text(note, event))
+            print(wording.verified_text(note, event))
 
     @magic_arguments()
     @argument("-t", "--tags", default=None)
@@ -580,7 +585,7 @@ class NbMemory(Magics):
             return
         with progress_bar("exporting") as progress:
             counts = self.mem.export_jsonl(args.path, progress=progress)
-        print(show.exported_text(counts, args.path))
+        print(wording.exported_text(counts, args.path))
 
     @magic_arguments()
     @argument("--on-conflict", default="skip", help="skip, replace or keep-both")

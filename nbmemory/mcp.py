@@ -25,6 +25,7 @@ from pydantic import Field
 
 from ._version import __version__
 from . import syntax
+from .config import configured_model
 from .errors import NbMemoryError
 
 Kind = Literal["finding", "gotcha", "decision", "question", "reference", "procedure"]
@@ -108,9 +109,10 @@ class LazyMemory:
     def get(self):
         with self._lock:
             if self._memory is None:
-                from .cli import open_memory
+                from .memory import Memory
 
-                self._memory = open_memory(self.store, self.model)
+                self._memory = Memory.open(self.store or None,
+                                           model=configured_model(self.model))
             return self._memory
 
     def close(self) -> None:
@@ -134,7 +136,7 @@ def tool_errors() -> Iterator[None]:
 
 
 def note_dict(note, *, score: float | None = None) -> dict[str, Any]:
-    from .display import age
+    from .wording import age
 
     provenance = note.provenance.to_dict()
     provenance.pop("cell_source", None)  # long, and the notebook + cell id locate it

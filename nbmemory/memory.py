@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from .config import Settings, StoreLocation, locate_store
+from .display import ShownHits
 from .errors import InvalidInput
 from .operations import operation as lookup
 from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
@@ -269,16 +270,17 @@ class Memory:
         ``stale=True`` recalls only stale notes, ``False`` only fresh ones. ``mode``
         "lexical" or "dense" ranks by one channel alone (to compare them).
         """
-        return self._call("recall", query=query, k=k, tags=tags, kind=kind, priority=priority,
-                          since=since, until=until, explain=explain, min_score=min_score,
-                          as_of=as_of, mode=mode, stale=stale, variables=variables)
+        return ShownHits(self._call(
+            "recall", query=query, k=k, tags=tags, kind=kind, priority=priority, since=since,
+            until=until, explain=explain, min_score=min_score, as_of=as_of, mode=mode,
+            stale=stale, variables=variables))
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
                      cwd: str | None = None) -> Hits:
         """Notes anchored to or naming any of ``terms``: names, columns or paths alive in a
         kernel (variable anchors in notebook ``scope``; relative paths read from ``cwd``)."""
-        return self._call("recall_terms", terms=list(terms), k=k, scope=scope,
-                          cwd=cwd or os.getcwd())
+        return ShownHits(self._call("recall_terms", terms=list(terms), k=k, scope=scope,
+                                    cwd=cwd or os.getcwd()))
 
     def get(self, note_id: int) -> Note:
         return self._call("get", note_id=note_id)

@@ -215,7 +215,6 @@ class Hits(list):
         self.filtered_out = filtered_out
         self.previously = tuple(previously)
         self.explain = explain
-        self.show_provenance = False
 
     @property
     def notes(self) -> list[Note]:
@@ -242,19 +241,10 @@ class Hits(list):
 
     def to_dataframe(self):
         """The hits as a pandas DataFrame, one row per note (pandas is imported here)."""
-        from .display import hits_dataframe
+        import pandas as pd
 
-        return hits_dataframe(self)
-
-    def _repr_html_(self) -> str:
-        from .display import hits_html
-
-        return hits_html(self, provenance=self.show_provenance)
-
-    def _repr_pretty_(self, printer, cycle) -> None:
-        from .display import hits_text
-
-        printer.text(hits_text(self, provenance=self.show_provenance))
+        return pd.DataFrame([{"id": h.note.id, "score": h.score, "lexical": h.lexical,
+                              "dense": h.dense, **_note_row(h.note, HIT_COLUMNS)} for h in self])
 
 
 @dataclass(frozen=True)
@@ -361,6 +351,20 @@ class Page:
     def to_dataframe(self):
         """This page's notes as a pandas DataFrame, one row per note (pandas is imported
         here); ``total`` says how many the filters matched beyond this page."""
-        from .display import notes_dataframe
+        import pandas as pd
 
-        return notes_dataframe(self.notes)
+        return pd.DataFrame([_note_row(n, NOTE_COLUMNS) for n in self.notes],
+                            columns=list(NOTE_COLUMNS))
+
+
+NOTE_COLUMNS = ("id", "text", "kind", "priority", "tags", "status", "version", "created_at",
+                "updated_at", "author", "stale", "notebook")
+HIT_COLUMNS = ("text", "kind", "priority", "tags", "created_at", "stale", "notebook")
+
+
+def _note_row(note: Note, columns) -> dict[str, Any]:
+    row = {"id": note.id, "text": note.text, "kind": note.kind, "priority": note.priority,
+           "tags": list(note.tags), "status": note.status, "version": note.version,
+           "created_at": note.created_at, "updated_at": note.updated_at, "author": note.author,
+           "stale": "; ".join(str(r) for r in note.stale), "notebook": note.provenance.notebook}
+    return {c: row[c] for c in columns}

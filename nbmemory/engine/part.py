@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
-
-if TYPE_CHECKING:
-    from .core import Engine
+from typing import Callable
 
 Progress = Callable[[int, int], None]
 
@@ -14,7 +11,7 @@ class Part:
     """A cohesive piece of the engine (writes, reads, staleness, snapshots, upkeep); it
     reaches the store, the lock and the projections through the engine."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine):
         self.engine = engine
 
     @property

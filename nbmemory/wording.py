@@ -1,0 +1,123 @@
+"""Domain objects in plain words, shared by every front end and the Markdown export:
+ages, counts, stale markers, where a note came from, what it is about.
+
+No HTML here (display.py escapes these for notebooks) and no front-end syntax.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from .models import Anchor, Event, Note, utcnow
+
+
+def age(when: datetime | None, now: datetime | None = None) -> str:
+    if when is None:
+        return ""
+    seconds = max(0.0, ((now or utcnow()) - when).total_seconds())
+    for limit, unit, size in ((60, "s", 1), (3600, "min", 60), (86400, "h", 3600),
+                              (86400 * 14, "d", 86400), (86400 * 60, "wk", 86400 * 7),
+                              (86400 * 730, "mo", 86400 * 30)):
+        if seconds < limit:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds // (86400 * 365))} y"
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 note``, ``2 notes``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def exported_text(counts: dict[str, int], path: str) -> str:
+    return (f"Exported {counted(counts.get('notes', 0), 'note')}, "
+            f"{counted(counts.get('events', 0), 'journal event')} and "
+            f"{counted(counts.get('snapshots', 0), 'snapshot')} to {path}.")
+
+
+def stale_marker(note: Note) -> str:
+    """``[STALE: content_changed data/orders.csv]``, plus how a question was resolved."""
+    marks = []
+    if note.resolution:
+        reason = f": {note.resolution_reason}" if note.resolution_reason else ""
+        marks.append(f"[{note.resolution.upper()}{reason}]")
+    if note.stale:
+        marks.append("[STALE: " + "; ".join(str(r) for r in note.stale) + "]")
+    return " ".join(marks)
+
+
+def _short_path(path: str, workspace: str | None) -> str:
+    if workspace:
+        try:
+            return Path(path).relative_to(workspace).as_posix()
+        except ValueError:
+            pass
+    return path
+
+
+def provenance_line(note: Note) -> str:
+    """``analysis/orders.ipynb cell 3f2a9c1e [12] @ main:1a2b3c4d (dirty) by ana, 2026-11-29 18:40``"""
+    p = note.provenance
+    if p.notebook:
+        where = _short_path(p.notebook, p.workspace)
+        where += f" cell {p.cell_id[:8]}" if p.cell_id else ""
+        if p.execution_count is not None:
+            where += f" [{p.execution_count}]"
+    else:
+        where = f"not from a notebook ({p.source})" if p.source else "not from a notebook"
+        if p.source in ("ipython", "kernel") and p.execution_count is not None:
+            where += f" [{p.execution_count}]"
+    if p.git_commit:
+        where += f" @ {p.git_branch or 'detached'}:{p.git_commit[:8]}{' (dirty)' if p.git_dirty else ''}"
+    who = p.author or note.author
+    when = p.captured_at[:16].replace("T", " ") if p.captured_at else ""
+    if who:
+        where += f" by {who}"
+    if when:
+        where += f", {when}"
+    return where
+
+
+def _from(note: Note) -> str:
+    line = provenance_line(note)
+    return f"from {line}" if note.provenance.notebook else line
+
+
+def anchor_label(anchor: Anchor) -> str:
+    fp = anchor.fingerprint
+    if anchor.kind == "variable":
+        from .anchors import describe_variable
+
+        return f"{anchor.target} ({describe_variable(fp)})"
+    if anchor.kind == "cell":
+        return "its cell"
+    if anchor.kind == "data" and "columns" in fp:
+        rows = f", {fp['rows']:,} rows" if fp.get("rows") is not None else ""
+        return f"{anchor.target} ({len(fp['columns'])} columns{rows})"
+    if anchor.kind == "glob":
+        return f"{anchor.target} ({len(fp.get('files') or ())} files)"
+    if anchor.kind == "dir":
+        return anchor.target.rstrip("/") + "/"
+    return anchor.target
+
+
+def anchors_line(note: Note) -> str:
+    """``data/orders.csv (2 columns, 3 rows), df (DataFrame 3×2), its cell``"""
+    return ", ".join(anchor_label(a) for a in note.anchors)
+
+
+def verified_text(note: Note, event: Event) -> str:
+    data = event.data
+    retaken = data.get("retaken", 0)
+    if not note.anchors:
+        return (f"Verified #{note.id}. It is about no file, data, variable or cell, so it "
+                "cannot go stale; the check is recorded in its history.")
+    text = f"Verified #{note.id}: re-took {retaken} fingerprint{'s' if retaken != 1 else ''}"
+    if data.get("cleared"):
+        text += "; cleared " + "; ".join(data["cleared"])
+    if data.get("kept"):
+        text += (f". Kept the old fingerprint of {', '.join(data['kept'])}: it cannot be "
+                 "re-taken here (a variable must exist in this notebook's kernel: run the cell "
+                 "that defines it, then verify again)")
+    still = stale_marker(note)
+    return text + "." + (f" Still {still}" if still else "")
