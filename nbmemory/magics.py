@@ -601,8 +601,15 @@ class NbMemory(Magics):
         print("Imported: " + ", ".join(f"{v} {k}" for k, v in summary.items()))
 
 
+MAGIC_NAMES = ("remember", "recall", "forget", "snapshot", "memory")
+
+
 def load_ipython_extension(ipython) -> None:
     magics = NbMemory(ipython)
+    # IPython has a %recall of its own (history; also %rep): keep it to put it back on unload.
+    table = ipython.magics_manager.magics
+    magics._shadowed = {(kind, name): table[kind][name] for kind in ("line", "cell")
+                        for name in MAGIC_NAMES if name in table[kind]}
     ipython.register_magics(magics)
     ipython.events.register("post_run_cell", magics._record_outcome)
     ipython.events.register("pre_run_cell", magics._ambient.before)
@@ -617,9 +624,12 @@ def unload_ipython_extension(ipython) -> None:
         ipython.events.unregister("pre_run_cell", magics._ambient.before)
         ipython.events.unregister("post_run_cell", magics._ambient.after)
         magics._ambient.close()
+        table = ipython.magics_manager.magics
         for kind in ("line", "cell"):
-            for name in ("remember", "recall", "forget", "snapshot", "memory"):
-                ipython.magics_manager.magics[kind].pop(name, None)
+            for name in MAGIC_NAMES:
+                table[kind].pop(name, None)
+        for (kind, name), original in getattr(magics, "_shadowed", {}).items():
+            table[kind][name] = original
         if magics in ipython.configurables:
             ipython.configurables.remove(magics)
 

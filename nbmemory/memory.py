@@ -8,11 +8,13 @@ objects back, and write operations carry a request id so a retry is applied once
 
 from __future__ import annotations
 
+import glob
 import os
 import uuid
 from datetime import datetime
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
+from .anchors import is_glob
 from .config import Settings, StoreLocation, locate_store
 from .display import ShownHits
 from .errors import InvalidInput
@@ -46,13 +48,25 @@ def _request_id() -> str:
 
 
 def _about(items) -> list | None:
-    """``about`` as plain JSON values (a path string or an anchor's dict)."""
+    """``about`` as plain JSON values (a path string or an anchor's dict), relative paths
+    that exist from this process's working directory made absolute: they mean what the
+    caller sees, not what the store's owner (running elsewhere) would."""
     if items is None:
         return None
     if isinstance(items, (str, os.PathLike, Anchor, dict)):
         items = [items]
-    return [i.to_dict() if isinstance(i, Anchor) else os.fspath(i) if isinstance(i, os.PathLike)
-            else i for i in items]
+    return [i.to_dict() if isinstance(i, Anchor) else _here(os.fspath(i))
+            if isinstance(i, (str, os.PathLike)) else i for i in items]
+
+
+def _here(path: str) -> str:
+    """``path`` made absolute against the working directory when something is there
+    (a file, a directory, or files a glob matches); else as given (the engine then looks
+    in the workspace)."""
+    if not path.strip() or os.path.isabs(os.path.expanduser(path)):
+        return path
+    local = os.path.join(os.getcwd(), path)
+    return local if os.path.exists(local) or (is_glob(path) and glob.glob(local)) else path
 
 
 class Memory:

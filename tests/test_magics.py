@@ -257,3 +257,22 @@ def test_memory_reindex_rebuilds_with_a_progress_bar(ip):
     assert "indexing" in out.stderr and "3/3" in out.stderr
     hits, _ = run(ip, "recall orders.amount")
     assert len(hits) == 3
+
+
+def test_unloading_gives_ipython_its_own_recall_back():
+    shell = InteractiveShell.instance(history_length=0)
+    builtin = shell.magics_manager.magics["line"]["recall"]
+    shell.run_line_magic("load_ext", "nbmemory")
+    try:
+        assert shell.magics_manager.magics["line"]["recall"] is not builtin
+        assert shell.magics_manager.magics["line"]["rep"] is not None  # still IPython's
+        assert "rep" in shell.magics_manager.lsmagic()["line"]
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+    assert shell.magics_manager.magics["line"]["recall"] == builtin
+    InteractiveShell.clear_instance()
+    assert "remember" not in shell.magics_manager.magics["line"]
+    shell.run_line_magic("load_ext", "nbmemory")  # and loading again works
+    shell.run_line_magic("unload_ext", "nbmemory")
+    assert shell.magics_manager.magics["line"]["recall"] == builtin
+    InteractiveShell.clear_instance()

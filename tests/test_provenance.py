@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nbmemory.display import provenance_line
+from nbmemory.wording import provenance_line
 from nbmemory.embed import HashEmbedder
 from nbmemory.memory import Memory
 from nbmemory.models import Note, Provenance

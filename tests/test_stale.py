@@ -358,3 +358,18 @@ def test_listing_only_stale_or_only_fresh_notes_counts_what_it_keeps(mem, ws):
     page = mem.notes(stale=False, limit=50)
     assert page.total == 4 and sorted(n.id for n in page.notes) == fresh_ids
     assert mem.notes().total == 7
+
+
+def test_a_relative_about_path_means_the_callers_working_directory(tmp_path, monkeypatch):
+    """A script run in a checkout, its store elsewhere (NBMEMORY_HOME): data/orders.csv is
+    the one the script sees."""
+    checkout = tmp_path / "checkout"
+    (checkout / "data").mkdir(parents=True)
+    (checkout / "data" / "orders.csv").write_text(ORDERS)
+    monkeypatch.chdir(checkout)
+    with Memory.open(tmp_path / "elsewhere" / ".nbmemory", embedder=HashEmbedder()) as mem:
+        note = mem.remember("amount is in cents", about=["data/orders.csv", "data/*.csv"])
+        targets = sorted(a.target for a in note.anchors)
+        assert targets == [str(checkout / "data" / "*.csv"), str(checkout / "data" / "orders.csv")]
+        with pytest.raises(InvalidInput, match="--about data/missing.csv: nothing exists there"):
+            mem.remember("no such file", about=["data/missing.csv"])
