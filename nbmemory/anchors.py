@@ -20,6 +20,7 @@ import glob as globmod
 import hashlib
 import os
 import re
+import stat
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -31,6 +32,13 @@ FULL_HASH_LIMIT = 1 << 30  # bytes; larger files get a sampled hash
 ROW_COUNT_LIMIT = 512 << 20  # bytes; larger text data files get no row count (a full scan)
 MAX_DIR_NAMES = 200  # kept in the fingerprint to say what was added/removed
 MAX_GLOB_MATCHES = 500
+# A glob may look at this many directory entries (and for this long) before it is refused:
+# `--about '/**/*'` walked the whole disk while every other write waited.
+MAX_GLOB_ENTRIES = 50_000
+MAX_GLOB_SECONDS = 2.0
+# Never read: reading /proc/kmsg (or a FIFO) blocks forever, and restarting the owner would
+# resend the same request.
+PSEUDO_FILESYSTEMS = ("/proc", "/sys", "/dev")
 MAX_TEXT_ANCHORS = 20
 SMALL_FRAME_ROWS = 10_000  # frames up to this many rows get a content hash
 DATA_SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": None, ".parquet": "parquet",
@@ -100,7 +108,7 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
         options = [path] if path.is_absolute() else [r / path for r in roots]
         for option in options:
             try:
-                if option.exists():
+                if option.exists() and readable(option):
                     if excluded is None:
                         excluded = {Path(p).resolve() for p in exclude}
                     resolved = option.resolve()
@@ -140,6 +148,34 @@ def file_terms(path: Path, roots: Iterable[Path] = ()) -> list[str]:
     names += [path.as_posix().lstrip("/"), path.name]
     return [n.lower() for n in dict.fromkeys(names)
             if _TERM.fullmatch(n) and ("/" in n or "." in n or "-" in n or "_" in n)]
+
+
+# -- what may be read --------------------------------------------------------------------
+
+class Unreadable(ValueError):
+    """A path nbmemory will not fingerprint (a device, a FIFO, /proc, or a glob too broad)."""
+
+
+def _pseudo(path: Path) -> bool:
+    text = os.path.abspath(path)
+    return any(text == p or text.startswith(p + os.sep) for p in PSEUDO_FILESYSTEMS)
+
+
+def readable(path: Path) -> bool:
+    """True for a regular file or a directory outside /proc, /sys and /dev."""
+    if _pseudo(path):
+        return False
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
+
+
+def check_readable(path: Path) -> None:
+    if not readable(path):
+        raise Unreadable(f"{path} is not a regular file or directory, or lies in "
+                         f"{', '.join(PSEUDO_FILESYSTEMS)}: nbmemory never reads those")
 
 
 # -- fingerprints of files --------------------------------------------------------------
@@ -202,6 +238,7 @@ def stat_key(path: Path) -> tuple[int, int] | None:
 
 
 def file_fingerprint(path: Path, reader: DataReader | None = None) -> dict[str, Any]:
+    check_readable(path)
     st = path.stat()
     out: dict[str, Any] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
                            "sha256": hash_file(path, st.st_size)}
@@ -222,14 +259,27 @@ def dir_fingerprint(path: Path) -> dict[str, Any]:
 
 
 def glob_matches(pattern: str, root: Path) -> list[Path]:
+    """Regular files ``pattern`` matches (at most MAX_GLOB_MATCHES), found within a budget
+    of entries and time; :class:`Unreadable` for a glob that would take longer."""
     path = absolute(pattern, root)
-    matches = globmod.glob(str(path), recursive="**" in pattern)
-    return sorted(Path(m) for m in matches if os.path.isfile(m))[:MAX_GLOB_MATCHES]
+    if _pseudo(Path(str(path).split("*")[0].split("?")[0].split("[")[0] or "/")):
+        raise Unreadable(f"{pattern}: nbmemory never reads {', '.join(PSEUDO_FILESYSTEMS)}")
+    deadline = time.monotonic() + MAX_GLOB_SECONDS
+    found = []
+    for seen, match in enumerate(globmod.iglob(str(path), recursive="**" in pattern)):
+        if seen >= MAX_GLOB_ENTRIES or time.monotonic() > deadline:
+            raise Unreadable(f"{pattern} matches too much (more than {seen:,} paths looked at "
+                             f"in {MAX_GLOB_SECONDS:g} s); narrow it")
+        if not _pseudo(Path(match)) and os.path.isfile(match):
+            found.append(Path(match))
+    return sorted(found)[:MAX_GLOB_MATCHES]
 
 
 def glob_fingerprint(pattern: str, root: Path) -> dict[str, Any]:
     files = {}
     for match in glob_matches(pattern, root):
+        if not readable(match):
+            continue
         st = match.stat()
         files[display_path(match, root)] = [st.st_size, st.st_mtime_ns, hash_file(match, st.st_size)]
     return {"files": files}
@@ -351,14 +401,18 @@ def describe_variable(fingerprint: dict[str, Any]) -> str:
 def take(kind: str, target: str, root: Path, reader: DataReader | None = None) -> dict[str, Any]:
     """A fresh fingerprint of a file-system anchor; ``{"exists": False}`` when it is gone."""
     if kind == "glob":
-        return glob_fingerprint(target, root)
+        try:
+            return glob_fingerprint(target, root)
+        except Unreadable:
+            return {"files": {}, "too_broad": True}
     path = absolute(target, root)
     try:
         if kind == "dir":
             return dir_fingerprint(path) if path.is_dir() else {"exists": False}
         if kind in ("file", "data"):
-            return file_fingerprint(path, reader) if path.is_file() else {"exists": False}
-    except OSError:
+            return file_fingerprint(path, reader) if readable(path) and path.is_file() \
+                else {"exists": False}
+    except (OSError, Unreadable):
         return {"exists": False}
     raise ValueError(f"not a file-system anchor kind: {kind}")
 
@@ -385,6 +439,7 @@ def spec_anchor(spec: str, roots: list[Path], root: Path, reader: DataReader | N
     for base in roots:
         path = absolute(spec, base)
         if path.exists():
+            check_readable(path)
             return path_anchor(path.resolve(), root, reader, "about")
     return None
 

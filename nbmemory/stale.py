@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .anchors import (DataReader, absolute, cell_anchor, display_path, file_fingerprint,
-                      glob_matches, hash_file, is_glob, path_anchor, paths_in_text,
-                      spec_anchor, split_cell_target, stat_key, take)
+from .anchors import (DataReader, Unreadable, absolute, cell_anchor, display_path,
+                      file_fingerprint, glob_matches, hash_file, is_glob, path_anchor,
+                      paths_in_text, spec_anchor, split_cell_target, stat_key, take)
 from .errors import InvalidInput
 from .models import Anchor, Provenance, StaleReason
 from .provenance import notebook_cells, source_hash
@@ -159,7 +159,10 @@ class StaleChecker:
         if not isinstance(item, (str, os.PathLike)) or not str(item).strip():
             raise InvalidInput(f"Cannot anchor a note to {item!r}; give a path, a glob or a "
                                "variable name, e.g. --about data/orders.csv")
-        anchor = spec_anchor(str(item), roots, self.root, self.reader)
+        try:
+            anchor = spec_anchor(str(item), roots, self.root, self.reader)
+        except Unreadable as exc:
+            raise InvalidInput(f"--about {item}: {exc}. The note was not stored.") from None
         if anchor is None:
             what = "matches" if is_glob(str(item)) else "exists"
             raise InvalidInput(
@@ -175,7 +178,7 @@ class StaleChecker:
         for anchor in anchors:
             try:
                 out.extend(self._reasons(anchor, variables))
-            except OSError:  # unreadable right now: say so rather than guess
+            except (OSError, Unreadable):  # unreadable right now: say so rather than guess
                 out.append(StaleReason("missing", anchor.target, "unreadable"))
         return out
 
@@ -225,10 +228,10 @@ class StaleChecker:
                 for n, entry in enumerate(entries):
                     if n >= MAX_RENAME_SCAN:
                         break
-                    if entry.is_file() and entry.stat().st_size == size:
+                    if entry.is_file(follow_symlinks=False) and entry.stat().st_size == size:
                         if self._sha(Path(entry.path)) == sha:
                             return f"renamed to {display_path(Path(entry.path), self.root)}?"
-        except OSError:
+        except (OSError, Unreadable):
             pass
         return ""
 
@@ -252,7 +255,10 @@ class StaleChecker:
     def _glob_reasons(self, anchor: Anchor) -> list[StaleReason]:
         old_files = anchor.fingerprint.get("files") or {}
         target = anchor.target
-        matches = glob_matches(target, self.root)
+        try:
+            matches = glob_matches(target, self.root)
+        except Unreadable as exc:
+            return [StaleReason("content_changed", target, str(exc))]
         if not matches:
             return [StaleReason("missing", target, "nothing matches")] if old_files else []
         new_names = [display_path(m, self.root) for m in matches]

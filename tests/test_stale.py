@@ -373,3 +373,24 @@ def test_a_relative_about_path_means_the_callers_working_directory(tmp_path, mon
         assert targets == [str(checkout / "data" / "*.csv"), str(checkout / "data" / "orders.csv")]
         with pytest.raises(InvalidInput, match="--about data/missing.csv: nothing exists there"):
             mem.remember("no such file", about=["data/missing.csv"])
+
+
+def test_devices_fifos_and_proc_are_never_read_so_no_write_hangs(mem, ws):
+    fifo = ws / "data" / "pipe.csv"
+    os.mkfifo(fifo)  # reading it would block until a writer came
+    with pytest.raises(InvalidInput, match=r"--about data/pipe.csv: .*not a regular file"):
+        mem.remember("the pipe carries orders", about=["data/pipe.csv"])
+    with pytest.raises(InvalidInput, match=r"--about /proc/\*: .*never reads /proc"):
+        mem.remember("kernel counters", about=["/proc/*"])
+    # Named in the text, they are simply not anchored (the note is stored).
+    note = mem.remember("OOM kills show up in /proc/kmsg and data/pipe.csv")
+    assert [a.target for a in note.anchors] == []
+
+
+def test_a_glob_that_would_walk_too_much_is_refused(mem, ws, monkeypatch):
+    monkeypatch.setattr("nbmemory.anchors.MAX_GLOB_ENTRIES", 3)
+    for i in range(5):
+        (ws / "data" / f"part{i}.csv").write_text(ORDERS)
+    with pytest.raises(InvalidInput, match=r"matches too much .*narrow it"):
+        mem.remember("all the parts", about=["data/**/*"])
+    assert mem.notes().total == 0

@@ -16,6 +16,7 @@ from ..errors import InvalidInput
 from ..models import Hit, Hits
 from ..store import Filters
 from .part import Part
+from .validate import MAX_K, check_count
 from .recall import PRIORITY_BONUS
 
 
@@ -99,8 +100,7 @@ class About(Part):
         (``filtered_out`` counts the rest). While the configured model differs from the
         store's, errors are not matched (paths and variables still are).
         """
-        if k < 1:
-            raise InvalidInput(f"k must be at least 1 (got {k})")
+        check_count(k, "k", 1, MAX_K)
         if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
             raise InvalidInput("paths must be a list of absolute path strings")
         roots = [self.engine.workspace] + ([Path(cwd)] if cwd else [])

@@ -11,7 +11,7 @@ from ..errors import InvalidInput, NotFound
 from ..models import Event, Note, Page
 from ..store import Filters
 from .part import Part
-from .validate import filters_for, no_note
+from .validate import check_page, filters_for, no_note
 
 
 class Reads(Part):
@@ -28,8 +28,7 @@ class Reads(Part):
               stale: bool | None = None, variables: dict | None = None) -> Page:
         """A page of notes; ``stale`` True keeps only stale notes, False only fresh ones
         (before paging, so ``total`` counts what the filter keeps)."""
-        if limit < 1 or offset < 0:
-            raise InvalidInput("limit must be at least 1 and offset at least 0")
+        check_page(offset, limit)
         if order not in ("newest", "oldest", "priority"):
             raise InvalidInput(f"Unknown order {order!r}; use newest, oldest or priority")
         statuses = (status,) if isinstance(status, str) else tuple(status)

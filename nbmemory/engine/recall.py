@@ -17,7 +17,7 @@ from ..ranking import MODES, rank
 from ..store import Filters, Store
 from ..vectors import DenseRows, VectorIndex
 from .part import Part
-from .validate import filters_for
+from .validate import MAX_K, check_count, filters_for
 
 PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
 _NO_VECTORS = DenseRows.from_matrix(np.empty(0, np.int64), np.empty((0, 1), np.float32))
@@ -69,8 +69,7 @@ class Recall(Part):
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("The query is empty; e.g. {0}",
                                Command("recall", ("where is the lock taken",)))
-        if k < 1:
-            raise InvalidInput(f"k must be at least 1 (got {k})")
+        check_count(k, "k", 1, MAX_K)
         if mode not in MODES:
             raise InvalidInput(f"Unknown mode {mode!r}; use one of: {', '.join(MODES)}")
         query = query.strip()
@@ -175,6 +174,7 @@ class Recall(Part):
 
     def similar(self, note_id: int, *, k: int = 3, min_similarity: float = 0.5) -> list[Hit]:
         """Active notes closest to ``note_id`` (shown after remember; never merged)."""
+        check_count(k, "k", 1, MAX_K)
         with self.lock:
             self.engine.reads.get(note_id)
             if self.engine.vectors is None or note_id not in self.engine.vectors:

@@ -8,9 +8,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..models import Note, Page, StaleReason, utcnow
-from ..errors import InvalidInput
 from .part import Part
-from .validate import default_author
+from .validate import check_page, default_author
 
 
 class Staleness(Part):
@@ -47,8 +46,7 @@ class Staleness(Part):
 
     def stale(self, *, offset: int = 0, limit: int = 50, variables: dict | None = None) -> Page:
         """Active notes that are stale, with their reasons, most recently changed first."""
-        if limit < 1 or offset < 0:
-            raise InvalidInput("limit must be at least 1 and offset at least 0")
+        check_page(offset, limit)
         with self.lock:
             ids = sorted(self.stale_ids(variables))
             notes = self.store.get_notes(ids)

@@ -12,6 +12,23 @@ from ..models import KINDS, PRIORITIES
 from ..store import Filters
 
 MAX_NOTE_CHARS = 100_000
+MAX_K = 1_000  # hits a recall may ask for
+MAX_OFFSET = 2**40  # a page may start this far in (DuckDB's OFFSET is a 64-bit integer)
+
+
+def check_count(value, name: str, low: int, high: int) -> int:
+    """``value`` as an int in low..high, or a message that says which numbers work."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{name} must be a whole number from {low} to {high:,} "
+                           f"(got {value!r})")
+    if not low <= value <= high:
+        raise InvalidInput(f"{name} must be at least {low} and at most {high:,} (got {value:,})")
+    return value
+
+
+def check_page(offset, limit) -> None:
+    check_count(limit, "limit", 1, MAX_K)
+    check_count(offset, "offset", 0, MAX_OFFSET)
 
 
 def no_note(note_id: int) -> str:

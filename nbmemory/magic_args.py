@@ -1,0 +1,76 @@
+"""Reading a magic's line: leading options, the rest verbatim; note ids; one place where
+nbmemory's errors become IPython's UsageError (no traceback), worded for a notebook."""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+
+from IPython.core.error import UsageError
+
+from . import syntax
+from .errors import NbMemoryError
+
+_OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(?:=(\"[^\"]*\"|'[^']*'|\S+))?")
+_VALUE = re.compile(r"\s+(\"[^\"]*\"|'[^']*'|\S+)")
+
+
+def split_options(parser, line: str):
+    """Parse leading options with ``parser``; return (namespace, the rest verbatim).
+
+    ``--`` ends the options explicitly, for text that itself starts with a dash.
+    """
+    takes_value = {}
+    for action in parser._actions:
+        for option in action.option_strings:
+            takes_value[option] = action.nargs != 0
+    tokens, rest = [], line
+    while True:
+        match = _OPTION.match(rest)
+        if not match:
+            break
+        option, inline = match.group(1), match.group(2)
+        if option == "--":
+            rest = rest[match.end():]
+            break
+        if option not in takes_value:
+            if option.startswith("--") or len(option) == 2:
+                raise UsageError(f"Unknown option {option}; see the help with ?")
+            break
+        rest = rest[match.end():]
+        tokens.append(option)
+        if takes_value[option]:
+            if inline is None:
+                value = _VALUE.match(rest)
+                if not value:
+                    raise UsageError(f"Option {option} needs a value")
+                inline, rest = value.group(1), rest[value.end():]
+            tokens.append(inline.strip("\"'") if inline[:1] in "\"'" else inline)
+    if rest.strip().startswith("-- "):
+        rest = rest.strip()[3:]
+    return parser.parse_args(tokens), rest.strip()
+
+
+def parse_ids(text: str) -> list[int]:
+    ids = []
+    for token in text.replace(",", " ").split():
+        try:
+            ids.append(int(token.lstrip("#")))
+        except ValueError:
+            raise UsageError(f"{token!r} is not a note id; ids are numbers like 12 or #12") from None
+    return ids
+
+
+def _id_and_text(rest: str, verb: str) -> tuple[int, str]:
+    head, _, text = rest.strip().partition(" ")
+    if not head:
+        raise UsageError(f"Give a note id: %memory {verb} 12 [reason]")
+    return parse_ids(head)[0], text.strip()
+
+
+@contextmanager
+def usage_errors():
+    try:
+        yield
+    except NbMemoryError as exc:
+        raise UsageError(exc.render(syntax.MAGIC)) from None

@@ -1,0 +1,156 @@
+"""The %memory subcommands (``%memory list``, ``verify``, ``export``...), one method each;
+``NbMemory.memory`` routes ``%memory NAME ...`` to ``_memory_NAME``."""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+from . import display as show
+from . import procedures, wording
+from .magic_args import _id_and_text, parse_ids
+from .progress import progress_bar
+
+
+class MemoryCommands:
+    """Mixed into :class:`~nbmemory.magics.NbMemory`, which provides ``mem``, ``shell``,
+    ``_variables()`` and the ambient hook."""
+
+    def _memory_status(self, rest: str):
+        display(show.status_display(self.mem.status()))
+
+    def _memory_ambient(self, rest: str):
+        return self._ambient.command(rest)
+
+    def _memory_settings(self, rest: str):
+        names = ("store", "model", "mode", "idle_timeout", "k", "similar", "min_score", "ambient")
+        width = max(map(len, names))
+        print("\n".join(f"NbMemory.{n.ljust(width)} = {getattr(self, n)!r}" for n in names))
+
+    def _memory_history(self, rest: str):
+        ids = parse_ids(rest)
+        if len(ids) != 1:
+            raise UsageError("Give one note id: %memory history 12")
+        display(show.history_display(ids[0], self.mem.history(ids[0]), self.mem.chain(ids[0])))
+
+    def _memory_reinstate(self, rest: str):
+        ids = parse_ids(rest)
+        if not ids:
+            raise UsageError("Give the id of the note to reinstate: %memory reinstate 12")
+        for note_id in ids:
+            note = self.mem.reinstate(note_id)
+            print(f"Reinstated #{note.id}.")
+
+    def _memory_insert(self, rest: str):
+        ids = parse_ids(rest)
+        if len(ids) != 1:
+            raise UsageError("Give one note id: %memory insert 12")
+        note = self.mem.get(ids[0])
+        code = procedures.procedure_code(note.text)
+        if code is None:
+            raise UsageError(f"Note #{note.id} is a {note.kind} with no code block; only "
+                             "procedures (%remember --procedure) can be inserted as code.")
+        if type(self.shell).__name__ == "TerminalInteractiveShell":
+            print(code)
+        else:
+            self.shell.set_next_input(code, replace=False)
+
+    def _memory_confirm(self, rest: str):
+        note_id, reason = _id_and_text(rest, "confirm")
+        note = self.mem.confirm(note_id, reason)
+        print(f"Confirmed #{note.id}.")
+
+    def _memory_refute(self, rest: str):
+        note_id, reason = _id_and_text(rest, "refute")
+        note = self.mem.refute(note_id, reason)
+        print(f"Refuted #{note.id}; recall shows it only as previously believed. "
+              f"Undo with: %memory reopen {note.id}")
+
+    def _memory_reopen(self, rest: str):
+        ids = parse_ids(rest)
+        if len(ids) != 1:
+            raise UsageError("Give one note id: %memory reopen 12")
+        print(f"Reopened #{self.mem.reopen(ids[0]).id}.")
+    def _memory_stale(self, rest: str):
+        page = self.mem.stale(limit=100, variables=self._variables())
+        display(show.notes_display(page.notes, title=wording.counted(page.total, "stale note"),
+                                   total=page.total))
+
+    def _memory_verify(self, rest: str):
+        ids = parse_ids(rest)
+        if not ids:
+            raise UsageError("Give the id of the note you checked: %memory verify 12")
+        variables = self._variables()
+        for note_id in ids:
+            note = self.mem.verify(note_id, variables=variables)
+            event = next(e for e in reversed(self.mem.history(note_id)) if e.type == "verified")
+            print(wording.verified_text(note, event))
+
+    @magic_arguments()
+    @argument("-t", "--tags", default=None)
+    @argument("--kind", default=None)
+    @argument("-p", "--priority", default=None)
+    @argument("-n", type=int, default=20, help="how many (default 20)")
+    @argument("--status", default="active", help="active, revoked, superseded or purged")
+    def _list_args(self, line):  # holds the parser for %memory list
+        """%memory list [-t tags] [--kind K] [-p P] [-n N] [--status S]"""
+
+    def _memory_list(self, rest: str):
+        args = parse_argstring(self._list_args, rest)
+        page = self.mem.notes(tags=args.tags, kind=args.kind, priority=args.priority,
+                              status=args.status, limit=args.n, variables=self._variables())
+        display(show.notes_display(page.notes, title=f"{page.total} {args.status} notes",
+                                   total=page.total))
+
+    def _memory_browse(self, rest: str):
+        from .browse import browse
+
+        args = parse_argstring(self._list_args, rest)
+        return browse(self.mem, tags=args.tags, kind=args.kind, priority=args.priority,
+                      limit=args.n)
+
+    def _memory_reindex(self, rest: str):
+        with progress_bar("indexing") as progress:
+            result = self.mem.reindex(progress=progress)
+        if result.get("model"):
+            status = self.mem.status()
+            print(f"Rebuilt the indexes: {status['vectors']} vectors ({result['model']}), "
+                  f"{status['lexical_docs']} keyword documents.")
+        else:
+            print("Nothing to index yet: the store has no notes.")
+
+    def _memory_reembed(self, rest: str):
+        with progress_bar("re-embedding") as progress:
+            result = self.mem.reembed(progress=progress)
+        print(f"Re-embedded {result['embedded']} texts; the store now uses {result['to']}.")
+
+    @magic_arguments()
+    @argument("--markdown", action="store_true", help="write Markdown pages into a directory")
+    @argument("--by", default="tag", help="with --markdown: one page per 'tag' or 'kind'")
+    @argument("path", help="file (JSON Lines) or, with --markdown, directory")
+    def _export_args(self, line):  # holds the parser for %memory export
+        """%memory export FILE.jsonl | %memory export --markdown DIR [--by tag|kind]"""
+
+    def _memory_export(self, rest: str):
+        args = parse_argstring(self._export_args, rest)
+        if args.markdown:
+            pages = self.mem.export_markdown(args.path, by=args.by)
+            print(f"Wrote {len(pages)} Markdown pages to {args.path} (start at index.md).")
+            return
+        with progress_bar("exporting") as progress:
+            counts = self.mem.export_jsonl(args.path, progress=progress)
+        print(wording.exported_text(counts, args.path))
+
+    @magic_arguments()
+    @argument("--on-conflict", default="skip", help="skip, replace or keep-both")
+    @argument("path", help="a file written by %%memory export")
+    def _import_args(self, line):  # holds the parser for %memory import
+        """%memory import FILE.jsonl [--on-conflict skip|replace|keep-both]"""
+
+    def _memory_import(self, rest: str):
+        args = parse_argstring(self._import_args, rest)
+        with progress_bar("importing") as progress:
+            summary = self.mem.import_jsonl(args.path, on_conflict=args.on_conflict,
+                                            progress=progress)
+        print("Imported: " + ", ".join(f"{v} {k}" for k, v in summary.items()))
