@@ -57,8 +57,14 @@ READER = textwrap.dedent("""
         mem = Memory.open(store, model="hash:64", mode="service")
         while not os.path.exists(stop_file):
             before = acknowledged()
-            page = mem.notes(limit=10_000)
-            ids = {n.id for n in page.notes}
+            # Pages of at most 1,000, oldest first: notes written meanwhile only add pages.
+            ids, offset = set(), 0
+            while True:
+                page = mem.notes(limit=1000, offset=offset, order="oldest")
+                ids |= {n.id for n in page.notes}
+                offset += len(page.notes)
+                if len(page.notes) < 1000:
+                    break
             if len(ids) != page.total:
                 problems.append(f"poll {polls}: listed {len(ids)} of {page.total}")
             if before - ids:

@@ -31,7 +31,7 @@ from ..lock import prepare_directory, try_lock, unlock
 from . import codec, transport as transports
 from ..operations import operation as lookup
 from .protocol import (EXIT_LOCKED, HEADER_MODEL, HEADER_PROTOCOL, HEADER_VERSION, LOG_NAME,
-                       PROTOCOL, SECRET_NAME, SPAWN_LOCK_NAME, check_private_directory,
+                       PROTOCOL, SPAWN_LOCK_NAME, check_private_directory,
                        default_idle_timeout, lock_held, lock_holder, read_info,
                        read_start_error)
 
@@ -76,20 +76,11 @@ class _Connection(http.client.HTTPConnection):
         self.sock = self.address.connect(self.timeout)
 
 
-def _address(directory: Path) -> transports.Address:
-    """Where the owner of ``directory`` listens; _NotSent while no owner names one."""
-    info = read_info(directory)
-    address = transports.address_of(directory, info)
-    if address is not None:
-        return address
-    problem = transports.unusable(directory, info)
-    if problem and info.get("state") == "serving" and lock_holder(directory) == info.get("pid"):
-        raise StoreUnavailable(problem)
-    raise _NotSent("no owner address in owner.json")
-
-
 def _connect(directory: Path, timeout: float | None) -> _Connection:
-    conn = _Connection(_address(directory), timeout)
+    address = transports.find(directory)
+    if address is None:
+        raise _NotSent("no owner address in owner.json")
+    conn = _Connection(address, timeout)
     try:
         conn.connect()
     except (FileNotFoundError, ConnectionError, BlockingIOError) as exc:
@@ -117,20 +108,6 @@ def _exchange(conn: _Connection, method: str, path: str, body: bytes | None,
     if response.status == 403 and (payload.get("error") or {}).get("type") == "Unauthorized":
         raise _Refused(payload["error"])
     return response.status, payload
-
-
-def _refusal(directory: Path, refused: _Refused) -> NbMemoryError | None:
-    """The error to raise when the store's own owner refused our secret; None when the
-    refusal came from another listener (a port reused since our owner died)."""
-    info = read_info(directory) or {}
-    if refused.pid is None or info.get("pid") != refused.pid \
-            or lock_holder(directory) != refused.pid:
-        return None
-    return StoreUnavailable(
-        f"The owner of {directory} (pid {refused.pid}) refused this process's requests: the "
-        f"secret in {directory / SECRET_NAME} is not the one it was started with (was the "
-        f"file changed?). Restart it: nbmemory stop --store {directory}; the next use "
-        f"starts a new one.")
 
 
 def _error(payload: dict[str, Any], details: str = "") -> NbMemoryError:
@@ -262,7 +239,7 @@ class ServiceBackend:
                 continue
             except _Refused as exc:  # nothing was done
                 self._drop_connections()
-                refusal = _refusal(self.directory, exc)
+                refusal = transports.refused_by_owner(self.directory, exc.pid)
                 if refusal is not None:
                     raise refusal from None
                 self.ensure_owner()
@@ -343,7 +320,7 @@ class ServiceBackend:
             finally:
                 conn.close()
         except _Refused as exc:
-            refusal = _refusal(self.directory, exc)
+            refusal = transports.refused_by_owner(self.directory, exc.pid)
             if refusal is not None:
                 raise refusal from None
             return False
@@ -399,37 +376,44 @@ class ServiceBackend:
         try:
             if not try_lock(fd):
                 return  # someone else is starting one; keep polling
-            if lock_held(self.directory) or self._ping():
-                return
-            self._reap()
-            log_path = self.directory / LOG_NAME
-            if log_path.exists() and log_path.stat().st_size > 1_000_000:
-                try:
-                    os.replace(log_path, log_path.with_name(LOG_NAME + ".old"))
-                except PermissionError:  # Windows: the last owner's log is still open
-                    pass
-            command = [sys.executable, "-m", "nbmemory.service", "--store", str(self.directory),
-                       "--idle-timeout", str(self.idle_timeout), "--transport", self.transport]
-            if self.model:
-                command += ["--model", self.model]
-            log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            self._log_offset = os.fstat(log_fd).st_size
             try:
-                proc = subprocess.Popen(
-                    command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
-                    cwd=self.directory, close_fds=True, **DETACHED,
-                    env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")})
+                if not (lock_held(self.directory) or self._ping()):
+                    self._start_owner(deadline)
             finally:
-                os.close(log_fd)
-            self._starting_owner = proc
-            self._children.append(proc)
-            # Hold spawn.lock until the new owner holds the store lock (or gave up), so
-            # that other clients do not start owners of their own meanwhile.
-            while (proc.poll() is None and not lock_held(self.directory)
-                   and time.monotonic() < deadline):
-                time.sleep(0.005)
+                unlock(fd)
         finally:
-            os.close(fd)  # releases spawn.lock
+            os.close(fd)
+
+    def _start_owner(self, deadline: float) -> None:
+        """Start ``python -m nbmemory.service`` detached; return once it holds the store's
+        lock, has exited, or ``deadline`` passed (the caller holds ``spawn.lock``)."""
+        self._reap()
+        log_path = self.directory / LOG_NAME
+        if log_path.exists() and log_path.stat().st_size > 1_000_000:
+            try:
+                os.replace(log_path, log_path.with_name(LOG_NAME + ".old"))
+            except PermissionError:  # Windows: the last owner's log is still open
+                pass
+        command = [sys.executable, "-m", "nbmemory.service", "--store", str(self.directory),
+                   "--idle-timeout", str(self.idle_timeout), "--transport", self.transport]
+        if self.model:
+            command += ["--model", self.model]
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._log_offset = os.fstat(log_fd).st_size
+        try:
+            proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                cwd=self.directory, close_fds=True, **DETACHED,
+                env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")})
+        finally:
+            os.close(log_fd)
+        self._starting_owner = proc
+        self._children.append(proc)
+        # Hold spawn.lock until the new owner holds the store lock (or gave up), so
+        # that other clients do not start owners of their own meanwhile.
+        while (proc.poll() is None and not lock_held(self.directory)
+               and time.monotonic() < deadline):
+            time.sleep(0.005)
 
     def _check_starting_owner(self) -> None:
         proc = self._starting_owner

@@ -1,13 +1,15 @@
 """The owner process: holds the store's lock, engine and model, and serves other processes.
 
 JSON over HTTP/1.1 on a unix socket (mode 0600, peers of other users refused) or on
-loopback TCP with a per-owner secret: see :mod:`.transport` for which and why. Engine calls are serialised by the engine's own lock; concurrent
-remembers are batched into one embedding call and one transaction. The owner exits
-after ``idle_timeout`` seconds without requests, on ``POST /shutdown`` or on SIGTERM.
+loopback TCP with a per-owner secret: see :mod:`.transport` for which and why. Engine
+calls are serialised by the engine's own lock; concurrent remembers are batched into one
+embedding call and one transaction. The owner exits after ``idle_timeout`` seconds
+without requests, on ``POST /shutdown`` or on SIGTERM.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -32,8 +34,8 @@ from ..lock import OwnerLock, locking_name, prepare_directory, read_owner_pid
 from ..operations import operation as lookup
 from . import codec, transport as transports
 from .protocol import (DEFAULT_IDLE_TIMEOUT, ERROR_NAME, HEADER_MODEL, HEADER_PROTOCOL,
-                       HEADER_SECRET, HEADER_VERSION, INFO_NAME, LOG_NAME, PROTOCOL,
-                       SECRET_NAME, STATUS_BY_ERROR, check_private_directory, read_info,
+                       HEADER_VERSION, INFO_NAME, LOG_NAME, PROTOCOL,
+                       STATUS_BY_ERROR, check_private_directory, read_info,
                        same_model, write_info)
 
 MAX_BATCH = 64
@@ -89,7 +91,8 @@ def serve(store: str | os.PathLike, *, model: str | None = None,
     finally:
         current = read_info(directory)
         if current and current.get("pid") == os.getpid():
-            (directory / INFO_NAME).unlink(missing_ok=True)
+            with contextlib.suppress(PermissionError):  # Windows: a client reads it
+                (directory / INFO_NAME).unlink(missing_ok=True)
         try:
             if engine is not None:
                 engine.close()
@@ -325,7 +328,7 @@ class Owner:
         """Remove ``owner.key`` if it is still this owner's (TCP)."""
         secret = self.server.secret if self.server else None
         if secret and transports.read_secret(self.directory) == secret:
-            (self.directory / SECRET_NAME).unlink(missing_ok=True)
+            (self.directory / transports.SECRET_NAME).unlink(missing_ok=True)
 
     def _warm_up(self) -> None:
         try:
@@ -431,36 +434,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def handle(self) -> None:
-        if self.server.secret is None:  # a unix socket: ask the OS who is calling
-            try:
-                uid = transports.peer_uid(self.connection)
-            except OSError as exc:
-                log(f"refused a connection whose peer could not be checked ({exc})")
-                return
-            if uid not in (os.getuid(), 0):
-                log(f"refused a connection from uid {uid}")
-                return
-        elif self.client_address[0] != transports.LOOPBACK:
-            log(f"refused a connection from {self.client_address[0]}")
+        problem = transports.check_peer(self.connection, self.client_address, self.server.secret)
+        if problem:
+            log(f"refused {problem}")
             return
         super().handle()
 
     def _refused(self) -> bool:
         """TCP: answer 403 (and log it) unless the request carries this owner's secret."""
-        secret = self.server.secret
-        if secret is None:
+        what = transports.check_secret(self.headers.get(transports.HEADER_SECRET),
+                                       self.server.secret)
+        if what is None:
             return False
-        given = self.headers.get(HEADER_SECRET)
-        if given is not None and transports.secret_matches(given, secret):
-            return False
-        what = "a wrong secret" if given else "no secret"
-        log(f"refused {self.command} {self.path} from {self.client_address[0]}:"
-            f"{self.client_address[1]} with {what} ({HEADER_SECRET})")
-        self._reply(403, {"error": {
-            "type": "Unauthorized", "pid": os.getpid(),
-            "message": f"The store's owner refused a request with {what}: every request must "
-                       f"carry the secret from {SECRET_NAME} in the store directory in the "
-                       f"{HEADER_SECRET} header."}}, close=True)
+        host, port = self.client_address[:2]
+        log(f"refused {self.command} {self.path} from {host}:{port} with {what} "
+            f"({transports.HEADER_SECRET})")
+        self._reply(403, {"error": transports.refusal(what, os.getpid())}, close=True)
         return True
 
     def _reply(self, status: int, payload: dict[str, Any], close: bool = False) -> None:

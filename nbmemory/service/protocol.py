@@ -14,7 +14,6 @@ from typing import Any
 
 from ..errors import InvalidInput, StoreUnavailable
 from ..lock import LOCK_FILENAME, POSIX_PERMISSIONS, held_elsewhere, read_owner_pid
-from .transport import HEADER_SECRET, SECRET_NAME, SOCKET_NAME  # noqa: F401 - shared names
 
 PROTOCOL = 1
 INFO_NAME = "owner.json"

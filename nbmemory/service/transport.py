@@ -45,6 +45,7 @@ from typing import Any
 
 from ..errors import InvalidInput, StoreUnavailable
 from ..lock import POSIX_PERMISSIONS
+from .protocol import lock_holder, read_info
 
 TRANSPORT_ENV = "NBMEMORY_TRANSPORT"
 TRANSPORTS = ("unix", "tcp")
@@ -220,6 +221,35 @@ def secret_matches(given: str | None, expected: str) -> bool:
     return hmac.compare_digest((given or "").encode(), expected.encode())
 
 
+# -- the owner's end -----------------------------------------------------------------------
+
+def check_peer(connection: socket.socket, client_address: Any, secret: str | None) -> str | None:
+    """Why the owner drops a new connection (a unix peer of another user, a TCP peer that
+    is not loopback), or None."""
+    if secret is None:  # a unix socket: ask the OS who is calling
+        try:
+            uid = peer_uid(connection)
+        except OSError as exc:
+            return f"a connection whose peer could not be checked ({exc})"
+        return None if uid in (os.getuid(), 0) else f"a connection from uid {uid}"
+    return None if client_address[0] == LOOPBACK else f"a connection from {client_address[0]}"
+
+
+def check_secret(given: str | None, secret: str | None) -> str | None:
+    """None when a request may go on (no secret needed, or the right one); else what was
+    wrong with it ("no secret", "a wrong secret")."""
+    if secret is None or (given is not None and secret_matches(given, secret)):
+        return None
+    return "a wrong secret" if given else "no secret"
+
+
+def refusal(what: str, pid: int) -> dict[str, Any]:
+    """The 403 error an owner answers a request with ``what`` (see :func:`check_secret`)."""
+    return {"type": "Unauthorized", "pid": pid, "message": (
+        f"The store's owner refused a request with {what}: every request must carry the "
+        f"secret from {SECRET_NAME} in the store directory in the {HEADER_SECRET} header.")}
+
+
 # -- the client's end ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -265,6 +295,31 @@ def address_of(directory: Path, info: dict[str, Any] | None) -> Address | None:
     if not info.get("socket") or not hasattr(socket, "AF_UNIX"):
         return None
     return Address("unix", socket=info["socket"])
+
+
+def find(directory: Path) -> Address | None:
+    """The address of the owner of ``directory`` from ``owner.json``; None while it names
+    none. Raises StoreUnavailable when the live owner's address cannot be used from here."""
+    info = read_info(directory)
+    address = address_of(directory, info)
+    if address is None:
+        problem = unusable(directory, info)
+        if problem and info.get("state") == "serving" and lock_holder(directory) == info.get("pid"):
+            raise StoreUnavailable(problem)
+    return address
+
+
+def refused_by_owner(directory: Path, pid: int | None) -> StoreUnavailable | None:
+    """The error for a 403 from process ``pid``: if it is the store's live owner, our
+    secret is not its own; if not, None (a port reused since our owner died)."""
+    info = read_info(directory) or {}
+    if pid is None or info.get("pid") != pid or lock_holder(directory) != pid:
+        return None
+    return StoreUnavailable(
+        f"The owner of {directory} (pid {pid}) refused this process's requests: the secret "
+        f"in {directory / SECRET_NAME} is not the one it was started with (was the file "
+        f"changed?). Restart it: nbmemory stop --store {directory}; the next use starts a "
+        f"new one.")
 
 
 def unusable(directory: Path, info: dict[str, Any] | None) -> str | None:
