@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -41,13 +42,7 @@ class Journal(Protocol):
 
 def _tables(store: Store) -> dict[str, dict[str, str]]:
     """Canonical tables in dependency-friendly order, each with its column types."""
-    rows = store.con.execute(
-        "SELECT table_name, column_name, data_type FROM information_schema.columns "
-        "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall()
-    tables: dict[str, dict[str, str]] = {}
-    for table, column, kind in rows:
-        if table not in NOT_EXPORTED:
-            tables.setdefault(table, {})[column] = kind
+    tables = {t: c for t, c in store.tables().items() if t not in NOT_EXPORTED}
     first = ["notes", "note_versions", "embeddings", "events", "snapshots"]
     return {t: tables[t] for t in first + sorted(set(tables) - set(first)) if t in tables}
 
@@ -76,26 +71,40 @@ def export_jsonl(store: Store, path: str | Path, *, model: str | None,
                  progress: Progress | None = None) -> dict[str, int]:
     """Write the whole store to ``path``; returns rows written per table."""
     tables = _tables(store)
-    total = sum(store.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
+    total = sum(store.row_count(t) for t in tables)
     counts: dict[str, int] = {}
-    done = 0
     path = Path(path)
+    if path.exists() and not path.is_file() or path.is_symlink():
+        raise InvalidInput(f"Cannot export to {path}: it is not a regular file (a directory, "
+                           "a device, a FIFO or a link). Give the path of a file to write.")
     tmp = path.with_name(path.name + ".partial")
-    try:
-        out = open(tmp, "w", encoding="utf-8")
+    try:  # readable by its owner only, like the store: it holds every note
+        tmp.unlink(missing_ok=True)
+        out = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w",
+                        encoding="utf-8")
     except OSError as exc:
         raise InvalidInput(f"Cannot write the export to {path}: {exc.strerror}. "
                            "Check that its directory exists and is writable.") from None
+    try:
+        _write_export(out, store, tables, model, counts, progress, total)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed export leaves no copy of the store behind
+        raise
+    tmp.replace(path)
+    return counts
+
+
+def _write_export(out, store: Store, tables: dict, model: str | None, counts: dict,
+                  progress: Progress | None, total: int) -> None:
+    done = 0
     with out:
         out.write(json.dumps({"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
                               "nbmemory": __version__, "schema": SCHEMA_VERSION,
                               "model": model, "tables": {t: c for t, c in tables.items()}}) + "\n")
         for table, columns in tables.items():
             names = list(columns)
-            order = ", ".join(names[:2])
-            cursor = store.con.execute(f"SELECT * FROM {table} ORDER BY {order}")
             counts[table] = 0
-            while batch := cursor.fetchmany(1000):
+            for batch in store.table_rows(table, names):
                 for row in batch:
                     record = {n: _encode(v, columns[n]) for n, v in zip(names, row)}
                     out.write(json.dumps({"type": "row", "table": table, "row": record}) + "\n")
@@ -104,8 +113,6 @@ def export_jsonl(store: Store, path: str | Path, *, model: str | None,
                 if progress:
                     progress(done, total)
         out.write(json.dumps({"type": "end", "counts": counts}) + "\n")
-    tmp.replace(path)
-    return counts
 
 
 @dataclass
@@ -221,7 +228,7 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
     if policy not in POLICIES:
         raise InvalidInput(f"Unknown conflict policy {policy!r}; use one of: {', '.join(POLICIES)}")
     tables = _tables(store)
-    known = dict(store.con.execute("SELECT uid, id FROM notes").fetchall())
+    known = store.note_uids()
     versions: dict[int, list[dict]] = {}
     for row in export.table("note_versions"):
         versions.setdefault(row["note_id"], []).append(row)
@@ -301,7 +308,7 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
                                            versions.get(row["id"], []),
                                            anchors, actor, now)
     pending.flush()
-    have = set(store.con.execute("SELECT content_hash, model FROM embeddings").fetchall())
+    have = store.embedding_keys()
     for row in export.table("embeddings"):
         if (row["content_hash"], row["model"]) not in have:
             have.add((row["content_hash"], row["model"]))
@@ -311,14 +318,14 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
     # imported now or already here.
     for seq, data, key in links:
         data[key] = resolve(data[key])
-        store.con.execute("UPDATE events SET data = ? WHERE seq = ?", [json.dumps(data), seq])
+        store.set_event_data(seq, data)
     status = {row["id"]: row["status"] for row in export.table("notes")}
     for row in export.table("notes"):
         old, new = resolve(row.get("supersedes")), resolve(row["id"])
         if old is None or new is None:
             continue
         if row["id"] in id_map:
-            store.con.execute("UPDATE notes SET supersedes = ? WHERE id = ?", [old, new])
+            store.set_supersedes(new, old)
         if (policy == "replace" and row["supersedes"] not in id_map
                 and status.get(row["supersedes"]) == "superseded"
                 and store.status_of(old) == "active"):

@@ -389,6 +389,7 @@ def test_a_store_created_in_a_git_repository_is_ignored_by_git(tmp_path):
     (lambda m: m.recall("hi", k="5"), "k must be a whole number"),
     (lambda m: m.notes(offset=2**63), "offset must be at least 0 and at most"),
     (lambda m: m.notes(limit=0), "limit must be at least 1"),
+    (lambda m: m.notes(limit=2**31), "limit must be at least 1 and at most 1,000,000"),
     (lambda m: m.similar(1, k=10**9), "k must be at least 1 and at most 1,000"),
 ])
 def test_counts_out_of_range_are_refused_and_the_store_keeps_working(memory, call, message):

@@ -393,3 +393,29 @@ def test_export_file_is_json_lines_with_header_and_end(memory, tmp_path):
     assert records[-1] == {"type": "end", "counts": {"notes": 1, "note_versions": 1,
                                                       "embeddings": 1, "events": 1,
                                                       "snapshots": 0, "anchors": 0}}
+
+
+def test_an_export_never_replaces_a_device_or_a_fifo_and_leaves_no_partial_copy(memory, tmp_path):
+    import stat
+
+    memory.remember("orders.amount is in cents before 2021")
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInput, match="Cannot export to .*pipe.jsonl: it is not a regular file"):
+        memory.export_jsonl(fifo)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    with pytest.raises(InvalidInput, match="it is not a regular file"):
+        memory.export_jsonl(tmp_path)  # a directory
+
+    seen = []
+
+    def fail(done, total):
+        seen.append(oct(os.stat(tmp_path / "all.jsonl.partial").st_mode & 0o777))
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        memory.export_jsonl(tmp_path / "all.jsonl", progress=fail)
+    assert seen == ["0o600"]  # while it was written, only its owner could read it
+    assert not (tmp_path / "all.jsonl.partial").exists() and not (tmp_path / "all.jsonl").exists()
+    memory.export_jsonl(tmp_path / "all.jsonl")
+    assert oct(os.stat(tmp_path / "all.jsonl").st_mode & 0o777) == "0o600"

@@ -281,7 +281,7 @@ def test_a_store_from_before_anchors_is_migrated(ws, monkeypatch):
     store_dir = ws / ".nbmemory"
     store_dir.mkdir()
     with monkeypatch.context() as m:  # a store as the version before anchors wrote it
-        m.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS[:1])
+        m.setattr(store_module.schema, "MIGRATIONS", store_module.MIGRATIONS[:1])
         old = store_module.Store(store_dir)
         at = datetime.now(timezone.utc)
         with old.transaction():

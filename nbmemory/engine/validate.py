@@ -13,6 +13,7 @@ from ..store import Filters
 
 MAX_NOTE_CHARS = 100_000
 MAX_K = 1_000  # hits a recall may ask for
+MAX_PAGE = 1_000_000  # notes a listing may return at once
 MAX_OFFSET = 2**40  # a page may start this far in (DuckDB's OFFSET is a 64-bit integer)
 
 
@@ -27,7 +28,7 @@ def check_count(value, name: str, low: int, high: int) -> int:
 
 
 def check_page(offset, limit) -> None:
-    check_count(limit, "limit", 1, MAX_K)
+    check_count(limit, "limit", 1, MAX_PAGE)
     check_count(offset, "offset", 0, MAX_OFFSET)
 
 

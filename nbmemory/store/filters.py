@@ -1,0 +1,107 @@
+"""Filters on notes (as SQL and for notes in memory), and turning rows into notes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+from ..events import EFFECTS, KEEP, status_sql
+from ..models import Note, Provenance
+
+def _naive(value: datetime) -> datetime:
+    return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    return value.replace(tzinfo=timezone.utc) if value is not None else None
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Narrow a listing or a recall. Every given filter must hold (tags: all of them)."""
+
+    tags: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    priorities: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    statuses: tuple[str, ...] = ("active",)
+    ids: tuple[int, ...] | None = None  # only these notes (e.g. the stale ones)
+
+    @property
+    def narrows(self) -> bool:
+        """True when the filter excludes some active notes."""
+        return bool(self.tags or self.kinds or self.priorities or self.since or self.until
+                    or set(self.statuses) != {"active"} or self.ids is not None)
+
+    def matches(self, note: Note) -> bool:
+        """The same test as :meth:`sql`, for notes already in memory."""
+        return ((not self.statuses or note.status in self.statuses)
+                and set(self.tags) <= set(note.tags)
+                and (not self.kinds or note.kind in self.kinds)
+                and (not self.priorities or note.priority in self.priorities)
+                and (self.since is None or note.created_at >= self.since)
+                and (self.until is None or note.created_at < self.until)
+                and (self.ids is None or note.id in self.ids))
+
+    def sql(self) -> tuple[str, list[Any]]:
+        clauses, params = [], []
+        if self.statuses:
+            clauses.append("n.status IN (SELECT unnest(?))")
+            params.append(list(self.statuses))
+        if self.tags:
+            clauses.append("list_has_all(n.tags, ?)")
+            params.append(list(self.tags))
+        if self.kinds:
+            clauses.append("n.kind IN (SELECT unnest(?))")
+            params.append(list(self.kinds))
+        if self.priorities:
+            clauses.append("n.priority IN (SELECT unnest(?))")
+            params.append(list(self.priorities))
+        if self.since:
+            clauses.append("n.created_at >= ?")
+            params.append(_naive(self.since))
+        if self.until:
+            clauses.append("n.created_at < ?")
+            params.append(_naive(self.until))
+        if self.ids is not None:
+            clauses.append("n.id IN (SELECT unnest(?::BIGINT[]))")
+            params.append(list(self.ids))
+        return (" AND ".join(clauses) or "TRUE"), params
+
+
+# How events set a note's status, folded in SQL for past states (events.EFFECTS).
+_STATUS_EVENTS, _STATUS_AFTER, _ACTIVE_AFTER = status_sql("last_type")
+_RESOLUTION_EVENTS = ", ".join(f"'{t}'" for t, e in EFFECTS.items() if e.resolution != KEEP)
+
+_NOTE_COLUMNS = """
+    n.id, n.text, n.kind, n.priority, n.tags, n.status, n.version, n.created_at,
+    n.updated_at, n.author, n.provenance, n.supersedes, n.resolution, n.resolution_reason
+"""
+_NOTE_FROM = "notes n"
+
+
+def _id_list(ids: Sequence[int]) -> str:
+    """Ids inlined as a literal list: DuckDB looks these up far faster than a parameter list."""
+    return ", ".join(str(int(i)) for i in ids) or "NULL"
+
+
+def _note(row: tuple) -> Note:
+    return Note(
+        id=row[0], text=row[1], kind=row[2], priority=row[3], tags=tuple(row[4]),
+        status=row[5], version=row[6], created_at=_aware(row[7]), updated_at=_aware(row[8]),
+        author=row[9], provenance=Provenance.from_dict(json.loads(row[10]) if row[10] else None),
+        supersedes=row[11], resolution=row[12], resolution_reason=row[13],
+    )
+
+
+def _split_resolution(value: str | None) -> tuple[str | None, str | None]:
+    """``refuted:why`` -> (refuted, why); reopened or nothing -> (None, None)."""
+    kind, _, reason = (value or "").partition(":")
+    return (kind, reason or None) if kind in ("confirmed", "refuted") else (None, None)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

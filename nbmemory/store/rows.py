@@ -1,0 +1,249 @@
+"""The store's rows beside the journal and the notes: vectors by content hash, snapshots,
+the recall log, anchors, and whole tables for the exchange format."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ..models import Anchor, Snapshot
+from .filters import _ACTIVE_AFTER, _NOTE_FROM, _STATUS_EVENTS, _aware, _naive
+
+
+class Rows:
+    """Mixed into :class:`~.duckdb.Store` (which holds ``con`` and the caches)."""
+
+    def _by_hash(self, columns: str, model: str, hashes: Sequence[str]) -> list[tuple]:
+        """Rows of ``embeddings`` for ``hashes`` and ``model``, through the hash index.
+
+        Only ``content_hash IN (?, ...)`` uses the index; a predicate on ``model`` in the same
+        query makes DuckDB scan, so the model is checked here.
+        """
+        hashes = list(dict.fromkeys(hashes))
+        rows: list[tuple] = []
+        for start in range(0, len(hashes), 500):
+            chunk = hashes[start:start + 500]
+            rows += self.con.execute(
+                f"SELECT model, {columns} FROM embeddings WHERE content_hash IN "
+                f"({', '.join('?' * len(chunk))})", chunk).fetchall()
+        return [row[1:] for row in rows if row[0] == model]
+
+    def vectors_by_hash(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        return {h: np.frombuffer(v, dtype=np.float32)
+                for h, v in self._by_hash("content_hash, vector", model, hashes)}
+
+    # -- vectors ------------------------------------------------------------------------
+
+    def put_embeddings(self, model: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        items = list({h: (h, v) for h, v in reversed(items)}.values())  # one row per hash
+        # INSERT OR IGNORE checks the composite key by scanning (6 ms at 100k rows): skip
+        # the hashes already stored through the index, then insert plainly.
+        stored = {h for (h,) in self._by_hash("content_hash", model, [h for h, _ in items])}
+        items = [(h, v) for h, v in items if h not in stored]
+        # Multi-row statements: executemany costs a statement per row.
+        for start in range(0, len(items), 500):
+            chunk = items[start:start + 500]
+            self.con.execute(
+                "INSERT INTO embeddings VALUES " + ", ".join(["(?, ?, ?)"] * len(chunk)),
+                [x for h, v in chunk for x in (h, model, np.asarray(v, dtype=np.float32).tobytes())],
+            )
+
+    def has_embedding(self, model: str, content_hash: str) -> bool:
+        return bool(self._by_hash("content_hash", model, [content_hash]))
+
+    def vectors(self, model: str, ids: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Ids and current vectors of active notes (or of ``ids``) for ``model``."""
+        sql = (f"SELECT n.id, e.vector FROM {_NOTE_FROM} "
+               "JOIN embeddings e ON e.content_hash = n.content_hash AND e.model = ? ")
+        params: list[Any] = [model]
+        if ids is None:
+            sql += "WHERE n.status = 'active'"
+        else:
+            sql += "WHERE n.id IN (SELECT unnest(?))"
+            params.append([int(i) for i in ids])
+        rows = self.con.execute(sql + " ORDER BY n.id", params).fetchall()
+        if not rows:
+            return np.empty(0, np.int64), np.empty((0, 0), np.float32)
+        keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+        return keys, matrix.reshape(len(rows), -1)
+
+    def texts_missing_embedding(self, model: str) -> list[tuple[str, str]]:
+        """(content_hash, text) of every kept version with no vector for ``model``.
+
+        Past versions count too, so recall as of a snapshot works after a model change.
+        """
+        return self.con.execute(
+            "SELECT DISTINCT v.content_hash, v.text FROM note_versions v "
+            "JOIN notes n ON n.id = v.note_id WHERE n.status <> 'purged' "
+            "AND NOT EXISTS (SELECT 1 FROM embeddings e "
+            "WHERE e.content_hash = v.content_hash AND e.model = ?) ORDER BY 1", [model]
+        ).fetchall()
+
+    def models(self) -> list[str]:
+        return [r[0] for r in self.con.execute("SELECT DISTINCT model FROM embeddings").fetchall()]
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    def add_snapshot(self, name: str, *, seq: int, at: datetime, message: str,
+                     author: str | None, stale: dict) -> None:
+        self.con.execute("INSERT INTO snapshots VALUES (?, ?, ?, ?, ?, ?)",
+                         [name, seq, _naive(at), message, author, json.dumps(stale)])
+
+    def snapshot_stale(self, name: str) -> dict:
+        """The stale flags recorded when snapshot ``name`` was sealed: {note id: [reason dicts]}."""
+        row = self.con.execute("SELECT stale FROM snapshots WHERE name = ?", [name]).fetchone()
+        return json.loads(row[0]) if row and row[0] else {}
+
+    def snapshots(self, name: str | None = None) -> list[Snapshot]:
+        where, params = ("WHERE name = ?", [name]) if name is not None else ("", [])
+        rows = self.con.execute(
+            f"SELECT name, seq, sealed_at, message, author FROM snapshots {where} ORDER BY seq, name",
+            params).fetchall()
+        return [Snapshot(r[0], r[1], _aware(r[2]), r[3], r[4], self.count_active_at(r[1]))
+                for r in rows]
+
+    def count_active_at(self, seq: int) -> int:
+        return self.con.execute(
+            "SELECT count(*) FROM (SELECT note_id, arg_max(type, seq) AS last_type FROM events "
+            f"WHERE seq <= ? AND note_id IS NOT NULL AND type IN ({_STATUS_EVENTS}) "
+            f"GROUP BY note_id) WHERE last_type IN ({_ACTIVE_AFTER})",
+            [seq]).fetchone()[0]
+
+    # -- recall log ---------------------------------------------------------------------
+
+    def log_recalls(self, entries: Sequence[dict]) -> None:
+        """Append recall log entries (at, query, k, returned, lexical, dense, filtered_out)."""
+        self.con.executemany(
+            "INSERT INTO recall_log VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [[_naive(e["at"]), e["query"], e["k"], e["returned"], e["lexical"], e["dense"],
+              e["filtered_out"]] for e in entries])
+
+    def recall_stats(self) -> dict[str, int]:
+        total, empty = self.con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE returned = 0) FROM recall_log").fetchone()
+        return {"recalls": total, "empty_recalls": empty}
+
+    # -- anchors ------------------------------------------------------------------------
+    # Reads are served from memory (a recall must not pay a query for them). The first
+    # read loads the anchors of every note up to the highest id then; a note above that
+    # id is read when first asked for. Rows of existing notes change only through
+    # insert_anchors and purge_anchors, which mark the note to be read again (safe even
+    # if the transaction rolls back); an import only adds notes with new, higher ids.
+
+    def insert_anchors(self, note_id: int, anchors: Sequence[tuple[int, Anchor]], *,
+                       seq: int, at: datetime) -> None:
+        """Record fingerprints of ``(position, anchor)`` taken at journal position ``seq``."""
+        self._anchor_cache[note_id] = None
+        if anchors:
+            self.con.executemany(
+                "INSERT INTO anchors VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [[note_id, position, a.kind, a.target, a.origin, seq, _naive(at),
+                  json.dumps(a.fingerprint)] for position, a in anchors])
+
+    def anchors(self, note_ids: Sequence[int]) -> dict[int, list[tuple[int, Anchor]]]:
+        """The current ``(position, anchor)`` list of each note (the latest fingerprint)."""
+        cache = self._anchor_cache
+        if self._anchors_upto is None:
+            self._anchors_upto = self.con.execute(
+                "SELECT coalesce(max(id), 0) FROM notes").fetchone()[0]
+            cache.clear()
+            self._read_anchors(None)
+        ids = [int(i) for i in note_ids]
+        upto = self._anchors_upto
+        stale = [i for i in ids if (i in cache and cache[i] is None) or (i > upto and i not in cache)]
+        if stale:
+            self._read_anchors(stale)
+        return {i: cache[i] for i in ids if cache.get(i)}
+
+    def anchors_at(self, note_ids: Sequence[int], seq: int) -> dict[int, list[tuple[int, Anchor]]]:
+        """The ``(position, anchor)`` list of each note as of journal position ``seq``."""
+        rows = self.con.execute(
+            "SELECT note_id, position, kind, target, origin, fingerprint FROM anchors "
+            "WHERE note_id IN (SELECT unnest(?)) AND seq <= ? "
+            "QUALIFY row_number() OVER (PARTITION BY note_id, position ORDER BY seq DESC) = 1 "
+            "ORDER BY note_id, position", [[int(i) for i in note_ids], seq]).fetchall()
+        out: dict[int, list[tuple[int, Anchor]]] = {}
+        for note_id, position, kind, target, origin, fingerprint in rows:
+            fingerprint = json.loads(fingerprint)
+            if not fingerprint.get("dropped"):
+                out.setdefault(note_id, []).append((position, Anchor(kind, target, fingerprint, origin)))
+        return out
+
+    def _read_anchors(self, ids: list[int] | None) -> None:
+        where, params = ("WHERE note_id IN (SELECT unnest(?)) ", [ids]) if ids is not None else ("", [])
+        rows = self.con.execute(
+            "SELECT note_id, position, kind, target, origin, fingerprint FROM anchors " + where +
+            "QUALIFY row_number() OVER (PARTITION BY note_id, position ORDER BY seq DESC) = 1 "
+            "ORDER BY note_id, position", params).fetchall()
+        cache = self._anchor_cache
+        for note_id in ids or ():
+            cache[note_id] = []
+        for note_id, position, kind, target, origin, fingerprint in rows:
+            fingerprint = json.loads(fingerprint)
+            if not fingerprint.get("dropped"):  # no longer mentioned after an edit
+                cache.setdefault(note_id, []).append(
+                    (position, Anchor(kind, target, fingerprint, origin)))
+
+    def next_anchor_position(self, note_id: int) -> int:
+        return self.con.execute("SELECT coalesce(max(position) + 1, 0) FROM anchors "
+                                "WHERE note_id = ?", [note_id]).fetchone()[0]
+
+    def purge_anchors(self, note_id: int) -> None:
+        """Erase what a purged note was about (paths, fingerprints), with its text."""
+        self._anchor_cache[note_id] = None
+        self.con.execute("DELETE FROM anchors WHERE note_id = ?", [note_id])
+
+    def anchored_note_ids(self, statuses: Sequence[str] = ("active",)) -> list[int]:
+        rows = self.con.execute(
+            "SELECT DISTINCT a.note_id FROM anchors a JOIN notes n ON n.id = a.note_id "
+            "WHERE n.status IN (SELECT unnest(?)) ORDER BY a.note_id", [list(statuses)]).fetchall()
+        return [r[0] for r in rows]
+
+    def variable_targets(self, scope: str) -> list[str]:
+        """Names of variables that active notes are anchored to in ``scope`` (a notebook)."""
+        rows = self.con.execute(
+            "SELECT DISTINCT a.target FROM anchors a JOIN notes n ON n.id = a.note_id "
+            "WHERE n.status = 'active' AND a.kind = 'variable' "
+            "AND coalesce(json_extract_string(a.fingerprint, '$.scope'), '') = ? "
+            "ORDER BY a.target", [scope]).fetchall()
+        return [r[0] for r in rows]
+
+    # -- whole tables (the exchange format) ------------------------------------------------
+
+    def tables(self) -> dict[str, dict[str, str]]:
+        """Every table with its columns and their types, in schema order."""
+        rows = self.con.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall()
+        tables: dict[str, dict[str, str]] = {}
+        for table, column, kind in rows:
+            tables.setdefault(table, {})[column] = kind
+        return tables
+
+    def row_count(self, table: str) -> int:
+        return self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+    def table_rows(self, table: str, columns: Sequence[str]) -> Iterator[list[tuple]]:
+        """All of ``table``'s rows, ``columns`` in that order, in batches of 1,000, sorted
+        by the first two columns (so exports are deterministic)."""
+        cursor = self.con.execute(f"SELECT {', '.join(columns)} FROM {table} "
+                                  f"ORDER BY {', '.join(columns[:2])}")
+        while batch := cursor.fetchmany(1000):
+            yield batch
+
+    def note_uids(self) -> dict[str, int]:
+        return dict(self.con.execute("SELECT uid, id FROM notes").fetchall())
+
+    def embedding_keys(self) -> set[tuple[str, str]]:
+        return set(self.con.execute("SELECT content_hash, model FROM embeddings").fetchall())
+
+    def set_event_data(self, seq: int, data: dict) -> None:
+        """Rewrite one event's data (an import pointing a link at this store's note ids)."""
+        self.con.execute("UPDATE events SET data = ? WHERE seq = ?", [json.dumps(data), seq])
+
+    def set_supersedes(self, note_id: int, old: int) -> None:
+        self.con.execute("UPDATE notes SET supersedes = ? WHERE id = ?", [old, note_id])

@@ -1,0 +1,111 @@
+"""The store's file names and its named migrations, each applied in one transaction
+together with its record; a store recording a migration this version does not know was
+written by a newer nbmemory and is refused untouched."""
+
+from __future__ import annotations
+
+DB_FILENAME = "memory.duckdb"
+COMPACT_FILENAME = "memory.compact.duckdb"
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "m001_create_notes",
+        """
+        CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
+        CREATE TABLE notes (
+            id BIGINT PRIMARY KEY,
+            uid VARCHAR NOT NULL UNIQUE,
+            status VARCHAR NOT NULL,
+            version INTEGER NOT NULL,
+            supersedes BIGINT,
+            created_at TIMESTAMP NOT NULL,
+            updated_at TIMESTAMP NOT NULL,
+            -- the current version, kept here so reads need no join (history is in note_versions)
+            text VARCHAR NOT NULL DEFAULT '',
+            content_hash VARCHAR NOT NULL DEFAULT '',
+            kind VARCHAR NOT NULL DEFAULT 'finding',
+            priority VARCHAR NOT NULL DEFAULT 'medium',
+            tags VARCHAR[] NOT NULL DEFAULT [],
+            author VARCHAR,
+            provenance JSON,
+            resolution VARCHAR,
+            resolution_reason VARCHAR
+        );
+        CREATE TABLE note_versions (
+            note_id BIGINT NOT NULL,
+            version INTEGER NOT NULL,
+            text VARCHAR NOT NULL,
+            content_hash VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,
+            priority VARCHAR NOT NULL,
+            tags VARCHAR[] NOT NULL,
+            author VARCHAR,
+            created_at TIMESTAMP NOT NULL,
+            provenance JSON,
+            seq BIGINT NOT NULL,
+            PRIMARY KEY (note_id, version)
+        );
+        CREATE TABLE embeddings (
+            content_hash VARCHAR NOT NULL,
+            model VARCHAR NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (content_hash, model)
+        );
+        CREATE TABLE events (
+            seq BIGINT PRIMARY KEY,
+            occurred_at TIMESTAMP NOT NULL,
+            note_id BIGINT,
+            type VARCHAR NOT NULL,
+            actor VARCHAR,
+            request_id VARCHAR,
+            data JSON
+        );
+        CREATE INDEX events_by_request ON events (request_id);
+        CREATE INDEX events_by_note ON events (note_id);
+        CREATE TABLE snapshots (
+            name VARCHAR PRIMARY KEY,
+            seq BIGINT NOT NULL,
+            sealed_at TIMESTAMP NOT NULL,
+            message VARCHAR NOT NULL,
+            author VARCHAR,
+            stale JSON
+        );
+        CREATE TABLE recall_log (
+            logged_at TIMESTAMP NOT NULL,
+            query VARCHAR NOT NULL,
+            k INTEGER NOT NULL,
+            returned INTEGER NOT NULL,
+            lexical INTEGER NOT NULL,
+            dense INTEGER NOT NULL,
+            filtered_out INTEGER NOT NULL
+        );
+        """,
+    ),
+    (
+        # What a note is about, with the fingerprint taken at remember time. Verifying a
+        # note adds rows (seq = the "verified" event); the current fingerprint of an
+        # anchor is its row with the highest seq, so history is never overwritten.
+        "m002_anchors",
+        """
+        CREATE TABLE anchors (
+            note_id BIGINT NOT NULL,
+            position INTEGER NOT NULL,
+            kind VARCHAR NOT NULL,
+            target VARCHAR NOT NULL,
+            origin VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,
+            taken_at TIMESTAMP NOT NULL,
+            fingerprint JSON NOT NULL,
+            PRIMARY KEY (note_id, position, seq)
+        );
+        CREATE INDEX anchors_by_note ON anchors (note_id);
+        """,
+    ),
+    (
+        # DuckDB looks up a composite primary key by scanning (2.5 ms at 100k embeddings,
+        # twice per remember); a one-column index makes `content_hash IN (...)` a lookup.
+        "m003_embeddings_by_hash",
+        "CREATE INDEX embeddings_by_hash ON embeddings (content_hash);",
+    ),
+]
+SCHEMA_VERSION = len(MIGRATIONS)
