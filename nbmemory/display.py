@@ -210,7 +210,8 @@ def status_display(status: dict[str, Any]) -> Rich:
         ("index", f"{status['index']}; {status['vectors']} vectors, {status['lexical_docs']} keyword docs"),
         ("empty recalls", rate),
         ("owner", f"pid {status['pid']}, up {status['uptime_s']:.0f} s"
-                  + (f", queue {status['queue']}" if "queue" in status else "")),
+                  + (f", queue {status['queue']}" if "queue" in status else "")
+                  + (f", {_transport(status)}" if status.get("transport") else "")),
         ("version", f"nbmemory {status['version']}, schema {status['schema_version']}"),
     ]
     if status.get("mismatch"):
@@ -219,6 +220,12 @@ def status_display(status: dict[str, Any]) -> Rich:
     width = max(len(k) for k, _ in rows)
     text = "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
     return Rich(text, _table(["", ""], rows))
+
+
+def _transport(status: dict[str, Any]) -> str:
+    if status["transport"] == "tcp":
+        return f"TCP 127.0.0.1:{status.get('port')} with a secret"
+    return "unix socket"
 
 
 def snapshots_display(snapshots: Sequence[Snapshot]) -> Rich:

@@ -317,7 +317,10 @@ class StaleChecker:
         old_shape, new_shape = old.get("shape"), new.get("shape")
         if old_shape and new_shape and old_shape[0] != new_shape[0]:
             reasons.append(StaleReason("rows_changed", name, _rows(old_shape[0], new_shape[0])))
-        if not reasons and old.get("sample") != new.get("sample"):
+        # Samples taken by another scheme (an older nbmemory's polars hash) do not compare:
+        # the note is not flagged for it; verifying re-takes the fingerprint.
+        if (not reasons and old.get("sample_scheme") == new.get("sample_scheme")
+                and old.get("sample") != new.get("sample")):
             reasons.append(StaleReason("content_changed", name))
         return reasons
 

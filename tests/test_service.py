@@ -811,3 +811,13 @@ def test_long_work_reports_progress_across_the_socket(mem, tmp_path):
     seen.clear()
     mem.reindex(progress=lambda d, t: seen.append((d, t)))
     assert seen and seen[-1] == (1200, 1200)
+
+
+def test_memory_status_names_the_transport(mem, store):
+    from nbmemory.display import status_display
+
+    status = mem.status()
+    line = next(l for l in status_display(status).text.splitlines() if l.startswith("owner"))
+    expected = (f"TCP 127.0.0.1:{status['port']} with a secret" if status["transport"] == "tcp"
+                else "unix socket")
+    assert line.endswith(expected), line

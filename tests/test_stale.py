@@ -394,3 +394,21 @@ def test_a_glob_that_would_walk_too_much_is_refused(mem, ws, monkeypatch):
     with pytest.raises(InvalidInput, match=r"matches too much .*narrow it"):
         mem.remember("all the parts", about=["data/**/*"])
     assert mem.notes().total == 0
+
+
+def test_a_variable_fingerprint_from_another_sampling_scheme_is_not_called_changed(ws, mem):
+    from nbmemory.anchors import variable_fingerprint
+    pl = pytest.importorskip("polars")
+
+    df = pl.DataFrame({"id": [1, 2], "amount": [10, 20]})
+    now = {**variable_fingerprint(df), "scope": "nb.ipynb"}
+    before = {k: v for k, v in now.items() if k != "sample_scheme"}  # as polars' hash_rows
+    before["sample"] = "taken-with-hash_rows"                         # era fingerprinted it
+    note = mem.remember("df amounts are cents", about=[Anchor("variable", "df", before)])
+    kernel = {"scope": "nb.ipynb", "values": {"df": now}}
+    assert mem.recall("df amounts", variables=kernel)[0].note.stale == ()
+    changed = variable_fingerprint(df.with_columns(pl.col("amount") * 100))
+    kernel["values"]["df"] = changed
+    assert mem.verify(note.id, variables={"scope": "nb.ipynb", "values": {"df": now}}).stale == ()
+    assert reasons(mem.recall("df amounts", variables=kernel)[0].note) == [
+        ("content_changed", "df", "")]
