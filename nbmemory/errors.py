@@ -122,6 +122,10 @@ class StoreTooNew(StoreUnavailable):
     """The store was written by a newer nbmemory and is left untouched."""
 
 
+class StoreDamaged(StoreUnavailable):
+    """The store's files disagree (writes were lost); nothing was touched."""
+
+
 class ModelUnavailable(NbMemoryError):
     """The embedding model cannot be loaded."""
 

@@ -201,7 +201,8 @@ class Memory:
     def forget(self, note_ids: int | Iterable[int], *, actor: str | None = None,
                request_id: str | None = None) -> list[Note]:
         """Revoke notes: hidden from recall, kept in history, undone by :meth:`reinstate`."""
-        ids = [note_ids] if isinstance(note_ids, int) else list(note_ids)
+        many = hasattr(note_ids, "__iter__") and not isinstance(note_ids, (str, bytes, dict))
+        ids = list(note_ids) if many else [note_ids]  # the engine says what is wrong with them
         return self._call("forget", note_ids=ids, actor=actor,
                           request_id=request_id)
 

@@ -397,3 +397,57 @@ def test_counts_out_of_range_are_refused_and_the_store_keeps_working(memory, cal
     with pytest.raises(InvalidInput, match=message):
         call(memory)
     assert memory.status()["notes"] == 1 and len(memory.recall("finding")) == 1
+
+
+def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir):
+    import shutil
+
+    from nbmemory.errors import StoreDamaged
+
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        for i in range(3):
+            mem.remember(f"finding {i} kept in both files")
+    shutil.copy(store_dir / "memory.duckdb", store_dir.parent / "older.duckdb")
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        for i in range(3):
+            mem.remember(f"finding {i} that only the index will remember")
+    # The database goes back to its older copy (a damaged write-ahead log loses the same).
+    shutil.copy(store_dir.parent / "older.duckdb", store_dir / "memory.duckdb")
+    before = {p.name: p.read_bytes() for p in store_dir.iterdir() if p.is_file()
+              and p.suffix != ".lock"}
+    with pytest.raises(StoreDamaged, match=r"has lost writes: its vector index saw journal "
+                                           r"position 6, the database ends at 3\. Nothing was "
+                                           r"changed\..*moving vectors.usearch"):
+        Memory.open(store_dir, embedder=HashEmbedder())
+    after = {p.name: p.read_bytes() for p in store_dir.iterdir() if p.is_file()
+             and p.suffix != ".lock"}
+    assert after == before  # the evidence is intact
+    (store_dir / "vectors.usearch").rename(store_dir.parent / "evidence.usearch")
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["notes"] == 3 and mem.status()["vectors"] == 3
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: m.forget(None), "A note id is a whole number like 12, not None"),
+    (lambda m: m.forget(1.0), "A note id is a whole number like 12, not 1.0"),
+    (lambda m: m.forget([True]), "not True"),
+    (lambda m: m.get("1"), "not '1'"),
+    (lambda m: m.reinstate(0), "No note #0: note ids start at 1"),
+    (lambda m: m.remember(b"x"), "The note is bytes; decode it to text first"),
+    (lambda m: m.remember(42), "The note must be text, not int"),
+    (lambda m: m.remember("ok \ud800 text"), "not valid Unicode"),
+    (lambda m: m.remember("fine", tags=["\udcff"]), "A tag holds characters that are not valid"),
+    (lambda m: m.remember("fine", tags=7), "Tags are a list or a comma-separated string"),
+    (lambda m: m.remember("fine", kind=3), "The kind must be text"),
+    (lambda m: m.remember("fine", supersedes=True), "A note id is a whole number"),
+    (lambda m: m.recall("q \ud83d"), "The query holds characters"),
+    (lambda m: m.snapshot("x" * 1_000_000), "keep it under 200"),
+    (lambda m: m.snapshot("s\udc80"), "The snapshot's name holds characters"),
+    (lambda m: m.snapshot_diff("\udc80"), "A snapshot's name holds characters"),
+])
+def test_wrong_types_get_our_own_clear_error_and_change_nothing(memory, call, message):
+    memory.remember("one finding")
+    before = memory.status()["journal_position"]
+    with pytest.raises(InvalidInput, match=message):
+        call(memory)
+    assert memory.status()["journal_position"] == before

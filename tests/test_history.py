@@ -167,3 +167,21 @@ def test_recall_as_of_shows_the_stale_flags_and_fingerprints_of_then(tmp_path):
         sealed = memory.recall("orders.csv amounts cents", k=1, min_score=0, as_of="stale")[0].note
         assert [r.reason for r in sealed.stale] == ["rows_changed"]  # what it said then
         assert memory.recall("orders.csv amounts cents", k=1, min_score=0)[0].note.stale == ()
+
+
+def test_purge_leaves_the_text_nowhere_in_the_store_or_a_later_export(memory, store_dir, tmp_path):
+    secret = "the vendor contract renews on 2027-03-01 at 412k"
+    note = memory.remember(secret, kind="question")
+    memory.recall(secret)  # the query is logged
+    memory.recall("renews on 2027-03-01")  # a query the note contains
+    memory.snapshot("before-renewal", message=f"knew that {secret}")
+    memory.refute(note.id, f"no: {secret} was a draft")
+    memory.reopen(note.id)
+    memory.purge(note.id)
+    memory.export_jsonl(tmp_path / "after.jsonl")
+    assert "412k" not in (tmp_path / "after.jsonl").read_text()
+    assert memory.snapshots()[0].message == "knew that [purged]"
+    memory.close()
+    for path in store_dir.iterdir():
+        if path.is_file():
+            assert b"412k" not in path.read_bytes(), path.name

@@ -81,7 +81,13 @@ class Engine:
         self.seals, self.upkeep = Snapshots(self), Upkeep(self)
         self._identity: str | None = None
         self._index_state = "empty"
-        self.open_indexes(progress)
+        try:
+            self.open_indexes(progress)
+        except BaseException:  # a store that cannot be opened is left as it was, unlocked
+            self.checker.close()
+            self.store.close()
+            self._owner.release()
+            raise
 
     # -- operations (nbmemory/operations.py lists them; tests check the signatures) -------
 

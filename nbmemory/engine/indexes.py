@@ -18,7 +18,8 @@ from ..config import Settings
 from ..embed import model_name
 from ..events import EFFECTS, INACTIVE, INDEXED
 from ..lexical import LexicalIndex
-from ..store import Filters, Store
+from ..errors import StoreDamaged
+from ..store import DB_FILENAME, Filters, Store
 from ..vectors import VectorIndex, VectorIndexError
 from .journal import Change
 
@@ -119,6 +120,7 @@ class Dense:
         index, meta = VectorIndex.load(self.path, expansion_search=self.settings.expansion_search)
         if meta.get("embedder") != self.identity:
             raise VectorIndexError(f"built for {meta.get('embedder')}")
+        self._check_not_ahead(index, int(meta.get("seq", 0)))
         changed = self.store.changed_since(int(meta.get("seq", 0)))
         self.index = index
         self.sync(changed)
@@ -129,6 +131,22 @@ class Dense:
             return "loaded"
         self.save(force=True)
         return f"loaded, caught up {len(changed)} notes"
+
+    def _check_not_ahead(self, index: VectorIndex, seq: int) -> None:
+        """Refuse, touching nothing, a store whose database has lost what its vector index
+        saw: the index is the evidence (a damaged or replaced write-ahead log, a database
+        file restored from an older copy). Rebuilding would destroy it."""
+        position = self.store.position()
+        unknown = np.setdiff1d(index.keys(), self.store.note_ids(Filters(statuses=())))
+        if seq <= position and not len(unknown):
+            return
+        lost = (f"its vector index saw journal position {seq:,}, the database ends at "
+                f"{position:,}" if seq > position else
+                f"its vector index holds {len(unknown):,} notes the database does not have")
+        raise StoreDamaged(
+            f"The store {self.path.parent} has lost writes: {lost}. Nothing was changed. "
+            f"Restore {DB_FILENAME} from a backup, or keep what the database has by moving "
+            f"{self.path.name} (and {self.path.name}.json) away, then open it again.")
 
     def _rebuild(self, progress: Progress | None = None) -> None:
         ids = self.store.note_ids(Filters(statuses=INDEXED))

@@ -12,12 +12,14 @@ from ..models import Event, Note, Page
 from ..store import Filters
 from .part import Part
 from .validate import check_page, filters_for, no_note
+from .validate import note_id as valid_id
 
 
 class Reads(Part):
     def get(self, note_id: int) -> Note:
+        note_id = valid_id(note_id)
         with self.lock:
-            note = self.store.get_notes([int(note_id)]).get(int(note_id))
+            note = self.store.get_notes([note_id]).get(note_id)
             if note is None:
                 raise NotFound(no_note(note_id))
             return self.engine.staleness.with_stale([note])[0]

@@ -17,7 +17,7 @@ from ..ranking import MODES, rank
 from ..store import Filters, Store
 from ..vectors import DenseRows, VectorIndex
 from .part import Part
-from .validate import MAX_K, check_count, filters_for
+from .validate import MAX_K, check_count, filters_for, unicode_text
 
 PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
 _NO_VECTORS = DenseRows.from_matrix(np.empty(0, np.int64), np.empty((0, 1), np.float32))
@@ -66,6 +66,8 @@ class Recall(Part):
         kernel's variable fingerprints (see stale.py). ``log`` False keeps the recall out
         of the statistics (a recall nobody typed, such as ambient recall's).
         """
+        if isinstance(query, str):
+            unicode_text(query, "The query")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("The query is empty; e.g. {0}",
                                Command("recall", ("where is the lock taken",)))

@@ -10,7 +10,7 @@ from ..history import diff
 from ..models import Note, Snapshot, SnapshotDiff, StaleReason, utcnow
 from ..store import Filters
 from .part import Part
-from .validate import default_author
+from .validate import MAX_NAME_CHARS, default_author, unicode_text
 
 
 class Snapshots(Part):
@@ -20,7 +20,11 @@ class Snapshots(Part):
         (variable anchors judged by the calling kernel's ``variables``, see stale.py).
 
         A repeated ``request_id`` returns the snapshot it sealed."""
-        name = (name or "").strip()
+        name = unicode_text(name or "", "The snapshot's name").strip()
+        if len(name) > MAX_NAME_CHARS:
+            raise InvalidInput(f"The snapshot's name has {len(name):,} characters; keep it "
+                               f"under {MAX_NAME_CHARS}, and put the story in its message (-m)")
+        message = unicode_text(message or "", "The snapshot's message")
         if not name or any(c.isspace() for c in name):
             raise InvalidInput("Give the snapshot a name without spaces, e.g. {0}",
                                Command("snapshot", ("before-refactor",)))
@@ -47,6 +51,7 @@ class Snapshots(Part):
             return self.store.snapshots()
 
     def named(self, name: str) -> Snapshot:
+        name = unicode_text(name, "A snapshot's name")
         found = self.store.snapshots(name)
         if not found:
             known = ", ".join(s.name for s in self.store.snapshots()[-5:]) or "none yet"

@@ -7,6 +7,8 @@ import getpass
 import hashlib
 from typing import Iterable
 
+import numpy as np
+
 from ..errors import Command, InvalidInput
 from ..models import KINDS, PRIORITIES
 from ..store import Filters
@@ -47,14 +49,49 @@ def default_author() -> str:
         return "unknown"
 
 
+MAX_TAG_CHARS = 100
+MAX_NAME_CHARS = 200  # a snapshot's name
+MAX_NOTE_ID = 2**62
+
+
+def unicode_text(value, what: str) -> str:
+    """``value`` if it is a str that can be stored (UTF-8), else a clear refusal."""
+    if isinstance(value, (bytes, bytearray)):
+        raise InvalidInput(f"{what} is bytes; decode it to text first (e.g. .decode('utf-8'))")
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be text, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} holds characters that are not valid Unicode (a lone "
+                           "surrogate, often from a badly decoded file); fix the text and "
+                           "try again") from None
+    return value
+
+
+def note_id(value) -> int:
+    """A note id as the store knows them: a whole number from 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidInput(f"A note id is a whole number like 12, not {value!r}")
+    if not 1 <= int(value) <= MAX_NOTE_ID:
+        raise InvalidInput(f"No note #{value}: note ids start at 1")
+    return int(value)
+
+
 def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
     if tags is None:
         return ()
     if isinstance(tags, str):
         tags = tags.split(",")
+    elif not isinstance(tags, (list, tuple, set, frozenset)):
+        raise InvalidInput(f"Tags are a list or a comma-separated string, not "
+                           f"{type(tags).__name__}")
     out = []
     for tag in tags:
-        tag = str(tag).strip().lower().lstrip("#")
+        tag = unicode_text(tag, "A tag").strip().lower().lstrip("#")
+        if len(tag) > MAX_TAG_CHARS:
+            raise InvalidInput(f"A tag has {len(tag):,} characters; keep tags under "
+                               f"{MAX_TAG_CHARS} (they are labels, not notes)")
         if not tag:
             continue
         if any(c.isspace() for c in tag):
@@ -65,14 +102,14 @@ def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def check_kind(kind: str) -> str:
-    kind = (kind or "").strip().lower()
+    kind = unicode_text(kind or "", "The kind").strip().lower()
     if kind not in KINDS:
         raise InvalidInput(f"Unknown kind {kind!r}; use one of: {', '.join(KINDS)}")
     return kind
 
 
 def check_priority(priority: str) -> str:
-    value = (priority or "").strip().lower()
+    value = unicode_text(priority or "", "The priority").strip().lower()
     value = {"h": "high", "m": "medium", "med": "medium", "l": "low"}.get(value, value)
     if value not in PRIORITIES:
         raise InvalidInput(f"Unknown priority {priority!r}; use one of: {', '.join(PRIORITIES)}")
@@ -80,10 +117,12 @@ def check_priority(priority: str) -> str:
 
 
 def check_text(text: str) -> str:
+    if isinstance(text, (bytes, bytearray)) or text is not None and not isinstance(text, str):
+        unicode_text(text, "The note")
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("The note is empty; write the finding itself, e.g. {0}",
                            Command("remember", ("orders.amount is in cents before 2021",)))
-    text = text.strip()
+    text = unicode_text(text, "The note").strip()
     if len(text) > MAX_NOTE_CHARS:
         raise InvalidInput(f"The note has {len(text):,} characters; the limit is "
                            f"{MAX_NOTE_CHARS:,}. Store the finding, not the whole source.")

@@ -7,13 +7,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-import numpy as np
 
 from ..errors import Command, Conflict, InvalidInput, NbMemoryError, NotFound
 from ..models import Note, Provenance, utcnow
 from .part import Part, Progress
 from .validate import (check_kind, check_priority, check_text, content_hash, default_author,
                        no_note, normalise_tags)
+from .validate import note_id as valid_id
 
 # remember_many embeds and writes this many notes at a time (batches this big run at the
 # model's full speed; the engine lock is free between them).
@@ -136,7 +136,7 @@ class Writes(Part):
         return dict(text=text, kind=kind, priority=priority, tags=tags,
                     author=author or default_author(), provenance=provenance,
                     request_id=request_id or None,
-                    supersedes=int(supersedes) if supersedes is not None else None,
+                    supersedes=valid_id(supersedes) if supersedes is not None else None,
                     content_hash=content_hash(text), uid=uuid.uuid4().hex,
                     anchors=self.engine.checker.build(text, about, provenance))
 
@@ -283,6 +283,7 @@ class Writes(Part):
             return self.engine.reads.get(note_id)
 
     def require_status(self, note_id: int, status: str, action: str) -> Note:
+        note_id = valid_id(note_id)
         note = self.store.get_notes([note_id]).get(note_id)
         if note is None:
             raise NotFound(no_note(note_id))
@@ -306,7 +307,9 @@ class Writes(Part):
     def forget(self, note_ids: int | Iterable[int], *, actor: str | None = None,
                request_id: str | None = None) -> list[Note]:
         """Revoke notes: hidden from recall, kept in history, reversible with reinstate."""
-        ids = [int(note_ids)] if isinstance(note_ids, (int, np.integer)) else [int(i) for i in note_ids]
+        if isinstance(note_ids, (str, bytes)) or not hasattr(note_ids, "__iter__"):
+            note_ids = [note_ids]
+        ids = [valid_id(i) for i in note_ids]
         if not ids:
             raise InvalidInput("Give the id of the note to forget, e.g. {0}",
                                Command("forget", (12,)))
@@ -340,11 +343,13 @@ class Writes(Part):
         with self.lock:
             if (done := self._done_before(request_id, note_id)) is not None:
                 return done
+            note_id = valid_id(note_id)
             note = self.store.get_notes([note_id]).get(note_id)
             if note is None:
                 raise NotFound(no_note(note_id))
             if note.status == "purged":
                 raise Conflict(f"Note #{note_id} is already purged.")
+            self.engine.recalls.flush_log()  # so that the purge scrubs queries not yet written
             with self.engine.writing() as entry:
                 entry.append("purged", note_id, actor=actor or default_author(), at=utcnow(),
                              request_id=request_id)

@@ -58,6 +58,12 @@ class Store(Rows):
             raise
 
     def close(self) -> None:
+        """Checkpoint, then close: after a clean close every note is in the main file, none
+        only in the write-ahead log."""
+        try:
+            self.con.execute("CHECKPOINT")
+        except duckdb.Error:
+            pass  # a read-only or failing disk: closing must still release the file
         self.con.close()
 
     def compact(self) -> None:
@@ -297,7 +303,22 @@ class Store(Rows):
         self.con.execute("UPDATE notes SET status = ? WHERE id = ?", [status, note_id])
 
     def purge_text(self, note_id: int) -> None:
-        """Erase a note's text, provenance and vectors in every version (privacy)."""
+        """Erase a note's text, provenance and vectors in every version (privacy), and what
+        repeated it: recall queries that held it (or that it holds, 12 characters or
+        more), its occurrences in snapshot messages, the reasons given when it was
+        confirmed or refuted."""
+        texts = [r[0] for r in self.con.execute(
+            "SELECT DISTINCT text FROM note_versions WHERE note_id = ? AND text <> ''",
+            [note_id]).fetchall()]
+        for text in texts:
+            self.con.execute(
+                "DELETE FROM recall_log WHERE contains(lower(query), lower(?)) "
+                "OR (length(query) >= 12 AND contains(lower(?), lower(query)))", [text, text])
+            self.con.execute("UPDATE snapshots SET message = replace(message, ?, '[purged]') "
+                             "WHERE contains(message, ?)", [text, text])
+        self.con.execute("UPDATE events SET data = json_remove(data, '$.reason') "
+                         "WHERE note_id = ? AND data IS NOT NULL", [note_id])
+        self.con.execute("UPDATE notes SET resolution_reason = NULL WHERE id = ?", [note_id])
         self.con.execute(
             "DELETE FROM embeddings WHERE content_hash IN (SELECT content_hash FROM note_versions "
             "WHERE note_id = ?) AND content_hash NOT IN (SELECT content_hash FROM note_versions "
