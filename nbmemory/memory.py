@@ -55,6 +55,8 @@ def _about(items) -> list | None:
         return None
     if isinstance(items, (str, os.PathLike, Anchor, dict)):
         items = [items]
+    if not isinstance(items, (list, tuple)):
+        return items  # the engine says what is wrong with it
     return [i.to_dict() if isinstance(i, Anchor) else _here(os.fspath(i))
             if isinstance(i, (str, os.PathLike)) else i for i in items]
 
@@ -175,8 +177,9 @@ class Memory:
         Every note is checked first: one bad note raises :class:`InvalidInput` naming it
         and nothing is stored. ``progress(done, total)`` is called as chunks are written.
         """
-        notes = [dict(n, about=_about(n.get("about"))) if isinstance(n, dict) and "about" in n
-                 else n for n in notes]
+        if isinstance(notes, (list, tuple)):  # else the engine says what is wrong with it
+            notes = [dict(n, about=_about(n.get("about"))) if isinstance(n, dict)
+                     and "about" in n else n for n in notes]
         return self._call("remember_many", notes=notes, progress=progress,
                           request_id=request_id)
 

@@ -106,6 +106,11 @@ class StaleChecker:
         """
         roots = [self.root] + ([Path(provenance.cwd)] if provenance.cwd else [])
         anchors: list[Anchor] = []
+        if isinstance(about, (str, dict)):
+            about = [about]
+        elif about is not None and not isinstance(about, (list, tuple)):
+            raise InvalidInput(f"about is a list of paths, globs or anchors, not "
+                               f"{type(about).__name__}")
         with self._lock:
             for item in about or ():
                 anchor = self._about(item, roots)
@@ -149,7 +154,12 @@ class StaleChecker:
 
     def _about(self, item: Any, roots: list[Path]) -> Anchor:
         if isinstance(item, dict):
-            item = Anchor.from_dict(item)
+            try:
+                item = Anchor.from_dict(item)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise InvalidInput("An about item given as a dict must be an anchor "
+                                   "(kind, target, fingerprint, origin), e.g. from "
+                                   "anchors.variable_fingerprint") from None
         if isinstance(item, Anchor):
             if item.kind == "variable":
                 if not item.target.isidentifier():

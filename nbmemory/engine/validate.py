@@ -134,8 +134,12 @@ def filters_for(*, tags=None, kind=None, priority=None, since=None, until=None,
     def many(value, check):
         if value is None:
             return ()
-        values = value.split(",") if isinstance(value, str) else value
-        return tuple(check(v) for v in values if str(v).strip())
+        if isinstance(value, str):
+            value = value.split(",")
+        elif not isinstance(value, (list, tuple, set, frozenset)):
+            raise InvalidInput(f"A filter is a list or a comma-separated string, not "
+                               f"{type(value).__name__}")
+        return tuple(check(v) for v in value if not isinstance(v, str) or v.strip())
 
     return Filters(tags=normalise_tags(tags), kinds=many(kind, check_kind),
                    priorities=many(priority, check_priority), since=since, until=until,

@@ -11,12 +11,17 @@ from datetime import datetime
 from pathlib import PurePath
 from typing import Any
 
+from ..errors import InvalidInput
 from ..models import (Anchor, Change, Event, Hit, Hits, Note, Page, Provenance, Snapshot,
                       SnapshotDiff, StaleReason)
 
 TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     Note, Hit, Hits, Snapshot, SnapshotDiff, Change, Event, Page, Provenance, Anchor,
     StaleReason)}
+
+
+class Unsendable(InvalidInput, TypeError):
+    """An argument that cannot cross processes: the caller's mistake, said as such."""
 
 
 def encode(value: Any) -> Any:
@@ -37,7 +42,8 @@ def encode(value: Any) -> Any:
         return str(value)
     if hasattr(value, "dtype") and hasattr(value, "item"):  # numpy scalar
         return encode(value.item())
-    raise TypeError(f"Cannot send a {type(value).__name__} to the store's owner process")
+    raise Unsendable(f"Cannot send a {type(value).__name__} to the store's owner process; "
+                     "give text, numbers, lists or dicts (bytes: decode them first)")
 
 
 def decode(value: Any) -> Any:
