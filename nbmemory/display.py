@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import html
 import textwrap
+from dataclasses import replace
 from typing import Any, Iterable, Sequence
 
 from .models import CHANGES, Event, Hit, Hits, Note, Snapshot, SnapshotDiff
 from .wording import _from, age, anchors_line, stale_marker
 
-_STYLE = ("<style>.nbm-table td,.nbm-table th{text-align:left;vertical-align:top;padding:2px 8px}"
+# JupyterLab right-aligns table cells with a more specific rule (.jp-RenderedHTMLCommon
+# td): ours must be at least as specific. Only the last column (the note) wraps.
+_STYLE = ("<style>.jp-RenderedHTMLCommon .nbm-table td,.jp-RenderedHTMLCommon .nbm-table th,"
+          ".nbm-table td,.nbm-table th{text-align:left;vertical-align:top;padding:2px 8px}"
+          ".nbm-table td:not(:last-child){white-space:nowrap}"
           ".nbm-stale{color:var(--jp-warn-color0,#b35900);font-weight:600}"
           ".nbm-muted{color:var(--jp-ui-font-color2,#666)}</style>")
 
@@ -174,25 +179,31 @@ def remembered_display(note: Note, similar: Sequence[Hit], *, hint: str | None =
     tags = f" [{', '.join(note.tags)}]" if note.tags else ""
     head = f"Remembered #{note.id} ({note.kind}, {note.priority}){tags}"
     text_lines, html_items = [head], []
-    about = anchors_line(note)
+    # The cell a note came from is its provenance, not news: say what else it is about.
+    about = anchors_line(replace(note, anchors=tuple(a for a in note.anchors
+                                                     if a.kind != "cell")))
     if about:
         text_lines.append(f"About: {about}")
     if hint:
         text_lines.append(f"Hint: {hint}")
-    if similar:
-        text_lines.append("Similar notes (not merged):")
-        for hit in similar:
-            text_lines.append(f"  #{hit.note.id} ({hit.score:.2f}) "
-                              + textwrap.shorten(hit.note.text, 90))
-            html_items.append(f"<li>#{hit.note.id} ({hit.score:.2f}) "
-                              f"{html.escape(textwrap.shorten(hit.note.text, 140))}</li>")
+    if similar:  # one line, not a paragraph per remember (a loop of 20 printed 5.7k chars)
+        first, rest = similar[0], similar[1:]
+        line = (f"Similar (not merged): #{first.note.id} ({first.score:.2f}) "
+                + textwrap.shorten(first.note.text, 60))
+        if rest:
+            line += "; also " + ", ".join(f"#{h.note.id} ({h.score:.2f})" for h in rest)
+        text_lines.append(line)
+        html_items = [f"<li>#{h.note.id} ({h.score:.2f}) "
+                      f"{html.escape(textwrap.shorten(h.note.text, 140))}</li>" for h in similar]
     body = f"<p>{html.escape(head)}</p>"
     if about:
         body += f'<p class="nbm-muted">About: {html.escape(about)}</p>'
     if hint:
         body += f'<p class="nbm-stale">Hint: {html.escape(hint)}</p>'
     if html_items:
-        body += f'<p class="nbm-muted">Similar notes (not merged):</p><ul>{"".join(html_items)}</ul>'
+        ids = ", ".join(f"#{h.note.id}" for h in similar)
+        body += (f'<details><summary class="nbm-muted">{len(similar)} similar '
+                 f'(not merged): {ids}</summary><ul>{"".join(html_items)}</ul></details>')
     return Rich("\n".join(text_lines), _STYLE + body)
 
 

@@ -74,3 +74,11 @@ def usage_errors():
         yield
     except NbMemoryError as exc:
         raise UsageError(exc.render(syntax.MAGIC)) from None
+
+
+def unquote(value: str) -> str:
+    """``"a message"`` -> ``a message``: IPython's argument parser keeps the quotes."""
+    value = (value or "").strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value

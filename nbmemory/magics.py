@@ -16,11 +16,11 @@ from IPython.display import display
 from traitlets import Bool, Float, Int, Unicode, default, observe
 
 from . import display as show
-from . import procedures, syntax
+from . import procedures, syntax, wording
 from .ambient import Ambient, Gate
 from .namespace import namespace_terms
 from .config import Settings, configured_model
-from .magic_args import parse_ids, split_options, usage_errors
+from .magic_args import parse_ids, split_options, unquote, usage_errors
 from .magic_memory import MemoryCommands
 from .when import parse_since
 from .models import Anchor, Provenance
@@ -360,10 +360,10 @@ class NbMemory(MemoryCommands, Magics):
                     self.mem.snapshot_diff(*args.name, variables=self._variables())))
             if not args.name:
                 raise UsageError("Give the snapshot a name: %snapshot NAME [-m message]")
-            snap = self.mem.snapshot(" ".join(args.name), message=args.message,
+            snap = self.mem.snapshot(" ".join(args.name), message=unquote(args.message),
                                      variables=self._variables())
         print(f"Sealed snapshot {snap.name!r} at journal position {snap.seq} "
-              f"({snap.note_count} active notes).")
+              f"({wording.counted(snap.note_count, 'active note')}).")
 
     # -- %memory --------------------------------------------------------------------------
 

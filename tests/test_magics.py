@@ -72,7 +72,7 @@ def test_remember_cell_form_uses_the_body(ip):
 def test_remember_shows_similar_notes(ip):
     run(ip, "remember the watcher thread races acquire_lock at startup")
     _, out = run(ip, "remember acquire_lock races the watcher thread at startup")
-    assert "Similar notes (not merged):" in out.stdout and "#1" in out.stdout
+    assert "Similar (not merged): #1 (" in out.stdout
 
 
 def test_recall_returns_hits_with_html_and_text(ip):
@@ -276,3 +276,30 @@ def test_unloading_gives_ipython_its_own_recall_back():
     shell.run_line_magic("unload_ext", "nbmemory")
     assert shell.magics_manager.magics["line"]["recall"] == builtin
     InteractiveShell.clear_instance()
+
+
+def test_notebook_output_reads_left_to_right_and_stays_short(ip):
+    from nbmemory.display import hits_html, remembered_display
+
+    run(ip, "remember the watcher thread races acquire_lock at startup")
+    html_out = hits_html(run(ip, "recall watcher")[0])
+    # JupyterLab's own rule (.jp-RenderedHTMLCommon td) right-aligns cells unless ours is
+    # as specific; ages and ids must not wrap ("1 / min").
+    assert ".jp-RenderedHTMLCommon .nbm-table td" in html_out and "text-align:left" in html_out
+    assert ".nbm-table td:not(:last-child){white-space:nowrap}" in html_out
+    for i in range(20):
+        run(ip, f"remember the watcher thread races acquire_lock at startup, case {i}")
+    _, out = run(ip, "remember the watcher thread races acquire_lock at startup, last case")
+    assert len(out.stdout) < 300, out.stdout  # one line about similar notes, not a paragraph
+    assert "About: its cell" not in out.stdout
+    note = ip.magics_manager.registry["NbMemory"].mem.get(1)
+    shown = remembered_display(note, ip.magics_manager.registry["NbMemory"].mem.similar(1))
+    assert "<details>" in shown._repr_html_()
+
+
+def test_a_quoted_snapshot_message_is_stored_without_its_quotes(ip):
+    run(ip, "remember a finding")
+    _, out = run(ip, 'snapshot first -m "a message with spaces"')
+    assert out.stdout.strip() == "Sealed snapshot 'first' at journal position 2 (1 active note)."
+    assert ip.magics_manager.registry["NbMemory"].mem.snapshots()[0].message == \
+        "a message with spaces"

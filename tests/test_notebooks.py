@@ -161,7 +161,7 @@ def test_quickstart(tmp_path):
 
     assert shown(nb, "orders").startswith("Remembered #1 (finding, high) [orders, units]")
     assert shown(nb, "lock").startswith("Remembered #2 (gotcha, medium) [locks]")
-    assert "Similar notes (not merged):\n  #1 " in shown(nb, "decision")
+    assert "Similar (not merged): #1 " in shown(nb, "decision")
 
     first = recalled(shown(nb, "recall-paraphrase"))[0]
     assert first[0] == 1 and first[1].startswith("orders.amount is in cents before 2021-03")
