@@ -207,7 +207,7 @@ def test_codebase_day_two_in_a_fresh_kernel(tmp_path):
     for cell_id, about in (("retries", "requests/adapters.py"), ("timeout", "requests/sessions.py"),
                            ("auth", "requests/sessions.py"), ("truthy", "requests/models.py"),
                            ("headers", "requests/structures.py"), ("help", "requests/help.py")):
-        assert f"About: {about}, its cell" in shown(nb, cell_id), cell_id
+        assert f"About: {about}\n" in shown(nb, cell_id), cell_id
     assert shown(nb, "read-strip-auth").strip() == "(True, False)"
     assert shown(nb, "read-bool").strip() == "(False, False)"
     assert "(6 active notes)" in shown(nb, "snapshot-day-1")
@@ -259,8 +259,8 @@ def test_dataset(tmp_path):
         page = (work / "notes" / "nulls.md").read_text()
         run(["cleanup"])
 
-    assert "About: data/penguins.csv (8 columns, 344 rows), its cell" in shown(nb, "na")
-    assert ("About: penguins (DataFrame 344×8), data/penguins.csv (8 columns, 344 rows), its cell"
+    assert "About: data/penguins.csv (8 columns, 344 rows)\n" in shown(nb, "na")
+    assert ("About: penguins (DataFrame 344×8), data/penguins.csv (8 columns, 344 rows)\n"
             in shown(nb, "units"))
     first = recalled(shown(nb, "recall-paraphrase"))[0]
     assert first[0] == 3 and first[1].startswith("Units in penguins:")
@@ -286,7 +286,7 @@ def test_dataset(tmp_path):
 
     assert shown(nb, "verify").startswith(
         "Verified #3: re-took 3 fingerprints; cleared schema_changed penguins (added body_mass_kg)")
-    assert "About: data/penguins.csv (9 columns, 342 rows), its cell" in shown(nb, "na2")
+    assert "About: data/penguins.csv (9 columns, 342 rows)\n" in shown(nb, "na2")
     assert shown(nb, "stale-after").startswith("2 stale notes\n")
     fresh = [i for i, _ in recalled(shown(nb, "recall-fresh"))]
     assert fresh and set(fresh) <= {3, 5} and 5 in fresh
