@@ -7,7 +7,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "nbmemory"
 LAYERS = {  # module (or package) -> layer; higher layers may import lower ones only
-    "front": ["magics", "magic_args", "magic_memory", "cli", "mcp", "server", "browse", "ambient", "doctor", "namespace",
+    "front": ["magics", "magic_args", "magic_memory", "cli", "cli_args", "cli_commands", "mcp", "server", "browse", "ambient", "doctor", "namespace",
               "procedures", "progress", "__main__", "__init__"],
     "facade": ["memory"],
     "service": ["service"],
@@ -22,7 +22,7 @@ RANK = {layer: rank for rank, layer in enumerate(reversed(list(LAYERS)))}
 FRONT_END_LIBRARIES = ("IPython", "tornado", "jupyter_server", "mcp", "click", "ipywidgets")
 MAX_LINES = 520
 # Still too long (issue 14 is not finished with them); each may only shrink.
-NOT_YET_SPLIT = {"cli": 700, "server.handlers": 600,
+NOT_YET_SPLIT = {"server.handlers": 600,
                  "service.client": 545, "service.owner": 540}
 # server.handlers reads HOST_KEY from server.app, which imports it to route (to be untied).
 KNOWN_CYCLES = [["server.app", "server.handlers"]]
