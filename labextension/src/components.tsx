@@ -1,8 +1,20 @@
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { TranslationBundle } from '@jupyterlab/translation';
+import {
+  addIcon,
+  checkIcon,
+  copyIcon,
+  deleteIcon,
+  editIcon,
+  LabIcon,
+  markdownIcon,
+  refreshIcon,
+  ToolbarButtonComponent
+} from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { NoteMarkdown } from './markdown';
-import { MemoryModel, age, describeStale } from './model';
+import { IDraft, MemoryModel, age, describeStale, tagList } from './model';
 import { IHit, INote, ISnapshot, ISnapshotDiff, KINDS, PRIORITIES } from './types';
 
 /** What the panel asks the application to do (open files, touch notebooks, clipboard). */
@@ -18,13 +30,18 @@ interface IPanelProps {
   actions: IActions;
 }
 
+/** How long typing waits before the search and tag boxes apply. */
+const TYPING_MS = 400;
+/** Past this many characters the editor suggests splitting the note. */
+const LONG_NOTE = 2000;
+
 export function MemoryPanelView(props: IPanelProps): JSX.Element {
   const { model } = props;
+  const trans = model.trans;
   return (
     <div className="nbm-Panel">
       <div className="nbm-Header">
-        <span className="nbm-Title">nbmemory</span>
-        <div className="nbm-Tabs" role="tablist">
+        <div className="nbm-Tabs" role="tablist" aria-label={trans.__('nbmemory views')}>
           {(['notes', 'snapshots'] as const).map(view => (
             <button
               key={view}
@@ -33,86 +50,106 @@ export function MemoryPanelView(props: IPanelProps): JSX.Element {
               className={`nbm-Tab${model.view === view ? ' nbm-mod-active' : ''}`}
               onClick={() => model.setView(view)}
             >
-              {view === 'notes' ? 'Notes' : 'Snapshots'}
+              {view === 'notes' ? trans.__('Notes') : trans.__('Snapshots')}
             </button>
           ))}
         </div>
-        <button
-          className="nbm-Button nbm-Refresh"
-          title="Refresh"
-          onClick={() => void model.refresh()}
-        >
-          ⟳
-        </button>
+        <ToolbarButtonComponent
+          className="nbm-NewNote"
+          icon={addIcon}
+          tooltip={trans.__('New note')}
+          enabled={!!model.compatibility?.ok}
+          noFocusOnClick={false}
+          onClick={() => {
+            model.setView('notes');
+            model.startDraft();
+          }}
+        />
+        <ToolbarButtonComponent
+          className="nbm-Refresh"
+          icon={refreshIcon}
+          tooltip={trans.__('Refresh')}
+          noFocusOnClick={false}
+          onClick={() => void model.refresh({ force: true, status: true })}
+        />
       </div>
       {model.compatibility && !model.compatibility.ok ? (
         <div className="nbm-Banner nbm-mod-error" role="alert">
           {model.compatibility.message}
         </div>
       ) : null}
-      <Notice model={model} />
-      {model.view === 'notes' ? (
-        <NotesView {...props} />
-      ) : (
-        <SnapshotsView model={model} />
-      )}
+      {model.view === 'notes' ? <NotesView {...props} /> : <SnapshotsView model={model} />}
       <StatusLine model={model} />
     </div>
   );
 }
 
-function Notice(props: { model: MemoryModel }): JSX.Element | null {
+function PhaseLine(props: { model: MemoryModel }): JSX.Element | null {
   const { model } = props;
-  const notice = model.notice;
-  if (!notice) {
+  const trans = model.trans;
+  if (!model.phase) {
     return null;
   }
+  const text = {
+    starting: trans.__('Starting the memory service…'),
+    'loading-model': trans.__(
+      'Loading the model (the first recall after a start takes a few seconds)…'
+    ),
+    working: trans.__('Waiting for the memory service…')
+  }[model.phase];
   return (
-    <div className={`nbm-Notice nbm-mod-${notice.kind}`} role="status">
-      <span className="nbm-NoticeText">{notice.message}</span>
-      {notice.kind === 'undo' && notice.noteId !== undefined ? (
-        <button
-          className="nbm-Button nbm-Undo"
-          onClick={() => void model.undoForget(notice.noteId!)}
-        >
-          Undo
-        </button>
-      ) : null}
-      <button
-        className="nbm-Button nbm-Dismiss"
-        title="Dismiss"
-        onClick={() => model.dismissNotice()}
-      >
-        ×
-      </button>
+    <div className="nbm-Phase" role="status" data-phase={model.phase}>
+      <span className="nbm-Spinner" aria-hidden="true" />
+      {text}
     </div>
   );
 }
 
+/** A text box that applies what is typed after a pause (or at once on Enter). */
+function useTyped(
+  value: string,
+  apply: (text: string) => void,
+  same: (a: string, b: string) => boolean = (a, b) => a === b
+): [string, (text: string) => void, () => void] {
+  const [text, setText] = React.useState(value);
+  const timer = React.useRef<number>();
+  const latest = React.useRef(text);
+  // The model changed it (a tag chip, a restored state, Clear): show that.
+  React.useEffect(() => {
+    if (!same(latest.current, value)) {
+      latest.current = value;
+      setText(value);
+    }
+  }, [value]);
+  React.useEffect(() => () => window.clearTimeout(timer.current), []);
+  const change = (next: string) => {
+    latest.current = next;
+    setText(next);
+    window.clearTimeout(timer.current);
+    timer.current = window.setTimeout(() => apply(next), TYPING_MS);
+  };
+  const now = () => {
+    window.clearTimeout(timer.current);
+    apply(latest.current);
+  };
+  return [text, change, now];
+}
+
 function SearchBox(props: { model: MemoryModel }): JSX.Element {
   const { model } = props;
-  const [value, setValue] = React.useState(model.query);
-  const timer = React.useRef<number>();
-  const submit = (text: string) => {
-    window.clearTimeout(timer.current);
-    model.setQuery(text);
-  };
+  const trans = model.trans;
+  const [value, change, now] = useTyped(model.query, text => model.setQuery(text));
   return (
     <input
       className="nbm-Search jp-mod-styled"
       type="search"
-      placeholder="Recall: ask in any words…"
-      aria-label="Recall"
+      placeholder={trans.__('Recall: ask in any words…')}
+      aria-label={trans.__('Recall')}
       value={value}
-      onChange={event => {
-        const text = event.target.value;
-        setValue(text);
-        window.clearTimeout(timer.current);
-        timer.current = window.setTimeout(() => submit(text), 400);
-      }}
+      onChange={event => change(event.target.value)}
       onKeyDown={event => {
         if (event.key === 'Enter') {
-          submit(value);
+          now();
         }
       }}
     />
@@ -121,84 +158,165 @@ function SearchBox(props: { model: MemoryModel }): JSX.Element {
 
 function Filters(props: { model: MemoryModel }): JSX.Element {
   const { model } = props;
+  const trans = model.trans;
   const { filters } = model;
-  const [tags, setTags] = React.useState(filters.tags);
+  const sameTags = (a: string, b: string) => tagList(a).join(',') === tagList(b).join(',');
+  const [tags, change, now] = useTyped(
+    filters.tags,
+    text => model.setFilters({ tags: text }),
+    sameTags
+  );
+  const active = tagList(filters.tags).length > 0;
   return (
     <div className="nbm-Filters">
       <input
-        className="nbm-TagFilter jp-mod-styled"
-        placeholder="tags"
-        aria-label="Filter by tags"
+        className={`nbm-TagFilter jp-mod-styled${active ? ' nbm-mod-active' : ''}`}
+        placeholder={trans.__('tags')}
+        aria-label={trans.__('Filter by tags (comma-separated)')}
+        title={trans.__('Notes with all these tags (comma-separated)')}
         value={tags}
-        onChange={event => setTags(event.target.value)}
-        onBlur={() => model.setFilters({ tags })}
+        onChange={event => change(event.target.value)}
         onKeyDown={event => {
           if (event.key === 'Enter') {
-            model.setFilters({ tags });
+            now();
           }
         }}
       />
-      <select
-        className="nbm-KindFilter jp-mod-styled"
-        aria-label="Filter by kind"
-        value={filters.kind}
-        onChange={event => model.setFilters({ kind: event.target.value })}
-      >
-        <option value="">any kind</option>
-        {KINDS.map(kind => (
-          <option key={kind} value={kind}>
-            {kind}
-          </option>
-        ))}
-      </select>
-      <select
-        className="nbm-PriorityFilter jp-mod-styled"
-        aria-label="Filter by priority"
-        value={filters.priority}
-        onChange={event => model.setFilters({ priority: event.target.value })}
-      >
-        <option value="">any priority</option>
-        {PRIORITIES.map(priority => (
-          <option key={priority} value={priority}>
-            {priority}
-          </option>
-        ))}
-      </select>
-      <select
-        className="nbm-StaleFilter jp-mod-styled"
-        aria-label="Filter by staleness"
-        value={filters.stale}
-        onChange={event =>
-          model.setFilters({ stale: event.target.value as '' | 'stale' | 'fresh' })
-        }
-      >
-        <option value="">stale or fresh</option>
-        <option value="stale">stale only</option>
-        <option value="fresh">fresh only</option>
-      </select>
+      <span className="nbm-Select">
+        <select
+          className={`nbm-KindFilter${filters.kind ? ' nbm-mod-active' : ''}`}
+          aria-label={trans.__('Filter by kind')}
+          title={trans.__('Kind')}
+          value={filters.kind}
+          onChange={event => model.setFilters({ kind: event.target.value })}
+        >
+          <option value="">{trans.__('kind')}</option>
+          {KINDS.map(kind => (
+            <option key={kind} value={kind}>
+              {kindLabel(kind, trans)}
+            </option>
+          ))}
+        </select>
+      </span>
+      <span className="nbm-Select">
+        <select
+          className={`nbm-PriorityFilter${filters.priority ? ' nbm-mod-active' : ''}`}
+          aria-label={trans.__('Filter by priority')}
+          title={trans.__('Priority')}
+          value={filters.priority}
+          onChange={event => model.setFilters({ priority: event.target.value })}
+        >
+          <option value="">{trans.__('priority')}</option>
+          {PRIORITIES.map(priority => (
+            <option key={priority} value={priority}>
+              {priorityLabel(priority, trans)}
+            </option>
+          ))}
+        </select>
+      </span>
+      <span className="nbm-Select">
+        <select
+          className={`nbm-StaleFilter${filters.stale ? ' nbm-mod-active' : ''}`}
+          aria-label={trans.__('Filter by staleness')}
+          title={trans.__('Stale or fresh')}
+          value={filters.stale}
+          onChange={event =>
+            model.setFilters({ stale: event.target.value as '' | 'stale' | 'fresh' })
+          }
+        >
+          <option value="">{trans.__('stale?')}</option>
+          <option value="stale">{trans.__('stale')}</option>
+          <option value="fresh">{trans.__('fresh')}</option>
+        </select>
+      </span>
     </div>
   );
 }
 
+function kindLabel(kind: string, trans: TranslationBundle): string {
+  const labels: Record<string, string> = {
+    finding: trans.__('finding'),
+    gotcha: trans.__('gotcha'),
+    decision: trans.__('decision'),
+    question: trans.__('question'),
+    reference: trans.__('reference'),
+    procedure: trans.__('procedure')
+  };
+  return labels[kind] ?? kind;
+}
+
+function priorityLabel(priority: string, trans: TranslationBundle): string {
+  const labels: Record<string, string> = {
+    high: trans.__('high'),
+    medium: trans.__('medium'),
+    low: trans.__('low')
+  };
+  return labels[priority] ?? priority;
+}
+
 function NotesView(props: IPanelProps): JSX.Element {
   const { model } = props;
+  const trans = model.trans;
   const searching = model.hits !== null;
   const items: { note: INote; score?: number }[] = searching
     ? model.hits!.map((hit: IHit) => ({ note: hit.note, score: hit.score }))
     : model.notes.map(note => ({ note }));
+  const { tags, kind, priority, stale } = model.filters;
+  const filtered = !!(tags || kind || priority || stale);
+  const empty =
+    model.loaded && !model.loading && items.length === 0 && !model.error && !!model.compatibility?.ok;
   return (
     <>
       <div className="nbm-Controls">
         <SearchBox model={model} />
         <Filters model={model} />
       </div>
+      {empty ? (
+        <div className="nbm-Empty">
+          {searching || filtered ? (
+            <>
+              {searching
+                ? trans.__('Nothing recalled. Try other words.')
+                : trans.__('No notes match these filters.')}{' '}
+              <button className="nbm-LinkButton nbm-ClearFilters" onClick={() => model.clearFilters()}>
+                {trans.__('Clear the search and filters')}
+              </button>
+            </>
+          ) : (
+            <>
+              <p>{trans.__('No notes yet.')}</p>
+              <p>
+                {trans.__(
+                  'Write one with + above, with Remember… in a notebook cell’s context menu, or in a cell:'
+                )}
+              </p>
+              <pre className="nbm-Example">
+                %load_ext nbmemory{'\n'}%remember orders.amount is in cents before 2021
+              </pre>
+            </>
+          )}
+        </div>
+      ) : null}
+      <PhaseLine model={model} />
+      {model.error ? (
+        <div className="nbm-Banner nbm-mod-error" role="alert">
+          {model.error}
+        </div>
+      ) : null}
+      {model.draft ? <NewNote model={model} draft={model.draft} /> : null}
       <div className="nbm-Summary">
-        {model.loading ? 'Loading… ' : ''}
-        {searching
-          ? `${items.length} recalled for “${model.query.trim()}”`
-          : `${model.total} note${model.total === 1 ? '' : 's'}`}
+        {items.length || !empty
+          ? searching
+            ? trans._n(
+                '%1 recalled for “%2”',
+                '%1 recalled for “%2”',
+                items.length,
+                model.query.trim()
+              )
+            : trans._n('%1 note', '%1 notes', model.total)
+          : ''}
         {searching && model.filteredOut
-          ? ` (${model.filteredOut} more below the score threshold)`
+          ? ' ' + trans.__('(%1 more below the score threshold)', model.filteredOut)
           : ''}
       </div>
       <ul className="nbm-NoteList">
@@ -210,30 +328,29 @@ function NotesView(props: IPanelProps): JSX.Element {
             {...props}
           />
         ))}
+        {searching && model.previously.length ? (
+          <li className="nbm-Previously">
+            {model.previously.map(hit => (
+              <div key={hit.note.id}>
+                {trans.__('Previously believed (#%1, %2):', hit.note.id, hit.note.status)}{' '}
+                {hit.note.text}
+              </div>
+            ))}
+          </li>
+        ) : null}
+        {!searching && model.total > model.pageSize ? (
+          <li className="nbm-PagerItem">
+            <Pager model={model} />
+          </li>
+        ) : null}
       </ul>
-      {searching && model.previously.length ? (
-        <div className="nbm-Previously">
-          {model.previously.map(hit => (
-            <div key={hit.note.id}>
-              Previously believed (#{hit.note.id}, {hit.note.status}): {hit.note.text}
-            </div>
-          ))}
-        </div>
-      ) : null}
-      {!searching && model.total > model.pageSize ? <Pager model={model} /> : null}
-      {!model.loading && items.length === 0 && model.compatibility?.ok ? (
-        <div className="nbm-Empty">
-          {searching
-            ? 'Nothing recalled. Try other words or clear the filters.'
-            : 'No notes yet. In a notebook: %load_ext nbmemory, then %remember what you found.'}
-        </div>
-      ) : null}
     </>
   );
 }
 
 function Pager(props: { model: MemoryModel }): JSX.Element {
   const { model } = props;
+  const trans = model.trans;
   const last = Math.min(model.offset + model.pageSize, model.total);
   return (
     <div className="nbm-Pager">
@@ -242,28 +359,94 @@ function Pager(props: { model: MemoryModel }): JSX.Element {
         disabled={model.offset === 0}
         onClick={() => model.setPage(model.offset - model.pageSize)}
       >
-        ‹ Newer
+        {trans.__('‹ Newer')}
       </button>
-      <span>
-        {model.offset + 1}–{last} of {model.total}
-      </span>
+      <span>{trans.__('%1–%2 of %3', model.offset + 1, last, model.total)}</span>
       <button
         className="nbm-Button"
         disabled={last >= model.total}
         onClick={() => model.setPage(model.offset + model.pageSize)}
       >
-        Older ›
+        {trans.__('Older ›')}
       </button>
     </div>
   );
 }
 
-function NoteCard(
-  props: IPanelProps & { note: INote; score?: number }
-): JSX.Element {
+function ActionButton(props: {
+  className: string;
+  icon: LabIcon;
+  label: string;
+  title?: string;
+  onClick: () => void;
+}): JSX.Element {
+  return (
+    <button
+      className={`jp-Button jp-mod-minimal nbm-Action ${props.className}`}
+      title={props.title ?? props.label}
+      onClick={props.onClick}
+    >
+      <props.icon.react tag="span" className="nbm-ActionIcon" elementSize="small" />
+      <span className="nbm-ActionLabel">{props.label}</span>
+    </button>
+  );
+}
+
+/** A long note is shown clamped; a click (or Show more) opens it, Show less closes it. */
+function ClampedText(props: { text: string; rendermime: IRenderMimeRegistry; trans: TranslationBundle }): JSX.Element {
+  const { trans } = props;
+  const [open, setOpen] = React.useState(false);
+  const [overflows, setOverflows] = React.useState(false);
+  const box = React.useRef<HTMLDivElement>(null);
+  const measure = React.useCallback(() => {
+    const node = box.current;
+    if (node && !open) {
+      setOverflows(node.scrollHeight > node.clientHeight + 2);
+    }
+  }, [open]);
+  React.useEffect(() => {
+    const node = box.current;
+    if (!node || typeof ResizeObserver === 'undefined') {
+      return;
+    }
+    const observer = new ResizeObserver(() => measure());
+    observer.observe(node);
+    return () => observer.disconnect();
+  }, [measure]);
+  const clamped = !open;
+  return (
+    <div className="nbm-TextBox">
+      <div
+        ref={box}
+        className={`nbm-Clamp${clamped ? ' nbm-mod-clamped' : ''}${clamped && overflows ? ' nbm-mod-overflowing' : ''}`}
+        onClick={event => {
+          if (clamped && overflows && !(event.target as HTMLElement).closest('a')) {
+            setOpen(true);
+          }
+        }}
+      >
+        <NoteMarkdown text={props.text} rendermime={props.rendermime} onRendered={measure} />
+      </div>
+      {overflows || open ? (
+        <button
+          className="nbm-LinkButton nbm-Expand"
+          aria-expanded={open}
+          onClick={() => setOpen(!open)}
+        >
+          {open ? trans.__('Show less') : trans.__('Show more')}
+        </button>
+      ) : null}
+    </div>
+  );
+}
+
+function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Element {
   const { note, model, actions } = props;
+  const trans = model.trans;
   const [editing, setEditing] = React.useState(false);
   const stale = note.stale.length > 0;
+  const activeTags = tagList(model.filters.tags);
+  const reasons = note.stale.map(r => describeStale(r, trans)).join('; ');
   return (
     <li
       className={`nbm-Note nbm-mod-${note.priority}${stale ? ' nbm-mod-stale' : ''}`}
@@ -272,97 +455,147 @@ function NoteCard(
       <div className="nbm-NoteHeader">
         <span className="nbm-NoteId">#{note.id}</span>
         <span className={`nbm-Badge nbm-Priority nbm-mod-${note.priority}`}>
-          {note.priority}
+          {priorityLabel(note.priority, trans)}
         </span>
-        <span className="nbm-Badge nbm-Kind">{note.kind}</span>
+        <span className="nbm-Badge nbm-Kind">{kindLabel(note.kind, trans)}</span>
+        {stale ? (
+          <span className="nbm-Badge nbm-StaleBadge" title={reasons}>
+            {trans.__('stale')}
+          </span>
+        ) : null}
         <span className="nbm-Age" title={note.created_at ?? ''}>
-          {age(note.created_at)}
+          {age(note.created_at, trans)}
         </span>
         {note.version > 1 ? (
-          <span className="nbm-Version" title="version">
+          <span className="nbm-Version" title={trans.__('version')}>
             v{note.version}
           </span>
         ) : null}
         {props.score !== undefined ? (
-          <span className="nbm-Score" title="recall score">
-            {props.score.toFixed(2)}
-          </span>
-        ) : null}
-        {stale ? (
           <span
-            className="nbm-Badge nbm-StaleBadge"
-            title={note.stale.map(describeStale).join('; ')}
+            className="nbm-Score"
+            title={trans.__(
+              'Recall score: how well the note matches your words and their meaning (higher is better)'
+            )}
           >
-            stale
+            {trans.__('score %1', props.score.toFixed(2))}
           </span>
         ) : null}
       </div>
       {note.tags.length ? (
         <div className="nbm-Tags">
-          {note.tags.map(tag => (
-            <button
-              key={tag}
-              className="nbm-Tag"
-              title={`Show notes tagged ${tag}`}
-              onClick={() => model.setFilters({ tags: tag })}
-            >
-              {tag}
-            </button>
-          ))}
+          {note.tags.map(tag => {
+            const on = activeTags.includes(tag);
+            return (
+              <button
+                key={tag}
+                className={`nbm-Tag${on ? ' nbm-mod-active' : ''}`}
+                aria-pressed={on}
+                title={
+                  on
+                    ? trans.__('Stop filtering by %1', tag)
+                    : trans.__('Show only notes tagged %1', tag)
+                }
+                onClick={() => model.toggleTag(tag)}
+              >
+                {tag}
+              </button>
+            );
+          })}
         </div>
       ) : null}
       {stale ? (
-        <div className="nbm-StaleReason">
-          Stale: {note.stale.map(describeStale).join('; ')}
-        </div>
+        <div className="nbm-StaleReason">{trans.__('Stale: %1', reasons)}</div>
       ) : null}
       {editing ? (
         <NoteEditor
-          note={note}
+          model={model}
+          initial={{
+            text: note.text,
+            kind: note.kind,
+            priority: note.priority,
+            tags: note.tags.join(', ')
+          }}
+          saveLabel={trans.__('Save as new version')}
           onCancel={() => setEditing(false)}
-          onSave={async fields => {
+          onSave={async draft => {
+            const fields: { text?: string; priority?: string; kind?: string; tags?: string[] } =
+              {};
+            if (draft.text !== note.text) {
+              fields.text = draft.text;
+            }
+            if (draft.priority !== note.priority) {
+              fields.priority = draft.priority;
+            }
+            if (draft.kind !== note.kind) {
+              fields.kind = draft.kind;
+            }
+            const tags = tagList(draft.tags);
+            if (tags.join(',') !== note.tags.join(',')) {
+              fields.tags = tags;
+            }
+            if (Object.keys(fields).length === 0) {
+              setEditing(false);
+              return;
+            }
             if (await model.edit(note.id, fields)) {
               setEditing(false);
             }
           }}
         />
       ) : (
-        <NoteMarkdown text={note.text} rendermime={props.rendermime} />
+        <ClampedText text={note.text} rendermime={props.rendermime} trans={trans} />
       )}
-      <Provenance note={note} actions={actions} />
+      <Provenance note={note} actions={actions} trans={trans} />
       {editing ? null : (
         <div className="nbm-Actions">
-          <button className="nbm-Button nbm-Edit" onClick={() => setEditing(true)}>
-            Edit
-          </button>
-          <button className="nbm-Button nbm-Verify" onClick={() => void model.verify(note.id)}>
-            Verify
-          </button>
-          <button className="nbm-Button nbm-Forget" onClick={() => void model.forget(note.id)}>
-            Forget
-          </button>
-          <button
-            className="nbm-Button nbm-Copy"
-            title="Copy a %recall line for this note"
+          <ActionButton
+            className="nbm-Edit"
+            icon={editIcon}
+            label={trans.__('Edit')}
+            title={trans.__('Edit (saved as a new version)')}
+            onClick={() => setEditing(true)}
+          />
+          <ActionButton
+            className="nbm-Verify"
+            icon={checkIcon}
+            label={trans.__('Verify')}
+            title={trans.__('It still holds: re-take the fingerprints of what it is about')}
+            onClick={() => void model.verify(note.id)}
+          />
+          <ActionButton
+            className="nbm-Forget"
+            icon={deleteIcon}
+            label={trans.__('Forget')}
+            title={trans.__('Forget (you can undo it)')}
+            onClick={() => void model.forget(note.id)}
+          />
+          <ActionButton
+            className="nbm-Copy"
+            icon={copyIcon}
+            label={trans.__('Copy %recall')}
+            title={trans.__('Copy a %recall line for this note')}
             onClick={() => actions.copyRecall(note)}
-          >
-            Copy %recall
-          </button>
-          <button
-            className="nbm-Button nbm-Insert"
-            title="Insert into the active notebook as a Markdown cell"
+          />
+          <ActionButton
+            className="nbm-Insert"
+            icon={markdownIcon}
+            label={trans.__('Insert')}
+            title={trans.__('Insert into the active notebook as a Markdown cell')}
             onClick={() => actions.insert(note)}
-          >
-            Insert
-          </button>
+          />
         </div>
       )}
     </li>
   );
 }
 
-function Provenance(props: { note: INote; actions: IActions }): JSX.Element {
-  const { note, actions } = props;
+function Provenance(props: {
+  note: INote;
+  actions: IActions;
+  trans: TranslationBundle;
+}): JSX.Element {
+  const { note, actions, trans } = props;
   const p = note.provenance;
   let where = '';
   if (p.notebook) {
@@ -371,10 +604,12 @@ function Provenance(props: { note: INote; actions: IActions }): JSX.Element {
       where += ` [${p.execution_count}]`;
     }
   } else {
-    where = p.source ? `not from a notebook (${p.source})` : 'not from a notebook';
+    where = p.source
+      ? trans.__('not from a notebook (%1)', p.source)
+      : trans.__('not from a notebook');
   }
   const git = p.git_commit
-    ? ` @ ${p.git_branch ?? '?'}:${String(p.git_commit).slice(0, 8)}${p.git_dirty ? ' (dirty)' : ''}`
+    ? ` @ ${p.git_branch ?? '?'}:${String(p.git_commit).slice(0, 8)}${p.git_dirty ? ' ' + trans.__('(dirty)') : ''}`
     : '';
   return (
     <div className="nbm-Provenance">
@@ -382,7 +617,11 @@ function Provenance(props: { note: INote; actions: IActions }): JSX.Element {
         <a
           href="#"
           className="nbm-SourceLink"
-          title={p.cell_id ? `Open ${note.lab_path} at the cell` : `Open ${note.lab_path}`}
+          title={
+            p.cell_id
+              ? trans.__('Open %1 at the cell', note.lab_path)
+              : trans.__('Open %1', note.lab_path)
+          }
           onClick={event => {
             event.preventDefault();
             actions.openSource(note);
@@ -399,111 +638,226 @@ function Provenance(props: { note: INote; actions: IActions }): JSX.Element {
   );
 }
 
+/** The form that writes a note: a new one (the draft) or a new version of one. */
 function NoteEditor(props: {
-  note: INote;
-  onSave: (fields: { text?: string; priority?: string; tags?: string[] }) => Promise<void>;
+  model: MemoryModel;
+  initial: IDraft;
+  saveLabel: string;
+  where?: string;
+  autoFocus?: boolean;
+  onSave: (draft: IDraft) => Promise<void>;
   onCancel: () => void;
 }): JSX.Element {
-  const { note } = props;
-  const [text, setText] = React.useState(note.text);
-  const [priority, setPriority] = React.useState(note.priority);
-  const [tags, setTags] = React.useState(note.tags.join(', '));
+  const { model, initial } = props;
+  const trans = model.trans;
+  const [text, setText] = React.useState(initial.text);
+  const [kind, setKind] = React.useState(initial.kind);
+  const [priority, setPriority] = React.useState(initial.priority);
+  const [tags, setTags] = React.useState(initial.tags);
+  const [problem, setProblem] = React.useState<string | null>(null);
+  const [saving, setSaving] = React.useState(false);
+  const area = React.useRef<HTMLTextAreaElement>(null);
+  React.useEffect(() => {
+    if (props.autoFocus !== false) {
+      area.current?.focus();
+    }
+  }, []);
+  // Grow with the text, between about 6 and 24 lines.
+  React.useLayoutEffect(() => {
+    const node = area.current;
+    if (node) {
+      node.style.height = 'auto';
+      node.style.height = `${Math.min(Math.max(node.scrollHeight + 2, 110), 420)}px`;
+    }
+  }, [text]);
   const save = () => {
-    const fields: { text?: string; priority?: string; tags?: string[] } = {};
-    if (text !== note.text) {
-      fields.text = text;
-    }
-    if (priority !== note.priority) {
-      fields.priority = priority;
-    }
-    const tagList = tags
-      .split(',')
-      .map(t => t.trim())
-      .filter(t => t);
-    if (tagList.join(',') !== note.tags.join(',')) {
-      fields.tags = tagList;
-    }
-    if (Object.keys(fields).length === 0) {
-      props.onCancel();
+    if (!text.trim()) {
+      setProblem(trans.__('The note is empty: write what you found, or press Escape to cancel.'));
+      area.current?.focus();
       return;
     }
-    void props.onSave(fields);
+    setProblem(null);
+    setSaving(true);
+    void props
+      .onSave({ ...initial, text, kind, priority, tags })
+      .finally(() => setSaving(false));
   };
   return (
-    <div className="nbm-Editor">
+    <div
+      className="nbm-Editor"
+      onKeyDown={event => {
+        if (event.key === 'Escape') {
+          event.preventDefault();
+          event.stopPropagation();
+          props.onCancel();
+        } else if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
+          event.preventDefault();
+          event.stopPropagation();
+          save();
+        }
+      }}
+    >
+      {props.where ? <div className="nbm-EditWhere">{props.where}</div> : null}
       <textarea
+        ref={area}
         className="nbm-EditText jp-mod-styled"
-        aria-label="Note text"
+        aria-label={trans.__('Note text (Markdown)')}
+        placeholder={trans.__('What did you find? Markdown works.')}
         value={text}
-        rows={Math.min(12, Math.max(3, text.split('\n').length + 1))}
-        onChange={event => setText(event.target.value)}
-        onKeyDown={event => {
-          if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
-            save();
+        onChange={event => {
+          setText(event.target.value);
+          if (problem) {
+            setProblem(null);
           }
         }}
       />
+      {problem ? (
+        <div className="nbm-EditProblem" role="alert">
+          {problem}
+        </div>
+      ) : text.length > LONG_NOTE ? (
+        <div className="nbm-EditHint">
+          {trans.__(
+            'A long note (%1 characters): one finding per note is easier to recall and to keep fresh.',
+            text.length
+          )}
+        </div>
+      ) : null}
       <div className="nbm-EditFields">
-        <select
-          className="nbm-EditPriority jp-mod-styled"
-          aria-label="Priority"
-          value={priority}
-          onChange={event => setPriority(event.target.value)}
-        >
-          {PRIORITIES.map(p => (
-            <option key={p} value={p}>
-              {p}
-            </option>
-          ))}
-        </select>
+        <span className="nbm-Select">
+          <select
+            className="nbm-EditKind"
+            aria-label={trans.__('Kind')}
+            title={trans.__('Kind')}
+            value={kind}
+            onChange={event => setKind(event.target.value)}
+          >
+            {KINDS.map(k => (
+              <option key={k} value={k}>
+                {kindLabel(k, trans)}
+              </option>
+            ))}
+          </select>
+        </span>
+        <span className="nbm-Select">
+          <select
+            className="nbm-EditPriority"
+            aria-label={trans.__('Priority')}
+            title={trans.__('Priority')}
+            value={priority}
+            onChange={event => setPriority(event.target.value)}
+          >
+            {PRIORITIES.map(p => (
+              <option key={p} value={p}>
+                {priorityLabel(p, trans)}
+              </option>
+            ))}
+          </select>
+        </span>
         <input
           className="nbm-EditTags jp-mod-styled"
-          aria-label="Tags"
-          placeholder="tags, comma-separated"
+          aria-label={trans.__('Tags')}
+          placeholder={trans.__('tags, comma-separated')}
           value={tags}
           onChange={event => setTags(event.target.value)}
         />
       </div>
-      <div className="nbm-Actions">
-        <button className="nbm-Button nbm-Save jp-mod-accept" onClick={save}>
-          Save as new version
+      <div className="nbm-EditButtons">
+        <button
+          className="jp-Button jp-mod-accept jp-mod-styled nbm-Save"
+          disabled={saving}
+          onClick={save}
+          title={trans.__('Save (Ctrl+Enter)')}
+        >
+          {props.saveLabel}
         </button>
-        <button className="nbm-Button nbm-Cancel" onClick={props.onCancel}>
-          Cancel
+        <button
+          className="jp-Button jp-mod-reject jp-mod-styled nbm-Cancel"
+          onClick={props.onCancel}
+          title={trans.__('Cancel (Escape)')}
+        >
+          {trans.__('Cancel')}
         </button>
       </div>
     </div>
   );
 }
 
+function NewNote(props: { model: MemoryModel; draft: IDraft }): JSX.Element {
+  const { model, draft } = props;
+  const trans = model.trans;
+  // A new draft (another Remember…) replaces the form's content.
+  const [generation, setGeneration] = React.useState(0);
+  React.useEffect(() => {
+    const bump = () => setGeneration(g => g + 1);
+    model.draftStarted.connect(bump);
+    return () => {
+      model.draftStarted.disconnect(bump);
+    };
+  }, [model]);
+  return (
+    <div className="nbm-NewNote-Form" role="form" aria-label={trans.__('New note')}>
+      <div className="nbm-FormTitle">{trans.__('New note')}</div>
+      <NoteEditor
+        key={generation}
+        model={model}
+        initial={draft}
+        where={draft.where ? trans.__('From %1', draft.where) : undefined}
+        saveLabel={trans.__('Remember')}
+        onCancel={() => model.cancelDraft()}
+        onSave={async next => {
+          await model.saveDraft(next);
+        }}
+      />
+    </div>
+  );
+}
+
 function SnapshotsView(props: { model: MemoryModel }): JSX.Element {
   const { model } = props;
+  const trans = model.trans;
   const [from, setFrom] = React.useState('');
   const [to, setTo] = React.useState('');
   const names = model.snapshots.map(s => s.name);
   return (
     <div className="nbm-Snapshots">
+      <PhaseLine model={model} />
+      {model.error ? (
+        <div className="nbm-Banner nbm-mod-error" role="alert">
+          {model.error}
+        </div>
+      ) : null}
       {model.snapshots.length === 0 ? (
         <div className="nbm-Empty">
-          No snapshots yet. Seal one in a notebook with %snapshot NAME -m 'why'.
+          {model.loaded
+            ? trans.__("No snapshots yet. Seal one in a notebook with %snapshot NAME -m 'why'.")
+            : ''}
         </div>
       ) : (
         <table className="nbm-SnapshotTable">
+          <colgroup>
+            <col className="nbm-ColName" />
+            <col className="nbm-ColAt" />
+            <col className="nbm-ColCount" />
+            <col className="nbm-ColMessage" />
+          </colgroup>
           <thead>
             <tr>
-              <th>name</th>
-              <th>sealed</th>
-              <th>notes</th>
-              <th>message</th>
+              <th>{trans.__('name')}</th>
+              <th>{trans.__('sealed')}</th>
+              <th title={trans.__('notes')}>#</th>
+              <th>{trans.__('message')}</th>
             </tr>
           </thead>
           <tbody>
             {model.snapshots.map((s: ISnapshot) => (
               <tr key={s.name}>
-                <td>{s.name}</td>
-                <td title={s.at}>{age(s.at)} ago</td>
+                <td className="nbm-SnapshotName" title={s.name}>
+                  {s.name}
+                </td>
+                <td title={s.at}>{trans.__('%1 ago', age(s.at, trans))}</td>
                 <td>{s.note_count}</td>
-                <td>{s.message}</td>
+                <td className="nbm-SnapshotMessage">{s.message}</td>
               </tr>
             ))}
           </tbody>
@@ -511,47 +865,51 @@ function SnapshotsView(props: { model: MemoryModel }): JSX.Element {
       )}
       {model.snapshots.length ? (
         <div className="nbm-DiffControls">
-          <select
-            className="nbm-DiffFrom jp-mod-styled"
-            aria-label="Compare from"
-            value={from}
-            onChange={event => setFrom(event.target.value)}
-          >
-            <option value="">from…</option>
-            {names.map(n => (
-              <option key={n} value={n}>
-                {n}
-              </option>
-            ))}
-          </select>
-          <select
-            className="nbm-DiffTo jp-mod-styled"
-            aria-label="Compare to"
-            value={to}
-            onChange={event => setTo(event.target.value)}
-          >
-            <option value="">now</option>
-            {names.map(n => (
-              <option key={n} value={n}>
-                {n}
-              </option>
-            ))}
-          </select>
+          <span className="nbm-Select">
+            <select
+              className="nbm-DiffFrom"
+              aria-label={trans.__('Compare from')}
+              value={from}
+              onChange={event => setFrom(event.target.value)}
+            >
+              <option value="">{trans.__('from…')}</option>
+              {names.map(n => (
+                <option key={n} value={n}>
+                  {n}
+                </option>
+              ))}
+            </select>
+          </span>
+          <span className="nbm-Select">
+            <select
+              className="nbm-DiffTo"
+              aria-label={trans.__('Compare to')}
+              value={to}
+              onChange={event => setTo(event.target.value)}
+            >
+              <option value="">{trans.__('now')}</option>
+              {names.map(n => (
+                <option key={n} value={n}>
+                  {n}
+                </option>
+              ))}
+            </select>
+          </span>
           <button
-            className="nbm-Button nbm-Compare"
+            className="jp-Button jp-mod-styled nbm-Compare"
             disabled={!from}
             onClick={() => void model.diffSnapshots(from, to)}
           >
-            Compare
+            {trans.__('Compare')}
           </button>
         </div>
       ) : null}
-      {model.diff ? <DiffView diff={model.diff} names={model.diffNames} /> : null}
+      {model.diff ? <DiffView diff={model.diff} trans={trans} /> : null}
     </div>
   );
 }
 
-/** The order and wording of change kinds in a snapshot diff. */
+/** The order of change kinds in a snapshot diff. */
 const CHANGE_ORDER = [
   'added',
   'edited',
@@ -563,33 +921,57 @@ const CHANGE_ORDER = [
   'no_longer_stale'
 ];
 
-function DiffView(props: { diff: ISnapshotDiff; names: [string, string] | null }): JSX.Element {
-  const { diff } = props;
+function changeLabel(kind: string, trans: TranslationBundle): string {
+  const labels: Record<string, string> = {
+    added: trans.__('added'),
+    edited: trans.__('edited'),
+    superseded: trans.__('superseded'),
+    revoked: trans.__('forgotten'),
+    reinstated: trans.__('reinstated'),
+    purged: trans.__('purged'),
+    became_stale: trans.__('became stale'),
+    no_longer_stale: trans.__('no longer stale')
+  };
+  return labels[kind] ?? kind.replace(/_/g, ' ');
+}
+
+/** A diff line shows the start of a long note, not all of it. */
+const DIFF_TEXT = 240;
+
+function DiffView(props: { diff: ISnapshotDiff; trans: TranslationBundle }): JSX.Element {
+  const { diff, trans } = props;
   const groups = new Map<string, ISnapshotDiff['changes']>();
   for (const change of diff.changes) {
     groups.set(change.change, [...(groups.get(change.change) ?? []), change]);
   }
-  const kinds = [...groups.keys()].sort(
-    (a, b) => (CHANGE_ORDER.indexOf(a) + 99) % 99 - (CHANGE_ORDER.indexOf(b) + 99) % 99
-  );
+  const rank = (kind: string) => {
+    const index = CHANGE_ORDER.indexOf(kind);
+    return index < 0 ? CHANGE_ORDER.length : index;
+  };
+  const kinds = [...groups.keys()].sort((a, b) => rank(a) - rank(b));
   return (
     <div className="nbm-Diff">
       <div className="nbm-DiffHeading">
         {diff.a} → {diff.b}
       </div>
       {diff.changes.length === 0 ? (
-        <div className="nbm-Empty">No changes between these snapshots.</div>
+        <div className="nbm-Empty">{trans.__('No changes between these snapshots.')}</div>
       ) : null}
       {kinds.map(kind => (
         <div key={kind} className={`nbm-DiffSection nbm-mod-${kind}`}>
           <div className="nbm-DiffTitle">
-            {kind.replace(/_/g, ' ')} ({groups.get(kind)!.length})
+            {changeLabel(kind, trans)} ({groups.get(kind)!.length})
           </div>
           <ul>
             {groups.get(kind)!.map(change => (
               <li key={change.note.id}>
-                <span className="nbm-NoteId">#{change.note.id}</span> {change.note.text}
-                {change.detail ? <span className="nbm-DiffDetail"> ({change.detail})</span> : null}
+                <span className="nbm-NoteId">#{change.note.id}</span>{' '}
+                {change.note.text.length > DIFF_TEXT
+                  ? change.note.text.slice(0, DIFF_TEXT) + '…'
+                  : change.note.text}
+                {change.detail ? (
+                  <span className="nbm-DiffDetail"> ({change.detail})</span>
+                ) : null}
               </li>
             ))}
           </ul>
@@ -601,6 +983,7 @@ function DiffView(props: { diff: ISnapshotDiff; names: [string, string] | null }
 
 function StatusLine(props: { model: MemoryModel }): JSX.Element {
   const { model } = props;
+  const trans = model.trans;
   if (model.statusError) {
     return (
       <div className="nbm-Status nbm-mod-error" title={model.statusError}>
@@ -612,15 +995,28 @@ function StatusLine(props: { model: MemoryModel }): JSX.Element {
   if (!s) {
     return <div className="nbm-Status">…</div>;
   }
-  const owner = s.owner ? `${s.owner}${s.pid ? ` (pid ${s.pid})` : ''}` : '';
+  const where = `${s.store}${s.store_reason ? ` (${s.store_reason})` : ''}`;
+  if (!s.running) {
+    return (
+      <div className="nbm-Status" title={where}>
+        <span className="nbm-StatusStore">{s.store}</span>
+        <span className="nbm-StatusOwner">
+          {trans.__('memory service: not running (it starts on the next request)')}
+        </span>
+      </div>
+    );
+  }
+  const pid = s.owner_pid ?? s.pid;
+  const owner = s.owner ? `${s.owner}${pid ? ` (pid ${pid})` : ''}` : '';
   return (
-    <div className="nbm-Status" title={`${s.store}${s.store_reason ? ` (${s.store_reason})` : ''}`}>
+    <div className="nbm-Status" title={where}>
       <span className="nbm-StatusStore">{s.store}</span>
-      <span className="nbm-StatusCount">
-        {s.notes} note{s.notes === 1 ? '' : 's'}
-      </span>
+      <span className="nbm-StatusCount">{trans._n('%1 note', '%1 notes', s.notes ?? 0)}</span>
+      {s.stale ? (
+        <span className="nbm-StatusStale">{trans._n('%1 stale', '%1 stale', s.stale)}</span>
+      ) : null}
       <span className="nbm-StatusModel">{s.model}</span>
-      {owner ? <span className="nbm-StatusOwner">owner: {owner}</span> : null}
+      {owner ? <span className="nbm-StatusOwner">{trans.__('owner: %1', owner)}</span> : null}
     </div>
   );
 }

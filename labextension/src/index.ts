@@ -3,33 +3,60 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { Clipboard, ICommandPalette } from '@jupyterlab/apputils';
+import { Clipboard, ICommandPalette, Notification } from '@jupyterlab/apputils';
+import { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { IDocumentManager } from '@jupyterlab/docmanager';
-import {
-  INotebookTracker,
-  NotebookActions,
-  NotebookPanel
-} from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStateDB } from '@jupyterlab/statedb';
+import { ITranslator, nullTranslator, TranslationBundle } from '@jupyterlab/translation';
+import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import { Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
 
 import { IActions } from './components';
-import { MemoryModel } from './model';
-import { INote } from './types';
+import { escapeHtml, escapeInline } from './escape';
+import { IDraft, IPanelState, MemoryModel, messageOf } from './model';
+import {
+  INbMemory,
+  INoteSource,
+  INotesOptions,
+  IRecallOptions,
+  IRememberOptions
+} from './tokens';
+import { IHits, INote, IPage } from './types';
 import { MemoryPanel } from './widget';
 
-const PLUGIN_ID = 'nbmemory:plugin';
+export { INbMemory } from './tokens';
+export type {
+  INoteSource,
+  IRecallOptions,
+  IRememberOptions,
+  INotesOptions
+} from './tokens';
+export { escapeHtml } from './escape';
 
-namespace CommandIDs {
+const PLUGIN_ID = 'nbmemory:plugin';
+/** Where the panel keeps its search, filters and tab across reloads. */
+const STATE_KEY = 'nbmemory:panel';
+
+export namespace CommandIDs {
   export const open = 'nbmemory:open';
   export const refresh = 'nbmemory:refresh';
+  export const newNote = 'nbmemory:new-note';
+  export const remember = 'nbmemory:remember';
 }
 
-/** The Markdown cell a note becomes when inserted into a notebook. */
-export function noteAsMarkdown(note: INote): string {
+/**
+ * The Markdown cell a note becomes when inserted into a notebook: it reads exactly as
+ * the panel shows the note (raw HTML as text, code as code).
+ */
+export function noteAsMarkdown(note: INote, trans?: TranslationBundle): string {
+  const t = trans ?? nullTranslator.load('nbmemory');
   const tags = note.tags.length ? `; ${note.tags.join(', ')}` : '';
-  return `**nbmemory #${note.id}** (${note.kind}, ${note.priority}${tags})\n\n${note.text}`;
+  const header = escapeInline(`${note.kind}, ${note.priority}${tags}`);
+  return `**${t.__('nbmemory #%1', note.id)}** (${header})\n\n${escapeHtml(note.text)}`;
 }
 
 /** A `%recall` line that finds this note again. */
@@ -38,7 +65,7 @@ export function recallSnippet(note: INote): string {
   return `%recall -k 3 ${words}`;
 }
 
-const plugin: JupyterFrontEndPlugin<void> = {
+const plugin: JupyterFrontEndPlugin<INbMemory> = {
   id: PLUGIN_ID,
   description: 'Browse, recall, edit and verify what you remembered with nbmemory.',
   autoStart: true,
@@ -48,8 +75,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     ICommandPalette,
     ISettingRegistry,
     INotebookTracker,
-    IDocumentManager
+    IDocumentManager,
+    ITranslator,
+    IStateDB
   ],
+  provides: INbMemory,
   activate: (
     app: JupyterFrontEnd,
     rendermime: IRenderMimeRegistry,
@@ -57,16 +87,21 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette: ICommandPalette | null,
     settingRegistry: ISettingRegistry | null,
     notebooks: INotebookTracker | null,
-    docManager: IDocumentManager | null
-  ) => {
-    const model = new MemoryModel();
+    docManager: IDocumentManager | null,
+    translator: ITranslator | null,
+    state: IStateDB | null
+  ): INbMemory => {
+    const trans = (translator ?? nullTranslator).load('nbmemory');
+    const model = new MemoryModel(trans);
 
     const actions: IActions = {
       openSource: note => void openSource(note),
       insert: note => {
         const current = notebooks?.currentWidget;
         if (!current) {
-          model.say('Open a notebook first: the note is inserted into the active notebook.', 'error');
+          model.say(
+            trans.__('Open a notebook first: the note is inserted into the active notebook.')
+          );
           return;
         }
         const notebook = current.content;
@@ -74,35 +109,35 @@ const plugin: JupyterFrontEndPlugin<void> = {
         NotebookActions.changeCellType(notebook, 'markdown');
         const cell = notebook.activeCell;
         if (cell) {
-          cell.model.sharedModel.setSource(noteAsMarkdown(note));
+          cell.model.sharedModel.setSource(noteAsMarkdown(note, trans));
           void NotebookActions.run(notebook, current.sessionContext);
         }
-        model.say(`Inserted #${note.id} into ${current.context.path}.`);
+        model.say(trans.__('Inserted #%1 into %2.', note.id, current.context.path), 'success');
       },
       copyRecall: note => {
         Clipboard.copyToSystem(recallSnippet(note));
-        model.say(`Copied: ${recallSnippet(note)}`);
+        model.say(trans.__('Copied: %1', recallSnippet(note)));
       }
     };
 
-    async function openSource(note: INote): Promise<void> {
-      if (!note.lab_path || !docManager) {
+    /** Open a notebook with the note's cell active, or say why it cannot be. */
+    async function openAt(path: string, cellId: string | undefined): Promise<void> {
+      if (!docManager) {
         return;
       }
-      const widget = docManager.openOrReveal(note.lab_path);
+      const widget = docManager.openOrReveal(path);
       if (!(widget instanceof NotebookPanel)) {
         return;
       }
       await widget.context.ready;
       await widget.revealed;
-      const cellId = note.provenance.cell_id;
       const notebook = widget.content;
       const index = notebook.widgets.findIndex(cell => cell.model.id === cellId);
       if (index < 0) {
         model.say(
           cellId
-            ? `The cell this note came from is no longer in ${note.lab_path}.`
-            : `${note.lab_path} opened; the note does not record its cell.`
+            ? trans.__('The cell this note came from is no longer in %1.', path)
+            : trans.__('%1 opened; the note does not record its cell.', path)
         );
         return;
       }
@@ -111,33 +146,147 @@ const plugin: JupyterFrontEndPlugin<void> = {
       await notebook.scrollToItem(index, 'center');
     }
 
+    async function openSource(note: INote): Promise<void> {
+      if (!note.lab_path) {
+        return;
+      }
+      const cellId = note.provenance.cell_id;
+      let where;
+      try {
+        where = await model.source(note.id);
+      } catch (error) {
+        model.say(messageOf(error), 'error');
+        return;
+      }
+      if (where.exists) {
+        await openAt(note.lab_path, cellId);
+        return;
+      }
+      // Renamed, moved or deleted: never open a missing file (a 404 dialog and a ghost tab).
+      if (where.moved_to.length) {
+        const target = where.moved_to[0];
+        Notification.warning(
+          trans.__('%1 is no longer there. Its cell is now in %2.', note.lab_path, target),
+          {
+            autoClose: false,
+            actions: [
+              {
+                label: trans.__('Open %1', target),
+                displayType: 'accent',
+                callback: () => void openAt(target, cellId)
+              }
+            ]
+          }
+        );
+      } else {
+        Notification.warning(
+          trans.__(
+            '%1 is no longer there (renamed, moved or deleted), and no notebook here holds its cell.',
+            note.lab_path
+          ),
+          { autoClose: 15000 }
+        );
+      }
+    }
+
     const panel = new MemoryPanel(model, rendermime, actions);
     app.shell.add(panel, 'left', { rank: 650 });
     restorer?.add(panel, 'nbmemory-panel');
 
-    app.commands.addCommand(CommandIDs.open, {
-      label: 'Open the nbmemory panel',
-      caption: 'Browse, recall, edit and verify what you remembered',
-      execute: () => {
-        app.shell.activateById(panel.id);
+    const openPanel = () => app.shell.activateById(panel.id);
+
+    /** A new note about the notebook cell the command is for (or the active one). */
+    function cellDraft(args: ReadonlyPartialJSONObject): Partial<IDraft> {
+      const current = notebooks?.currentWidget;
+      if (!current || app.shell.currentWidget !== current) {
+        return {};
       }
+      const notebook = current.content;
+      let cell: Cell | null = notebook.activeCell;
+      // From a context menu: the cell that was right-clicked.
+      const hit = args['fromContextMenu']
+        ? app.contextMenuHitTest(node => node.classList.contains('jp-Cell'))
+        : undefined;
+      if (hit) {
+        cell = notebook.widgets.find(widget => widget.node === hit) ?? cell;
+      }
+      if (!cell) {
+        return {};
+      }
+      const path = current.context.path;
+      const source = cell.model.sharedModel.getSource();
+      const code = cell.model.type === 'code';
+      const count = code ? (cell.model as ICodeCellModel).executionCount : null;
+      const provenance: INoteSource = { notebook: path, cell_id: cell.model.id };
+      if (code) {
+        provenance.cell_source = source;
+        if (count) {
+          provenance.execution_count = count;
+        }
+      }
+      const index = notebook.widgets.indexOf(cell) + 1;
+      const selected = selectedText(cell, source);
+      return {
+        text: selected || (cell.model.type === 'markdown' ? source : ''),
+        provenance,
+        where: count
+          ? trans.__('%1, cell [%2]', path, count)
+          : trans.__('%1, cell %2', path, index)
+      };
+    }
+
+    app.commands.addCommand(CommandIDs.open, {
+      label: trans.__('Open the nbmemory panel'),
+      caption: trans.__('Browse, recall, edit and verify what you remembered'),
+      execute: openPanel
     });
     app.commands.addCommand(CommandIDs.refresh, {
-      label: 'Refresh the nbmemory panel',
-      execute: () => model.refresh()
+      label: trans.__('Refresh the nbmemory panel'),
+      execute: () => model.refresh({ force: true, status: true })
     });
-    palette?.addItem({ command: CommandIDs.open, category: 'nbmemory' });
-    palette?.addItem({ command: CommandIDs.refresh, category: 'nbmemory' });
+    app.commands.addCommand(CommandIDs.newNote, {
+      label: trans.__('New nbmemory note'),
+      caption: trans.__('Write a note in the nbmemory panel'),
+      execute: () => {
+        openPanel();
+        model.setView('notes');
+        model.startDraft();
+      }
+    });
+    app.commands.addCommand(CommandIDs.remember, {
+      label: args =>
+        args['fromContextMenu'] && window.getSelection()?.toString().trim()
+          ? trans.__('Remember Selection…')
+          : trans.__('Remember…'),
+      caption: trans.__(
+        'Write an nbmemory note about this cell (its selected text, if any), linked back to it'
+      ),
+      execute: args => {
+        const draft = cellDraft(args);
+        openPanel();
+        model.setView('notes');
+        model.startDraft(draft);
+      }
+    });
+    for (const command of [CommandIDs.open, CommandIDs.refresh, CommandIDs.newNote]) {
+      palette?.addItem({ command, category: 'nbmemory' });
+    }
 
-    // Live updates: a slow poll while the panel is visible (notes written by terminals or
-    // other servers) and an immediate check after any cell of this JupyterLab finishes.
+    // -- live updates: a slow poll while the panel is visible (notes written by terminals
+    // or other servers, files changing under stale notes) and a check after a cell runs.
     let interval = 10;
     const poll = new Poll({
       auto: false,
       factory: () => model.poll(),
       frequency: { interval: interval * 1000, backoff: true, max: 300 * 1000 },
       name: 'nbmemory:poll',
-      standby: () => (panel.isVisible && interval > 0 ? 'when-hidden' : true)
+      standby: () => {
+        if (panel.isVisible && interval > 0) {
+          return 'when-hidden';
+        }
+        panel.dirty = true; // skipped a tick: refresh when shown again
+        return true;
+      }
     });
     let pending: number | undefined;
     NotebookActions.executed.connect(() => {
@@ -150,31 +299,125 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     panel.disposed.connect(() => poll.dispose());
 
-    const apply = (settings: ISettingRegistry.ISettings) => {
-      model.pageSize = settings.get('pageSize').composite as number;
+    const schedulePoll = () => {
+      const every = Math.max(interval, 1) * 1000;
+      poll.frequency = { interval: every, backoff: true, max: Math.max(every, 300 * 1000) };
+      void poll.schedule({ interval: every, phase: 'reconnected' });
+    };
+    const apply = (settings: ISettingRegistry.ISettings, later: boolean) => {
+      const size = settings.get('pageSize').composite as number;
+      const changed = size !== model.pageSize;
+      model.pageSize = size;
       interval = settings.get('pollInterval').composite as number;
-      void poll.schedule({
-        interval: Math.max(interval, 1) * 1000,
-        phase: 'reconnected'
-      });
-      if (panel.isVisible) {
+      schedulePoll();
+      if (later && changed && panel.isVisible) {
         void model.refresh();
       }
     };
+
+    model.stateChanged.connect((_, value: IPanelState) => {
+      void state?.save(STATE_KEY, value as any).catch(error => {
+        console.warn('nbmemory: cannot save the panel state', error);
+      });
+    });
+
     void app.restored.then(async () => {
-      await model.checkVersion();
-      if (settingRegistry) {
-        try {
-          const settings = await settingRegistry.load(PLUGIN_ID);
-          settings.changed.connect(apply);
-          apply(settings);
-        } catch (error) {
-          console.warn('nbmemory: cannot load settings', error);
-        }
+      const [settings, saved] = await Promise.all([
+        settingRegistry
+          ? settingRegistry.load(PLUGIN_ID).catch(error => {
+              console.warn('nbmemory: cannot load settings', error);
+              return null;
+            })
+          : Promise.resolve(null),
+        state
+          ? state.fetch(STATE_KEY).catch(() => undefined)
+          : Promise.resolve(undefined)
+      ]);
+      model.restore(saved as Partial<IPanelState> | undefined);
+      if (settings) {
+        apply(settings, false);
+        settings.changed.connect(() => apply(settings, true));
+      } else {
+        schedulePoll();
       }
-      void poll.start();
+      model.start();
+      if (panel.isVisible) {
+        panel.dirty = false;
+        void model.refresh();
+      }
+    });
+
+    // -- the service other extensions get through the INbMemory token.
+    return new MemoryService(model, () => {
+      openPanel();
+      model.setView('notes');
     });
   }
 };
+
+/** What other extensions get through the `INbMemory` token: the panel's own calls. */
+class MemoryService implements INbMemory {
+  constructor(
+    private _model: MemoryModel,
+    private _show: () => void
+  ) {
+    _model.noteWritten.connect(() => this._changed.emit());
+  }
+
+  get changed(): ISignal<INbMemory, void> {
+    return this._changed;
+  }
+
+  recall(query: string, options?: IRecallOptions): Promise<IHits> {
+    return this._model.recallNotes(query, options);
+  }
+
+  remember(text: string, options?: IRememberOptions): Promise<INote> {
+    return this._model.remember(text, options);
+  }
+
+  notes(options?: INotesOptions): Promise<IPage> {
+    return this._model.listNotes(options);
+  }
+
+  draft(text: string, options: IRememberOptions = {}): void {
+    this._show();
+    this._model.startDraft({
+      text,
+      kind: options.kind,
+      priority: options.priority,
+      tags: Array.isArray(options.tags) ? options.tags.join(', ') : options.tags,
+      provenance: options.provenance,
+      where: options.provenance?.notebook
+    });
+  }
+
+  private _changed = new Signal<INbMemory, void>(this);
+}
+
+/** The text selected in a cell: in its editor, or in its rendered Markdown or outputs. */
+function selectedText(cell: Cell, source: string): string {
+  const selection = window.getSelection();
+  const editorNode = cell.editorWidget?.node;
+  if (
+    selection &&
+    !selection.isCollapsed &&
+    selection.anchorNode &&
+    cell.node.contains(selection.anchorNode) &&
+    !editorNode?.contains(selection.anchorNode)
+  ) {
+    return selection.toString().trim();
+  }
+  const editor = cell.editor;
+  if (editor) {
+    const range = editor.getSelection();
+    const start = editor.getOffsetAt(range.start);
+    const end = editor.getOffsetAt(range.end);
+    if (end !== start) {
+      return source.slice(Math.min(start, end), Math.max(start, end)).trim();
+    }
+  }
+  return '';
+}
 
 export default plugin;

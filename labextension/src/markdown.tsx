@@ -1,18 +1,9 @@
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
-/**
- * Escape `&` and `<` outside code spans and fences, so that HTML in a note is shown as
- * text while Markdown (emphasis, lists, links, code) still renders.
- */
-export function escapeHtmlOutsideCode(text: string): string {
-  return text
-    .split(/(```[\s\S]*?```|~~~[\s\S]*?~~~|`[^`\n]*`)/g)
-    .map((part, index) =>
-      index % 2 === 1 ? part : part.replace(/&/g, '&amp;').replace(/</g, '&lt;')
-    )
-    .join('');
-}
+import { escapeHtml } from './escape';
+
+export { escapeHtml };
 
 /**
  * A note's text rendered as Markdown by JupyterLab's renderer, untrusted (so sanitized),
@@ -21,8 +12,11 @@ export function escapeHtmlOutsideCode(text: string): string {
 export function NoteMarkdown(props: {
   text: string;
   rendermime: IRenderMimeRegistry;
+  onRendered?: () => void;
 }): JSX.Element {
   const host = React.useRef<HTMLDivElement>(null);
+  const rendered = React.useRef(props.onRendered);
+  rendered.current = props.onRendered;
   React.useEffect(() => {
     const node = host.current;
     if (!node) {
@@ -30,7 +24,7 @@ export function NoteMarkdown(props: {
     }
     const renderer = props.rendermime.createRenderer('text/markdown');
     const model = props.rendermime.createModel({
-      data: { 'text/markdown': escapeHtmlOutsideCode(props.text) },
+      data: { 'text/markdown': escapeHtml(props.text) },
       trusted: false
     });
     let disposed = false;
@@ -39,6 +33,7 @@ export function NoteMarkdown(props: {
     void renderer.renderModel(model).then(() => {
       if (!disposed) {
         node.appendChild(renderer.node);
+        rendered.current?.();
       }
     });
     return () => {

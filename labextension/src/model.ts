@@ -1,15 +1,25 @@
+import { Notification } from '@jupyterlab/apputils';
+import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { ApiError, json, requestAPI } from './request';
+import {
+  INotesOptions,
+  IRecallOptions,
+  IRememberOptions,
+  INoteSource
+} from './tokens';
 import {
   IFilters,
   IHit,
   IHits,
   INote,
   INoteDetail,
+  IOwnerState,
   IPage,
   ISnapshot,
   ISnapshotDiff,
+  ISource,
   IStatus,
   IVersion
 } from './types';
@@ -21,24 +31,68 @@ export const FRONTEND_VERSION: string = packageInfo.version;
 
 export type View = 'notes' | 'snapshots';
 
-export interface INotice {
-  kind: 'info' | 'error' | 'undo';
-  message: string;
-  /** For `undo` notices: the note that was forgotten. */
-  noteId?: number;
+/** Why a request is slow, as the panel says it. */
+export type Phase = 'starting' | 'loading-model' | 'working' | null;
+
+/** What the panel keeps across reloads (IStateDB). */
+export interface IPanelState {
+  view: View;
+  query: string;
+  filters: IFilters;
+}
+
+/** A note being written in the panel's "New note" form. */
+export interface IDraft {
+  text: string;
+  kind: string;
+  priority: string;
+  tags: string;
+  provenance?: INoteSource;
+  /** Where it comes from, as the form shows it ("analysis.ipynb, cell [4]"). */
+  where?: string;
+}
+
+/** After this long a request asks the server why it is slow (`GET owner`). */
+const SLOW_MS = 700;
+const OWNER_POLL_MS = 1000;
+/** How long the Undo of a forget stays offered. */
+export const UNDO_MS = 10000;
+const INFO_MS = 5000;
+/** Operations that need the embedding model (the first one after a start loads it). */
+const EMBEDS = new Set(['recall', 'remember', 'supersede', 'edit']);
+
+export const EMPTY_FILTERS: IFilters = { tags: '', kind: '', priority: '', stale: '' };
+
+/** The comma-separated tags of a filter box, trimmed, without empties or repeats. */
+export function tagList(value: string): string[] {
+  const tags: string[] = [];
+  for (const tag of value.split(',').map(t => t.trim())) {
+    if (tag && !tags.includes(tag)) {
+      tags.push(tag);
+    }
+  }
+  return tags;
 }
 
 /**
  * The panel's state and every call it makes to the server.
  *
  * Views read the public fields and re-render on `changed`; they never call the API.
+ * Each request is sent once: identical refreshes in flight are shared, and the poll asks
+ * for the status only (without starting the store's owner).
  */
 export class MemoryModel {
+  constructor(trans?: TranslationBundle) {
+    this.trans = trans ?? nullTranslator.load('nbmemory');
+    this._ready = new Promise(resolve => (this._resolveReady = resolve));
+  }
+
+  readonly trans: TranslationBundle;
   /** Compatibility of the server extension: null until checked. */
   compatibility: { ok: boolean; message: string } | null = null;
   view: View = 'notes';
   query = '';
-  filters: IFilters = { tags: '', kind: '', priority: '', stale: '' };
+  filters: IFilters = { ...EMPTY_FILTERS };
   pageSize = 25;
   offset = 0;
   notes: INote[] = [];
@@ -49,30 +103,365 @@ export class MemoryModel {
   previously: IHit[] = [];
   status: IStatus | null = null;
   statusError: string | null = null;
-  notice: INotice | null = null;
+  /** Why the last refresh failed, shown in the panel until one succeeds. */
+  error: string | null = null;
   loading = false;
+  /** Set once the first listing arrived (the empty-state help waits for it). */
+  loaded = false;
+  /** What a slow request waits for, or null. */
+  phase: Phase = null;
   snapshots: ISnapshot[] = [];
   diff: ISnapshotDiff | null = null;
   diffNames: [string, string] | null = null;
+  draft: IDraft | null = null;
 
   get changed(): ISignal<this, void> {
     return this._changed;
   }
 
-  /** Check that the server extension is there and speaks this panel's version. */
-  async checkVersion(): Promise<boolean> {
+  /** Emitted when the view, query or filters change (the plugin saves them). */
+  get stateChanged(): ISignal<this, IPanelState> {
+    return this._stateChanged;
+  }
+
+  /** Emitted after a note was written from this JupyterLab (panel, command, token). */
+  get noteWritten(): ISignal<this, INote> {
+    return this._noteWritten;
+  }
+
+  get state(): IPanelState {
+    return { view: this.view, query: this.query, filters: { ...this.filters } };
+  }
+
+  /** Put back what the panel showed before a reload (before `start`). */
+  restore(state: Partial<IPanelState> | null | undefined): void {
+    if (!state) {
+      return;
+    }
+    if (state.view === 'notes' || state.view === 'snapshots') {
+      this.view = state.view;
+    }
+    if (typeof state.query === 'string') {
+      this.query = state.query;
+    }
+    if (state.filters && typeof state.filters === 'object') {
+      const f = state.filters as Partial<IFilters>;
+      this.filters = {
+        tags: typeof f.tags === 'string' ? f.tags : '',
+        kind: typeof f.kind === 'string' ? f.kind : '',
+        priority: typeof f.priority === 'string' ? f.priority : '',
+        stale: f.stale === 'stale' || f.stale === 'fresh' ? f.stale : ''
+      };
+    }
+    this._emit();
+  }
+
+  /** Settings and saved state are in: requests may go out now. */
+  start(): void {
+    this._resolveReady();
+  }
+
+  /** Check that the server extension is there and speaks this panel's version (once). */
+  checkVersion(): Promise<boolean> {
+    if (!this._versionCheck) {
+      this._versionCheck = this._checkVersion().then(ok => {
+        if (!ok) {
+          this._versionCheck = null; // try again on the next refresh
+        }
+        return ok;
+      });
+    }
+    return this._versionCheck;
+  }
+
+  /**
+   * Reload what the current view shows. A refresh of the same view already on its way is
+   * shared, not sent again; `force` sends a new one (after a write). `status` reloads the
+   * status line too (and starts the store's owner if none runs).
+   */
+  async refresh(options: { force?: boolean; status?: boolean } = {}): Promise<void> {
+    await this._ready;
+    if (!this.compatibility?.ok && !(await this.checkVersion())) {
+      return;
+    }
+    const key = JSON.stringify([
+      this.view,
+      this.query.trim(),
+      this.filters,
+      this.offset,
+      this.pageSize
+    ]);
+    const status = !!options.status || this.status === null;
+    const inflight = this._inflight;
+    if (!options.force && inflight?.key === key && (inflight.status || !status)) {
+      return inflight.promise;
+    }
+    const ticket = ++this._ticket;
+    const promise = this._load(ticket, status);
+    this._inflight = { key, promise, status };
+    try {
+      await promise;
+    } finally {
+      if (this._inflight?.promise === promise) {
+        this._inflight = null;
+      }
+    }
+  }
+
+  /**
+   * The poll: the status alone, without starting an owner. Refetch the view when the
+   * journal moved (a write elsewhere) or the stale set changed (a file changed on disk).
+   */
+  async poll(): Promise<void> {
+    await this._ready;
+    if (!this.compatibility?.ok) {
+      await this.refresh();
+      return;
+    }
+    if (this._inflight) {
+      return; // a refresh is on its way and brings the news
+    }
+    const before = this.status;
+    await this._loadStatus(false);
+    const now = this.status;
+    if (
+      now?.running &&
+      (!before?.running ||
+        now.journal_position !== before.journal_position ||
+        now.stale_digest !== before.stale_digest)
+    ) {
+      await this.refresh({ force: true });
+    } else {
+      this._emit();
+    }
+  }
+
+  setView(view: View): void {
+    if (view === this.view) {
+      return;
+    }
+    this.view = view;
+    this._stateChanged.emit(this.state);
+    void this.refresh();
+  }
+
+  setQuery(query: string): void {
+    if (query === this.query) {
+      return;
+    }
+    this.query = query;
+    this.offset = 0;
+    this._stateChanged.emit(this.state);
+    void this.refresh();
+  }
+
+  setFilters(filters: Partial<IFilters>): void {
+    const next = { ...this.filters, ...filters };
+    if (JSON.stringify(next) === JSON.stringify(this.filters)) {
+      return;
+    }
+    this.filters = next;
+    this.offset = 0;
+    this._stateChanged.emit(this.state);
+    void this.refresh();
+  }
+
+  /** A tag chip: add the tag to the tag filter, or take it out if it is in. */
+  toggleTag(tag: string): void {
+    const tags = tagList(this.filters.tags);
+    const next = tags.includes(tag) ? tags.filter(t => t !== tag) : [...tags, tag];
+    this.setFilters({ tags: next.join(',') });
+  }
+
+  clearFilters(): void {
+    this.query = '';
+    this.setFilters({ ...EMPTY_FILTERS });
+    this._emit();
+  }
+
+  setPage(offset: number): void {
+    this.offset = Math.max(0, offset);
+    void this.refresh();
+  }
+
+  // -- notices (JupyterLab's notifications) --------------------------------------------
+
+  say(message: string, kind: 'info' | 'success' | 'error' = 'info'): void {
+    if (kind === 'error') {
+      Notification.error(message, { autoClose: false });
+    } else {
+      Notification.emit(message, kind, { autoClose: INFO_MS });
+    }
+  }
+
+  // -- the new-note form ----------------------------------------------------------------
+
+  startDraft(draft: Partial<IDraft> = {}): void {
+    this.draft = {
+      text: draft.text ?? '',
+      kind: draft.kind ?? 'finding',
+      priority: draft.priority ?? 'medium',
+      tags: draft.tags ?? '',
+      provenance: draft.provenance,
+      where: draft.where
+    };
+    this._draftStarted.emit();
+    this._emit();
+  }
+
+  /** Emitted when a new draft is started (the form takes the focus). */
+  get draftStarted(): ISignal<this, void> {
+    return this._draftStarted;
+  }
+
+  cancelDraft(): void {
+    this.draft = null;
+    this._emit();
+  }
+
+  async saveDraft(draft: IDraft): Promise<boolean> {
+    try {
+      const note = await this.remember(draft.text, {
+        kind: draft.kind,
+        priority: draft.priority,
+        tags: tagList(draft.tags),
+        provenance: draft.provenance
+      });
+      this.draft = null;
+      this.say(this.trans.__('Remembered #%1.', note.id), 'success');
+      return true;
+    } catch (error) {
+      this.say(messageOf(error), 'error');
+      this._emit();
+      return false;
+    }
+  }
+
+  // -- the API, for the panel and for other extensions (INbMemory) --------------------
+
+  async remember(text: string, options: IRememberOptions = {}): Promise<INote> {
+    const body: Record<string, unknown> = { text };
+    for (const name of ['kind', 'priority', 'tags', 'provenance'] as const) {
+      if (options[name] !== undefined) {
+        body[name] = options[name];
+      }
+    }
+    const note = await this._request<INote>('notes', json('POST', body), 'remember');
+    this._noteWritten.emit(note);
+    void this.refresh({ force: true, status: true });
+    return note;
+  }
+
+  recallNotes(query: string, options: IRecallOptions = {}): Promise<IHits> {
+    const params = [`query=${encodeURIComponent(query)}`];
+    for (const [name, value] of Object.entries(options)) {
+      if (value !== undefined && value !== '') {
+        params.push(`${name}=${encodeURIComponent(String(value))}`);
+      }
+    }
+    return this._request<IHits>(`recall?${params.join('&')}`, {}, 'recall');
+  }
+
+  listNotes(options: INotesOptions = {}): Promise<IPage> {
+    const params = Object.entries(options)
+      .filter(([, value]) => value !== undefined && value !== '')
+      .map(([name, value]) => `${name}=${encodeURIComponent(String(value))}`);
+    return this._request<IPage>(`notes${params.length ? '?' + params.join('&') : ''}`);
+  }
+
+  async detail(id: number): Promise<INoteDetail> {
+    return this._request<INoteDetail>(`notes/${id}`);
+  }
+
+  /** Is the note's notebook still there, and where did its cell go if not. */
+  async source(id: number): Promise<ISource> {
+    return this._request<ISource>(`notes/${id}/source`);
+  }
+
+  /** Write a new version of a note. */
+  async edit(
+    id: number,
+    fields: { text?: string; priority?: string; kind?: string; tags?: string[] }
+  ): Promise<boolean> {
+    return this._act(async () => {
+      const note = await this._request<INote>(`notes/${id}`, json('PATCH', fields), 'edit');
+      this.say(this.trans.__('Saved #%1 as version %2.', note.id, note.version), 'success');
+    });
+  }
+
+  /** Forget (revoke) a note; the notice offers Undo for a while. */
+  async forget(id: number): Promise<boolean> {
+    return this._act(async () => {
+      await this._request<INote>(`notes/${id}/forget`, json('POST'));
+      Notification.info(this.trans.__('Forgot #%1.', id), {
+        autoClose: UNDO_MS,
+        actions: [
+          {
+            label: this.trans.__('Undo'),
+            caption: this.trans.__('Bring #%1 back', id),
+            displayType: 'accent',
+            callback: () => void this.undoForget(id)
+          }
+        ]
+      });
+    });
+  }
+
+  async undoForget(id: number): Promise<boolean> {
+    return this._act(async () => {
+      await this._request<INote>(`notes/${id}/reinstate`, json('POST'));
+      this.say(this.trans.__('Reinstated #%1.', id), 'success');
+    });
+  }
+
+  async verify(id: number): Promise<boolean> {
+    return this._act(async () => {
+      const result = await this._request<any>(`notes/${id}/verify`, json('POST'));
+      const note: INote | undefined = result?.note ?? (result?.id ? result : undefined);
+      if (note && note.stale && note.stale.length) {
+        this.say(
+          this.trans.__(
+            '#%1 is still stale: %2',
+            id,
+            note.stale.map(r => describeStale(r, this.trans)).join('; ')
+          )
+        );
+      } else {
+        this.say(this.trans.__('Verified #%1: its anchors were re-checked.', id), 'success');
+      }
+    });
+  }
+
+  async diffSnapshots(from: string, to: string): Promise<void> {
+    this.diffNames = [from, to];
+    try {
+      const query =
+        `from=${encodeURIComponent(from)}` + (to ? `&to=${encodeURIComponent(to)}` : '');
+      this.diff = await this._request<ISnapshotDiff>(`snapshots/diff?${query}`);
+    } catch (error) {
+      this.diff = null;
+      this.say(messageOf(error), 'error');
+    }
+    this._emit();
+  }
+
+  // -- internals ------------------------------------------------------------------------
+
+  private async _checkVersion(): Promise<boolean> {
     try {
       const server = await requestAPI<IVersion>('version');
       if (server.version !== FRONTEND_VERSION) {
         this.compatibility = {
           ok: false,
-          message:
-            `The nbmemory server extension is version ${server.version} but this panel is ` +
-            `${FRONTEND_VERSION}. Install one nbmemory version into the Jupyter server's ` +
-            'environment (pip install -U nbmemory), then restart JupyterLab and reload this page.'
+          message: this.trans.__(
+            'The nbmemory server extension is version %1 but this panel is %2. Install one nbmemory version into the Jupyter server\'s environment (pip install -U nbmemory), then restart JupyterLab and reload this page.',
+            server.version,
+            FRONTEND_VERSION
+          )
         };
       } else {
         this.compatibility = { ok: true, message: '' };
+        this._cold = server.owner_running === false;
       }
     } catch (error) {
       const status = error instanceof ApiError ? error.status : 0;
@@ -80,36 +469,43 @@ export class MemoryModel {
         ok: false,
         message:
           status === 404
-            ? 'The nbmemory server extension is not running in this Jupyter server. Install ' +
-              "nbmemory into the server's environment (pip install nbmemory), check it with " +
-              '`jupyter server extension list`, then restart JupyterLab.'
-            : `Cannot reach the nbmemory server extension: ${messageOf(error)}`
+            ? this.trans.__(
+                "The nbmemory server extension is not running in this Jupyter server. Install nbmemory into the server's environment (pip install nbmemory), check it with `jupyter server extension list`, then restart JupyterLab."
+              )
+            : this.trans.__(
+                'Cannot reach the nbmemory server extension: %1',
+                messageOf(error)
+              )
       };
     }
     this._emit();
     return this.compatibility.ok;
   }
 
-  /** Reload what the current view shows (notes or recall hits, status, snapshots). */
-  async refresh(): Promise<void> {
-    if (!this.compatibility?.ok && !(await this.checkVersion())) {
-      return;
-    }
-    const ticket = ++this._ticket;
+  private async _load(ticket: number, status: boolean): Promise<void> {
     this.loading = true;
     this._emit();
     try {
-      await this._loadStatus();
+      if (status) {
+        await this._loadStatus(true);
+      }
       if (this.view === 'snapshots') {
-        await this._loadSnapshots();
+        const reply = await this._request<{ snapshots: ISnapshot[] }>('snapshots');
+        if (ticket === this._ticket) {
+          this.snapshots = reply.snapshots;
+        }
       } else if (this.query.trim()) {
         await this._recall(ticket);
       } else {
         await this._list(ticket);
       }
+      if (ticket === this._ticket) {
+        this.error = null;
+        this.loaded = true;
+      }
     } catch (error) {
       if (ticket === this._ticket) {
-        this.notice = { kind: 'error', message: messageOf(error) };
+        this.error = messageOf(error);
       }
     } finally {
       if (ticket === this._ticket) {
@@ -119,129 +515,23 @@ export class MemoryModel {
     }
   }
 
-  /** Cheap check for writes made elsewhere: refresh when the journal moved. */
-  async poll(): Promise<void> {
-    if (!this.compatibility?.ok) {
-      await this.refresh();
-      return;
-    }
-    const before = this.status?.journal_position;
-    await this._loadStatus();
-    if (this.status && this.status.journal_position !== before) {
-      await this.refresh();
-    } else {
-      this._emit();
-    }
-  }
-
-  setView(view: View): void {
-    this.view = view;
-    void this.refresh();
-  }
-
-  setQuery(query: string): void {
-    this.query = query;
-    this.offset = 0;
-    void this.refresh();
-  }
-
-  setFilters(filters: Partial<IFilters>): void {
-    this.filters = { ...this.filters, ...filters };
-    this.offset = 0;
-    void this.refresh();
-  }
-
-  setPage(offset: number): void {
-    this.offset = Math.max(0, offset);
-    void this.refresh();
-  }
-
-  setPageSize(size: number): void {
-    this.pageSize = size;
-    void this.refresh();
-  }
-
-  dismissNotice(): void {
-    this.notice = null;
-    this._emit();
-  }
-
-  say(message: string, kind: 'info' | 'error' = 'info'): void {
-    this.notice = { kind, message };
-    this._emit();
-  }
-
-  async detail(id: number): Promise<INoteDetail> {
-    return requestAPI<INoteDetail>(`notes/${id}`);
-  }
-
-  /** Write a new version of a note. */
-  async edit(
-    id: number,
-    fields: { text?: string; priority?: string; kind?: string; tags?: string[] }
-  ): Promise<boolean> {
-    return this._act(async () => {
-      const note = await requestAPI<INote>(`notes/${id}`, json('PATCH', fields));
-      this.notice = { kind: 'info', message: `Saved #${note.id} as version ${note.version}.` };
-    });
-  }
-
-  /** Forget (revoke) a note; the notice offers an undo. */
-  async forget(id: number): Promise<boolean> {
-    return this._act(async () => {
-      await requestAPI<INote>(`notes/${id}/forget`, json('POST'));
-      this.notice = { kind: 'undo', message: `Forgot #${id}.`, noteId: id };
-    });
-  }
-
-  async undoForget(id: number): Promise<boolean> {
-    return this._act(async () => {
-      await requestAPI<INote>(`notes/${id}/reinstate`, json('POST'));
-      this.notice = { kind: 'info', message: `Reinstated #${id}.` };
-    });
-  }
-
-  async verify(id: number): Promise<boolean> {
-    return this._act(async () => {
-      const result = await requestAPI<any>(`notes/${id}/verify`, json('POST'));
-      const note: INote | undefined = result?.note ?? (result?.id ? result : undefined);
-      const stale = note && note.stale && note.stale.length;
-      this.notice = {
-        kind: 'info',
-        message: stale
-          ? `#${id} is still stale: ${note!.stale.map(describeStale).join('; ')}`
-          : `Verified #${id}: its anchors were re-checked.`
-      };
-    });
-  }
-
-  async diffSnapshots(from: string, to: string): Promise<void> {
-    this.diffNames = [from, to];
-    try {
-      const query = `from=${encodeURIComponent(from)}` + (to ? `&to=${encodeURIComponent(to)}` : '');
-      this.diff = await requestAPI<ISnapshotDiff>(`snapshots/diff?${query}`);
-    } catch (error) {
-      this.diff = null;
-      this.notice = { kind: 'error', message: messageOf(error) };
-    }
-    this._emit();
-  }
-
   private async _act(action: () => Promise<void>): Promise<boolean> {
     try {
       await action();
-      await this.refresh();
-      return true;
     } catch (error) {
-      this.notice = { kind: 'error', message: messageOf(error) };
+      this.say(messageOf(error), 'error');
       this._emit();
       return false;
     }
+    await this.refresh({ force: true, status: true });
+    return true;
   }
 
-  private async _loadStatus(): Promise<void> {
+  /** `start`: whether the status may start the store's owner (the poll's may not). */
+  private async _loadStatus(start: boolean): Promise<void> {
     try {
-      this.status = await requestAPI<IStatus>('status');
+      const status = await this._request<IStatus>(start ? 'status' : 'status?start=false');
+      this.status = status;
       this.statusError = null;
     } catch (error) {
       this.status = null;
@@ -251,9 +541,10 @@ export class MemoryModel {
 
   private _filterParams(): string[] {
     const params: string[] = [];
-    const { tags, kind, priority } = this.filters;
-    if (tags.trim()) {
-      params.push(`tags=${encodeURIComponent(tags.trim())}`);
+    const { kind, priority } = this.filters;
+    const tags = tagList(this.filters.tags).join(',');
+    if (tags) {
+      params.push(`tags=${encodeURIComponent(tags)}`);
     }
     if (kind) {
       params.push(`kind=${encodeURIComponent(kind)}`);
@@ -270,7 +561,7 @@ export class MemoryModel {
       params.push(`stale=${this.filters.stale}`);
     }
     params.push(`offset=${this.offset}`, `limit=${this.pageSize}`);
-    const page = await requestAPI<IPage>(`notes?${params.join('&')}`);
+    const page = await this._request<IPage>(`notes?${params.join('&')}`);
     if (ticket === this._ticket) {
       this.notes = page.notes;
       this.total = page.total;
@@ -283,7 +574,7 @@ export class MemoryModel {
   private async _recall(ticket: number): Promise<void> {
     const params = this._filterParams();
     params.push(`query=${encodeURIComponent(this.query.trim())}`, `k=${this.pageSize}`);
-    const result = await requestAPI<IHits>(`recall?${params.join('&')}`);
+    const result = await this._request<IHits>(`recall?${params.join('&')}`, {}, 'recall');
     if (ticket === this._ticket) {
       const stale = this.filters.stale;
       this.hits = result.hits.filter(
@@ -296,9 +587,62 @@ export class MemoryModel {
     }
   }
 
-  private async _loadSnapshots(): Promise<void> {
-    const reply = await requestAPI<{ snapshots: ISnapshot[] }>('snapshots');
-    this.snapshots = reply.snapshots;
+  /**
+   * One request to the server. While it is slow the panel says why: a cold store (no
+   * owner yet) is "starting"; an operation needing the model before it is loaded is
+   * "loading the model"; past `SLOW_MS` the server is asked (`GET owner`).
+   */
+  private async _request<T>(endPoint: string, init: RequestInit = {}, operation = ''): Promise<T> {
+    let phase: Phase = null;
+    if (this._cold) {
+      phase = 'starting';
+    } else if (EMBEDS.has(operation) && this.status?.model_loaded === false) {
+      phase = 'loading-model';
+    }
+    const token = {};
+    this._pending.set(token, phase);
+    this._updatePhase();
+    const timer = window.setTimeout(() => void this._watchSlow(token), SLOW_MS);
+    try {
+      const result = await requestAPI<T>(endPoint, init);
+      this._cold = false;
+      if (EMBEDS.has(operation) && this.status) {
+        this.status = { ...this.status, model_loaded: true };
+      }
+      return result;
+    } finally {
+      window.clearTimeout(timer);
+      this._pending.delete(token);
+      this._updatePhase();
+    }
+  }
+
+  /** Ask the server what a slow request waits for, until it is answered. */
+  private async _watchSlow(token: object): Promise<void> {
+    while (this._pending.has(token)) {
+      let state: IOwnerState | null = null;
+      try {
+        state = await requestAPI<IOwnerState>('owner');
+      } catch {
+        state = null;
+      }
+      if (!this._pending.has(token)) {
+        return;
+      }
+      this._pending.set(token, state ? phaseOf(state) : 'working');
+      this._updatePhase();
+      await new Promise(resolve => window.setTimeout(resolve, OWNER_POLL_MS));
+    }
+  }
+
+  private _updatePhase(): void {
+    const order: Phase[] = ['starting', 'loading-model', 'working'];
+    const phases = [...this._pending.values()];
+    const phase = order.find(p => phases.includes(p)) ?? null;
+    if (phase !== this.phase) {
+      this.phase = phase;
+      this._emit();
+    }
   }
 
   private _emit(): void {
@@ -306,7 +650,28 @@ export class MemoryModel {
   }
 
   private _ticket = 0;
+  private _inflight: { key: string; promise: Promise<void>; status: boolean } | null = null;
+  private _versionCheck: Promise<boolean> | null = null;
+  /** No owner ran at the handshake: the next request starts one. */
+  private _cold = false;
+  private _pending = new Map<object, Phase>();
+  private _ready: Promise<void>;
+  private _resolveReady: () => void = () => undefined;
   private _changed = new Signal<this, void>(this);
+  private _stateChanged = new Signal<this, IPanelState>(this);
+  private _noteWritten = new Signal<this, INote>(this);
+  private _draftStarted = new Signal<this, void>(this);
+}
+
+/** What a slow request waits for, from the server's `owner` answer. */
+export function phaseOf(state: IOwnerState): Phase {
+  if (state.opening || !state.running || state.state === 'starting') {
+    return 'starting';
+  }
+  if (state.busy && EMBEDS.has(state.busy) && !state.model_loaded) {
+    return 'loading-model';
+  }
+  return 'working';
 }
 
 export function messageOf(error: unknown): string {
@@ -316,29 +681,44 @@ export function messageOf(error: unknown): string {
   return String(error);
 }
 
-export function describeStale(reason: { reason: string; target: string; detail: string }): string {
-  const text = `${reason.reason.replace(/_/g, ' ')} ${reason.target}`.trim();
+export function describeStale(
+  reason: { reason: string; target: string; detail: string },
+  trans?: TranslationBundle
+): string {
+  const t = trans ?? nullTranslator.load('nbmemory');
+  const names: Record<string, string> = {
+    missing: t.__('missing'),
+    content_changed: t.__('content changed'),
+    schema_changed: t.__('schema changed'),
+    rows_changed: t.__('rows changed'),
+    cell_changed: t.__('cell changed'),
+    superseded: t.__('superseded'),
+    check_failed: t.__('check failed')
+  };
+  const name = names[reason.reason] ?? reason.reason.replace(/_/g, ' ');
+  const text = `${name} ${reason.target}`.trim();
   return reason.detail ? `${text} (${reason.detail})` : text;
 }
 
 /** "3 min", "2 d", like the magics' age column. */
-export function age(when: string | null, now: number = Date.now()): string {
+export function age(when: string | null, trans?: TranslationBundle, now: number = Date.now()): string {
   if (!when) {
     return '';
   }
+  const t = trans ?? nullTranslator.load('nbmemory');
   const seconds = Math.max(0, (now - new Date(when).getTime()) / 1000);
-  const steps: [number, string, number][] = [
-    [60, 's', 1],
-    [3600, 'min', 60],
-    [86400, 'h', 3600],
-    [86400 * 14, 'd', 86400],
-    [86400 * 60, 'wk', 86400 * 7],
-    [86400 * 730, 'mo', 86400 * 30]
+  const steps: [number, (n: number) => string, number][] = [
+    [60, n => t.__('%1 s', n), 1],
+    [3600, n => t.__('%1 min', n), 60],
+    [86400, n => t.__('%1 h', n), 3600],
+    [86400 * 14, n => t.__('%1 d', n), 86400],
+    [86400 * 60, n => t.__('%1 wk', n), 86400 * 7],
+    [86400 * 730, n => t.__('%1 mo', n), 86400 * 30]
   ];
   for (const [limit, unit, size] of steps) {
     if (seconds < limit) {
-      return `${Math.floor(seconds / size)} ${unit}`;
+      return unit(Math.floor(seconds / size));
     }
   }
-  return `${Math.floor(seconds / (86400 * 365))} y`;
+  return t.__('%1 y', Math.floor(seconds / (86400 * 365)));
 }

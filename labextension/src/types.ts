@@ -91,18 +91,48 @@ export interface ISnapshotDiff {
 export interface IStatus {
   store: string;
   store_reason?: string;
-  notes: number;
-  model: string;
+  /** False when no owner serves the store (the poll starts none): nothing else is set. */
+  running: boolean;
+  notes?: number;
+  model?: string;
+  model_loaded?: boolean;
   owner?: string;
   pid?: number;
-  journal_position: number;
-  version: string;
+  owner_pid?: number;
+  journal_position?: number;
+  /** How many active notes are stale, and a digest of which and why. */
+  stale?: number;
+  stale_digest?: string;
+  version?: string;
   [key: string]: unknown;
+}
+
+/** `GET owner`: who serves the store and what the server waits for (never queued). */
+export interface IOwnerState {
+  running: boolean;
+  mode: string | null;
+  state: string | null;
+  pid: number | null;
+  uptime_s: number | null;
+  model: string | null;
+  model_loaded: boolean | null;
+  opening: boolean;
+  busy: string | null;
+  busy_s: number | null;
 }
 
 export interface IVersion {
   version: string;
   api: number;
+  /** Whether an owner serves the store now: if not, the first request starts one. */
+  owner_running?: boolean;
+}
+
+/** `GET notes/{id}/source`: is the note's notebook still there, and where did its cell go. */
+export interface ISource {
+  lab_path: string | null;
+  exists: boolean;
+  moved_to: string[];
 }
 
 export interface IFilters {

@@ -7,7 +7,6 @@ import { IActions, MemoryPanelView } from './components';
 import { memoryIcon } from './icons';
 import { MemoryModel } from './model';
 
-
 /** The left side panel: a React view over the model, refreshed when shown. */
 export class MemoryPanel extends ReactWidget {
   constructor(
@@ -19,17 +18,18 @@ export class MemoryPanel extends ReactWidget {
     this.id = 'nbmemory-panel';
     this.addClass('nbm-Widget');
     this.title.icon = memoryIcon;
-    this.title.caption = 'nbmemory: what you remembered';
+    this.title.caption = model.trans.__('nbmemory: what you remembered');
   }
 
-  /** Set while hidden when something may have changed; refresh on show. */
+  /** Set while hidden when something may have changed (a cell ran, a poll was skipped):
+   * refresh, status line included, when shown again. */
   dirty = true;
 
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
     if (this.dirty) {
       this.dirty = false;
-      void this.model.refresh();
+      void this.model.refresh({ status: true });
     }
   }
 

@@ -72,14 +72,27 @@ class Lab:
 
 
 def start_lab(tmp: Path, env_extra: dict | None = None, extra_args: list[str] = (),
-              wait_api: bool = True) -> Lab:
-    root, store = tmp / "root", tmp / "store"
+              wait_api: bool = True, model: str = "hash:64",
+              settings: dict[str, dict] | None = None, root: Path | None = None,
+              store: Path | None = None) -> Lab:
+    """Start ``jupyter lab`` on ``root`` (``tmp/root``) with the store ``store``
+    (``tmp/store``); its settings, workspaces and log are in ``tmp``.
+
+    ``settings`` are user settings written before the start, by plugin id
+    (``{"nbmemory:plugin": {"pollInterval": 1}}``); ``model`` is the server's model
+    (the tiny hash embedder unless the test is about the real one).
+    """
+    root, store = root or tmp / "root", store or tmp / "store"
     root.mkdir(parents=True)
-    settings = tmp / "settings"
-    news = settings / "@jupyterlab" / "apputils-extension"
-    news.mkdir(parents=True)
-    (news / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    settings_dir = tmp / "settings"
+    plugins = {"@jupyterlab/apputils-extension:notification":
+               {"fetchNews": "false", "checkForUpdates": False}, **(settings or {})}
+    for plugin, values in plugins.items():
+        package, name = plugin.rsplit(":", 1)
+        folder = settings_dir / package
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
+    settings = settings_dir
     port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ, "NBMEMORY_HOME": str(store), "HF_HUB_OFFLINE": "1",
            "JUPYTER_PLATFORM_DIRS": "1", **(env_extra or {})}
@@ -92,7 +105,7 @@ def start_lab(tmp: Path, env_extra: dict | None = None, extra_args: list[str] = 
          f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
          f"--LabApp.user_settings_dir={settings}",
          "--LabApp.news_url=", "--LabApp.expose_app_in_browser=True",
-         f"--NbMemoryExtension.store={store}", "--NbMemoryExtension.model=hash:64",
+         f"--NbMemoryExtension.store={store}", f"--NbMemoryExtension.model={model}",
          *extra_args],
         cwd=root, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     lab = Lab(root, store, port, token, process, log)
@@ -144,15 +157,26 @@ def browser_context(tmp_path_factory):
 
 
 def open_lab(context, lab: Lab, path: str = "lab", wait_status: bool = True,
-             open_panel: bool = True):
-    """Open JupyterLab, wait until the app is restored, and open the panel by its command."""
+             open_panel: bool = True, reset: bool = True, before=None):
+    """Open JupyterLab, wait until the app is restored, and open the panel by its command.
+
+    ``before(page)`` runs before the page loads (to watch its requests); ``reset=False``
+    keeps the workspace the previous page left (its layout and the panel's saved state).
+    """
     page = context.new_page()
     page.dialogs = []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    if before is not None:
+        before(page)
     # ?reset: start from an empty layout, not the one the previous test left behind.
-    page.goto(f"{lab.url}/{path}?reset&token={lab.token}")
+    page.goto(f"{lab.url}/{path}?{'reset&' if reset else ''}token={lab.token}")
     page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
     page.evaluate("() => window.jupyterapp.restored")
+    if reset:
+        # An empty layout gets a Launcher a moment after the restore, and it takes the
+        # focus: let that happen before a test types anywhere.
+        page.wait_for_function("() => document.activeElement?.closest('.jp-Launcher')",
+                               timeout=30_000)
     if not open_panel:
         return page
     page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
@@ -166,6 +190,20 @@ def page(browser_context, lab):
     page = open_lab(browser_context, lab)
     yield page
     page.close()
+
+
+def put_settings(lab: Lab, plugin: str, values: dict) -> None:
+    """Replace a plugin's user settings through the Lab's settings API."""
+    body = json.dumps({"raw": json.dumps(values)}).encode()
+    request = urllib.request.Request(
+        f"{lab.url}/lab/api/settings/{plugin}", data=body, method="PUT",
+        headers={"Authorization": f"token {lab.token}", "Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=30).close()
+
+
+def toast(page, text: str):
+    """A JupyterLab notification (toast) showing ``text``."""
+    return page.locator(".Toastify__toast", has_text=text)
 
 
 def screenshot(page, name: str) -> Path:

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from nbmemory.display import hits_html
 from nbmemory.models import Hit, Hits, Note
 
-from .conftest import open_lab, screenshot, start_lab, stop_lab, wait_for
+from .conftest import open_lab, put_settings, screenshot, start_lab, stop_lab, toast, wait_for
 
 XSS = "<img src=x onerror=alert(1)>"
 PANEL = "#nbmemory-panel"
@@ -160,7 +160,7 @@ def test_edit_writes_a_new_version(page, lab):
     edited = card(page, "the retry limit is 5 since v2.3")
     expect(edited.locator(".nbm-Version")).to_have_text("v2")
     expect(edited.locator(".nbm-Priority")).to_have_text("high")
-    expect(page.locator(f"{PANEL} .nbm-Notice")).to_contain_text(f"Saved #{note['id']} as version 2")
+    expect(toast(page, f"Saved #{note['id']} as version 2")).to_be_visible()
     status, detail = lab.api(f"notes/{note['id']}")
     assert detail["note"]["text"] == "the retry limit is 5 since v2.3"
     assert [e["type"] for e in detail["history"]] == ["created", "edited"]
@@ -173,7 +173,8 @@ def test_edit_error_is_shown_and_nothing_changes(page, lab):
     shown.locator(".nbm-Edit").click()
     shown.locator(".nbm-EditText").fill("   ")
     shown.locator(".nbm-Save").click()
-    expect(page.locator(f"{PANEL} .nbm-Notice.nbm-mod-error")).to_contain_text("The note is empty")
+    expect(shown.locator(".nbm-EditProblem")).to_have_text(
+        "The note is empty: write what you found, or press Escape to cancel.")
     assert lab.api(f"notes/{note['id']}")[1]["note"]["version"] == 1
 
 
@@ -181,11 +182,11 @@ def test_forget_then_undo(page, lab):
     note = lab.remember("forget me, then bring me back")
     refresh(page)
     card(page, "forget me, then bring me back").locator(".nbm-Forget").click()
-    notice = page.locator(f"{PANEL} .nbm-Notice")
-    expect(notice).to_contain_text(f"Forgot #{note['id']}.")
+    notice = toast(page, f"Forgot #{note['id']}.")
+    expect(notice).to_be_visible()
     expect(card(page, "forget me, then bring me back")).to_have_count(0)
     assert lab.api(f"notes/{note['id']}")[1]["note"]["status"] == "revoked"
-    notice.locator(".nbm-Undo").click()
+    notice.get_by_role("button", name="Undo").click()
     expect(card(page, "forget me, then bring me back")).to_be_visible()
     assert lab.api(f"notes/{note['id']}")[1]["note"]["status"] == "active"
 
@@ -206,7 +207,7 @@ def test_stale_badge_and_verify(page, lab):
     page.locator(f"{PANEL} .nbm-StaleFilter").select_option("stale")
     expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(1)
     shown.locator(".nbm-Verify").click()
-    expect(page.locator(f"{PANEL} .nbm-Notice")).to_contain_text(f"Verified #{note['id']}")
+    expect(toast(page, f"Verified #{note['id']}")).to_be_visible()
     expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(0)
     page.locator(f"{PANEL} .nbm-StaleFilter").select_option("")
     expect(card_of(page, note).locator(".nbm-StaleBadge")).to_have_count(0)
@@ -222,8 +223,7 @@ def test_copy_recall_snippet_and_insert_into_notebook(page, lab):
     refresh(page)
     shown = card(page, "insert me into the notebook")
     shown.locator(".nbm-Copy").click()
-    expect(page.locator(f"{PANEL} .nbm-Notice")).to_contain_text(
-        "Copied: %recall -k 3 insert me into the notebook as markdown")
+    expect(toast(page, "Copied: %recall -k 3 insert me into the notebook as markdown")).to_be_visible()
     assert page.evaluate("() => Promise.race([navigator.clipboard.readText(), new Promise("
                          "r => setTimeout(() => r('(clipboard unreadable)'), 5000))])") == \
         "%recall -k 3 insert me into the notebook as markdown"
@@ -259,11 +259,7 @@ def test_snapshots_list_and_diff(page, lab):
 def test_settings_page_size_and_poll_interval(browser_context, lab):
     for i in range(7):
         lab.remember(f"paging note {i}", tags="paging")
-    body = json.dumps({"raw": json.dumps({"pageSize": 5, "pollInterval": 1})}).encode()
-    request = urllib.request.Request(
-        f"{lab.url}/lab/api/settings/nbmemory:plugin", data=body, method="PUT",
-        headers={"Authorization": f"token {lab.token}", "Content-Type": "application/json"})
-    urllib.request.urlopen(request, timeout=30).close()
+    put_settings(lab, "nbmemory:plugin", {"pageSize": 5, "pollInterval": 1})
     page = open_lab(browser_context, lab)
     try:
         expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(5)
@@ -276,74 +272,8 @@ def test_settings_page_size_and_poll_interval(browser_context, lab):
         lab.remember("written elsewhere, found by the poll")
         expect(card(page, "written elsewhere, found by the poll")).to_be_visible(timeout=3_000)
     finally:
-        body = json.dumps({"raw": "{}"}).encode()
-        request = urllib.request.Request(
-            f"{lab.url}/lab/api/settings/nbmemory:plugin", data=body, method="PUT",
-            headers={"Authorization": f"token {lab.token}", "Content-Type": "application/json"})
-        urllib.request.urlopen(request, timeout=30).close()
+        put_settings(lab, "nbmemory:plugin", {})
         page.close()
-
-
-def test_screenshots_light_and_dark(browser_context, tmp_path):
-    """Screenshots for the README, on a store of its own so the picture is tidy."""
-    import nbformat
-
-    lab = start_lab(tmp_path)
-    try:
-        lab.remember("`orders.amount` is in **cents** before 2021-03 and in euros after: divide "
-                     "by 100 before summing across the boundary.", tags="orders,units",
-                     priority="high", kind="gotcha")
-        old = lab.remember("The watcher thread starts after acquire_lock().", tags="locks")
-        lab.api(f"notes/{old['id']}/supersede", "POST",
-                {"text": "acquire_lock() must run before touching workspace metadata: the "
-                         "watcher thread races it at startup.", "kind": "finding"})
-        inputs = lab.store.parent / "data"
-        inputs.mkdir()
-        (inputs / "regions.csv").write_text("code,region\nN,north\nS,south\n")
-        lab.remember("Region codes are single letters; the mapping lives in "
-                     "`data/regions.csv`.", tags="regions", kind="reference")
-        (inputs / "regions.csv").write_text("code,region\nN,north\nS,south\nE,east\n")
-        lab.remember("Does the nightly export drop rows with a NULL region?", kind="question",
-                     priority="low", tags="export")
-        notebook = nbformat.v4.new_notebook()
-        notebook.cells = [
-            nbformat.v4.new_markdown_cell("# Orders: revenue by month"),
-            nbformat.v4.new_code_cell("%load_ext nbmemory\n%recall what unit is the order amount in"),
-            nbformat.v4.new_code_cell("orders = pd.read_csv('data/orders.csv')\n"
-                                      "orders.groupby('month').amount.sum() / 100"),
-        ]
-        nbformat.write(notebook, lab.root / "analysis.ipynb")
-        page = open_lab(browser_context, lab)
-        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', "
-                      "{path: 'analysis.ipynb', factory: 'Notebook'})")
-        page.locator(".jp-NotebookPanel .jp-Cell").nth(2).wait_for()
-        page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
-        expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(4)
-        page.locator(f"{PANEL} .nbm-Search").fill("acquire_lock watcher")
-        page.locator(f"{PANEL} .nbm-Search").press("Enter")
-        expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text("recalled for")
-        page.locator(f"{PANEL} .nbm-Search").fill("")
-        page.locator(f"{PANEL} .nbm-Search").press("Enter")
-        expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(4)
-        expect(page.locator(f"{PANEL} .nbm-StaleBadge")).to_have_count(1)
-        widen_sidebar(page, 440)
-        screenshot(page, "panel-light.png")
-        light = page.evaluate("() => getComputedStyle(document.querySelector("
-                              "'#nbmemory-panel .nbm-Note')).backgroundColor")
-        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
-                      "{theme: 'JupyterLab Dark'})")
-        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
-        page.wait_for_function(
-            "light => getComputedStyle(document.querySelector('#nbmemory-panel .nbm-Note'))"
-            ".backgroundColor !== light", arg=light)
-        expect(page.locator("#jupyterlab-splash")).to_have_count(0)
-        screenshot(page, "panel-dark.png")
-        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', "
-                      "{theme: 'JupyterLab Light'})")
-        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
-        page.close()
-    finally:
-        stop_lab(lab)
 
 
 def test_version_mismatch_is_explained(browser_context, lab):

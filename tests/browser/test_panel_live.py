@@ -1,0 +1,173 @@
+"""The panel keeps up with the store: stale flags, the owner's restarts, cold starts, and
+each request sent once (issue 17, items 1, 8 and 9)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.request
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import expect
+
+from nbmemory.config import DEFAULT_MODEL
+from nbmemory.service import owner_info, stop
+
+from .conftest import open_lab, start_lab, stop_lab, wait_for
+from .test_panel import PANEL, card, card_of, refresh
+
+# The poll every second: what it brings shows up in a test without waiting long.
+FAST_POLL = {"nbmemory:plugin": {"pollInterval": 1}}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    instance = start_lab(tmp_path_factory.mktemp("lab"), settings=FAST_POLL)
+    yield instance
+    stop_lab(instance)
+
+
+def test_a_file_change_shows_the_stale_badge_at_the_next_poll(page, lab):
+    """Nothing is written to the store when a file changes under a note: the panel still
+    shows the badge at its next poll, with no refresh and no filter change."""
+    data = lab.store.parent / "inputs"
+    data.mkdir(exist_ok=True)
+    (data / "orders.csv").write_text("id,amount\n1,100\n")
+    note = lab.remember("amounts in inputs/orders.csv are in cents")
+    shown = card_of(page, note)
+    expect(shown).to_be_visible(timeout=10_000)  # the poll brings the note itself
+    expect(shown.locator(".nbm-StaleBadge")).to_have_count(0)
+    (data / "orders.csv").write_text("id,amount,discount\n1,100,0\n")
+    expect(shown.locator(".nbm-StaleBadge")).to_be_visible(timeout=10_000)
+    expect(shown.locator(".nbm-StaleReason")).to_contain_text("inputs/orders.csv")
+    expect(page.locator(f"{PANEL} .nbm-StatusStale")).to_have_text("1 stale")
+    # And back: the file as it was is no longer a change.
+    (data / "orders.csv").write_text("id,amount\n1,100\n")
+    expect(shown.locator(".nbm-StaleBadge")).to_have_count(0, timeout=10_000)
+
+
+def test_the_status_line_follows_the_owner_across_a_restart(page, lab):
+    """After ``nbmemory stop`` the status line says the service is not running (the poll
+    starts none and names no dead pid); the next owner's pid shows once one runs."""
+    status = page.locator(f"{PANEL} .nbm-Status")
+    expect(status).to_contain_text("owner: owner service (pid ")
+    first = owner_info(lab.store)["pid"]
+    expect(status).to_contain_text(f"(pid {first})")
+    assert stop(lab.store)
+    expect(status).to_contain_text("memory service: not running", timeout=10_000)
+    expect(status).not_to_contain_text(f"pid {first}")
+    assert owner_info(lab.store) is None, "the panel's poll must not start an owner"
+    lab.remember("written after the owner stopped")  # the server starts a new owner
+    expect(card(page, "written after the owner stopped")).to_be_visible(timeout=10_000)
+    second = owner_info(lab.store)["pid"]
+    assert second != first
+    expect(status).to_contain_text(f"owner: owner service (pid {second})")
+
+
+def nbmemory_request(url: str) -> str | None:
+    """``notes?kind=question`` for a panel request, without the cache-busting number."""
+    parts = urlsplit(url)
+    if "/nbmemory/" not in parts.path or "/static/" in parts.path:
+        return None
+    query = [q for q in parts.query.split("&") if q and not re.fullmatch(r"\d+", q)]
+    path = parts.path.split("/nbmemory/", 1)[1]
+    return path + ("?" + "&".join(query) if query else "")
+
+
+def wait_for_polls(page, sent: list[str], count: int, timeout: float = 30.0) -> None:
+    """Until ``count`` polls were sent (each wait lets playwright deliver the events)."""
+    deadline = time.monotonic() + timeout
+    while sent.count("status?start=false") < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"no poll (status?start=false) within {timeout:g} s; "
+                                 f"sent: {sent}")
+        try:
+            page.wait_for_event("request", timeout=left * 1000)
+        except PlaywrightTimeout:
+            pass
+
+
+def workspace(lab) -> dict:
+    request = urllib.request.Request(f"{lab.url}/lab/api/workspaces/default",
+                                     headers={"Authorization": f"token {lab.token}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read()).get("data", {})
+
+
+def test_each_request_is_sent_once_at_start_and_on_a_filter_change(browser_context, lab):
+    """JupyterLab restores the panel open, loads the settings and the saved state, shows
+    the panel and starts the poll, all at start: the panel still asks once for each."""
+    lab.remember("counted once", tags="count", kind="question")
+    page = open_lab(browser_context, lab)
+    wait_for(lambda: workspace(lab).get("layout-restorer:data", {}).get("left", {})
+             .get("current") == "nbmemory-panel", what="the layout with the panel open")
+    page.close()
+    sent: list[str] = []
+
+    def watch(page):
+        page.on("request", lambda r: (name := nbmemory_request(r.url)) and sent.append(name))
+
+    page = open_lab(browser_context, lab, reset=False, before=watch)
+    try:
+        expect(card(page, "counted once")).to_be_visible()
+        # The first poll comes a second after the start: whatever the start sends is out.
+        wait_for_polls(page, sent, 1)
+        start = [r for r in sent if r != "status?start=false"]
+        assert sorted(start) == ["notes?offset=0&limit=25", "status", "version"], start
+        sent.clear()
+        page.locator(f"{PANEL} .nbm-KindFilter").select_option("question")
+        expect(page.locator(f"{PANEL} .nbm-Summary")).to_have_text(re.compile(r"^1 note$"))
+        wait_for_polls(page, sent, sent.count("status?start=false") + 1)
+        changed = [r for r in sent if r != "status?start=false"]
+        assert changed == ["notes?kind=question&offset=0&limit=25"], changed
+        page.locator(f"{PANEL} .nbm-KindFilter").select_option("")
+    finally:
+        page.close()
+
+
+RECORD_PHASES = """
+window.__nbmPhases = [];
+new MutationObserver(() => {
+  for (const node of document.querySelectorAll('.nbm-Phase')) {
+    const text = node.textContent.trim();
+    if (window.__nbmPhases[window.__nbmPhases.length - 1] !== text) {
+      window.__nbmPhases.push(text);
+    }
+  }
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+@pytest.mark.model
+def test_cold_start_says_it_starts_the_service_and_loads_the_model(browser_context, tmp_path):
+    """With no owner running and the real model, the first requests are slow (an owner to
+    start, then a model to load): the panel says which, then shows the result."""
+    from nbmemory.memory import Memory
+
+    store = tmp_path / "store"
+    with Memory.open(store, model=DEFAULT_MODEL, mode="local") as memory:
+        memory.remember("orders.amount is in cents before 2021", tags="orders")
+    lab = start_lab(tmp_path, model=DEFAULT_MODEL)  # the server opens the store lazily
+    try:
+        assert owner_info(lab.store) is None
+        page = open_lab(browser_context, lab,
+                        before=lambda p: p.add_init_script(RECORD_PHASES))
+        expect(card(page, "orders.amount is in cents")).to_be_visible(timeout=60_000)
+        assert "Starting the memory service…" in page.evaluate("() => window.__nbmPhases")
+        search = page.locator(f"{PANEL} .nbm-Search")
+        search.fill("which unit is the order total in")
+        search.press("Enter")
+        expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text(
+            "recalled for", timeout=120_000)
+        expect(card(page, "orders.amount is in cents")).to_be_visible()
+        phases = page.evaluate("() => window.__nbmPhases")
+        assert any(p.startswith("Loading the model") for p in phases), phases
+        expect(page.locator(f"{PANEL} .nbm-Phase")).to_have_count(0)
+        page.close()
+    finally:
+        stop_lab(lab)
+        stop(lab.store)

@@ -1,0 +1,168 @@
+"""Writing notes from the UI: "+ New note", "Remember…" on a cell or a selection, the
+shortcut, and the edit box (issue 17, items 3 and 10)."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import start_lab, stop_lab, toast
+from .test_panel import PANEL, card, card_of, close_notebook, refresh
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    instance = start_lab(tmp_path_factory.mktemp("lab"))
+    yield instance
+    stop_lab(instance)
+
+
+def open_notebook(page, lab, name: str, cells) -> nbformat.NotebookNode:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = cells
+    # A kernelspec: Lab starts its kernel instead of asking which one.
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                       "language": "python"}
+    nbformat.write(notebook, lab.root / name)
+    page.evaluate(f"() => window.jupyterapp.commands.execute('docmanager:open', "
+                  f"{{path: '{name}', factory: 'Notebook'}})")
+    page.locator(".jp-NotebookPanel .jp-Cell").nth(len(cells) - 1).wait_for()
+    return notebook
+
+
+def context_menu_item(page, label: str):
+    return page.locator(".lm-Menu .lm-Menu-item", has_text=label)
+
+
+def test_new_note_from_the_panel(page, lab):
+    page.locator(f"{PANEL} .nbm-NewNote").click()
+    form = page.locator(f"{PANEL} .nbm-NewNote-Form")
+    text = form.locator(".nbm-EditText")
+    expect(text).to_be_focused()
+    text.fill("the export job runs at 03:00 UTC, after the warehouse load")
+    form.locator(".nbm-EditKind").select_option("reference")
+    form.locator(".nbm-EditPriority").select_option("high")
+    form.locator(".nbm-EditTags").fill("export, ops")
+    form.locator(".nbm-Save").click()
+    expect(toast(page, "Remembered #")).to_be_visible()
+    expect(form).to_have_count(0)
+    shown = card(page, "the export job runs at 03:00 UTC")
+    expect(shown.locator(".nbm-Kind")).to_have_text("reference")
+    expect(shown.locator(".nbm-Priority")).to_have_text("high")
+    expect(shown.locator(".nbm-Tag")).to_have_text(["export", "ops"])
+    expect(shown.locator(".nbm-Provenance")).to_contain_text("not from a notebook (panel)")
+
+
+def test_new_note_cancels_on_escape_and_refuses_an_empty_text(page, lab):
+    page.locator(f"{PANEL} .nbm-NewNote").click()
+    form = page.locator(f"{PANEL} .nbm-NewNote-Form")
+    form.locator(".nbm-EditText").fill("  \n ")
+    form.locator(".nbm-Save").click()
+    problem = form.locator(".nbm-EditProblem")
+    expect(problem).to_have_text(
+        "The note is empty: write what you found, or press Escape to cancel.")
+    form.locator(".nbm-EditText").press("Escape")
+    expect(form).to_have_count(0)
+
+
+def test_remember_from_a_cells_context_menu_links_back_to_the_cell(page, lab):
+    code = nbformat.v4.new_code_cell("rows = len(orders)\nrows")
+    open_notebook(page, lab, "remember-cell.ipynb",
+                  [nbformat.v4.new_markdown_cell("# Orders"), code])
+    page.locator(".jp-NotebookPanel .jp-Cell").nth(1).click(button="right")
+    context_menu_item(page, "Remember…").click()
+    form = page.locator(f"{PANEL} .nbm-NewNote-Form")
+    expect(form.locator(".nbm-EditWhere")).to_have_text("From remember-cell.ipynb, cell 2")
+    expect(form.locator(".nbm-EditText")).to_have_value("")
+    expect(form.locator(".nbm-EditText")).to_be_focused()
+    page.keyboard.type("orders has one row per order line, not per order")
+    page.keyboard.press("Control+Enter")
+    shown = card(page, "one row per order line")
+    expect(shown.locator(".nbm-SourceLink")).to_have_text("remember-cell.ipynb")
+    note = lab.api(f"notes/{shown.get_attribute('data-note-id')}")[1]["note"]
+    p = note["provenance"]
+    assert p["notebook"] == str((lab.root / "remember-cell.ipynb").resolve())
+    assert p["cell_id"] == code.id and p["cell_source"] == code.source
+    assert p["source"] == "panel" and note["lab_path"] == "remember-cell.ipynb"
+    # The link goes back to that cell.
+    page.locator(".jp-NotebookPanel .jp-Cell").nth(0).click()
+    shown.locator(".nbm-SourceLink").click()
+    expect(page.locator(".jp-NotebookPanel .jp-Cell.jp-mod-active")).to_contain_text(
+        "rows = len(orders)")
+    close_notebook(page)
+
+
+def test_remember_the_selected_text_of_a_cell(page, lab):
+    open_notebook(page, lab, "remember-selection.ipynb", [
+        nbformat.v4.new_markdown_cell("Amounts before 2021 are **in cents**; after, in euros."),
+        nbformat.v4.new_code_cell("x = 1")])
+    rendered = page.locator(".jp-NotebookPanel .jp-MarkdownCell .jp-RenderedMarkdown")
+    rendered.wait_for()
+    page.evaluate("""() => {
+        const strong = document.querySelector('.jp-MarkdownCell .jp-RenderedMarkdown strong');
+        window.getSelection().selectAllChildren(strong);
+    }""")
+    rendered.locator("strong").click(button="right")
+    context_menu_item(page, "Remember Selection…").click()
+    form = page.locator(f"{PANEL} .nbm-NewNote-Form")
+    expect(form.locator(".nbm-EditText")).to_have_value("in cents")
+    expect(form.locator(".nbm-EditWhere")).to_have_text("From remember-selection.ipynb, cell 1")
+    form.locator(".nbm-Cancel").click()
+    expect(form).to_have_count(0)
+    close_notebook(page)
+
+
+def test_remember_has_a_keyboard_shortcut(page, lab):
+    open_notebook(page, lab, "remember-shortcut.ipynb", [
+        nbformat.v4.new_markdown_cell("The nightly load finishes at 02:40."),
+        nbformat.v4.new_code_cell("load_time()")])
+    page.locator(".jp-NotebookPanel .jp-Cell").nth(1).locator(".jp-InputPrompt").click()
+    expect(page.locator(".jp-NotebookPanel .jp-Cell.jp-mod-active")).to_contain_text(
+        "load_time()")
+    page.keyboard.press("Control+Alt+R")
+    form = page.locator(f"{PANEL} .nbm-NewNote-Form")
+    expect(form.locator(".nbm-EditWhere")).to_have_text("From remember-shortcut.ipynb, cell 2")
+    form.locator(".nbm-EditText").press("Escape")
+    expect(form).to_have_count(0)
+    close_notebook(page)
+
+
+def test_edit_box_is_roomy_changes_the_kind_and_cancels_on_escape(page, lab):
+    note = lab.remember("the retry limit is 3", kind="finding", tags="config")
+    refresh(page)
+    shown = card_of(page, note)
+    shown.locator(".nbm-Edit").click()
+    text = shown.locator(".nbm-EditText")
+    expect(text).to_be_focused()
+    assert text.bounding_box()["height"] >= 100, "at least about six lines"
+    fonts = page.evaluate("() => [getComputedStyle(document.querySelector("
+                          "'#nbmemory-panel .nbm-EditText')).fontFamily, getComputedStyle("
+                          "document.body).getPropertyValue('--jp-code-font-family')]")
+    assert fonts[0].strip() != fonts[1].strip(), "note text is prose, not code"
+    text.fill("the retry limit is 3, then a 30 s back-off")
+    text.press("Escape")
+    expect(shown.locator(".nbm-Editor")).to_have_count(0)
+    expect(shown.locator(".nbm-NoteText")).to_have_text("the retry limit is 3")
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["version"] == 1
+    shown.locator(".nbm-Edit").click()
+    shown.locator(".nbm-EditKind").select_option("gotcha")
+    shown.locator(".nbm-Save").click()
+    edited = card_of(page, note)
+    expect(edited.locator(".nbm-Kind")).to_have_text("gotcha")
+    expect(edited.locator(".nbm-Version")).to_have_text("v2")
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["kind"] == "gotcha"
+
+
+def test_an_empty_edit_says_so_plainly(page, lab):
+    note = lab.remember("an edit that will be refused")
+    refresh(page)
+    shown = card_of(page, note)
+    shown.locator(".nbm-Edit").click()
+    shown.locator(".nbm-EditText").fill("")
+    shown.locator(".nbm-Save").click()
+    problem = shown.locator(".nbm-EditProblem")
+    expect(problem).to_have_text(
+        "The note is empty: write what you found, or press Escape to cancel.")
+    assert "%remember" not in problem.inner_text()
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["version"] == 1
