@@ -126,6 +126,28 @@ class Export:
         return self.rows.get(name, [])
 
 
+MAX_LINE = 16 << 20  # characters: the longest line (one row) an export can hold
+
+
+def _lines(handle, path: Path):
+    """The file's lines, each read with a bound: a 2 GB file with no newline must not be
+    read into memory whole before it is refused."""
+    number = 0
+    while True:
+        try:
+            line = handle.readline(MAX_LINE + 1)
+        except UnicodeDecodeError:
+            raise InvalidInput(f"{path} is not UTF-8 text: not an nbmemory export. "
+                               "Nothing was imported.") from None
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE:
+            raise InvalidInput(f"{path} line {number} is longer than {MAX_LINE:,} characters: "
+                               "not an nbmemory export, or damaged. Nothing was imported.")
+        yield line
+
+
 def read_export(path: str | Path) -> Export:
     """Parse and check a whole export file; raises InvalidInput before any write."""
     path = Path(path)
@@ -133,11 +155,11 @@ def read_export(path: str | Path) -> Export:
         raise InvalidInput(f"No file {path}; give the path of a file made by nbmemory export.")
     export: Export | None = None
     end = None
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
+    with open(path, encoding="utf-8", errors="strict") as handle:
+        for number, line in enumerate(_lines(handle, path), 1):
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 raise InvalidInput(f"{path} line {number} is not JSON: this is not an nbmemory "
                                    "export, or the file is damaged. Nothing was imported.") from None
             if export is None:

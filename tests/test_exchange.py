@@ -419,3 +419,46 @@ def test_an_export_never_replaces_a_device_or_a_fifo_and_leaves_no_partial_copy(
     assert not (tmp_path / "all.jsonl.partial").exists() and not (tmp_path / "all.jsonl").exists()
     memory.export_jsonl(tmp_path / "all.jsonl")
     assert oct(os.stat(tmp_path / "all.jsonl").st_mode & 0o777) == "0o600"
+
+
+def test_a_huge_line_or_binary_file_is_refused_without_reading_it_whole(memory, tmp_path, monkeypatch):
+    from nbmemory import exchange
+
+    monkeypatch.setattr(exchange, "MAX_LINE", 1000)
+    long_line = tmp_path / "one-line.jsonl"
+    long_line.write_text("x" * 5000)  # no newline at all
+    with pytest.raises(InvalidInput, match=r"line 1 is longer than 1,000 characters"):
+        memory.import_jsonl(long_line)
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(InvalidInput, match="is not UTF-8 text: not an nbmemory export"):
+        memory.import_jsonl(binary)
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 200_000 + "\n")
+    monkeypatch.setattr(exchange, "MAX_LINE", 1 << 20)
+    with pytest.raises(InvalidInput, match="line 1 is not JSON"):
+        memory.import_jsonl(deep)
+    assert memory.status()["journal_position"] == 0
+
+
+def test_an_import_resumed_after_a_crash_counts_every_text_it_embedded(tmp_path):
+    from nbmemory.embed import HashEmbedder
+
+    with Memory.open(tmp_path / "source", embedder=HashEmbedder(64, name="other")) as source:
+        source.remember_many([{"text": f"finding {i} about module m{i % 9}"} for i in range(600)])
+        source.export_jsonl(tmp_path / "all.jsonl")
+    with Memory.open(tmp_path / "store", embedder=HashEmbedder()) as mem:
+        mem.remember("a note that was there before")
+        calls = []
+
+        def crash_after_the_first_chunk(done, total):
+            calls.append(done)
+            if len(calls) == 1:
+                raise KeyboardInterrupt  # as if the owner died while embedding
+
+        with pytest.raises(KeyboardInterrupt):
+            mem.import_jsonl(tmp_path / "all.jsonl", request_id="import-1",
+                             progress=crash_after_the_first_chunk)
+        summary = mem.import_jsonl(tmp_path / "all.jsonl", request_id="import-1")
+        assert (summary["added"], summary["embedded"]) == (600, 600)
+        assert mem.status()["vectors"] == 601

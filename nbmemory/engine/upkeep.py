@@ -84,26 +84,38 @@ class Upkeep(Part):
                     f"{path} has a row this store cannot take ({type(exc).__name__}: {exc}). "
                     "The file is damaged or was edited by hand; export it again. "
                     "Nothing was imported.") from exc
-            embedded = self.embed_missing(progress)
-            self.engine.open_indexes(progress, rebuild=True)
-            result = {**summary, "embedded": embedded}
-            if request_id:
-                self.store.record_request(request_id, result)
-            return result
+            return self._embed_imported(summary, request_id, progress)
 
     def _import_done(self, request_id: str | None,
                      progress: Progress | None) -> dict[str, int] | None:
         """The summary of an import ``request_id`` already committed, or None."""
         done = self.store.request_result(request_id) if request_id else None
         if done is not None and "embedded" not in done:  # it stopped before embedding
-            embedded = self.embed_missing(progress)
-            self.engine.open_indexes(progress, rebuild=True)
-            done = {**done, "embedded": embedded}
-            self.store.record_request(request_id, done)
+            done = self._embed_imported(done, request_id, progress)
         return done
 
-    def embed_missing(self, progress: Progress | None = None) -> int:
-        """Embed every kept text that has no vector for the configured model."""
+    def _embed_imported(self, summary: dict, request_id: str | None,
+                        progress: Progress | None) -> dict[str, int]:
+        """Embed what an import brought without vectors, then rebuild the indexes. The
+        count so far commits with each chunk, so an import resumed after a crash says how
+        many texts it embedded in all, not only after the crash."""
+        before = summary.pop("embedding", 0)
+
+        def counted(n: int) -> None:
+            if request_id:
+                self.store.record_request(request_id, {**summary, "embedding": before + n})
+
+        embedded = before + self.embed_missing(progress, on_chunk=counted)
+        self.engine.open_indexes(progress, rebuild=True)
+        result = {**summary, "embedded": embedded}
+        if request_id:
+            self.store.record_request(request_id, result)
+        return result
+
+    def embed_missing(self, progress: Progress | None = None, *, on_chunk=None) -> int:
+        """Embed every kept text that has no vector for the configured model (vectors are
+        data derived from texts: no event). ``on_chunk(done)`` runs in each chunk's
+        transaction."""
         todo = self.store.texts_missing_embedding(self.engine.embedder.name)
         for start in range(0, len(todo), BULK_CHUNK):
             chunk = todo[start:start + BULK_CHUNK]
@@ -111,6 +123,8 @@ class Upkeep(Part):
             with self.store.transaction():
                 self.store.put_embeddings(self.engine.embedder.name,
                                           [(h, v) for (h, _), v in zip(chunk, vectors)])
+                if on_chunk:
+                    on_chunk(start + len(chunk))
             if progress:
                 progress(min(start + BULK_CHUNK, len(todo)), len(todo))
         if todo and not self.engine.stored_identity:
