@@ -146,7 +146,8 @@ def test_the_panel_cell_names_the_real_command():
     index = ROOT / "labextension" / "src" / "index.ts"
     if not index.exists():
         pytest.skip("the JupyterLab panel (labextension/) is not in this checkout")
-    assert f"label: '{quoted}'" in index.read_text()
+    # the label is translatable: label: trans.__('...')
+    assert re.search(rf"label: (trans\.__\()?'{re.escape(quoted)}'", index.read_text())
 
 
 # -- executed -----------------------------------------------------------------------------
