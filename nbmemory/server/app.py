@@ -19,12 +19,11 @@ from traitlets import Unicode
 from .. import __version__
 from ..config import DEFAULT_MODEL, StoreLocation, locate_store
 from ..memory import Memory
+from .shared import HOST_KEY
 
 OWNER_MODE = "in-process"
 # How Memory.status() names its mode, as the panel's status line shows it.
 OWNER_NAMES = {"local": "in-process", "service": "owner service"}
-# web_app.settings key of the MemoryHost (``settings["nbmemory"]`` is the ExtensionApp itself).
-HOST_KEY = "nbmemory_host"
 # Operations that need the embedding model: the first one after an owner starts waits for it.
 EMBEDS = frozenset({"recall", "remember", "supersede", "edit"})
 

@@ -22,16 +22,14 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 
 from .. import __version__
-from .app import HOST_KEY
 from ..errors import (Conflict, InvalidInput, ModelUnavailable, NbMemoryError, NotFound,
                       StoreUnavailable)
 from ..models import Note, Provenance
 from ..syntax import REST, message as render_message
+from .shared import HOST_KEY, MAX_PAGE, NAMESPACE
 
-NAMESPACE = "nbmemory"
 STATUS_FOR = ((InvalidInput, 400), (NotFound, 404), (Conflict, 409),
               (StoreUnavailable, 503), (ModelUnavailable, 503))
-MAX_PAGE = 500
 # jupyter_server's made-up user for a shared token: a uuid4 hex id named "Anonymous <moon>".
 ANONYMOUS_ID = re.compile(r"[0-9a-f]{32}")
 # What the panel may say about where a note written in it comes from.
