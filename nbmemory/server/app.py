@@ -159,7 +159,7 @@ class NbMemoryExtension(ExtensionApp):
         self.log.info("nbmemory %s: store %s", __version__, location)
 
     def initialize_handlers(self) -> None:
-        from .handlers import routes
+        from .routes import routes
 
         self.handlers.extend(routes())
 

@@ -1,0 +1,70 @@
+"""Where a note written in the panel comes from: the ``provenance`` the panel sends,
+checked, and the provenance recorded (git state, the user, the notebook's cell)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidInput
+from ..models import Provenance
+
+# What the panel may say about where a note written in it comes from.
+PROVENANCE_FIELDS = ("notebook", "cell_id", "execution_count", "cell_source")
+
+
+def provenance_fields(value: Any, root: str | None) -> dict[str, Any]:
+    """Check the ``provenance`` the panel sends: a notebook under the server root (as
+    JupyterLab names it), the cell's id, execution count and source."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInput("Field 'provenance' must be an object such as "
+                           '{"notebook": "analysis.ipynb", "cell_id": "..."}.')
+    unknown = sorted(set(value) - set(PROVENANCE_FIELDS))
+    if unknown:
+        raise InvalidInput(f"Unknown provenance field(s) {', '.join(unknown)}; allowed: "
+                           f"{', '.join(PROVENANCE_FIELDS)}.")
+    for name in ("notebook", "cell_id", "cell_source"):
+        if value.get(name) is not None and not isinstance(value[name], str):
+            raise InvalidInput(f"Provenance field {name!r} must be a string.")
+    count = value.get("execution_count")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+        raise InvalidInput("Provenance field 'execution_count' must be a whole number.")
+    fields = {k: v for k, v in value.items() if v not in (None, "")}
+    if "notebook" in fields:
+        fields["notebook"] = server_path(fields["notebook"], root)
+    elif "cell_id" in fields or "cell_source" in fields:
+        raise InvalidInput("Provenance names a cell but not its notebook; add 'notebook'.")
+    return fields
+
+
+def server_path(lab: str, root: str | None) -> str:
+    """The absolute path of ``lab`` (a path JupyterLab shows), refused outside the root."""
+    base = Path(root or os.getcwd()).expanduser().resolve()
+    relative = Path(lab)
+    path = (base / relative).resolve()
+    if relative.is_absolute() or not path.is_relative_to(base):
+        raise InvalidInput(f"The notebook {lab!r} is not under the Jupyter server's root "
+                           "directory; give its path as JupyterLab shows it.")
+    return str(path)
+
+
+def panel_provenance(where: dict[str, Any], author: str | None, root: str | None) -> Provenance:
+    """Provenance of a note written in the panel: git state of the notebook's folder
+    (or the server root), the user, and the notebook cell when the panel names one."""
+    from ..provenance import MAX_SOURCE, capture, source_hash
+
+    notebook = where.get("notebook")
+    root = root or os.getcwd()
+    cwd = Path(notebook).parent if notebook else Path(root).expanduser()
+    fields = capture(None, cwd=cwd if cwd.is_dir() else root, source="panel").to_dict()
+    fields.update({k: v for k, v in where.items() if k != "cell_source"})
+    source = where.get("cell_source")
+    if source and source.strip():
+        fields["cell_hash"] = source_hash(source)
+        fields["cell_source"] = source[:MAX_SOURCE]
+    if author:
+        fields["author"] = author
+    return Provenance.from_dict(fields)

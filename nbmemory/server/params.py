@@ -1,0 +1,91 @@
+"""Reading a request: the JSON body (known fields only, typed) and query parameters.
+
+Bad input is an ``InvalidInput`` (a 400 whose message says what to send instead); the
+store is never reached with it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import InvalidInput
+
+STRING_FIELDS = ("text", "kind", "priority", "name", "message", "query")
+
+
+class RequestParsing:
+    """Mixed into the base handler (a tornado ``RequestHandler``)."""
+
+    def body(self, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The JSON object in the body, with only ``allowed`` keys and all ``required`` ones."""
+        raw = self.request.body or b"{}"
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidInput("The request body is not valid JSON; send a JSON object such "
+                               'as {"text": "..."}.') from None
+        if not isinstance(data, dict):
+            raise InvalidInput("The request body must be a JSON object, not "
+                               f"{type(data).__name__}.")
+        unknown = sorted(set(data) - set(allowed))
+        if unknown:
+            raise InvalidInput(f"Unknown field(s) {', '.join(unknown)}; allowed: "
+                               f"{', '.join(allowed) or 'none'}.")
+        absent = [name for name in required if data.get(name) in (None, "")]
+        if absent:
+            raise InvalidInput(f"Missing field(s) {', '.join(absent)}.")
+        for name in STRING_FIELDS:
+            if name in data and data[name] is not None and not isinstance(data[name], str):
+                raise InvalidInput(f"Field {name!r} must be a string.")
+        tags = data.get("tags")
+        if tags is not None and not isinstance(tags, str):  # a string is comma-separated
+            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+                raise InvalidInput("Field 'tags' must be a list of strings or a "
+                                   "comma-separated string.")
+        return data
+
+    def arg(self, name: str, default: str | None = None) -> str | None:
+        value = self.get_query_argument(name, default)
+        return value if value not in ("",) else default
+
+    def flag(self, name: str, default: bool) -> bool:
+        """A yes/no query parameter: 1/true/yes, 0/false/no."""
+        value = (self.arg(name) or "").lower()
+        if default:
+            return value not in ("0", "false", "no")
+        return value in ("1", "true", "yes")
+
+    def int_arg(self, name: str, default: int, low: int = 0, high: int | None = None) -> int:
+        value = self.arg(name)
+        if value is None:
+            return default
+        try:
+            number = int(value)
+        except ValueError:
+            raise InvalidInput(f"Query parameter {name} must be a whole number, got {value!r}.") from None
+        if number < low or (high is not None and number > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise InvalidInput(f"Query parameter {name} must be {bound}, got {number}.")
+        return number
+
+    def float_arg(self, name: str) -> float | None:
+        value = self.arg(name)
+        if value is None:
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            raise InvalidInput(f"Query parameter {name} must be a number, got {value!r}.") from None
+
+    def time_arg(self, name: str) -> datetime | None:
+        value = self.arg(name)
+        if value is None:
+            return None
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidInput(f"Query parameter {name} must be an ISO date or time, "
+                               f"e.g. 2026-01-31, got {value!r}.") from None
+        return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
