@@ -7,11 +7,17 @@ and build :class:`Settings`; everything below receives them.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import StoreUnavailable
+
 STORE_DIRNAME = ".nbmemory"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# Mode bits and uids mean nothing on Windows (a directory reports 0o777 there): the
+# checks that rely on them apply where they exist.
+POSIX_PERMISSIONS = os.name != "nt"
 
 
 @dataclass(frozen=True)
@@ -42,12 +48,58 @@ def locate_store(explicit: str | os.PathLike | None = None, *, cwd: Path | None 
                              "from NBMEMORY_HOME")
     for directory in (cwd, *cwd.parents):
         if (directory / STORE_DIRNAME).is_dir():
-            return StoreLocation(directory / STORE_DIRNAME,
-                                 f"nearest {STORE_DIRNAME}/ above {cwd}")
+            found = directory / STORE_DIRNAME
+            problem = foreign(found)
+            if problem:  # e.g. one planted in /tmp by another user
+                mine = (f" If it is yours, make it private: chmod 700 {found}"
+                        if "writable" in problem else "")
+                raise StoreUnavailable(
+                    f"Found the store {found} above {cwd}, but {problem}: another user may "
+                    f"have put it there, so nbmemory will not use it. Remove it if it is not "
+                    f"yours, or name your own store with --store DIR or NBMEMORY_HOME "
+                    f"(%config NbMemory.store in a notebook).{mine}")
+            return StoreLocation(found, f"nearest {STORE_DIRNAME}/ above {cwd}")
     root = find_git_root(cwd)
     if root is not None:
         return StoreLocation(root / STORE_DIRNAME, f"git root of {cwd}")
     return StoreLocation(cwd / STORE_DIRNAME, "working directory (no git repository)")
+
+
+def directory_problem(info: os.stat_result) -> str | None:
+    """Why a store directory with this ``lstat`` must not be used, as the end of a sentence
+    ("it belongs to another user (uid 1001)"), or None. POSIX only.
+
+    Another user must not own it, nor be able to write in it: sticky or not, they could
+    plant a link named ``owner.lock`` or ``owner.log`` where this process would follow it,
+    or read what it writes.
+    """
+    if not POSIX_PERMISSIONS:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a directory"
+    if info.st_uid != os.getuid():
+        return f"it belongs to another user (uid {info.st_uid})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = "every user" if info.st_mode & stat.S_IWOTH else "its group"
+        sticky = "; the sticky bit does not make that safe" if info.st_mode & stat.S_ISVTX else ""
+        return f"it is writable by {who} (mode {stat.S_IMODE(info.st_mode):o}{sticky})"
+    return None
+
+
+def foreign(found: Path) -> str | None:
+    """Why ``found`` (a store found above the working directory) is not this user's own, or
+    None: the entry itself (it may be a link someone else made) and what it leads to."""
+    try:
+        entry = os.lstat(found)
+        if stat.S_ISLNK(entry.st_mode):
+            if POSIX_PERMISSIONS and entry.st_uid != os.getuid():
+                return f"it is a symbolic link made by another user (uid {entry.st_uid})"
+            entry = os.stat(found)
+    except OSError:
+        return None
+    return directory_problem(entry)
 
 
 def configured_model(explicit: str | None = None, *, environ: dict | None = None) -> str:

@@ -16,19 +16,25 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from functools import lru_cache
 from pathlib import Path
 
-from .config import find_git_root
+from .config import POSIX_PERMISSIONS, directory_problem, find_git_root
 from .errors import StoreLocked, StoreUnavailable
 
 LOCK_FILENAME = "owner.lock"
 # Where the Windows lock byte lies: past any pid, inside a 32-bit offset.
 WINDOWS_LOCK_OFFSET = 1 << 30
-# Mode bits and uids mean nothing on Windows (a directory reports 0o777 there): the
-# checks that rely on them apply where they exist.
-POSIX_PERMISSIONS = os.name != "nt"
+# Files nbmemory creates in a store directory are never reached through a symbolic link:
+# a link planted there could make this process (maybe root) truncate or append to a file
+# elsewhere. Windows has no O_NOFOLLOW (links there need a privilege): checked by lstat.
+O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+PRIVATE = 0o600
+# The files nbmemory keeps in a store directory (and their temporary names): only these
+# are made private, never whatever else a user keeps next to them.
+STORE_FILE = re.compile(r"\.?(memory|vectors|owner|spawn)\..*|\.gitignore")
 
 
 @lru_cache(maxsize=None)
@@ -88,10 +94,86 @@ def unlock(fd: int) -> None:
     module.locking(fd, module.LK_UNLCK, 1)
 
 
+def open_private(path: str | os.PathLike, flags: int, mode: int = PRIVATE) -> int:
+    """``os.open`` that never follows a symbolic link at ``path``; a file it creates is
+    ``mode`` (0600). A link there raises StoreUnavailable saying what to remove."""
+    if not O_NOFOLLOW and os.path.islink(path):
+        raise _planted(path)
+    try:
+        return os.open(path, flags | O_NOFOLLOW, mode)
+    except OSError as exc:  # ELOOP on Linux and macOS, EMLINK on FreeBSD
+        if exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
+            raise _planted(path) from None
+        raise
+
+
+def _planted(path) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"{path} is a symbolic link; nbmemory never follows links in a store directory "
+        f"(someone may have planted it to make this process write elsewhere). Remove it "
+        f"(rm {path}) and check who can write to {Path(path).parent}.")
+
+
+def read_private(path: str | os.PathLike, limit: int = 1 << 20) -> bytes:
+    """The first ``limit`` bytes of ``path``, not followed if it is a link."""
+    fd = open_private(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(limit)
+
+
+def check_store_directory(directory: Path) -> None:
+    """Refuse a store directory that another user owns or can write to (sticky or not).
+
+    POSIX only: on Windows the directory's ACL (a user profile is private) protects it."""
+    try:
+        info = os.lstat(directory)
+    except FileNotFoundError:
+        return
+    problem = directory_problem(info)
+    if problem is None:
+        return
+    if "another user" in problem:
+        fix = ("Use a store of your own: pass --store DIR or set NBMEMORY_HOME (or, if the "
+               f"directory is yours, give it back to yourself: chown -R {os.getuid()} "
+               f"{directory}).")
+    elif "writable" in problem:
+        fix = f"Restrict it with: chmod 700 {directory}"
+    else:
+        fix = "Point nbmemory at a real directory of your own (--store DIR or NBMEMORY_HOME)."
+    raise StoreUnavailable(f"The store directory {directory} cannot be used safely: {problem}, "
+                           f"so another user could read what nbmemory writes there or plant "
+                           f"links in it. {fix}")
+
+
+def make_private(directory: Path) -> None:
+    """The store directory 0700 and this user's files in it 0600 (POSIX).
+
+    The directory's mode is what keeps other users out; the files' modes keep them out
+    too when the directory is later opened up or copied. Only nbmemory's own files
+    (:data:`STORE_FILE`) are touched; links and other users' files are left alone
+    (check_store_directory refused a directory they could write to)."""
+    if not POSIX_PERMISSIONS:
+        return
+    info = os.lstat(directory)
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and info.st_mode & 0o077:
+        os.chmod(directory, 0o700)
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            try:
+                if not (STORE_FILE.fullmatch(entry.name)
+                        and entry.is_file(follow_symlinks=False)):
+                    continue
+                mode = entry.stat(follow_symlinks=False)
+                if mode.st_uid == os.getuid() and mode.st_mode & 0o077:
+                    os.chmod(entry.path, stat.S_IMODE(mode.st_mode) & 0o700)
+            except FileNotFoundError:  # removed meanwhile (a temporary file)
+                continue
+
+
 def held_elsewhere(path: Path) -> bool:
     """True while some process holds the lock on ``path`` (probed, not kept)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_private(path, os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:
@@ -109,23 +191,23 @@ def world_writable(mode: int) -> bool:
 
 
 def prepare_directory(directory: Path) -> None:
-    """Create the store directory (owner-only) and keep it out of git."""
-    created = not directory.exists()
+    """Create the store directory (owner-only), refuse one other users could write to or
+    that is theirs, make it and its files private, and keep it out of git."""
+    created = not os.path.lexists(directory)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if world_writable(directory.stat().st_mode):
-        raise StoreUnavailable(
-            f"The store directory {directory} is writable by every user; refusing to use it. "
-            f"Restrict it with: chmod 700 {directory}"
-        )
+    check_store_directory(directory)
+    make_private(directory)
     if created and find_git_root(directory.parent) is not None:
-        (directory / ".gitignore").write_text("# nbmemory's store: never commit it\n*\n")
+        fd = open_private(directory / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with os.fdopen(fd, "w") as handle:
+            handle.write("# nbmemory's store: never commit it\n*\n")
 
 
 def read_owner_pid(directory: Path) -> int | None:
     try:
-        with open(Path(directory) / LOCK_FILENAME, "rb") as handle:
-            return int(handle.read(32).split(b"\n")[0].strip() or 0) or None
-    except (OSError, ValueError):
+        return int(read_private(Path(directory) / LOCK_FILENAME, 32)
+                   .split(b"\n")[0].strip() or 0) or None
+    except (OSError, ValueError, StoreUnavailable):
         return None
 
 
@@ -141,7 +223,7 @@ class OwnerLock:
         return self._fd is not None
 
     def try_acquire(self) -> bool:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
         try:
             if not try_lock(fd):
                 os.close(fd)
@@ -165,9 +247,25 @@ class OwnerLock:
                 pid=pid,
             )
 
+    def intact(self) -> bool:
+        """True while ``owner.lock`` on disk is still the file this process locked: False
+        once it (or the store directory) was removed or replaced, when another process
+        could take a lock of its own there."""
+        if self._fd is None:
+            return False
+        try:
+            here, mine = os.lstat(self.path), os.fstat(self._fd)
+        except OSError:
+            return False
+        return (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino)
+
     def release(self) -> None:
         if self._fd is not None:
             try:
+                try:  # files the engine created meanwhile (a WAL, an index) become 0600
+                    make_private(self.path.parent)
+                except OSError:
+                    pass
                 unlock(self._fd)
             finally:
                 os.close(self._fd)

@@ -431,12 +431,12 @@ def test_owner_files_are_private(mem, store, transport):
 def test_world_writable_store_directory_is_refused(store, mode):
     store.mkdir()
     store.chmod(mode)
-    with pytest.raises(StoreUnavailable, match=rf"{store} is writable by every user.*"
-                                               rf"chmod 700 {store}"):
+    with pytest.raises(StoreUnavailable, match=rf"{store} cannot be used safely: it is "
+                                               rf"writable by every user.*chmod 700 {store}"):
         Memory.open(store, model=HASH, mode="service")
     result = python("from nbmemory.service.__main__ import main; raise SystemExit(main())",
                     "--store", store, check=False)
-    assert result.returncode == 2 and "is writable by every user" in result.stderr
+    assert result.returncode == 2 and "it is writable by every user" in result.stderr
     assert not (store / "owner.sock").exists() and not lock_held(store)
     assert not (store / "owner.error.json").exists()  # nothing written where others write
 

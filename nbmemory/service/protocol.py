@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import time
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput, StoreUnavailable
-from ..lock import LOCK_FILENAME, POSIX_PERMISSIONS, held_elsewhere, read_owner_pid
+from ..lock import (LOCK_FILENAME, POSIX_PERMISSIONS, check_store_directory, held_elsewhere,
+                    open_private, read_owner_pid, read_private)
 
 PROTOCOL = 1
 INFO_NAME = "owner.json"
@@ -29,6 +29,7 @@ EXIT_LOCKED = 3
 HEADER_VERSION = "X-NbMemory-Version"
 HEADER_PROTOCOL = "X-NbMemory-Protocol"
 HEADER_MODEL = "X-NbMemory-Model"
+HEADER_CLIENT = "X-NbMemory-Client"  # one id per client (a Memory) in one process
 
 STATUS_BY_ERROR = {
     "InvalidInput": 400,
@@ -66,26 +67,8 @@ def same_model(a: str | None, b: str | None) -> bool:
 
 
 def check_private_directory(directory: Path) -> None:
-    """Refuse a store directory other users could write to or that belongs to someone else.
-
-    POSIX only: on Windows the directory's ACL (a user profile is private) protects it."""
-    if not POSIX_PERMISSIONS:
-        return
-    try:
-        info = directory.stat()
-    except FileNotFoundError:
-        return
-    if info.st_mode & stat.S_IWOTH:
-        raise StoreUnavailable(
-            f"The store directory {directory} is writable by every user, so another user "
-            f"could impersonate its owner process; refusing to use it. "
-            f"Restrict it with: chmod 700 {directory}"
-        )
-    if info.st_uid != os.getuid():
-        raise StoreUnavailable(
-            f"The store directory {directory} belongs to another user (uid {info.st_uid}); "
-            "refusing to serve it. Use a store of your own (set NBMEMORY_HOME)."
-        )
+    """Refuse a store directory another user owns or can write to (sticky or not)."""
+    check_store_directory(directory)
 
 
 def lock_held(directory: Path) -> bool:
@@ -102,26 +85,48 @@ def lock_holder(directory: Path) -> int | None:
 
 def read_info(directory: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((directory / INFO_NAME).read_text())
-    except (OSError, ValueError):
+        info = json.loads(read_private(directory / INFO_NAME))
+    except (OSError, ValueError, StoreUnavailable):
         return None
+    return info if isinstance(info, dict) else None
 
 
 def write_info(directory: Path, info: dict[str, Any], name: str = INFO_NAME) -> None:
-    """Write ``owner.json`` atomically (only the lock holder calls this)."""
+    """Write ``owner.json`` atomically (only the lock holder calls this).
+
+    The temporary file is created afresh (O_EXCL, no link followed) and removed again when
+    the write fails (a full disk), so none is left behind."""
     path = directory / name
     tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(info, handle)
-    for attempt in range(50):
+    tmp.unlink(missing_ok=True)  # our own, from a write that was interrupted
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(info, handle)
+        for attempt in range(50):
+            try:
+                os.replace(tmp, path)
+                return
+            except PermissionError:  # Windows: a client is reading the old file right now
+                if POSIX_PERMISSIONS or attempt == 49:
+                    raise
+                time.sleep(0.01)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def remove_leftovers(directory: Path) -> list[str]:
+    """Remove the temporary files of owners that died while writing ``owner.json``,
+    ``owner.key`` or ``owner.error.json`` (only the lock holder calls this). Their names."""
+    removed = []
+    for path in directory.glob(".owner.*.tmp"):
         try:
-            os.replace(tmp, path)
-            return
-        except PermissionError:  # Windows: a client is reading the old file right now
-            if POSIX_PERMISSIONS or attempt == 49:
-                raise
-            time.sleep(0.01)
+            path.unlink()
+            removed.append(path.name)
+        except OSError:
+            pass
+    return removed
 
 
 def record_start_error(directory: Path, exc: BaseException) -> None:
@@ -143,8 +148,8 @@ def read_start_error(directory: Path, pid: int) -> dict[str, Any] | None:
     try:
         if POSIX_PERMISSIONS and path.stat().st_uid != os.getuid():
             return None
-        error = json.loads(path.read_text())
-    except (OSError, ValueError):
+        error = json.loads(read_private(path))
+    except (OSError, ValueError, StoreUnavailable):
         return None
     if not isinstance(error, dict) or error.get("pid") != pid:
         return None

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput, StoreUnavailable
-from ..lock import POSIX_PERMISSIONS
+from ..lock import POSIX_PERMISSIONS, open_private, read_private
 from .protocol import lock_holder, read_info
 
 TRANSPORT_ENV = "NBMEMORY_TRANSPORT"
@@ -188,12 +188,17 @@ def write_secret(directory: Path, secret: str) -> None:
     """``owner.key``, readable by its owner only, replaced atomically."""
     path = directory / SECRET_NAME
     tmp = path.with_name(f".{SECRET_NAME}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secret + "\n")
-    if not POSIX_PERMISSIONS:
-        restrict_to_user(tmp)
-    os.replace(tmp, path)
+    tmp.unlink(missing_ok=True)
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secret + "\n")
+        if not POSIX_PERMISSIONS:
+            restrict_to_user(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def restrict_to_user(path: Path) -> None:
@@ -212,8 +217,8 @@ def read_secret(directory: Path) -> str | None:
     try:
         if POSIX_PERMISSIONS and path.stat().st_uid != os.getuid():
             return None
-        return path.read_text().strip() or None
-    except OSError:
+        return read_private(path, 4096).decode().strip() or None
+    except (OSError, ValueError, StoreUnavailable):
         return None
 
 
