@@ -21,8 +21,12 @@ def serve(store, **options) -> None:
 
 
 def __getattr__(name):
-    if name in ("ServiceBackend", "owner_info", "stop"):
+    if name == "ServiceBackend":
         from . import client
 
-        return getattr(client, name)
+        return client.ServiceBackend
+    if name in ("owner_info", "stop"):
+        from . import control
+
+        return getattr(control, name)
     raise AttributeError(f"module 'nbmemory.service' has no attribute {name!r}")

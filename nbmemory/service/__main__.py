@@ -10,6 +10,18 @@ import traceback
 from .protocol import (DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, IDLE_TIMEOUT_ENV, default_idle_timeout,
                        record_start_error)
 
+# Tests only: while the file this names exists, the owner holds every call before
+# computing it, as if its model were still loading (tests/test_reliability.py).
+HOLD_ENV = "NBMEMORY_TEST_HOLD"
+
+
+def say(message: str) -> None:
+    """A line on stderr (owner.log) that cannot fail: the disk may be full."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -31,23 +43,30 @@ def main(argv: list[str] | None = None) -> int:
                              "platform can check a socket's peer")
     args = parser.parse_args(argv)
 
+    import os
+
     from ..config import locate_store
     from ..errors import NbMemoryError, StoreLocked
     from .owner import serve
 
-    store = locate_store(args.store).path
+    try:
+        store = locate_store(args.store).path
+    except NbMemoryError as exc:  # a store found above the working directory, refused
+        say(f"nbmemory: {exc}")
+        return 2
     try:
         idle = default_idle_timeout() if args.idle_timeout is None else args.idle_timeout
-        serve(store, model=args.model, idle_timeout=idle, transport=args.transport)
+        serve(store, model=args.model, idle_timeout=idle, transport=args.transport,
+              hold=os.environ.get(HOLD_ENV) or None)
     except StoreLocked as exc:
-        print(f"nbmemory: {exc}", file=sys.stderr)
+        say(f"nbmemory: {exc}")
         return EXIT_LOCKED
     except NbMemoryError as exc:
-        print(f"nbmemory: {exc}", file=sys.stderr)
+        say(f"nbmemory: {exc}")
         record_start_error(store, exc)  # the client raises the same class, in one line
         return 2
     except Exception as exc:  # noqa: BLE001 - the traceback goes to owner.log
-        traceback.print_exc()
+        say(traceback.format_exc().rstrip())
         record_start_error(store, exc)
         return 1
     return 0

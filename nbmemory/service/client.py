@@ -2,19 +2,18 @@
 
 It finds the owner's address in ``owner.json`` (a unix socket, or a loopback TCP port whose
 requests carry the secret from ``owner.key``: see :mod:`.transport`), starts an owner when
-there is none
-(detached, so a kernel restart does not stop it) and waits for it with a deadline,
-replaces an owner of another nbmemory version or model, and sends a request once more
-after the owner died (writes carry a request id, so that never applies one twice).
-Only the standard library and nbmemory's light modules are imported here: no torch,
-no DuckDB, no numpy.
+there is none (detached, so a kernel restart does not stop it) and waits for it with a
+deadline, replaces an owner of another nbmemory version (or model, when no other client
+is connected to it), and sends a request again after the owner died, until a deadline
+(writes carry a request id, so that never applies one twice). Only the standard library
+and nbmemory's light modules are imported here: no torch, no DuckDB, no numpy.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,14 +25,16 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .. import __version__, errors
-from ..errors import NbMemoryError, StoreLocked, StoreUnavailable
-from ..lock import prepare_directory, try_lock, unlock
-from . import codec, transport as transports
+from ..errors import InvalidInput, NbMemoryError, StoreLocked, StoreUnavailable
+from ..lock import open_private, prepare_directory, try_lock, unlock
 from ..operations import operation as lookup
-from .protocol import (EXIT_LOCKED, HEADER_MODEL, HEADER_PROTOCOL, HEADER_VERSION, LOG_NAME,
-                       PROTOCOL, SPAWN_LOCK_NAME, check_private_directory,
-                       default_idle_timeout, lock_held, lock_holder, read_info,
-                       read_start_error)
+from . import codec, transport as transports
+from .control import owner_info, stop, wait_for_exit  # noqa: F401 - re-exported
+from .protocol import (EXIT_LOCKED, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
+                       HEADER_VERSION, LOG_NAME, PROTOCOL, SPAWN_LOCK_NAME,
+                       check_private_directory, default_idle_timeout, lock_held, lock_holder,
+                       read_info, read_start_error)
+from .wire import Connection, Lost, NotSent, Refused, connect, exchange
 
 # An owner outlives the kernel that started it: a session of its own on POSIX, a process
 # group of its own and no console window on Windows.
@@ -43,71 +44,57 @@ DETACHED: dict[str, Any] = (
 STARTUP_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 600.0
 PROGRESS_POLL = 0.25  # seconds between progress questions during long work
-# How often a request that may have reached a dying owner is sent again (only requests
-# that carry a request id, which every write from Memory does, or only read; others are
-# reported instead).
-MAX_RESENDS = 2
+# How long a request that may have reached a dying owner is sent again, to each new
+# owner, before the client gives up (only requests that carry a request id, which every
+# write from Memory does, or only read; others are reported at once). A deadline, not a
+# count: owners killed one after another before their model loaded used up a count of 2.
+RESEND_TIMEOUT = 120.0
+RESEND_TIMEOUT_ENV = "NBMEMORY_RESEND_TIMEOUT"
+# Exit statuses (POSIX: minus the signal) of an owner stopped from outside while it
+# started (kill -9, a stop): not a failure to start; the client starts another one.
+STOPPED_FROM_OUTSIDE = {-getattr(signal, name) for name in
+                        ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name)}
 
 
-class _NotSent(Exception):
-    """The request never reached an owner: sending it again is always safe."""
-
-
-class _Lost(Exception):
-    """The owner went away after the request was sent: it may or may not have been applied."""
-
-
-class _Refused(Exception):
-    """A TCP listener refused the request's secret (403): nothing was done."""
-
-    def __init__(self, payload: dict[str, Any]):
-        super().__init__(payload.get("message", "refused"))
-        self.pid = payload.get("pid")
-
-
-class _Connection(http.client.HTTPConnection):
-    """HTTP to one owner at ``address``; every request carries the address's secret."""
-
-    def __init__(self, address: transports.Address, timeout: float | None):
-        super().__init__("nbmemory", timeout=timeout)
-        self.address = address
-
-    def connect(self) -> None:
-        self.sock = self.address.connect(self.timeout)
-
-
-def _connect(directory: Path, timeout: float | None) -> _Connection:
-    address = transports.find(directory)
-    if address is None:
-        raise _NotSent("no owner address in owner.json")
-    conn = _Connection(address, timeout)
+def default_resend_timeout(environ=None) -> float:
+    """``NBMEMORY_RESEND_TIMEOUT`` seconds, else :data:`RESEND_TIMEOUT`."""
+    environ = os.environ if environ is None else environ
+    value = (environ.get(RESEND_TIMEOUT_ENV) or "").strip()
+    if not value:
+        return RESEND_TIMEOUT
     try:
-        conn.connect()
-    except (FileNotFoundError, ConnectionError, BlockingIOError) as exc:
-        conn.close()  # BlockingIOError: the listen backlog is full
-        raise _NotSent(str(exc)) from exc
-    return conn
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds < float("inf"):
+        raise InvalidInput(f"{RESEND_TIMEOUT_ENV}={value!r} is not a number of seconds; set "
+                           f"it to e.g. 120 (0 reports a lost request at once).")
+    return seconds
 
 
-def _exchange(conn: _Connection, method: str, path: str, body: bytes | None,
-              headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
-    headers = {**headers, **conn.address.headers()}
+def _say(message: str) -> None:
+    """One line on stderr: seen under a notebook cell, in a terminal and in the Jupyter
+    server's log, and never mixed into stdout (the CLI's --json, MCP's stdio)."""
     try:
-        conn.request(method, path, body=body, headers=headers)
-    except (ConnectionError, FileNotFoundError) as exc:
-        raise _NotSent(str(exc)) from exc
+        print(f"nbmemory: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _disk_note(directory: Path) -> str:
+    """" The disk ... is full: free some space." when it is (almost), else ""."""
     try:
-        response = conn.getresponse()
-        data = response.read()
-    except (http.client.RemoteDisconnected, http.client.IncompleteRead,
-            http.client.BadStatusLine, ConnectionError) as exc:
-        raise _Lost(str(exc)) from exc
-    if response.will_close:
-        conn.close()
-    payload = json.loads(data or b"{}")
-    if response.status == 403 and (payload.get("error") or {}).get("type") == "Unauthorized":
-        raise _Refused(payload["error"])
-    return response.status, payload
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return ""
+    if free >= 1 << 20:
+        return ""
+    return f" The disk holding the store has {free} bytes free: free some space."
+
+
+def _client_id() -> str:
+    """Who this client is, for the owner (which keeps an owner others are connected to)."""
+    return f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
 def _error(payload: dict[str, Any], details: str = "") -> NbMemoryError:
@@ -140,8 +127,14 @@ def _start_error(directory: Path, proc: subprocess.Popen, log_offset: int) -> Nb
         return StoreUnavailable(f"The store's owner process could not start: "
                                 f"{recorded.get('type')}: {recorded.get('message', '')} {details}")
     last = _last_log_line(directory, log_offset)
-    return StoreUnavailable(f"The store's owner process could not start (exit status "
-                            f"{proc.returncode}){': ' + last if last else ''} {details}")
+    status = f"exit status {proc.returncode}"
+    if proc.returncode < 0:
+        try:
+            status = f"killed by {signal.Signals(-proc.returncode).name}"
+        except ValueError:
+            pass
+    return StoreUnavailable(f"The store's owner process could not start ({status})"
+                            f"{': ' + last if last else ''}.{_disk_note(directory)} {details}")
 
 
 def _is_service(directory: Path, pid: int) -> bool:
@@ -155,7 +148,8 @@ class ServiceBackend:
     def __init__(self, directory: str | os.PathLike, *, model: str | None = None,
                  idle_timeout: float | None = None, min_score: float | None = None,
                  startup_timeout: float = STARTUP_TIMEOUT,
-                 request_timeout: float | None = REQUEST_TIMEOUT):
+                 request_timeout: float | None = REQUEST_TIMEOUT,
+                 resend_timeout: float | None = None):
         self.directory = Path(directory).expanduser().resolve()
         self.model = model
         self.transport = transports.choose()  # for the owners this client starts
@@ -163,11 +157,13 @@ class ServiceBackend:
         self.min_score = min_score
         self.startup_timeout = startup_timeout
         self.request_timeout = request_timeout
+        self.resend_timeout = (default_resend_timeout() if resend_timeout is None
+                               else resend_timeout)
         self._headers = {"Content-Type": "application/json", HEADER_VERSION: __version__,
-                         HEADER_PROTOCOL: str(PROTOCOL)}
+                         HEADER_PROTOCOL: str(PROTOCOL), HEADER_CLIENT: _client_id()}
         if model:
             self._headers[HEADER_MODEL] = model
-        self._idle: list[_Connection] = []
+        self._idle: list[Connection] = []
         self._pool = threading.Lock()
         self._starting = threading.Lock()
         self._starting_owner: subprocess.Popen | None = None  # started, not yet answering
@@ -203,13 +199,13 @@ class ServiceBackend:
             nonlocal last
             while not done.wait(self.progress_poll):
                 try:
-                    conn = _connect(self.directory, self.request_timeout)
+                    conn = connect(self.directory, self.request_timeout)
                     try:
-                        _, state = _exchange(conn, "GET", f"/v{PROTOCOL}/progress/{token}",
+                        _, state = exchange(conn, "GET", f"/v{PROTOCOL}/progress/{token}",
                                              None, self._headers)
                     finally:
                         conn.close()
-                except (_NotSent, _Lost, _Refused, OSError, NbMemoryError):
+                except (NotSent, Lost, Refused, OSError, NbMemoryError):
                     continue
                 if state and (state["done"], state["total"]) != last:
                     last = (state["done"], state["total"])
@@ -229,45 +225,62 @@ class ServiceBackend:
         op = lookup(operation)
         resend_safe = op.read or bool(arguments.get("request_id"))
         timeout = None if op.long else self.request_timeout
-        lost, replaced = 0, False
-        for _ in range(6):
+        replaced, lost, tries, deadline = False, 0, 0, None
+        told = False  # the user was told that this call waits for a new owner
+        while True:
+            tries += 1
             try:
                 status, payload = self._send(body, timeout)
-            except _NotSent:
+            except (NotSent, Refused, Lost) as exc:
                 self._drop_connections()
-                self.ensure_owner()
-                continue
-            except _Refused as exc:  # nothing was done
-                self._drop_connections()
-                refusal = transports.refused_by_owner(self.directory, exc.pid)
-                if refusal is not None:
-                    raise refusal from None
-                self.ensure_owner()
-                continue
-            except _Lost as exc:
-                self._drop_connections()
-                if lost >= MAX_RESENDS or not resend_safe:
-                    raise StoreUnavailable(
-                        f"The store's owner stopped while handling {operation} ({exc}); it may "
-                        f"or may not have been applied. Check, then try again. "
-                        f"Owner log: {self.directory / LOG_NAME}") from None
-                lost += 1
-                self.ensure_owner()
+                if isinstance(exc, Refused):  # nothing was done
+                    refusal = transports.refused_by_owner(self.directory, exc.pid)
+                    if refusal is not None:
+                        raise refusal from None
+                if isinstance(exc, Lost):
+                    if not resend_safe:
+                        raise StoreUnavailable(
+                            f"The store's owner stopped while handling {operation} ({exc}); "
+                            f"it may or may not have been applied. Check, then try again. "
+                            f"Owner log: {self.directory / LOG_NAME}") from None
+                    lost += 1
+                deadline = deadline or time.monotonic() + self.resend_timeout
+                told = self._resend_or_give_up(operation, lost, tries, deadline, told)
                 continue
             error = payload.get("error")
             if error is None:
                 return codec.decode(payload["result"])
             if error.get("type") == "OwnerExiting":
                 self._drop_connections()
-                self.ensure_owner()
+                deadline = deadline or time.monotonic() + self.resend_timeout
+                told = self._resend_or_give_up(operation, lost, tries, deadline, told)
                 continue
             if error.get("type") == "OwnerMismatch" and not replaced:
                 replaced = True
                 self._replace_owner(error)
                 continue
             raise _error(error)
-        raise StoreUnavailable(f"Could not reach the owner of {self.directory}; see "
-                               f"{self.directory / LOG_NAME}")
+
+    def _resend_or_give_up(self, operation: str, lost: int, tries: int,
+                           deadline: float, told: bool) -> bool:
+        """Wait for an owner to send the request to again; raise once ``deadline`` passed
+        (after two tries at least). Once an owner was lost with the request, say on stderr
+        (once: ``told``) that this call waits. Returns whether the user was told."""
+        if time.monotonic() > deadline and (lost or tries > 2):
+            if lost:
+                raise StoreUnavailable(
+                    f"The store's owner stopped {lost} time(s) while handling {operation}, "
+                    f"over {self.resend_timeout:g} s of sending it again; it may or may not "
+                    f"have been applied (sending it again is safe: it is applied once). See "
+                    f"{self.directory / LOG_NAME}, then try again.")
+            raise StoreUnavailable(f"Could not reach the owner of {self.directory} within "
+                                   f"{self.resend_timeout:g} s; see {self.directory / LOG_NAME}")
+        if lost and not told:
+            _say(f"the store's owner stopped while handling {operation}; waiting for a new "
+                 f"owner to send it again (up to {self.resend_timeout:g} s; it is applied once)")
+            told = True
+        self.ensure_owner()
+        return told
 
     def close(self) -> None:
         self.closed = True
@@ -280,15 +293,16 @@ class ServiceBackend:
         with self._pool:
             if self._pid != os.getpid():  # forked: the connections belong to the parent
                 self._idle, self._pid = [], os.getpid()
+                self._headers[HEADER_CLIENT] = _client_id()  # and so does its identity
             conn = self._idle.pop() if self._idle else None
         if conn is None:
-            conn = _connect(self.directory, self.request_timeout)
+            conn = connect(self.directory, self.request_timeout)
         conn.timeout = timeout
         if conn.sock is not None:
             conn.sock.settimeout(timeout)
         try:
-            status, payload = _exchange(conn, "POST", f"/v{PROTOCOL}/call", body, self._headers)
-        except (_NotSent, _Lost, _Refused):
+            status, payload = exchange(conn, "POST", f"/v{PROTOCOL}/call", body, self._headers)
+        except (NotSent, Lost, Refused):
             conn.close()
             raise
         except TimeoutError:
@@ -314,17 +328,17 @@ class ServiceBackend:
         Connecting is not enough: a listener whose process is being killed still accepts.
         """
         try:
-            conn = _connect(self.directory, 5.0)
+            conn = connect(self.directory, 5.0)
             try:
-                status, hello = _exchange(conn, "GET", "/hello", None, {})
+                status, hello = exchange(conn, "GET", "/hello", None, {})
             finally:
                 conn.close()
-        except _Refused as exc:
+        except Refused as exc:
             refusal = transports.refused_by_owner(self.directory, exc.pid)
             if refusal is not None:
                 raise refusal from None
             return False
-        except (_NotSent, _Lost, OSError):
+        except (NotSent, Lost, OSError):
             return False
         return status == 200 and hello.get("state") == "serving"
 
@@ -372,7 +386,7 @@ class ServiceBackend:
         """Start an owner unless another client is doing so (``spawn.lock``)."""
         prepare_directory(self.directory)  # as the engine would: 0700, .gitignore in git
         check_private_directory(self.directory)
-        fd = os.open(self.directory / SPAWN_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_private(self.directory / SPAWN_LOCK_NAME, os.O_RDWR | os.O_CREAT)
         try:
             if not try_lock(fd):
                 return  # someone else is starting one; keep polling
@@ -389,7 +403,7 @@ class ServiceBackend:
         lock, has exited, or ``deadline`` passed (the caller holds ``spawn.lock``)."""
         self._reap()
         log_path = self.directory / LOG_NAME
-        if log_path.exists() and log_path.stat().st_size > 1_000_000:
+        if log_path.is_file() and log_path.stat().st_size > 1_000_000:
             try:
                 os.replace(log_path, log_path.with_name(LOG_NAME + ".old"))
             except PermissionError:  # Windows: the last owner's log is still open
@@ -398,7 +412,7 @@ class ServiceBackend:
                    "--idle-timeout", str(self.idle_timeout), "--transport", self.transport]
         if self.model:
             command += ["--model", self.model]
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        log_fd = open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         self._log_offset = os.fstat(log_fd).st_size
         try:
             proc = subprocess.Popen(
@@ -420,7 +434,7 @@ class ServiceBackend:
         if proc is None or proc.poll() is None:
             return
         self._starting_owner = None
-        if proc.returncode not in (0, EXIT_LOCKED):
+        if proc.returncode not in (0, EXIT_LOCKED, *STOPPED_FROM_OUTSIDE):
             raise _start_error(self.directory, proc, self._log_offset)
 
     def _reap(self) -> None:
@@ -435,92 +449,13 @@ class ServiceBackend:
         self._drop_connections()
         with self._starting:
             try:
-                conn = _connect(self.directory, 10.0)
+                conn = connect(self.directory, 10.0)
                 try:
-                    _exchange(conn, "POST", "/shutdown", json.dumps({"reason": reason}).encode(),
+                    exchange(conn, "POST", "/shutdown", json.dumps({"reason": reason}).encode(),
                               {"Content-Type": "application/json"})
                 finally:
                     conn.close()
-            except (_NotSent, _Lost, _Refused):
+            except (NotSent, Lost, Refused):
                 pass
             wait_for_exit(self.directory, self.startup_timeout)
             self._ensure_owner()
-
-
-def wait_for_exit(directory: Path, timeout: float) -> bool:
-    """Poll until no process holds the store's owner lock; False on timeout."""
-    deadline = time.monotonic() + timeout
-    delay = 0.005
-    while lock_held(directory):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.1)
-    return True
-
-
-def owner_info(store: str | os.PathLike) -> dict[str, Any] | None:
-    """What is known about the process owning ``store``, or None when nobody owns it.
-
-    ``mode`` is "service" for an owner process (with ``pid``, ``version``, ``model``,
-    ``state``, ``uptime_s``, ``queue`` when it answers) and "local" for a process that
-    opened the store in-process.
-    """
-    directory = Path(store).expanduser().resolve()
-    pid = lock_holder(directory)
-    if pid is None:
-        return None
-    info = read_info(directory)
-    if not info or info.get("pid") != pid:
-        return {"mode": "local", "pid": pid, "store": str(directory)}
-    out = {"mode": "service", **info}
-    try:
-        conn = _connect(directory, 2.0)
-        try:
-            status, hello = _exchange(conn, "GET", "/hello", None, {})
-        finally:
-            conn.close()
-        if status == 200:
-            out.update(hello)
-    except (_NotSent, _Lost, _Refused, OSError, NbMemoryError):
-        pass
-    return out
-
-
-def stop(store: str | os.PathLike, *, timeout: float = 30.0) -> bool:
-    """Ask the owner of ``store`` to exit and wait until it has; False if none was running.
-
-    An owner that does not answer is sent SIGTERM. Raises :class:`StoreLocked` when the
-    store is open in-process by a script (that is not ours to stop).
-    """
-    directory = Path(store).expanduser().resolve()
-    info = owner_info(directory)
-    if info is None:
-        return False
-    if info["mode"] == "local":
-        raise StoreLocked(f"The store {directory} is open in-process by pid {info['pid']}, "
-                          "not by an owner service; close that program instead.",
-                          pid=info["pid"])
-    try:
-        conn = _connect(directory, 5.0)
-        try:
-            _exchange(conn, "POST", "/shutdown",
-                      json.dumps({"reason": f"stop requested by pid {os.getpid()}"}).encode(),
-                      {"Content-Type": "application/json"})
-        finally:
-            conn.close()
-    except (_NotSent, _Lost, _Refused, OSError, NbMemoryError):
-        _terminate(info["pid"])
-    if not wait_for_exit(directory, timeout):
-        _terminate(info["pid"])
-        if not wait_for_exit(directory, 10.0):
-            raise StoreUnavailable(f"The owner of {directory} (pid {info['pid']}) did not stop; "
-                                   f"kill it with: kill -9 {info['pid']}")
-    return True
-
-
-def _terminate(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass

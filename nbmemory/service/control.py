@@ -1,0 +1,95 @@
+"""Asking about and stopping a store's owner from outside: who owns a store, stop it,
+wait for it to exit. Standard library only (kernels and the CLI import this).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import NbMemoryError, StoreLocked, StoreUnavailable
+from .protocol import lock_held, lock_holder, read_info
+from .wire import Lost, NotSent, Refused, connect, exchange
+
+
+def wait_for_exit(directory: Path, timeout: float) -> bool:
+    """Poll until no process holds the store's owner lock; False on timeout."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while lock_held(directory):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.1)
+    return True
+
+
+def owner_info(store: str | os.PathLike) -> dict[str, Any] | None:
+    """What is known about the process owning ``store``, or None when nobody owns it.
+
+    ``mode`` is "service" for an owner process (with ``pid``, ``version``, ``model``,
+    ``state``, ``uptime_s``, ``queue`` when it answers) and "local" for a process that
+    opened the store in-process.
+    """
+    directory = Path(store).expanduser().resolve()
+    pid = lock_holder(directory)
+    if pid is None:
+        return None
+    info = read_info(directory)
+    if not info or info.get("pid") != pid:
+        return {"mode": "local", "pid": pid, "store": str(directory)}
+    out = {"mode": "service", **info}
+    try:
+        conn = connect(directory, 2.0)
+        try:
+            status, hello = exchange(conn, "GET", "/hello", None, {})
+        finally:
+            conn.close()
+        if status == 200:
+            out.update(hello)
+    except (NotSent, Lost, Refused, OSError, NbMemoryError):
+        pass
+    return out
+
+
+def stop(store: str | os.PathLike, *, timeout: float = 30.0) -> bool:
+    """Ask the owner of ``store`` to exit and wait until it has; False if none was running.
+
+    An owner that does not answer is sent SIGTERM. Raises :class:`StoreLocked` when the
+    store is open in-process by a script (that is not ours to stop).
+    """
+    directory = Path(store).expanduser().resolve()
+    info = owner_info(directory)
+    if info is None:
+        return False
+    if info["mode"] == "local":
+        raise StoreLocked(f"The store {directory} is open in-process by pid {info['pid']}, "
+                          "not by an owner service; close that program instead.",
+                          pid=info["pid"])
+    try:
+        conn = connect(directory, 5.0)
+        try:
+            exchange(conn, "POST", "/shutdown",
+                      json.dumps({"reason": f"stop requested by pid {os.getpid()}"}).encode(),
+                      {"Content-Type": "application/json"})
+        finally:
+            conn.close()
+    except (NotSent, Lost, Refused, OSError, NbMemoryError):
+        _terminate(info["pid"])
+    if not wait_for_exit(directory, timeout):
+        _terminate(info["pid"])
+        if not wait_for_exit(directory, 10.0):
+            raise StoreUnavailable(f"The owner of {directory} (pid {info['pid']}) did not stop; "
+                                   f"kill it with: kill -9 {info['pid']}")
+    return True
+
+
+def _terminate(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,487 @@
+"""What the owner service promises when things go wrong (issue 18, items 8 to 11).
+
+Real owner processes, real files. Waiting is always for a condition, with a deadline.
+
+- A full disk is reported as a full disk while the owner lives; its own log failing
+  never drops a request; leftover temporary files are removed (item 8).
+- A write (or read) whose owner died is sent again to each new owner until a deadline,
+  and the user is told it waits (item 9). ``NBMEMORY_TEST_HOLD`` names a file: while it
+  exists, owners hold every call before computing it, as if their model were loading.
+- A client configured with another model does not stop an owner other clients are
+  connected to (item 10).
+- An owner exits when its directory, lock file or socket is gone or replaced, honours its
+  idle timeout whatever happened to its files, and exits within two seconds of SIGTERM
+  after committing what it acknowledged (item 11).
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from nbmemory.embed import HashEmbedder
+from nbmemory.errors import EmbedderMismatch, StoreUnavailable
+from nbmemory.memory import Memory
+from nbmemory.service import owner_info, stop
+from nbmemory.service.protocol import lock_held
+
+HASH = "hash:64"
+
+
+def wait_for(condition, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (an owner this process started and has not reaped) counts as gone
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def serving(store, but_not=()):
+    """The pid of the store's owner once it serves (and is none of ``but_not``)."""
+    info = owner_info(store) or {}
+    if info.get("mode") == "service" and info.get("state") == "serving" \
+            and info.get("pid") not in but_not:
+        return info["pid"]
+    return None
+
+
+def holding_a_request(store, but_not=()):
+    """The pid of a serving owner that has received a call it has not computed yet."""
+    info = owner_info(store) or {}
+    if info.get("state") == "serving" and info.get("queue", 0) >= 1 \
+            and info.get("pid") not in but_not:
+        return info["pid"]
+    return None
+
+
+def kill(pid, sig=signal.SIGKILL):
+    os.kill(pid, sig)
+    wait_for(lambda: not pid_alive(pid), what=f"owner {pid} to die")
+
+
+@pytest.fixture
+def store(store_dir):
+    yield store_dir
+    try:
+        stop(store_dir, timeout=30)
+    except Exception:  # noqa: BLE001 - a test may have removed or broken the store
+        pass
+
+
+@pytest.fixture
+def hold(tmp_path, monkeypatch):
+    """The hold file's path; owners started from now on hold calls while it exists."""
+    path = tmp_path / "hold"
+    monkeypatch.setenv("NBMEMORY_TEST_HOLD", str(path))
+    return path
+
+
+CLIENT = textwrap.dedent("""
+    import json, sys
+    from nbmemory import Memory
+    store, operation = sys.argv[1], sys.argv[2]
+    memory = Memory.open(store, model="hash:64", mode="service")
+    if operation == "remember":
+        print(json.dumps({"id": memory.remember("the first note of the day").id}))
+    else:
+        print(json.dumps({"hits": len(memory.recall("first note"))}))
+""")
+
+
+def client(store, operation, **env):
+    return subprocess.Popen([sys.executable, "-c", CLIENT, str(store), operation],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", **env})
+
+
+def local_notes(store):
+    with Memory.open(store, embedder=HashEmbedder(), mode="local") as memory:
+        return [n.text for n in memory.notes(limit=1000).notes]
+
+
+# -- item 9: resent until a deadline ----------------------------------------------------------
+
+@pytest.mark.parametrize("operation", ["remember", "recall"])
+def test_a_call_is_resent_to_successive_owners_until_one_answers(store, hold, operation):
+    if operation == "recall":
+        with Memory.open(store, embedder=HashEmbedder(), mode="local") as memory:
+            memory.remember("the first note of the day")
+    hold.touch()  # every owner now holds the call, as if its model were loading
+    caller = client(store, operation)
+    killed = []
+    try:
+        for _ in range(4):  # more owners lost than the two resends there used to be
+            pid = wait_for(lambda: holding_a_request(store, killed), timeout=60,
+                           what="an owner holding the call")
+            kill(pid)
+            killed.append(pid)
+        wait_for(lambda: holding_a_request(store, killed), timeout=60, what="a fifth owner")
+        hold.unlink()  # the model has loaded
+        out, err = caller.communicate(timeout=60)
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+    assert caller.returncode == 0, err
+    assert err.count("waiting for a new owner to send it again (up to 120 s") == 1, err
+    assert err.startswith(f"nbmemory: the store's owner stopped while handling {operation};")
+    stop(store)
+    assert local_notes(store) == ["the first note of the day"]  # applied once
+    assert json.loads(out) == ({"id": 1} if operation == "remember" else {"hits": 1})
+
+
+def test_a_call_gives_up_at_its_resend_deadline_and_says_so(store, hold):
+    hold.touch()
+    caller = client(store, "remember", NBMEMORY_RESEND_TIMEOUT="3")
+    killed = []
+    try:
+        while caller.poll() is None:
+            pid = wait_for(lambda: caller.poll() is not None or holding_a_request(store, killed),
+                           timeout=60, what="an owner holding the call, or the client to stop")
+            if pid is True:
+                break
+            kill(pid)
+            killed.append(pid)
+        out, err = caller.communicate(timeout=60)
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+    assert caller.returncode == 1 and len(killed) >= 2
+    assert "StoreUnavailable: The store's owner stopped" in err
+    assert "time(s) while handling remember, over 3 s of sending it again; it may or may " \
+           "not have been applied (sending it again is safe: it is applied once)" in err
+    hold.unlink()
+    stop(store)
+    assert local_notes(store) == []
+
+
+# -- item 10: a model choice of one client does not evict the others ---------------------------
+
+def test_a_client_with_another_model_does_not_stop_an_owner_others_use(store):
+    with Memory.open(store, model=HASH, mode="service") as first:
+        first.remember("orders.amount is in cents")
+        pid = owner_info(store)["pid"]
+        with Memory.open(store, model="hash:32", mode="service") as second:
+            with pytest.raises(EmbedderMismatch) as caught:
+                second.recall("cents")
+            assert str(caught.value) == (
+                f"The store's owner (pid {pid}) uses the model {HASH} and serves 1 other "
+                f"client(s) right now; this client is configured with hash:32, and will not "
+                f"stop it for them. Use the store's model (set the model to '{HASH}', or "
+                f"leave it unset), or switch the store to hash:32 for everyone with "
+                f"Memory.reembed() with the model set to hash:32.")
+            assert owner_info(store)["pid"] == pid
+            assert first.recall("cents")[0].note.text == "orders.amount is in cents"
+        assert "kept the model hash:64: a client asked for hash:32 while 1 other client(s)" \
+               in (store / "owner.log").read_text()
+    # Alone, a client may replace the owner with one of its own model (as before).
+    wait_for(lambda: (owner_info(store) or {}).get("clients", 1) == 0,
+             what="the first clients' connections to close")
+    with Memory.open(store, model="hash:32", mode="service") as alone:
+        with pytest.raises(EmbedderMismatch, match="made with hash:64, but the configured "
+                                                   "model is 'hash:32'"):
+            alone.recall("cents")
+        assert owner_info(store)["pid"] != pid and owner_info(store)["model"] == "hash:32"
+
+
+def raw_call(store, operation, headers):
+    """One call to the owner with exactly these headers (no client logic)."""
+    import http.client
+
+    from nbmemory.service import transport as transports
+    from nbmemory.service.protocol import read_info
+
+    address = transports.address_of(store, read_info(store))
+    conn = http.client.HTTPConnection("nbmemory", timeout=30)
+    conn.sock = address.connect(30)
+    try:
+        conn.request("POST", "/v1/call", body=json.dumps(
+            {"operation": operation, "arguments": {}}).encode(),
+            headers={"Content-Type": "application/json", **address.headers(), **headers})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("operation", ["reembed", "reindex"])
+def test_reembed_may_replace_an_owner_others_use(store, operation):
+    """Switching the store's model is for everyone: such a call is told to replace the
+    owner (OwnerMismatch), where any other call is refused (EmbedderMismatch)."""
+    with Memory.open(store, model=HASH, mode="service") as first:
+        first.remember("orders.amount is in cents")
+        other = {"X-NbMemory-Model": "hash:32", "X-NbMemory-Client": "another-client"}
+        status, payload = raw_call(store, "recall", other)
+        assert status == 409 and payload["error"]["type"] == "EmbedderMismatch"
+        status, payload = raw_call(store, operation, other)
+        assert status == 409 and payload["error"]["type"] == "OwnerMismatch"
+        assert payload["error"]["message"] == "The client wants model hash:32 (owner uses hash:64)."
+
+
+# -- item 11: owners do not outlive their store -----------------------------------------------
+
+def _remove(store):
+    shutil.rmtree(store)
+
+
+def _replace(store):
+    shutil.rmtree(store)
+    store.mkdir(mode=0o700)
+
+
+def _move(store):
+    store.rename(store.with_name("moved"))
+
+
+@pytest.mark.parametrize("damage", [_remove, _replace, _move])
+def test_an_owner_exits_when_its_store_directory_is_gone(store, damage):
+    memory = Memory.open(store, model=HASH, mode="service", idle_timeout=0)  # never idle
+    memory.remember("in a scratch store")
+    pid = owner_info(store)["pid"]
+    damage(store)
+    wait_for(lambda: not pid_alive(pid), timeout=30, what="the owner to exit")
+    memory.close()
+
+
+@pytest.mark.parametrize("damage", ["removed", "replaced"])
+def test_an_owner_exits_when_its_lock_file_is_gone(store, damage):
+    with Memory.open(store, model=HASH, mode="service", idle_timeout=0) as memory:
+        note = memory.remember("kept")
+        pid = owner_info(store)["pid"]
+        lock = store / "owner.lock"
+        if damage == "removed":
+            lock.unlink()
+        else:
+            (store / "new.lock").write_text("")
+            os.replace(store / "new.lock", lock)
+        wait_for(lambda: not pid_alive(pid), timeout=30, what="the owner to exit")
+        log = (store / "owner.log").read_text()
+        assert f"stopping: its lock file {lock} was removed or replaced" in log
+        assert memory.get(note.id).text == "kept"  # the next owner serves it
+        assert owner_info(store)["pid"] != pid
+
+
+def test_an_owner_exits_when_its_socket_is_removed(store, monkeypatch):
+    monkeypatch.setenv("NBMEMORY_TRANSPORT", "unix")
+    with Memory.open(store, model=HASH, mode="service", idle_timeout=0) as memory:
+        memory.remember("kept")
+        pid = owner_info(store)["pid"]
+        (store / "owner.sock").unlink()  # no client can reach it any more
+        wait_for(lambda: not pid_alive(pid), timeout=30, what="the owner to exit")
+        assert memory.recall("kept")[0].note.text == "kept"
+
+
+def test_an_owner_honours_its_idle_timeout_whatever_happened_to_its_files(store):
+    with Memory.open(store, model=HASH, mode="service", idle_timeout=1) as memory:
+        memory.remember("short-lived")
+        pid = owner_info(store)["pid"]
+        (store / "owner.json").unlink()
+        (store / "owner.json").mkdir()  # owner.json can no longer be written
+        wait_for(lambda: not pid_alive(pid), timeout=30, what="the idle owner to exit")
+        log = (store / "owner.log").read_text()
+        assert "owner.json is missing and cannot be written" in log
+        assert "stopping: idle for 1 s" in log and log.rstrip().endswith("stopped")
+        (store / "owner.json").rmdir()
+    assert not lock_held(store)
+
+
+def test_an_owner_rewrites_a_removed_owner_json(store):
+    with Memory.open(store, model=HASH, mode="service", idle_timeout=0) as memory:
+        memory.remember("kept")
+        pid = owner_info(store)["pid"]
+        (store / "owner.json").unlink()
+        wait_for(lambda: (store / "owner.json").exists(), what="owner.json to come back")
+        assert owner_info(store)["pid"] == pid
+        memory._backend._drop_connections()  # a new connection reads the address again
+        assert memory.recall("kept")[0].note.text == "kept"
+
+
+def test_sigterm_stops_the_owner_within_two_seconds_after_what_it_acknowledged(store, hold):
+    memory = Memory.open(store, model=HASH, mode="service", idle_timeout=0)
+    acknowledged = [memory.remember(f"acknowledged {i}").id for i in range(20)]
+    pid = owner_info(store)["pid"]
+    hold.touch()  # the next call stays in flight, unanswered
+    results = []
+    in_flight = threading.Thread(target=lambda: results.append(memory.remember("in flight")))
+    in_flight.start()
+    wait_for(lambda: holding_a_request(store), what="the owner to hold the call")
+    signalled = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not pid_alive(pid), timeout=10, what="the owner to exit")
+    assert time.monotonic() - signalled < 2.5
+    hold.unlink()  # the call is sent again to the next owner, which answers it
+    in_flight.join(timeout=60)
+    assert results and results[0].text == "in flight"
+    memory.close()
+    stop(store)
+    texts = local_notes(store)
+    assert sorted(texts) == sorted([f"acknowledged {i}" for i in range(20)] + ["in flight"])
+    assert len(acknowledged) == 20
+
+
+def test_sigterm_cuts_short_a_shutdown_that_waits_for_a_call(store, hold):
+    """Asked to stop, an owner waits up to a minute for calls in flight; a SIGTERM then
+    still ends it within two seconds, and the call it abandoned is answered by the next."""
+    memory = Memory.open(store, model=HASH, mode="service", idle_timeout=0)
+    memory.remember("acknowledged before the stop")
+    pid = owner_info(store)["pid"]
+    hold.touch()
+    results = []
+    in_flight = threading.Thread(target=lambda: results.append(memory.remember("in flight")))
+    in_flight.start()
+    wait_for(lambda: holding_a_request(store), what="the owner to hold the call")
+    asking = threading.Thread(target=stop, args=(store,), kwargs={"timeout": 120})
+    asking.start()  # /shutdown: the owner now waits for the held call
+    wait_for(lambda: "stopping: stop requested by pid" in (store / "owner.log").read_text(),
+             what="the owner to start stopping")
+    assert pid_alive(pid)  # still waiting for the call in flight
+    signalled = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not pid_alive(pid), timeout=10, what="the owner to exit")
+    assert time.monotonic() - signalled < 2.5
+    asking.join(timeout=60)
+    hold.unlink()
+    in_flight.join(timeout=60)
+    assert results and results[0].text == "in flight"
+    memory.close()
+    stop(store)
+    assert sorted(local_notes(store)) == ["acknowledged before the stop", "in flight"]
+
+
+# -- item 8: a full disk ----------------------------------------------------------------------
+
+def test_the_owner_serves_while_its_log_cannot_be_written(store):
+    """Non-root stand-in for a full disk: the owner's log stream is /dev/full."""
+    import http.client
+
+    from nbmemory.service import transport as transports
+    from nbmemory.service.protocol import read_info
+
+    with open("/dev/full", "w") as full:
+        owner = subprocess.Popen([sys.executable, "-m", "nbmemory.service", "--store",
+                                  str(store), "--model", HASH, "--idle-timeout", "0"],
+                                 stdout=full, stderr=full)
+    try:
+        pid = wait_for(lambda: serving(store), timeout=60, what="the owner to serve")
+        assert pid == owner.pid
+        with Memory.open(store, model=HASH, mode="service") as memory:
+            memory.remember("the log is full, the store is not")
+            # A call the engine fails on unexpectedly is logged (with a traceback) inside
+            # the request: the client still gets its answer.
+            address = transports.address_of(store, read_info(store))
+            conn = http.client.HTTPConnection("nbmemory", timeout=30)
+            conn.sock = address.connect(30)
+            conn.request("POST", "/v1/call", body=json.dumps(
+                {"operation": "get", "arguments": {"no_such_argument": 1}}).encode(),
+                headers={"Content-Type": "application/json", **address.headers()})
+            response = conn.getresponse()
+            assert response.status == 500
+            assert json.loads(response.read())["error"]["type"] == "TypeError"
+            conn.close()
+            assert memory.recall("store")[0].note.text == "the log is full, the store is not"
+            assert owner_info(store)["pid"] == pid
+        owner.send_signal(signal.SIGTERM)
+        assert owner.wait(timeout=30) == 0
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+
+
+def test_temporary_files_of_an_owner_that_died_writing_them_are_removed(store):
+    store.mkdir(mode=0o700)
+    for name in (".owner.json.424242.tmp", ".owner.key.424242.tmp",
+                 ".owner.error.json.424242.tmp"):
+        (store / name).write_text("")
+    with Memory.open(store, model=HASH, mode="service") as memory:
+        memory.remember("fresh")
+        assert sorted(p.name for p in store.glob(".owner.*.tmp")) == []
+    assert "removed .owner." in (store / "owner.log").read_text()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 6 MB tmpfs (root only), unmounted after the test."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a small tmpfs (mount -t tmpfs); "
+                    "test_the_owner_serves_while_its_log_cannot_be_written stands in")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m,mode=0700", "tmpfs",
+                              str(disk)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    yield disk
+    from conftest import stop_owners_under
+
+    stop_owners_under(str(disk))
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk):
+    """Fill ``disk`` to the last byte; the file to remove to free it again."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for size in (65536, 4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"x" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_full_disk_is_reported_as_such_and_nothing_acknowledged_is_lost(small_disk):
+    store = small_disk / "store"
+    acknowledged = []
+    with Memory.open(store, model=HASH, mode="service") as memory:
+        for i in range(5):
+            acknowledged.append(memory.remember(f"before the disk filled {i}").text)
+        pid = owner_info(store)["pid"]
+        filler = fill(small_disk)
+        failures = []
+        for i in range(40):
+            try:
+                acknowledged.append(memory.remember(f"on a full disk {i} " + "y" * 2000).text)
+            except StoreUnavailable as exc:
+                failures.append(str(exc))
+        assert failures, "the disk never filled"
+        for message in failures:
+            assert "may or may not have been applied" not in message
+            assert re.search(r"remember failed because the disk holding the store .* is full "
+                             r"\(No space left on device\)\. Free some space, then try "
+                             r"again; nothing that was acknowledged is lost\.", message), message
+        assert owner_info(store)["pid"] == pid  # alive all along
+        filler.unlink()
+        acknowledged.append(memory.remember("after the disk was freed").text)
+        assert owner_info(store)["pid"] == pid
+        fill(small_disk)  # full again while the owner stops and saves its index
+    stop(store)
+    (small_disk / "filler").unlink()
+    assert sorted(p.name for p in store.glob(".owner.*.tmp")) == []
+    with Memory.open(store, model=HASH, mode="service") as memory:  # the next owner starts
+        assert sorted(n.text for n in memory.notes(limit=1000).notes) == sorted(acknowledged)
+
