@@ -2,7 +2,8 @@
 
 Writers log every acknowledged note; the reader checks, on every poll, that each note
 acknowledged before the poll is listed and that no note it saw before has disappeared.
-The second test kills the owner with SIGKILL in the middle of the load.
+The other tests kill the owner with SIGKILL in the middle of the load: once, and three
+times in a row (one of them an owner that had just started, before it served anything).
 """
 
 import json
@@ -18,6 +19,7 @@ import pytest
 from nbmemory.embed import HashEmbedder
 from nbmemory.memory import Memory
 from nbmemory.service import owner_info, stop
+from nbmemory.service.protocol import lock_holder
 from nbmemory.store import Filters
 
 WRITERS, NOTES = 4, 250
@@ -93,20 +95,41 @@ def acked(ack_dir):
     return rows
 
 
-def run_load(store, tmp_path, kill_after=None):
+def wait_until(condition, what, timeout=120):
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+    return value
+
+
+def kill_serving_owner(store, ack_dir, acks):
+    """Once ``acks`` notes are acknowledged, SIGKILL the owner serving them."""
+    wait_until(lambda: len(acked(ack_dir)) >= acks, "the writers to make progress")
+    pid = owner_info(store)["pid"]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def kill_next_owner_at_once(store, killed):
+    """SIGKILL the next process to take the store's lock as soon as it holds it."""
+    pid = wait_until(lambda: (p := lock_holder(store)) not in (None, *killed) and p,
+                     "a new owner to take the lock")
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def run_load(store, tmp_path, kills=()):
+    """Run the load; ``kills`` are called one after another meanwhile, each with
+    (store, ack directory, pids killed so far) and returning the pid it killed."""
     ack_dir, stop_file, report = tmp_path / "acks", tmp_path / "stop", tmp_path / "reader.json"
     ack_dir.mkdir()
     reader = spawn(READER, store, ack_dir, stop_file, report)
     writers = [spawn(WRITER, store, w, NOTES, ack_dir / f"w{w}.jsonl") for w in range(WRITERS)]
-    killed = None
+    killed = []
     try:
-        if kill_after:
-            deadline = time.monotonic() + 120
-            while len(acked(ack_dir)) < kill_after:
-                assert time.monotonic() < deadline, "the writers made no progress"
-                time.sleep(0.01)
-            killed = owner_info(store)["pid"]
-            os.kill(killed, signal.SIGKILL)
+        for kill in kills:
+            killed.append(kill(store, ack_dir, killed))
         for writer in writers:
             _, err = writer.communicate(timeout=300)
             assert writer.returncode == 0, err
@@ -156,11 +179,26 @@ def test_four_writers_and_a_reader(store, tmp_path):
 
 
 def test_four_writers_and_a_reader_survive_kill_9_of_the_owner(store, tmp_path):
-    rows, reader, killed = run_load(store, tmp_path, kill_after=WRITERS * NOTES // 3)
+    rows, reader, (killed,) = run_load(store, tmp_path, kills=[
+        lambda store, acks, _: kill_serving_owner(store, acks, WRITERS * NOTES // 3)])
     assert [r for r in rows if "error" in r] == []
     assert len(rows) == WRITERS * NOTES and len({r["id"] for r in rows}) == len(rows)
     assert reader["problems"] == [] and reader["polls"] >= 5
     log = (store / "owner.log").read_text()
     assert f"nbmemory owner {killed}: serving" in log and log.count(": serving ") == 2
     assert owner_info(store)["pid"] != killed
+    check_store(store, rows)
+
+
+def test_four_writers_and_a_reader_survive_three_owner_kills_in_a_row(store, tmp_path):
+    """Issue 18 item 9: every write is resent until an owner answers it (no count runs
+    out), each acknowledged write is stored once, and no writer sees an error."""
+    rows, reader, killed = run_load(store, tmp_path, kills=[
+        lambda store, acks, _: kill_serving_owner(store, acks, WRITERS * NOTES // 4),
+        lambda store, _, killed: kill_next_owner_at_once(store, killed),
+        lambda store, acks, _: kill_serving_owner(store, acks, WRITERS * NOTES // 2)])
+    assert [r for r in rows if "error" in r] == []
+    assert len(rows) == WRITERS * NOTES and len({r["id"] for r in rows}) == len(rows)
+    assert reader["problems"] == [] and reader["polls"] >= 5
+    assert len(set(killed)) == 3 and owner_info(store)["pid"] not in killed
     check_store(store, rows)
