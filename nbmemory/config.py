@@ -6,6 +6,7 @@ and build :class:`Settings`; everything below receives them.
 
 from __future__ import annotations
 
+import getpass
 import os
 import stat
 from dataclasses import dataclass
@@ -18,6 +19,18 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Mode bits and uids mean nothing on Windows (a directory reports 0o777 there): the
 # checks that rely on them apply where they exist.
 POSIX_PERMISSIONS = os.name != "nt"
+
+
+def current_user(environ: dict | None = None) -> str:
+    """Who is writing: the JupyterHub user when there is one, else the login name.
+    Notes, events and the trust of checks are attributed to it."""
+    environ = os.environ if environ is None else environ
+    if environ.get("JUPYTERHUB_USER"):
+        return environ["JUPYTERHUB_USER"]
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+        return "unknown"
 
 
 @dataclass(frozen=True)

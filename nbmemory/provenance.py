@@ -20,7 +20,6 @@ How the notebook and the cell are found, in order:
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
 import os
@@ -30,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
+from .config import current_user
 from .models import Provenance
 
 MAX_SOURCE = 4096  # characters of the cell source kept with a note
@@ -308,13 +308,7 @@ def git_info(start: str | os.PathLike, *, dirty: bool = True,
 # -- all together ------------------------------------------------------------------------
 
 def author(environ: Mapping[str, str] | None = None) -> str:
-    environ = os.environ if environ is None else environ
-    if environ.get("JUPYTERHUB_USER"):
-        return environ["JUPYTERHUB_USER"]
-    try:
-        return getpass.getuser()
-    except Exception:  # no passwd entry in some containers
-        return "unknown"
+    return current_user(environ)
 
 
 def capture(shell=None, *, environ: Mapping[str, str] | None = None,

@@ -3,12 +3,12 @@ priorities, tags and filters, with messages that say how to fix them."""
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 from typing import Iterable
 
 import numpy as np
 
+from ..config import current_user
 from ..errors import Command, InvalidInput
 from ..models import KINDS, PRIORITIES
 from ..store import Filters
@@ -43,10 +43,7 @@ def content_hash(text: str) -> str:
 
 
 def default_author() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # no passwd entry in some containers
-        return "unknown"
+    return current_user()
 
 
 MAX_TAG_CHARS = 100
