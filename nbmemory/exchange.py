@@ -222,6 +222,15 @@ class _Rows:
         self.next_id, self.last_seq = self.store.next_note_id(), self.store.position()
 
 
+def _untrusted(event: dict) -> dict:
+    """An imported ``trusted`` event, marked so: trust in a check is given in this store,
+    never carried by a file (engine.checking reads the mark)."""
+    if event.get("type") != "trusted":
+        return event
+    data = json.loads(event["data"]) if event.get("data") else {}
+    return {**event, "data": json.dumps({**data, "imported": True})}
+
+
 def restore(store: Store, export: Export, progress: Progress | None = None) -> dict[str, int]:
     """Copy every row into an empty store, ids and journal positions unchanged."""
     tables = _tables(store)
@@ -234,7 +243,7 @@ def restore(store: Store, export: Export, progress: Progress | None = None) -> d
     rows = _Rows(store, tables)
     for table in tables:
         for row in export.table(table):
-            rows.add(table, row)
+            rows.add(table, _untrusted(row) if table == "events" else row)
         rows.flush()
         done += len(export.rows.get(table, ()))
         if progress:
@@ -292,6 +301,7 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
         for event in events.get(row["id"], []):
             seq = pending.seq()
             seq_map[event["seq"]] = seq
+            event = _untrusted(event)
             data = json.loads(event["data"]) if event.get("data") else {}
             if origin and event["type"] == "created":
                 data["imported_from"] = origin

@@ -12,10 +12,11 @@ import glob
 import os
 import uuid
 from datetime import datetime
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
+from . import checks as evaluation
 from .anchors import is_glob
-from .config import Settings, StoreLocation, locate_store
+from .config import Settings, StoreLocation, current_user, locate_store
 from .display import ShownHits
 from .errors import InvalidInput
 from .operations import operation as lookup
@@ -59,6 +60,28 @@ def _about(items) -> list | None:
         return items  # the engine says what is wrong with it
     return [i.to_dict() if isinstance(i, Anchor) else _here(os.fspath(i))
             if isinstance(i, (str, os.PathLike)) else i for i in items]
+
+
+def _with_check(about: list | None, check: str | None, namespace: Mapping[str, Any] | None,
+                budget: float) -> list | None:
+    """``about`` and, given a check, the anchor of that check if it holds in ``namespace``
+    (else InvalidInput, with the value it got)."""
+    if check is None:
+        return about
+    return [*(about or []), _checked(check, namespace, budget).to_dict()]
+
+
+def _checked(expression: str, namespace: Mapping[str, Any] | None, budget: float) -> Anchor:
+    if namespace is None:
+        raise InvalidInput("A check is evaluated in your namespace: pass namespace=globals() "
+                           "(or the dict the names live in)")
+    outcome = evaluation.evaluate(expression, namespace, budget=budget)
+    if outcome.status != "passed":
+        said = {"failed": f"is False here (value {outcome.value})",
+                "error": f"raised {outcome.error}", "skipped": outcome.why}[outcome.status]
+        raise InvalidInput(f"The check {expression.strip()!r} {said}; the note was not "
+                           "stored. Fix the check or the finding.")
+    return evaluation.check_anchor(expression, namespace, outcome)
 
 
 def _here(path: str) -> str:
@@ -144,17 +167,70 @@ class Memory:
                  tags: str | Iterable[str] | None = None, author: str | None = None,
                  provenance: Provenance | None = None, supersedes: int | None = None,
                  request_id: str | None = None,
-                 about: Iterable[str | Anchor | dict] | None = None) -> Note:
+                 about: Iterable[str | Anchor | dict] | None = None,
+                 check: str | None = None, namespace: Mapping[str, Any] | None = None,
+                 budget: float = evaluation.DEFAULT_BUDGET) -> Note:
         """Store a finding. ``tags`` is a list or a comma-separated string.
 
         ``about`` anchors the note to paths, directories or globs (relative ones are
         looked up in the workspace) and to variable anchors made with
         :func:`nbmemory.anchors.variable_fingerprint`; paths the text mentions are
         anchored too. The note is flagged stale when they change.
+
+        ``check``: a Python expression that must hold, evaluated here in ``namespace``
+        (e.g. ``globals()``) within ``budget`` seconds; the note is refused, with the
+        value it got, when it does not. Re-check later with :meth:`check`.
         """
-        return self._call("remember", text=text, kind=kind, priority=priority, tags=tags,
+        about = _with_check(_about(about), check, namespace, budget)
+        note = self._call("remember", text=text, kind=kind, priority=priority, tags=tags,
                           author=author, provenance=provenance, supersedes=supersedes,
-                          request_id=request_id, about=_about(about))
+                          request_id=request_id, about=about)
+        return self._trusting(note, check, request_id)
+
+    def _trusting(self, note: Note, check: str | None, request_id: str | None) -> Note:
+        """Who writes a check here has just seen it hold: they trust it."""
+        if check is None:
+            return note
+        return self.trust(note.id, request_id=f"{request_id}/trust" if request_id else None)
+
+    def checks(self, *, actor: str | None = None) -> list[dict[str, Any]]:
+        """Every check of an active note, with its latest outcome and whether ``actor``
+        (by default who runs this) trusts it; see :meth:`check`."""
+        return self._call("checks", actor=actor or current_user())
+
+    def record_checks(self, outcomes: Sequence[dict[str, Any]], *, actor: str | None = None,
+                      request_id: str | None = None) -> list[Note]:
+        """Journal outcomes of checks evaluated here (see :meth:`check`)."""
+        return self._call("record_checks", outcomes=list(outcomes),
+                          actor=actor or current_user(), request_id=request_id)
+
+    def trust(self, note_id: int, *, actor: str | None = None,
+              request_id: str | None = None) -> Note:
+        """Let this user's checks run the check of a note someone else wrote."""
+        return self._call("trust", note_id=note_id, actor=actor or current_user(),
+                          request_id=request_id)
+
+    def check(self, namespace: Mapping[str, Any], note_ids: Iterable[int] | None = None, *,
+              budget: float = evaluation.DEFAULT_BUDGET) -> list[tuple[dict, evaluation.Outcome]]:
+        """Re-evaluate the checks of ``note_ids`` (default: all) here, in ``namespace``,
+        each within ``budget`` seconds, and journal the outcomes. A check someone else
+        wrote is not run until trusted (:meth:`trust`); one whose names are not in
+        ``namespace`` is skipped. Returns (check, outcome) pairs."""
+        wanted = None if note_ids is None else {int(i) for i in note_ids}
+        results = []
+        for item in self.checks():
+            if wanted is not None and item["note"].id not in wanted:
+                continue
+            if not item["trusted"]:
+                outcome = evaluation.Outcome("skipped", why=f"not trusted: written by "
+                                                        f"{item['note'].author or 'someone else'}")
+            else:
+                outcome = evaluation.evaluate(item["expression"], namespace, budget=budget)
+            results.append((item, outcome))
+        if results:
+            self.record_checks([{"note_id": item["note"].id, "expression": item["expression"],
+                                 **outcome.to_dict()} for item, outcome in results])
+        return results
 
     def remember_with_similar(self, text: str, *, supersedes: int | None = None,
                               similar: int = 3, **options: Any) -> tuple[Note, list[Hit]]:
@@ -162,7 +238,12 @@ class Memory:
         active notes closest to it, leaving out the one it replaces: what a front end
         shows after a remember, so the writer sees near duplicates (never merged)."""
         if supersedes is not None:
-            note = self.supersede(supersedes, text, **options)
+            check, namespace, budget = (options.pop(k, None)
+                                        for k in ("check", "namespace", "budget"))
+            options["about"] = _with_check(_about(options.get("about")), check, namespace,
+                                           budget or evaluation.DEFAULT_BUDGET)
+            note = self._trusting(self.supersede(supersedes, text, **options), check,
+                                  options.get("request_id"))
         else:
             note = self.remember(text, **options)
         near = self.similar(note.id, k=similar) if similar > 0 else []

@@ -165,6 +165,15 @@ class StaleChecker:
                 if not item.target.isidentifier():
                     raise InvalidInput(f"{item.target!r} is not a variable name")
                 return Anchor("variable", item.target, dict(item.fingerprint), "about")
+            if item.kind == "check":  # evaluated in the writer's kernel, never here
+                if not item.target.strip() or not isinstance(item.fingerprint.get("names"), list):
+                    raise InvalidInput("A check anchor needs its expression and the names it "
+                                       "reads (make it with nbmemory.checks.check_anchor)")
+                return Anchor("check", item.target.strip(), dict(item.fingerprint), "check")
+            if item.kind == "evidence":  # a cell's output, kept as it was
+                if not isinstance(item.fingerprint.get("output"), str):
+                    raise InvalidInput("An evidence anchor needs the output it keeps")
+                return Anchor("evidence", item.target, dict(item.fingerprint), "evidence")
             item = item.target  # a file-system anchor: the engine takes its own fingerprint
         if not isinstance(item, (str, os.PathLike)) or not str(item).strip():
             raise InvalidInput(f"Cannot anchor a note to {item!r}; give a path, a glob or a "
@@ -202,6 +211,9 @@ class StaleChecker:
             return self._glob_reasons(anchor)
         if kind == "cell":
             return self._cell_reasons(anchor)
+        if kind in ("check", "evidence"):
+            return []  # a check's outcome is a journal event (the engine reads the latest);
+            # evidence is what a cell printed once, compared by %memory rerun
         if kind == "variable":
             return self._variable_reasons(anchor, variables)
         return []

@@ -91,6 +91,11 @@ def anchor_label(anchor: Anchor) -> str:
         return f"{anchor.target} ({describe_variable(fp)})"
     if anchor.kind == "cell":
         return "its cell"
+    if anchor.kind == "check":
+        held = f" (held, value {fp['value']})" if fp.get("value") else ""
+        return f"check {anchor.target}{held}"
+    if anchor.kind == "evidence":
+        return f"evidence {anchor.target}"
     if anchor.kind == "data" and "columns" in fp:
         rows = f", {fp['rows']:,} rows" if fp.get("rows") is not None else ""
         return f"{anchor.target} ({len(fp['columns'])} columns{rows})"

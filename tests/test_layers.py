@@ -7,14 +7,14 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "nbmemory"
 LAYERS = {  # module (or package) -> layer; higher layers may import lower ones only
-    "front": ["magics", "magic_args", "magic_memory", "cli", "cli_args", "cli_commands", "mcp", "server", "browse", "ambient", "doctor", "namespace",
+    "front": ["magics", "magic_args", "magic_memory", "magic_checks", "cli", "cli_args", "cli_commands", "mcp", "server", "browse", "ambient", "doctor", "namespace",
               "procedures", "progress", "__main__", "__init__"],
     "facade": ["memory"],
     "service": ["service"],
     "engine": ["engine", "ranking", "stale", "history", "exchange"],
     "store": ["store"],
     "leaves": ["errors", "models", "config", "lexical", "vectors", "embed", "anchors", "events",
-               "operations", "wording", "when", "_version", "lock", "syntax", "display",
+               "operations", "wording", "when", "_version", "lock", "syntax", "display", "checks",
                "provenance"],
 }
 RANK = {layer: rank for rank, layer in enumerate(reversed(list(LAYERS)))}

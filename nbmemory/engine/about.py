@@ -31,6 +31,7 @@ class _About:
     variables: dict[tuple[str, str], set[int]]  # (scope, name)
     terms: frozenset[str]  # file-like terms of active notes' text
     gotchas: int
+    checked: frozenset[str]  # names the checks of notes read
 
 
 class About(Part):
@@ -46,6 +47,7 @@ class About(Part):
         paths: dict[str, set[int]] = {}
         globs: dict[str, set[int]] = {}
         variables: dict[tuple[str, str], set[int]] = {}
+        checked: set[str] = set()
         for note_id, rows in self.store.anchors(self.store.anchored_note_ids()).items():
             for _, anchor in rows:
                 if anchor.kind in ("file", "data", "dir"):
@@ -55,12 +57,14 @@ class About(Part):
                 elif anchor.kind == "variable":
                     key = (anchor.fingerprint.get("scope", ""), anchor.target)
                     variables.setdefault(key, set()).add(note_id)
+                elif anchor.kind == "check":
+                    checked.update(anchor.fingerprint.get("names") or ())
         inactive = self.engine.state.inactive
         terms = frozenset(t for t in self.engine.keywords.index.terms() if is_file_term(t)
                           and any(i not in inactive for i in self.engine.keywords.index.docs_with(t)))
         gotchas = len(self.store.note_ids(Filters(kinds=("gotcha",))))
         self._cache = _About(commits, self.store.position(), paths, globs, variables,
-                                   terms, gotchas)
+                                   terms, gotchas, frozenset(checked))
         return self._cache
 
     def anchor_targets(self, scope: str = "") -> dict[str, Any]:
@@ -69,8 +73,9 @@ class About(Part):
         ``paths``: absolute paths of the files and directories active notes are anchored
         to; ``globs``: absolute glob patterns; ``terms``: file-like terms of note text
         (see :func:`anchors.file_terms`); ``variables``: names anchored in ``scope``;
-        ``gotchas``: how many active gotcha notes exist; ``position``: the journal
-        position all this reflects.
+        ``gotchas``: how many active gotcha notes exist; ``checked``: the names checks
+        read (a cell that changes one re-runs them); ``position``: the journal position
+        all this reflects.
         """
         with self.lock:
             about = self.engine.about.current()
@@ -80,7 +85,7 @@ class About(Part):
                     "globs": sorted(str(absolute(g, root)) for g in about.globs),
                     "terms": sorted(about.terms),
                     "variables": sorted(name for s, name in about.variables if s == (scope or "")),
-                    "gotchas": about.gotchas}
+                    "gotchas": about.gotchas, "checked": sorted(about.checked)}
 
     def notes_about(self, *, paths: Sequence[str] = (), cwd: str | None = None,
                     variables: dict | None = None, error: str | None = None,

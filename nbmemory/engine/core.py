@@ -29,6 +29,7 @@ from ..stale import StaleChecker
 from ..store import SCHEMA_VERSION, Store
 from ..vectors import VectorIndex
 from .about import About
+from .checking import Checking
 from .indexes import Dense, Keywords, NoteState
 from .journal import Entry, Journal
 from .part import Progress
@@ -79,6 +80,7 @@ class Engine:
         self.writes, self.reads, self.recalls = Writes(self), Reads(self), Recall(self)
         self.staleness, self.about = Staleness(self), About(self)
         self.seals, self.upkeep = Snapshots(self), Upkeep(self)
+        self.checking = Checking(self)
         self._identity: str | None = None
         self._index_state = "empty"
         try:
@@ -113,6 +115,9 @@ class Engine:
     stale = _by("staleness", Staleness.stale)
     verify = _by("staleness", Staleness.verify)
     variable_anchors = _by("staleness", Staleness.variable_anchors)
+    checks = _by("checking", Checking.checks)
+    record_checks = _by("checking", Checking.record_checks)
+    trust = _by("checking", Checking.trust)
     anchor_targets = _by("about", About.anchor_targets)
     notes_about = _by("about", About.notes_about)
     snapshot = _by("seals", Snapshots.snapshot)

@@ -24,7 +24,9 @@ class Staleness(Part):
             if reasons or mine:
                 note = replace(note, stale=tuple(reasons), anchors=mine)
             out.append(note)
-        return out
+        failed = self.engine.checking.failed(out)  # a check that fails now is a reason too
+        return [replace(n, stale=n.stale + tuple(failed[n.id])) if n.id in failed else n
+                for n in out]
 
     def superseded(self, note: Note, upto: int | None = None) -> list[StaleReason]:
         """``superseded #N`` for a superseded note (by the newest replacement up to ``upto``)."""
@@ -37,8 +39,11 @@ class Staleness(Part):
     def stale_ids(self, variables: dict | None) -> set[int]:
         """Active notes with at least one stale anchor (only anchored notes can be)."""
         anchors = self.store.anchors(self.store.anchored_note_ids())
-        return {note_id for note_id, rows in anchors.items()
-                if self.engine.checker.reasons((a for _, a in rows), variables)}
+        stale = {note_id for note_id, rows in anchors.items()
+                 if self.engine.checker.reasons((a for _, a in rows), variables)}
+        checked = [Note(i, "", anchors=tuple(a for _, a in rows)) for i, rows in anchors.items()
+                   if i not in stale and any(a.kind == "check" for _, a in rows)]
+        return stale | set(self.engine.checking.failed(checked))
 
     def by_staleness(self, candidates: np.ndarray, stale: bool, variables) -> np.ndarray:
         marked = np.isin(candidates, np.fromiter(self.stale_ids(variables), np.int64))
@@ -70,6 +75,8 @@ class Staleness(Part):
             before = self.engine.checker.reasons((a for _, a in current), variables)
             retaken, kept = [], []
             for position, anchor in current:
+                if anchor.kind in ("check", "evidence"):  # re-run by %memory check or rerun
+                    continue
                 new = self.engine.checker.retake(anchor, variables)
                 (retaken.append((position, new)) if new is not None else kept.append(anchor.target))
             at = utcnow()

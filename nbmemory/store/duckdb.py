@@ -204,6 +204,22 @@ class Store(Rows):
         return [Event(r[0], _aware(r[1]), r[2], r[3], r[4], json.loads(r[5]) if r[5] else {})
                 for r in rows]
 
+    def check_events(self, note_ids: Sequence[int]) -> dict[int, list[Event]]:
+        """What decides the checks of ``note_ids``: their outcomes, trust and what
+        imports changed, oldest first, by note."""
+        if not note_ids:
+            return {}
+        rows = self.con.execute(
+            "SELECT seq, occurred_at, note_id, type, actor, data FROM events "
+            f"WHERE note_id IN ({_id_list(note_ids)}) AND (type LIKE 'check_%' OR type IN "
+            "('trusted', 'edited', 'verified', 'revoked', 'reinstated')) "
+            "ORDER BY seq").fetchall()
+        out: dict[int, list[Event]] = {}
+        for r in rows:
+            out.setdefault(r[2], []).append(
+                Event(r[0], _aware(r[1]), r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}))
+        return out
+
     def changed_since(self, seq: int) -> list[int]:
         rows = self.con.execute(
             "SELECT DISTINCT note_id FROM events WHERE seq > ? AND note_id IS NOT NULL", [seq]

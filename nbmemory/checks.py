@@ -1,0 +1,188 @@
+"""Findings that check themselves: a Python expression that must hold, evaluated only in
+the user's own process (a kernel, or a script that passes its namespace), within a time
+budget. Never imported by the owner, the server, the CLI or MCP to run anything.
+
+A check is stored as an anchor of kind ``check`` (target: the expression; fingerprint: the
+names it reads, the value it had and those names' fingerprints). Each re-check is a
+journal event (``check_passed``, ``check_failed``, ``check_error``, ``check_skipped``);
+the latest failure is a stale reason wherever the note is shown.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .anchors import variable_fingerprint
+from .models import Anchor
+
+DEFAULT_BUDGET = 1.0  # seconds a check may run
+MAX_VALUE = 200  # characters of a value kept
+
+
+class CheckTimeout(Exception):
+    """A check ran past its budget."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one evaluation gave: passed, failed, error or skipped, and why."""
+
+    status: str
+    value: str = ""  # repr of the value (capped)
+    error: str = ""  # the exception line, for an error
+    why: str = ""  # for skipped
+
+    def to_dict(self) -> dict[str, str]:
+        return {k: v for k, v in self.__dict__.items() if v}
+
+
+def parse(expression: str) -> ast.Expression:
+    from .errors import InvalidInput
+
+    if not isinstance(expression, str) or not expression.strip():
+        raise InvalidInput("A check is a Python expression that must hold, e.g. "
+                           "--check \"orders.amount.isna().mean() < 0.05\"")
+    try:
+        return ast.parse(expression.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise InvalidInput(f"The check {expression!r} is not a Python expression "
+                           f"({exc.msg}); the note was not stored.") from None
+
+
+def names_read(expression: str) -> list[str]:
+    """The free names an expression reads (builtins left out), in order of appearance."""
+    tree = parse(expression)
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Store)}  # comprehension and walrus targets
+    loads = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Name)
+                    and isinstance(n.ctx, ast.Load) and n.id not in bound),
+                   key=lambda n: (n.lineno, n.col_offset))
+    names = [n.id for n in loads]
+    return [n for n in dict.fromkeys(names) if not hasattr(builtins, n)]
+
+
+def _short(value: Any) -> str:
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+        value = value.item()  # 0.081, not np.float64(0.081)
+    try:
+        text = " ".join(repr(value).split())
+    except Exception as exc:  # noqa: BLE001 - a value whose repr fails is still a value
+        text = f"<{type(value).__name__}: repr failed: {exc}>"
+    return text if len(text) <= MAX_VALUE else text[:MAX_VALUE - 1] + "…"
+
+
+def evaluate(expression: str, namespace: Mapping[str, Any], *,
+             budget: float = DEFAULT_BUDGET) -> Outcome:
+    """Evaluate ``expression`` in ``namespace`` within ``budget`` seconds.
+
+    The value kept is the one worth reading: for a comparison its left side (the null
+    share in ``orders.amount.isna().mean() < 0.05``), else the expression's value. An
+    exception inside the check is an outcome, not a traceback; so is running past the
+    budget. In the main thread on POSIX the check is interrupted (SIGALRM); elsewhere it
+    runs in a helper thread that is abandoned when the budget ends, so the caller's own
+    work goes on either way.
+    """
+    run = _runner(parse(expression), namespace)
+    missing = [n for n in names_read(expression) if n not in namespace]
+    if missing:
+        return Outcome("skipped", why=f"{', '.join(missing)} not defined here")
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        return _with_alarm(run, budget)
+    return _in_thread(run, budget)
+
+
+def _runner(tree: ast.Expression, namespace: Mapping[str, Any]):
+    """A function giving (value, shown): a comparison's left side is evaluated once and
+    kept, so ``x < 0.05`` reports ``x``."""
+    body = tree.body
+    if not isinstance(body, ast.Compare):
+        code = compile(tree, "<check>", "eval")
+
+        def whole():
+            value = eval(code, dict(namespace))  # noqa: S307 - the user's own check, here
+            return value, value
+        return whole
+    left = compile(ast.Expression(body.left), "<check>", "eval")
+    rest = ast.Expression(ast.Compare(ast.Name(_LEFT, ast.Load()), body.ops, body.comparators))
+    compare = compile(ast.fix_missing_locations(ast.copy_location(rest, tree)), "<check>", "eval")
+
+    def compared():
+        scope = dict(namespace)
+        scope[_LEFT] = shown = eval(left, scope)  # noqa: S307 - as above
+        return eval(compare, scope), shown  # noqa: S307
+    return compared
+
+
+_LEFT = "_nbmemory_check_left"
+
+
+def _result(value: Any, shown: Any) -> Outcome:
+    try:
+        held = bool(value)
+    except Exception as exc:  # noqa: BLE001 - e.g. the truth value of a Series
+        return Outcome("error", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:MAX_VALUE])
+    return Outcome("passed" if held else "failed", value=_short(shown))
+
+
+def _error(exc: BaseException, budget: float) -> Outcome:
+    if isinstance(exc, CheckTimeout):
+        return Outcome("error", error=f"ran past its budget of {budget:g} s")
+    return Outcome("error", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:MAX_VALUE])
+
+
+def _with_alarm(run, budget: float) -> Outcome:
+    def stop(signum, frame):
+        raise CheckTimeout()
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, budget)
+    try:
+        value, shown = run()
+    except BaseException as exc:  # noqa: BLE001 - every failure of a check is an outcome
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return _error(exc, budget)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return _result(value, shown)
+
+
+def _in_thread(run, budget: float) -> Outcome:
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"], box["shown"] = run()
+        except BaseException as exc:  # noqa: BLE001 - every failure of a check is an outcome
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="nbmemory-check", daemon=True)
+    worker.start()
+    worker.join(budget)
+    if worker.is_alive():
+        return Outcome("error", error=f"ran past its budget of {budget:g} s (left running "
+                                      "in the background)")
+    if "error" in box:
+        return _error(box["error"], budget)
+    return _result(box.get("value"), box.get("shown"))
+
+
+def check_anchor(expression: str, namespace: Mapping[str, Any], outcome: Outcome,
+                 scope: str = "") -> Anchor:
+    """The anchor a passing check is stored as."""
+    names = names_read(expression)
+    fingerprints = {}
+    for name in names:
+        try:
+            fingerprints[name] = variable_fingerprint(namespace[name])
+        except Exception:  # noqa: BLE001 - a value that cannot be fingerprinted is skipped
+            continue
+    return Anchor("check", expression.strip(), {"names": names, "value": outcome.value,
+                                                "scope": scope, "variables": fingerprints},
+                  "check")

@@ -1,0 +1,139 @@
+"""Checks that notes carry: which exist, what they last gave, who trusts them.
+
+The engine never evaluates a check: kernels do (nbmemory.checks) and send the outcomes,
+which are journalled here as ``check_passed``, ``check_failed``, ``check_error`` or
+``check_skipped``. The latest failure of a check is a stale reason of its note.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..errors import InvalidInput
+from ..models import Note, StaleReason, utcnow
+from .part import Part
+from .validate import default_author, note_id as valid_id, unicode_text
+
+OUTCOMES = ("passed", "failed", "error", "skipped")
+
+
+class Checking(Part):
+    def checks(self, *, actor: str | None = None) -> list[dict[str, Any]]:
+        """Every check of an active note: ``note``, ``expression``, ``names``, ``value``
+        and ``variables`` (their fingerprints) when it was written, ``trusted`` (the note is ``actor``'s, or ``actor`` trusted
+        it) and ``last`` (the latest outcome, or None)."""
+        actor = actor or default_author()
+        with self.lock:
+            anchored = self.store.anchors(self.store.anchored_note_ids())
+            ids = [i for i, rows in anchored.items() if any(a.kind == "check" for _, a in rows)]
+            notes = {n.id: n for n in self.engine.staleness.with_stale(
+                list(self.store.get_notes(ids).values()))}
+            events = self.store.check_events(ids)
+            out = []
+            for note_id in sorted(notes, reverse=True):
+                note = notes[note_id]
+                trusted = _trusted(events.get(note_id, ()), actor)
+                for _, anchor in anchored[note_id]:
+                    if anchor.kind != "check":
+                        continue
+                    last = _latest(events.get(note_id, ()), anchor.target)
+                    out.append({"note": note, "expression": anchor.target,
+                                "names": anchor.fingerprint.get("names", []),
+                                "value": anchor.fingerprint.get("value", ""),
+                                "variables": anchor.fingerprint.get("variables", {}),
+                                "trusted": trusted, "last": last})
+            return out
+
+    def record_checks(self, outcomes: Sequence[dict[str, Any]], *, actor: str | None = None,
+                      request_id: str | None = None) -> list[Note]:
+        """Journal what a kernel's re-check of each note gave: dicts of ``note_id``,
+        ``expression``, ``status`` (passed, failed, error, skipped) and ``value``,
+        ``error`` or ``why``."""
+        if not isinstance(outcomes, (list, tuple)):
+            raise InvalidInput("record_checks takes a list of outcomes")
+        clean = [_outcome(o) for o in outcomes]
+        with self.lock:
+            if request_id and self.store.request_note(request_id) is not None:
+                return list(self.store.get_notes([o["note_id"] for o in clean]).values())
+            for o in clean:
+                self.engine.writes.require_status(o["note_id"], "active", "check")
+            at, actor = utcnow(), actor or default_author()
+            with self.engine.writing() as entry:
+                for o in clean:
+                    data = {k: v for k, v in o.items() if k not in ("note_id", "status") and v}
+                    entry.append(f"check_{o['status']}", o["note_id"], actor=actor, at=at,
+                                 request_id=request_id, data=data)
+            notes = self.store.get_notes([o["note_id"] for o in clean])
+            return self.engine.staleness.with_stale(list(notes.values()))
+
+    def trust(self, note_id: int, *, actor: str | None = None,
+              request_id: str | None = None) -> Note:
+        """Let ``actor``'s kernels run the checks of a note someone else wrote."""
+        note_id = valid_id(note_id)
+        with self.lock:
+            note = self.engine.writes.require_status(note_id, "active", "trust")
+            if not any(a.kind == "check" for a in self.engine.reads.get(note_id).anchors):
+                raise InvalidInput(f"Note #{note_id} has no check to trust.")
+            if not (request_id and self.store.request_note(request_id) is not None):
+                with self.engine.writing() as entry:
+                    entry.append("trusted", note.id, actor=actor or default_author(),
+                                 at=utcnow(), request_id=request_id)
+            return self.engine.reads.get(note_id)
+
+    def failed(self, notes: Sequence[Note]) -> dict[int, list[StaleReason]]:
+        """``check_failed`` reasons of the notes whose latest check outcome was a failure."""
+        ids = [n.id for n in notes if any(a.kind == "check" for a in n.anchors)]
+        if not ids:
+            return {}
+        events = self.store.check_events(ids)
+        out: dict[int, list[StaleReason]] = {}
+        for note in notes:
+            for anchor in note.anchors:
+                last = anchor.kind == "check" and _latest(events.get(note.id, ()), anchor.target)
+                if last and last["status"] == "failed":
+                    out.setdefault(note.id, []).append(StaleReason(
+                        "check_failed", anchor.target,
+                        f"is now False, value {last.get('value', '?')}"))
+        return out
+
+
+def _imported(event) -> bool:
+    data = event.data or {}
+    return bool(data.get("imported") or data.get("imported_from")
+                or "imported" in data.get("changed", ()))
+
+
+def _trusted(events, actor: str) -> bool:
+    """Whether ``actor`` may run a note's checks: they trusted them in this store (the
+    kernel that writes a check trusts it at once) since an import last changed the note.
+    An export cannot carry trust: imports leave ``trusted`` events out."""
+    trusted = False
+    for event in events:
+        if _imported(event):
+            trusted = False
+        elif event.type == "trusted" and event.actor == actor:
+            trusted = True
+    return trusted
+
+
+def _latest(events, expression: str) -> dict[str, Any] | None:
+    for event in reversed(list(events)):
+        if event.type.startswith("check_") and event.data.get("expression") == expression:
+            return {"status": event.type[len("check_"):], "at": event.at.isoformat(),
+                    "by": event.actor, **{k: v for k, v in event.data.items()
+                                          if k != "expression"}}
+    return None
+
+
+def _outcome(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"A check outcome is a dict, not {type(raw).__name__}")
+    status = raw.get("status")
+    if status not in OUTCOMES:
+        raise InvalidInput(f"A check's outcome is one of {', '.join(OUTCOMES)}, not {status!r}")
+    out = {"note_id": valid_id(raw.get("note_id")), "status": status,
+           "expression": unicode_text(raw.get("expression") or "", "A check's expression")}
+    for key in ("value", "error", "why"):
+        value = raw.get(key) or ""
+        out[key] = unicode_text(value, f"A check's {key}")[:500]
+    return out
