@@ -143,12 +143,13 @@ class Targets:
     terms: frozenset[str]
     variables: frozenset[str]
     gotchas: int
+    checked: frozenset[str] = frozenset()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Targets:
         return cls(int(data["position"]), data["workspace"], frozenset(data["paths"]),
                    tuple(data["globs"]), frozenset(data["terms"]), frozenset(data["variables"]),
-                   int(data["gotchas"]))
+                   int(data["gotchas"]), frozenset(data.get("checked") or ()))
 
     def concerns(self, path: str, roots: Sequence[Path]) -> bool:
         """Is some note about ``path`` (absolute), by anchor, glob or text?"""
@@ -323,6 +324,9 @@ class Ambient:
         if code is None:
             code = shell.transform_cell(raw) if any(c in raw for c in "%!?") else raw
         tokens, names = cell_paths(code, raw)
+        failing = self.magics._recheck(names & targets.checked & set(shell.user_ns), self._token)
+        if failing:  # a check whose data this cell changed: said at once, checked here
+            print("nbmemory: " + "\nnbmemory: ".join(failing))
         cwd, real_cwd = self._cwd_now()
         roots = [Path(targets.workspace), Path(real_cwd)]
         paths = self._paths(tokens, reads, real_cwd, targets, roots)

@@ -21,12 +21,13 @@ from .ambient import Ambient, Gate
 from .namespace import namespace_terms
 from .config import Settings, configured_model
 from .magic_args import parse_ids, split_options, unquote, usage_errors
+from .magic_checks import CheckCommands, evidence
 from .magic_memory import MemoryCommands
 from .when import parse_since
 from .models import Anchor, Provenance
 
 @magics_class
-class NbMemory(MemoryCommands, Magics):
+class NbMemory(MemoryCommands, CheckCommands, Magics):
     """Remember findings, recall them, forget them, snapshot what you know."""
 
     store = Unicode("", help="Store directory. Empty: NBMEMORY_HOME, the nearest .nbmemory/ "
@@ -64,6 +65,9 @@ class NbMemory(MemoryCommands, Magics):
     ambient_agreement = Float(Gate.agreement, help="... and are at least this close to one "
                                                    "another.").tag(config=True)
 
+    check_budget = Float(1.0, help="Seconds a check (%remember --check, %memory check) may "
+                                   "run before it is stopped and reported.").tag(config=True)
+
     def __init__(self, shell=None, **kwargs):
         # Set before Configurable.__init__: applying config from ipython_config.py fires
         # the observers below, which close the (not yet opened) store.
@@ -71,6 +75,7 @@ class NbMemory(MemoryCommands, Magics):
         self._outcomes: dict[int, bool] = {}  # execution count -> ran without error
         self._notebook: str | None = None  # learnt once, kept for the kernel's life
         self._ambient = Ambient(self)
+        self._checks, self._checks_token, self._check_seen = None, None, {}  # see magic_checks
         super().__init__(shell=shell, **kwargs)
 
     @property
@@ -165,6 +170,12 @@ class NbMemory(MemoryCommands, Magics):
     @argument("--about", action="append", default=None, metavar="PATH|GLOB|VAR",
               help="anchor the note to a file, directory, glob or variable (repeatable); "
                    "it is flagged stale when that changes. Paths in the text are anchored too")
+    @argument("--check", default=None, metavar="EXPR",
+              help="a Python expression that must hold now, e.g. --check \"df.amount.isna()"
+                   ".mean() < 0.05\"; %%memory check re-runs it later")
+    @argument("--from-output", action="store_true",
+              help="keep the last cell's result as the note's evidence (%%memory rerun "
+                   "compares it with a fresh run)")
     @argument("text", nargs="*", help="the finding itself; in %%remember the cell body")
     @line_cell_magic
     def remember(self, line: str, cell: str | None = None):
@@ -187,9 +198,14 @@ class NbMemory(MemoryCommands, Magics):
             text, args.kind = self._procedure(args, text), "procedure"
         provenance = self._provenance()
         about = self._about(args.about, provenance.notebook or "")
+        if args.from_output:
+            about.append(evidence(self.shell, before=self.shell.execution_count))
         with usage_errors():
             options = dict(kind=args.kind, priority=args.priority, tags=args.tags,
                            provenance=provenance, author=provenance.author, about=about)
+            if args.check is not None:
+                options.update(check=unquote(args.check), namespace=self.shell.user_ns,
+                               budget=self.check_budget)
             note, similar = self.mem.remember_with_similar(
                 text, supersedes=args.supersedes, similar=self.similar, **options)
         hint = None
@@ -380,6 +396,9 @@ class NbMemory(MemoryCommands, Magics):
         %memory insert ID           put a procedure's code into a new cell
         %memory stale               notes whose files, data, variables or cells changed
         %memory verify ID           you checked note ID still holds: re-take its fingerprints
+        %memory check [ID ...]      re-run the notes' checks here (NbMemory.check_budget each)
+        %memory trust ID            let this kernel run a check someone else wrote
+        %memory rerun ID            re-run a note's cell; old and new output side by side
         %memory reindex             rebuild both indexes from the store (with progress)
         %memory reembed             re-embed all notes with the configured model
         %memory export FILE.jsonl   everything, losslessly (notes, versions, journal, snapshots)

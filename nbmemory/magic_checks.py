@@ -1,0 +1,183 @@
+"""Findings that check themselves, in the notebook: ``%remember --check`` and
+``--from-output``, ``%memory check``, ``trust`` and ``rerun``, and the ambient re-check
+after a cell changes what a check reads. Checks run here, in the user's kernel, only."""
+
+from __future__ import annotations
+
+import difflib
+import textwrap
+
+from IPython.core.error import UsageError
+
+from . import checks as evaluation
+from .magic_args import parse_ids
+
+MAX_EVIDENCE = 4000  # characters of a cell's output kept as a note's evidence
+
+
+def describe(note_id: int, expression: str, outcome: evaluation.Outcome) -> str:
+    """One line per outcome, as %memory check and the ambient line print it."""
+    if outcome.status == "passed":
+        return f"#{note_id} holds: {expression} (value {outcome.value})"
+    if outcome.status == "failed":
+        return f"#{note_id} FAILS: {expression} is now False (value {outcome.value})"
+    if outcome.status == "error":
+        return f"#{note_id} could not be checked: {expression} raised {outcome.error}"
+    return f"#{note_id} not checked: {expression} ({outcome.why})"
+
+
+def evidence(shell, before: int | None = None) -> dict:
+    """The latest output of this kernel (before execution count ``before``) as an
+    evidence anchor: the cell's plain-text result, capped, and its source."""
+    outputs = shell.user_ns.get("Out") or {}
+    counts = [c for c in outputs if before is None or c < before]
+    if not counts:
+        raise UsageError("--from-output keeps the result of the last cell that had one, and "
+                         "no cell has shown a result yet in this kernel. Run the cell whose "
+                         "output is the evidence, then %remember --from-output ...")
+    count = max(counts)
+    text = shell.display_formatter.format(outputs[count], include=("text/plain",))[0]
+    text = text.get("text/plain", repr(outputs[count]))
+    history = shell.history_manager.input_hist_raw
+    source = history[count] if count < len(history) else ""
+    return {"kind": "evidence", "target": f"Out[{count}]", "origin": "evidence",
+            "fingerprint": {"output": text[:MAX_EVIDENCE], "truncated": len(text) > MAX_EVIDENCE,
+                            "source": source, "execution_count": count}}
+
+
+class CheckCommands:
+    """Mixed into :class:`~nbmemory.magics.NbMemory` (``mem``, ``shell``, ``check_budget``)."""
+
+    def _memory_check(self, rest: str):
+        ids = parse_ids(rest)
+        results = self.mem.check(self.shell.user_ns, ids or None, budget=self.check_budget)
+        self._checks = None  # the ambient re-check reads the outcomes afresh
+        if not results:
+            print("No note has a check." if not ids else
+                  f"None of {', '.join(f'#{i}' for i in ids)} has a check "
+                  "(add one with %remember --check EXPR ...).")
+            return
+        for item, outcome in results:
+            print(describe(item["note"].id, item["expression"], outcome))
+        untrusted = [item["note"].id for item, o in results if o.why.startswith("not trusted")]
+        if untrusted:
+            print(f"Read those checks first (%memory history {untrusted[0]}), then run them "
+                  f"with: %memory trust {' '.join(map(str, untrusted))}")
+
+    def _memory_trust(self, rest: str):
+        ids = parse_ids(rest)
+        if not ids:
+            raise UsageError("Give the id of the note whose check you read and trust: "
+                             "%memory trust 12")
+        checks = {item["note"].id: item for item in self.mem.checks()}
+        for note_id in ids:
+            self.mem.trust(note_id)
+            shown = checks.get(note_id, {}).get("expression", "")
+            print(f"Trusted the check of #{note_id}: {shown}. %memory check {note_id} runs it.")
+
+    def _memory_rerun(self, rest: str):
+        words = rest.split()
+        yes = "--yes" in words
+        ids = parse_ids(" ".join(w for w in words if w != "--yes"))
+        if len(ids) != 1:
+            raise UsageError("Give one note id: %memory rerun 12 [--yes]")
+        note = self.mem.get(ids[0])
+        kept = next((a for a in note.anchors if a.kind == "evidence"), None)
+        source = (kept.fingerprint.get("source") if kept
+                  else without_magics(note.provenance.cell_source or ""))
+        if not source or not source.strip():
+            raise UsageError(f"Note #{note.id} has no cell to re-run: it was not written in a "
+                             "notebook, or its cell held only the %remember. Keep a cell's "
+                             "output with %remember --from-output to re-run that cell.")
+        print(f"The cell #{note.id} came from:\n" + textwrap.indent(source.rstrip(), "    "))
+        if not yes:
+            try:
+                answer = input("Run it again in this kernel? [y/N] ")
+            except EOFError:  # a kernel with no stdin (nbclient, papermill)
+                answer = ""
+            if answer.strip().lower() not in ("y", "yes"):
+                print(f"Not run. (%memory rerun {note.id} --yes runs it without asking.)")
+                return
+        result = self.shell.run_cell(source, store_history=True)
+        new = ""
+        if result.result is not None:
+            new = self.shell.display_formatter.format(result.result,
+                                                      include=("text/plain",))[0]["text/plain"]
+        if result.error_in_exec is not None:
+            new = f"{type(result.error_in_exec).__name__}: {result.error_in_exec}"
+        old = kept.fingerprint.get("output", "") if kept else ""
+        if not kept:
+            print("The note kept no output (write it with --from-output to compare); "
+                  f"the cell now gives:\n{new}")
+            return
+        print(side_by_side(old, new, f"then ({kept.target})", "now"))
+
+    # -- ambient ------------------------------------------------------------------------
+
+    def _recheck(self, names: set[str], token=None) -> list[str]:
+        """Re-run the trusted checks reading any of ``names`` (which the cell just ran
+        rebound or touched) when their values changed; the lines to show for those that
+        fail, or hold again. ``token`` changes when the store does (refetch the checks)."""
+        from .anchors import variable_fingerprint
+
+        if not names:
+            return []
+        if token != self._checks_token:
+            self._checks, self._checks_token = None, token
+        lines, outcomes = [], []
+        for item in self._check_cache():
+            reads = set(item["names"])
+            if not item["trusted"] or not reads & names or not reads <= set(self.shell.user_ns):
+                continue
+            seen = {n: variable_fingerprint(self.shell.user_ns[n]) for n in sorted(reads)}
+            key = (item["note"].id, item["expression"])
+            if seen == self._check_seen.get(key, item["variables"]):
+                continue  # touched, not changed
+            self._check_seen[key] = seen
+            outcome = evaluation.evaluate(item["expression"], self.shell.user_ns,
+                                          budget=self.check_budget)
+            last = (item["last"] or {}).get("status")
+            if outcome.status == last and outcome.status != "failed":
+                continue
+            outcomes.append({"note_id": item["note"].id, "expression": item["expression"],
+                             **outcome.to_dict()})
+            if outcome.status == "failed" or (outcome.status == "passed" and last == "failed"):
+                lines.append(describe(item["note"].id, item["expression"], outcome))
+        if outcomes:
+            self.mem.record_checks(outcomes)
+            self._checks = None
+        return lines
+
+    def _check_cache(self) -> list[dict]:
+        if self._checks is None:
+            self._checks = self.mem.checks()
+        return self._checks
+
+
+MAGICS = ("%remember", "%%remember", "%recall", "%forget", "%snapshot", "%memory")
+
+
+def without_magics(source: str) -> str:
+    """A cell's code without its nbmemory magics (re-running a %remember would write the
+    note again); nothing at all for a %%remember cell, whose body is the note."""
+    if source.lstrip().startswith("%%remember"):
+        return ""
+    return "\n".join(line for line in source.splitlines()
+                     if not line.lstrip().startswith(MAGICS)).strip()
+
+
+def side_by_side(old: str, new: str, left: str, right: str, width: int = 60) -> str:
+    """Two outputs next to each other, aligned by difflib; ``*`` marks a changed line,
+    ``<`` one only then, ``>`` one only now."""
+    a, b = old.splitlines(), new.splitlines()
+    rows = [f"{left[:width]:<{width}} | {right}", f"{'-' * width}-+-{'-' * width}"]
+    changed = 0
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        mark = {"equal": "|", "replace": "*", "delete": "<", "insert": ">"}[op]
+        changed += 0 if op == "equal" else max(i2 - i1, j2 - j1)
+        for k in range(max(i2 - i1, j2 - j1)):
+            x = a[i1 + k] if i1 + k < i2 else ""
+            y = b[j1 + k] if j1 + k < j2 else ""
+            rows.append(f"{x[:width]:<{width}} {mark} {y[:width]}")
+    rows.append("Same output." if not changed else f"{changed} line(s) differ.")
+    return "\n".join(rows)

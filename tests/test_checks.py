@@ -1,0 +1,282 @@
+"""Findings that check themselves: checks written, refused, re-run, failed as stale
+reasons, trusted; in the API, in an InteractiveShell and in a real kernel (nbclient)."""
+
+import nbformat
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from nbmemory import checks
+from nbmemory.embed import HashEmbedder
+from nbmemory.errors import InvalidInput
+from nbmemory.memory import Memory
+from nbmemory.service import stop
+
+pd = pytest.importorskip("pandas")
+CHECK = "orders.amount.isna().mean() < 0.05"
+
+
+def orders(*amounts):
+    return pd.DataFrame({"amount": list(amounts)})
+
+
+# -- evaluating -------------------------------------------------------------------------
+
+def test_a_comparison_reports_its_left_side():
+    ns = {"orders": orders(1.0, None, 3.0, 4.0)}
+    assert checks.evaluate(CHECK, ns) == checks.Outcome("failed", value="0.25")
+    assert checks.evaluate("0 < len(orders) < 10", ns) == checks.Outcome("passed", value="0")
+
+
+def test_an_exception_a_loop_and_a_missing_name_are_outcomes_not_tracebacks():
+    assert checks.evaluate("1 / 0 > 2", {}) == checks.Outcome(
+        "error", error="ZeroDivisionError: division by zero")
+    assert checks.evaluate("orders.amount > 0", {"orders": orders(1.0)}).error.startswith(
+        "ValueError: The truth value of a Series is ambiguous")
+    assert checks.evaluate("all(True for _ in iter(int, 1))", {}, budget=0.2) == checks.Outcome(
+        "error", error="ran past its budget of 0.2 s")
+    assert checks.evaluate("orders.amount.sum() > 0", {}) == checks.Outcome(
+        "skipped", why="orders not defined here")
+
+
+def test_a_check_off_the_main_thread_is_abandoned_at_its_budget():
+    import threading
+
+    box = {}
+    worker = threading.Thread(target=lambda: box.update(o=checks.evaluate(
+        "all(True for _ in iter(int, 1))", {}, budget=0.2)))
+    worker.start()
+    worker.join(10)
+    assert box["o"].error.startswith("ran past its budget of 0.2 s")
+
+
+def test_names_read_leaves_out_builtins_and_comprehension_targets():
+    assert checks.names_read("all(v > 0 for v in df.a) and len(limits) > 1") == ["df", "limits"]
+    with pytest.raises(InvalidInput, match="is not a Python expression"):
+        checks.names_read("x = 1")
+
+
+# -- the API ----------------------------------------------------------------------------
+
+def test_a_check_must_hold_to_be_remembered(memory):
+    ns = {"orders": orders(1.0, 2.0)}
+    with pytest.raises(InvalidInput, match=r"The check 'orders.amount.mean\(\) > 10' is False "
+                                           r"here \(value 1.5\); the note was not stored"):
+        memory.remember("mean over 10", check="orders.amount.mean() > 10", namespace=ns)
+    with pytest.raises(InvalidInput, match="pass namespace=globals()"):
+        memory.remember("x", check=CHECK)
+    assert memory.notes().total == 0
+    note = memory.remember("orders.amount has under 5% nulls", check=CHECK, namespace=ns)
+    [item] = memory.checks()
+    assert (item["note"].id, item["expression"], item["names"], item["value"],
+            item["trusted"]) == (note.id, CHECK, ["orders"], "0.0", True)
+
+
+def test_a_failing_check_is_a_stale_reason_until_it_holds_again(memory):
+    ns = {"orders": orders(1.0, 2.0)}
+    note = memory.remember("orders.amount has under 5% nulls", check=CHECK, namespace=ns)
+    ns["orders"] = orders(1.0, None)
+    [(item, outcome)] = memory.check(ns)
+    assert outcome.status == "failed"
+    [reason] = memory.get(note.id).stale
+    assert str(reason) == f"check_failed {CHECK} (is now False, value 0.5)"
+    assert [n.id for n in memory.notes(stale=True).notes] == [note.id]
+    assert [e.type for e in memory.history(note.id)][-1] == "check_failed"
+    ns["orders"] = orders(1.0, 2.0)
+    memory.check(ns, [note.id])
+    assert memory.get(note.id).stale == ()
+    assert memory.notes(stale=True).total == 0
+
+
+def test_an_error_or_a_skip_is_journalled_and_is_not_a_failure(memory):
+    ns = {"orders": orders(1.0)}
+    note = memory.remember("x", check=CHECK, namespace=ns)
+    memory.check({"orders": "not a frame"})
+    memory.check({})
+    history = memory.history(note.id)
+    assert [e.type for e in history][-2:] == ["check_error", "check_skipped"]
+    assert history[-2].data["error"].startswith("AttributeError: 'str' object has no attribute")
+    assert history[-1].data["why"] == "orders not defined here"
+    assert memory.get(note.id).stale == ()
+
+
+def test_an_imported_check_does_not_run_until_trusted(memory, tmp_path):
+    ns = {"orders": orders(1.0)}
+    memory.remember("orders.amount has under 5% nulls", check=CHECK, namespace=ns)
+    memory.export_jsonl(tmp_path / "theirs.jsonl")
+    with Memory.open(tmp_path / "mine", embedder=HashEmbedder(), settings=None) as mine:
+        mine.import_jsonl(tmp_path / "theirs.jsonl")
+        [item] = mine.checks()
+        assert item["trusted"] is False  # even though the export says the same author
+        ran = []
+        ns = {"orders": type("Spy", (), {"__getattr__": lambda s, n: ran.append(n)})()}
+        [(_, outcome)] = mine.check(ns)
+        assert (outcome.status, ran) == ("skipped", [])
+        assert outcome.why.startswith("not trusted: written by")
+        mine.trust(item["note"].id)
+        assert [e.type for e in mine.history(item["note"].id)][-2:] == ["check_skipped",
+                                                                        "trusted"]
+        [(_, outcome)] = mine.check({"orders": orders(None)})
+        assert outcome.status == "failed"
+        with pytest.raises(InvalidInput, match="has no check to trust"):
+            mine.trust(mine.remember("no check here").id)
+
+
+# -- the magics -------------------------------------------------------------------------
+
+@pytest.fixture
+def ip(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shell = InteractiveShell.instance(history_length=0)
+    shell.run_line_magic("load_ext", "nbmemory")
+    shell.run_line_magic("config", f"NbMemory.store = {str(tmp_path / 'store')!r}")
+    shell.run_line_magic("config", "NbMemory.model = 'hash:64'")
+    shell.run_line_magic("config", "NbMemory.mode = 'local'")
+    yield shell
+    shell.run_line_magic("unload_ext", "nbmemory")
+    InteractiveShell.clear_instance()
+
+
+def cell(ip, source):
+    with capture_output() as captured:
+        result = ip.run_cell(source, store_history=True)
+    if result.error_in_exec is not None:
+        raise result.error_in_exec
+    return captured.stdout + "".join(o.data.get("text/plain", "") for o in captured.outputs)
+
+
+def test_remember_check_then_a_cell_that_breaks_it(ip):
+    cell(ip, "import pandas as pd\norders = pd.DataFrame({'amount': [1.0, 2.0, 3.0, 4.0]})")
+    shown = cell(ip, f"%remember --check '{CHECK}' orders.amount has under 5% nulls")
+    assert f"About: check {CHECK} (held, value 0.0)" in shown
+    with pytest.raises(UsageError, match=r"is False here \(value 2.5\); the note was not stored"):
+        cell(ip, "%remember --check 'orders.amount.mean() > 10' the mean is over 10")
+    # ambient: the cell that changes what the check reads says so at once
+    assert cell(ip, "orders.loc[0, 'amount'] = None") == (
+        f"nbmemory: #1 FAILS: {CHECK} is now False (value 0.25)\n")
+    assert "check_failed" in cell(ip, "%memory stale")
+    assert cell(ip, "orders = orders.fillna(0)") == f"nbmemory: #1 holds: {CHECK} (value 0.0)\n"
+    assert cell(ip, "len(orders)") == "Out[7]: 4\n"  # reads orders, changes nothing: quiet
+    assert cell(ip, "%memory check") == f"#1 holds: {CHECK} (value 0.0)\n"
+
+
+def test_memory_check_says_why_it_did_not_run(ip):
+    cell(ip, "import pandas as pd\norders = pd.DataFrame({'amount': [1.0]})")
+    cell(ip, f"%remember --check '{CHECK}' under 5% nulls")
+    cell(ip, "del orders")
+    assert cell(ip, "%memory check 1") == f"#1 not checked: {CHECK} (orders not defined here)\n"
+    assert cell(ip, "%memory check 7") == ("None of #7 has a check (add one with "
+                                           "%remember --check EXPR ...).\n")
+    with pytest.raises(UsageError, match="Give the id of the note whose check you read"):
+        cell(ip, "%memory trust")
+
+
+def test_from_output_keeps_the_result_and_rerun_compares(ip, monkeypatch):
+    cell(ip, "import pandas as pd\norders = pd.DataFrame({'amount': [1.0, 2.0]})")
+    cell(ip, "orders.amount.sum()")
+    assert "About: evidence Out[2]" in cell(ip, "%remember --from-output the total is 3")
+    [evidence] = [a for a in ip.magics_manager.registry["NbMemory"].mem.get(1).anchors
+                  if a.kind == "evidence"]
+    assert (evidence.fingerprint["output"], evidence.fingerprint["source"]) == (
+        "np.float64(3.0)", "orders.amount.sum()")
+    cell(ip, "orders.loc[0, 'amount'] = 10")
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    assert cell(ip, "%memory rerun 1").endswith(
+        "Not run. (%memory rerun 1 --yes runs it without asking.)\n")
+    shown = cell(ip, "%memory rerun 1 --yes")
+    assert "np.float64(3.0)" in shown and "* np.float64(12.0)" in shown
+    assert shown.rstrip().endswith("1 line(s) differ.")
+
+
+def test_rerun_never_re_runs_the_remember_itself(ip):
+    cell(ip, "%%remember\nthe export runs at 02:00")
+    with pytest.raises(UsageError, match="its cell held only the %remember"):
+        cell(ip, "%memory rerun 1 --yes")
+    assert ip.magics_manager.registry["NbMemory"].mem.notes().total == 1
+
+
+def test_from_output_with_no_output_yet_is_refused(ip):
+    with pytest.raises(UsageError, match="no cell has shown a result yet"):
+        cell(ip, "%remember --from-output the total is 3")
+
+
+# -- a real kernel ----------------------------------------------------------------------
+
+KERNEL_CELLS = [
+    "%load_ext nbmemory\n%config NbMemory.store = {store!r}\n%config NbMemory.model = 'hash:64'"
+    "\n%config NbMemory.check_budget = 0.5",
+    "import pandas as pd\norders = pd.DataFrame({{'amount': [1.0, 2.0, 3.0, 4.0]}})\n"
+    "def slow():\n    return True",
+    f"%remember --check '{CHECK}' orders.amount has under 5% nulls",
+    "%remember --check 'slow()' slow() is quick",
+    "%remember --check 'orders.amount.sum() > 0' amounts are positive",
+    "orders.loc[0, 'amount'] = None",
+    "%memory check 1",
+    "orders = orders.fillna(0)",
+    "def slow():\n    while True:\n        pass",
+    "%memory check 2\nprint('the kernel goes on')",
+    "orders = 'now a string'",
+    "%memory check 3",
+    "del orders\n%memory check 1",
+    "%memory import {export}\n%memory check 4",
+    "%memory trust 4",
+    "shares = pd.Series([0.5, 0.6])\n%memory check 4",
+]
+
+
+def outputs(nb, index):
+    return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                   + "\n".join(o.get("traceback", [])) for o in nb.cells[index].outputs)
+
+
+@pytest.mark.timeout(300)
+def test_checks_in_a_real_kernel(tmp_path):
+    from nbclient import NotebookClient
+
+    export = tmp_path / "colleague.jsonl"
+    with Memory.open(tmp_path / "colleague", embedder=HashEmbedder(), settings=None) as theirs:
+        theirs.remember("shares stay under one", check="shares.max() < 1",
+                        namespace={"shares": pd.Series([0.1])})
+        theirs.export_jsonl(export)
+    store = tmp_path / ".nbmemory"
+    cells = [nbformat.v4.new_code_cell(c.format(store=str(store), export=str(export)))
+             for c in KERNEL_CELLS]
+    path = tmp_path / "orders.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    try:
+        assert [outputs(nb, i).splitlines()[0] for i in (2, 3, 4)] == [
+            "Remembered #1 (finding, medium)", "Remembered #2 (finding, medium)",
+            "Remembered #3 (finding, medium)"]
+        # holds, then fails when the data changes (said by the cell that changed it), then holds
+        assert outputs(nb, 5) == f"nbmemory: #1 FAILS: {CHECK} is now False (value 0.25)\n"
+        assert outputs(nb, 6) == f"#1 FAILS: {CHECK} is now False (value 0.25)\n"
+        assert outputs(nb, 7) == f"nbmemory: #1 holds: {CHECK} (value 0.0)\n"
+        # past its budget: stopped, reported, and the cell goes on
+        assert outputs(nb, 9) == ("#2 could not be checked: slow() raised ran past its budget "
+                                  "of 0.5 s\nthe kernel goes on\n")
+        # raises: an outcome, not a traceback
+        assert outputs(nb, 11).startswith("#3 could not be checked: orders.amount.sum() > 0 "
+                                          "raised AttributeError: 'str' object has no attribute")
+        # not defined here: skipped, said so
+        assert outputs(nb, 12) == f"#1 not checked: {CHECK} (orders not defined here)\n"
+        # imported: shown, not run until trusted
+        imported = outputs(nb, 13)
+        assert "#4 not checked: shares.max() < 1 (not trusted: written by" in imported
+        assert "%memory trust 4" in imported
+        assert outputs(nb, 14) == ("Trusted the check of #4: shares.max() < 1. "
+                                   "%memory check 4 runs it.\n")
+        assert outputs(nb, 15) == "#4 holds: shares.max() < 1 (value 0.6)\n"
+    finally:
+        stop(store)
+    with Memory.open(store, embedder=HashEmbedder()) as mem:
+        assert [e.type for e in mem.history(1) if e.type.startswith("check_")] == [
+            "check_failed", "check_failed", "check_passed",
+            "check_error",  # journalled, not shown, when orders became a string
+            "check_skipped"]
+        assert mem.get(1).stale == ()
+        assert [e.type for e in mem.history(4)][-3:] == ["check_skipped", "trusted",
+                                                         "check_passed"]
