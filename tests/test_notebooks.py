@@ -267,13 +267,17 @@ def test_dataset(tmp_path):
     assert first[0] == 3 and first[1].startswith("Units in penguins:")
     first = recalled(shown(nb, "recall-identifier"))[0]
     assert first[0] == 1 and "nullstr='NA'" in first[1]
-    shape, ambient = shown(nb, "new-data").strip().splitlines()
+    assert "About: check penguins.body_mass_g.isna().sum() == 2 (held, value 2)" in shown(nb, "check")
+    shape, failed, ambient = shown(nb, "new-data").strip().splitlines()
     assert shape == "(342, 9)"
+    # The check of #5 re-ran when the cell rebuilt the frame it reads, in this kernel.
+    check = "penguins.body_mass_g.isna().sum() == 2"
+    assert failed == f"nbmemory: #5 FAILS: {check} is now False (value 0)"
     # Ambient recall: the cell read the file and rebuilt the frame four notes are about.
     assert ambient.startswith("nbmemory: 4 notes about data/penguins.csv and penguins (4 stale)")
 
     stale = shown(nb, "stale")
-    assert stale.startswith("4 stale notes\n")
+    assert stale.startswith("5 stale notes\n")
     file_schema = ("schema_changed data/penguins.csv (added body_mass_kg; changed bill_length_mm "
                    "VARCHAR→DOUBLE, bill_depth_mm VARCHAR→DOUBLE, flipper_length_mm VARCHAR→DOUBLE, "
                    "body_mass_g VARCHAR→DOUBLE)")
@@ -284,17 +288,20 @@ def test_dataset(tmp_path):
     assert lines[2].endswith(f"[STALE: {file_schema}; {file_rows}]")
     assert lines[3].endswith(f"[STALE: {frame}; {file_schema}; {file_rows}]")
     assert lines[4].endswith(f"[STALE: {frame}]")
+    assert lines[5].endswith(f"[STALE: check_failed {check} (is now False, value 0)]")
+    assert shown(nb, "recheck") == f"#5 FAILS: {check} is now False (value 0)\n"
 
     assert shown(nb, "verify").startswith(
         "Verified #3: re-took 3 fingerprints; cleared schema_changed penguins (added body_mass_kg)")
     assert "About: data/penguins.csv (9 columns, 342 rows)\n" in shown(nb, "na2")
-    assert shown(nb, "stale-after").startswith("2 stale notes\n")
+    assert shown(nb, "stale-after").startswith("3 stale notes\n")
     fresh = [i for i, _ in recalled(shown(nb, "recall-fresh"))]
-    assert fresh and set(fresh) <= {3, 5} and 5 in fresh
+    assert fresh and set(fresh) <= {3, 6} and 6 in fresh
     diff = shown(nb, "diff")
-    assert "Added (1):\n  #5 Since the cleaned data/penguins.csv" in diff
-    assert "Superseded (1):\n  #1 [by #5]" in diff
-    assert "Became stale (2):\n  #2 [" in diff and file_rows in diff
+    assert "Added (1):\n  #6 Since the cleaned data/penguins.csv" in diff
+    assert "Superseded (1):\n  #1 [by #6]" in diff
+    assert "Became stale (3):\n  #2 [" in diff and file_rows in diff
+    assert f"\n  #5 [check_failed {check} (is now False, value 0)]" in diff
     # The DataFrame-anchored note counts too: %snapshot judges it with the kernel's frame.
     assert "\n  #4 [rows_changed penguins (344 → 342 rows); schema_changed penguins " \
            "(added body_mass_kg)]" in diff
@@ -306,7 +313,7 @@ def test_dataset(tmp_path):
     assert markdown.data["text/markdown"] == page
     assert page.startswith("# nulls\n\n## #2: finding, high priority\n\n2 of the 344 penguins")
     assert f"[STALE: {file_schema}; {file_rows}]" in page
-    assert "## #5: gotcha, high priority" in page and "## #1:" not in page
+    assert "## #6: gotcha, high priority" in page and "## #1:" not in page
 
     assert shown(nb, "cleanup") == f"Removed {work}: True\n"
     assert_nothing_left(tmp_path, name)
