@@ -38,7 +38,8 @@ class Reads(Part):
                               until=until, statuses=statuses)
         with self.lock:
             if stale is not None:
-                kept = self.engine.staleness.by_staleness(self.store.note_ids(filters), stale, variables)
+                kept = self.engine.staleness.by_staleness(self.store.note_ids(filters), stale,
+                                                          variables, statuses)
                 filters = replace(filters, ids=tuple(kept.tolist()))
             notes, total = self.store.list_notes(filters, offset=offset, limit=limit, order=order)
             return Page(self.engine.staleness.with_stale(notes, variables), total, offset, limit)

@@ -4,10 +4,12 @@ notes, and verifying a note (re-taking its fingerprints)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 
 from ..models import Note, Page, StaleReason, utcnow
+from ..store import Filters
 from .part import Part
 from .validate import check_page, default_author
 
@@ -36,18 +38,26 @@ class Staleness(Part):
                    if e.type == "superseded_by" and (upto is None or e.seq <= upto)), None)
         return [StaleReason("superseded", f"#{by}" if by else "")]
 
-    def stale_ids(self, variables: dict | None) -> set[int]:
-        """Active notes with at least one stale anchor (only anchored notes can be)."""
-        anchors = self.store.anchors(self.store.anchored_note_ids())
+    def stale_ids(self, variables: dict | None,
+                  statuses: Sequence[str] = ("active",)) -> set[int]:
+        """Notes (active ones unless ``statuses`` says) with at least one stale anchor
+        or a check that failed last."""
+        anchors = self.store.anchors(self.store.anchored_note_ids(statuses))
         stale = {note_id for note_id, rows in anchors.items()
                  if self.engine.checker.reasons((a for _, a in rows), variables)}
         checked = [Note(i, "", anchors=tuple(a for _, a in rows)) for i, rows in anchors.items()
                    if i not in stale and any(a.kind == "check" for _, a in rows)]
         return stale | set(self.engine.checking.failed(checked))
 
-    def by_staleness(self, candidates: np.ndarray, stale: bool, variables) -> np.ndarray:
-        marked = np.isin(candidates, np.fromiter(self.stale_ids(variables), np.int64))
-        return candidates[marked] if stale else candidates[~marked]
+    def by_staleness(self, candidates: np.ndarray, stale: bool, variables,
+                     statuses: Sequence[str] = ("active",)) -> np.ndarray:
+        """The ``candidates`` (notes in ``statuses``) that are, or are not, stale as
+        :meth:`with_stale` flags them: a stale anchor, or superseded."""
+        marked = self.stale_ids(variables, statuses)
+        if "superseded" in statuses:
+            marked |= set(self.store.note_ids(Filters(statuses=("superseded",))).tolist())
+        hit = np.isin(candidates, np.fromiter(marked, np.int64))
+        return candidates[hit] if stale else candidates[~hit]
 
     def stale(self, *, offset: int = 0, limit: int = 50, variables: dict | None = None) -> Page:
         """Active notes that are stale, with their reasons, most recently changed first."""
