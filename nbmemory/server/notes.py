@@ -21,6 +21,7 @@ class NotesHandler(NbMemoryHandler):
         stale = self.arg("stale")
         if stale is not None and stale not in STALE_CHOICES:
             raise InvalidInput(f"Query parameter stale must be stale or fresh, got {stale!r}.")
+        wanted = None if stale is None else stale == "stale"
         status = self.arg("status", "active")
         filters = dict(tags=self.arg("tags"), kind=self.arg("kind"),
                        priority=self.arg("priority"), since=self.time_arg("since"),
@@ -28,21 +29,9 @@ class NotesHandler(NbMemoryHandler):
                        status=status.split(",") if "," in status else status)
 
         def listing(memory):
-            if stale is None:
-                page = memory.notes(offset=offset, limit=limit, **filters)
-                return {"notes": [self.note(n) for n in page.notes], "total": page.total,
-                        "offset": offset, "limit": limit}
-            # Staleness is computed per note, so filter the whole listing, then page it.
-            wanted = stale == "stale"
-            matched, start = [], 0
-            while True:
-                page = memory.notes(offset=start, limit=MAX_PAGE, **filters)
-                matched += [n for n in page.notes if n.is_stale == wanted]
-                start += MAX_PAGE
-                if start >= page.total:
-                    break
-            return {"notes": [self.note(n) for n in matched[offset:offset + limit]],
-                    "total": len(matched), "offset": offset, "limit": limit}
+            page = memory.notes(offset=offset, limit=limit, stale=wanted, **filters)
+            return {"notes": [self.note(n) for n in page.notes], "total": page.total,
+                    "offset": offset, "limit": limit}
 
         self.reply(await self.call(listing, "notes"))
 
