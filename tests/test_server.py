@@ -363,7 +363,7 @@ async def test_every_route_rejects_unauthenticated_requests(jp_serverapp, http_s
                                                             jp_base_url, api):
     await remember(api, "a note so that routes with ids have something to find")
     routes = nbmemory_routes(jp_serverapp.web_app)
-    assert len(routes) == 13, routes
+    assert len(routes) == 14, routes
     assert all(issubclass(h, NbMemoryHandler) for _, h in routes)
     checked = 0
     for pattern, handler in routes:
@@ -376,7 +376,7 @@ async def test_every_route_rejects_unauthenticated_requests(jp_serverapp, http_s
                     body="{}" if verb in ("POST", "PATCH", "PUT") else None)
                 assert response.code == 403, (verb, path, response.code)
                 checked += 1
-    assert checked == 2 * 16
+    assert checked == 2 * 17
     code, page = await api("notes")
     assert page["total"] == 1
 
@@ -590,3 +590,27 @@ async def test_source_of_a_renamed_notebook_points_to_where_its_cell_went(api, j
                                      "moved_to": ["reports/sales-notes.ipynb"]}
     code, where = await api("notes/999/source")
     assert code == 404
+
+
+# -- checks ----------------------------------------------------------------------------
+
+
+async def test_checks_show_what_each_check_last_gave_and_never_run_here(api, store_dir):
+    from nbmemory.embed import HashEmbedder
+    from nbmemory.memory import Memory
+
+    # A kernel writes the check and re-checks it (the server has no namespace to run it in).
+    with Memory.open(store_dir, embedder=HashEmbedder(64), mode="local") as mem:
+        note = mem.remember("under 5% nulls", check=f"share < 0.05 and {XSS!r} != ''",
+                            namespace={"share": 0.01})
+        mem.check({"share": 0.2})
+        mem.remember("no check")
+    code, body = await api("checks")
+    [check] = body["checks"]
+    assert code == 200
+    assert (check["note_id"], check["expression"], check["names"], check["value"]) == (
+        note.id, f"share < 0.05 and {XSS!r} != ''", ["share"], "True")  # a BoolOp: its value
+    assert check["last"]["status"] == "failed" and check["trusted"] is True
+    code, page = await api("notes", stale="stale")
+    assert [n["id"] for n in page["notes"]] == [note.id]
+    assert page["notes"][0]["stale"][0]["reason"] == "check_failed"

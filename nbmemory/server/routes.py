@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .checks import ChecksHandler
 from .notes import (ForgetHandler, NoteHandler, NotesHandler, ReinstateHandler,
                     SupersedeHandler, VerifyHandler)
 from .recall import RecallHandler
@@ -27,6 +28,7 @@ def routes() -> list[tuple[str, type]]:
         (f"{prefix}/notes/{ident}/verify", VerifyHandler),
         (f"{prefix}/notes/{ident}/source", SourceHandler),
         (f"{prefix}/recall", RecallHandler),
+        (f"{prefix}/checks", ChecksHandler),
         (f"{prefix}/snapshots", SnapshotsHandler),
         (f"{prefix}/snapshots/diff", SnapshotDiffHandler),
     ]
