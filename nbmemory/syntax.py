@@ -62,6 +62,8 @@ REST: Syntax = {
     "forget": "POST /nbmemory/notes/{0}/forget",
     "reinstate": "POST /nbmemory/notes/{0}/reinstate",
     "verify": "POST /nbmemory/notes/{0}/verify",
+    "reopen": "%memory reopen {args} (in a notebook)",
+    "refute": "%memory refute {args} (in a notebook)",
     "reembed": "nbmemory reindex --reembed (in a shell)",
     "reindex": "nbmemory reindex (in a shell)",
     "snapshot": "'{0}'",
