@@ -26,16 +26,19 @@ def describe(note_id: int, expression: str, outcome: evaluation.Outcome) -> str:
     return f"#{note_id} not checked: {expression} ({outcome.why})"
 
 
-def evidence(shell, before: int | None = None) -> dict:
-    """The latest output of this kernel (before execution count ``before``) as an
-    evidence anchor: the cell's plain-text result, capped, and its source."""
+def evidence(shell, before: int | None = None, count: int | None = None) -> dict:
+    """The result of cell ``count``, else the latest result before execution count
+    ``before``, as an evidence anchor: its plain-text form, capped, and its source."""
     outputs = shell.user_ns.get("Out") or {}
+    if count is not None and count not in outputs:
+        raise UsageError(f"Cell [{count}] has no result in this kernel (only cells whose last "
+                         "line gives a value have one); the note was not stored.")
     counts = [c for c in outputs if before is None or c < before]
-    if not counts:
+    if count is None and not counts:
         raise UsageError("--from-output keeps the result of the last cell that had one, and "
                          "no cell has shown a result yet in this kernel. Run the cell whose "
                          "output is the evidence, then %remember --from-output ...")
-    count = max(counts)
+    count = max(counts) if count is None else count
     text = shell.display_formatter.format(outputs[count], include=("text/plain",))[0]
     text = text.get("text/plain", repr(outputs[count]))
     history = shell.history_manager.input_hist_raw

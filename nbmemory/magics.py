@@ -176,6 +176,8 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
     @argument("--from-output", action="store_true",
               help="keep the last cell's result as the note's evidence (%%memory rerun "
                    "compares it with a fresh run)")
+    @argument("--output-of", type=int, default=None, metavar="N",
+              help="keep the result of cell [N] (its execution count) as the evidence")
     @argument("text", nargs="*", help="the finding itself; in %%remember the cell body")
     @line_cell_magic
     def remember(self, line: str, cell: str | None = None):
@@ -198,8 +200,9 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
             text, args.kind = self._procedure(args, text), "procedure"
         provenance = self._provenance()
         about = self._about(args.about, provenance.notebook or "")
-        if args.from_output:
-            about.append(evidence(self.shell, before=self.shell.execution_count))
+        if args.from_output or args.output_of is not None:
+            about.append(evidence(self.shell, before=self.shell.execution_count,
+                                  count=args.output_of))
         with usage_errors():
             options = dict(kind=args.kind, priority=args.priority, tags=args.tags,
                            provenance=provenance, author=provenance.author, about=about)

@@ -201,6 +201,15 @@ def test_from_output_with_no_output_yet_is_refused(ip):
         cell(ip, "%remember --from-output the total is 3")
 
 
+def test_output_of_keeps_the_result_of_the_cell_named(ip):
+    """What the panel's "Remember output" runs for the selected cell."""
+    cell(ip, "6 * 7")
+    cell(ip, "'later'")
+    with pytest.raises(UsageError, match=r"Cell \[9\] has no result in this kernel"):
+        cell(ip, "%remember --output-of 9 the answer is 42")
+    assert "About: evidence Out[1]" in cell(ip, "%remember --output-of 1 the answer is 42")
+
+
 # -- a real kernel ----------------------------------------------------------------------
 
 KERNEL_CELLS = [
