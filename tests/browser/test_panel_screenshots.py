@@ -73,6 +73,11 @@ def test_screenshots_light_and_dark_at_250_and_400_px(browser_context, tmp_path)
                 if name == "dark" or width == 400:
                     set_theme(page, theme)
                 screenshot(page, f"panel-{name}-{width}.png")
+            # What the pictures showed at 250 px: the age on a row of its own under
+            # "#4 medium reference stale". The stale card's header is one row.
+            header = card(page, "Region codes").locator(".nbm-NoteHeader > *")
+            tops = {round(header.nth(i).bounding_box()["y"]) for i in range(header.count())}
+            assert max(tops) - min(tops) <= 4, f"the card header wrapped at {width} px: {tops}"
         # The dark theme at 400 px with a search: scores and a clamped note.
         page.locator(f"{PANEL} .nbm-Search").fill("acquire_lock watcher")
         page.locator(f"{PANEL} .nbm-Search").press("Enter")
