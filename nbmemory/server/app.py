@@ -109,6 +109,11 @@ class MemoryHost:
         busy_s = (round(time.monotonic() - self.busy_since, 1)
                   if self.busy_since is not None else None)
         pid = info.get("pid") if info else None
+        if info is None and self._memory is not None:
+            try:
+                self.executor.submit(self._collect_stopped_owners)
+            except RuntimeError:  # shutting down
+                pass
         return {
             "running": info is not None,
             "mode": info.get("mode") if info else None,
@@ -121,6 +126,14 @@ class MemoryHost:
             "busy": self.busy,
             "busy_s": busy_s,
         }
+
+    def _collect_stopped_owners(self) -> None:
+        """An owner this server started and ``nbmemory stop`` ended stays a zombie child
+        (<defunct>) until this process collects it. Runs on the worker, which owns the
+        Memory. (A public ``reap()`` on the service backend would be nicer than this.)"""
+        reap = getattr(getattr(self._memory, "_backend", None), "_reap", None)
+        if reap is not None:
+            reap()
 
     def not_running(self) -> dict[str, Any]:
         """What status says when no owner serves the store (none is started for it)."""
