@@ -49,8 +49,34 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], raw: Sequence[
     return f'{_STYLE}<table class="nbm-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+# A note longer than LONG_NOTE characters is better split (the panel's editor says so too);
+# in a table, a note longer than CLAMP shows its start and opens to the rest (a 20k-character
+# note made a 4,000 px %recall output).
+LONG_NOTE = 2000
+CLAMP = 600
+
+
+def _lines_html(text: str) -> str:
+    return html.escape(text).replace("\n", "<br>")
+
+
+def _clamped_html(text: str) -> str:
+    if len(text) <= CLAMP + CLAMP // 3:
+        return _lines_html(text)
+    cut = text.rfind(" ", 0, CLAMP)
+    cut = cut if cut > CLAMP // 2 else CLAMP
+    rest = text[cut:]
+    return (f'{_lines_html(text[:cut])}<details class="nbm-more"><summary class="nbm-muted">'
+            f"… {len(rest):,} more characters</summary>{_lines_html(rest)}</details>")
+
+
+def long_note_hint(note: Note) -> str:
+    return (f"A long note ({len(note.text):,} characters): recall shows its start; one "
+            "finding per note is easier to recall and to keep fresh.")
+
+
 def _note_cell(note: Note, *, provenance: bool = False) -> str:
-    text = html.escape(note.text).replace("\n", "<br>")
+    text = _clamped_html(note.text)
     marker = stale_marker(note)
     if marker:
         text += f' <span class="nbm-stale">{html.escape(marker)}</span>'
@@ -127,7 +153,7 @@ def hits_html(hits: Hits, *, provenance: bool = False) -> str:
                 "lower it with <code>--min-score</code>.</p>")
     for hit in hits.previously:
         out += (f'<p class="nbm-muted">Previously believed (#{hit.note.id}, '
-                f"{html.escape(_why_not(hit.note))}): {html.escape(hit.note.text)}</p>")
+                f"{html.escape(_why_not(hit.note))}): {_clamped_html(hit.note.text)}</p>")
     return out
 
 
@@ -186,6 +212,9 @@ def remembered_display(note: Note, similar: Sequence[Hit], *, hint: str | None =
         text_lines.append(f"About: {about}")
     if hint:
         text_lines.append(f"Hint: {hint}")
+    long = long_note_hint(note) if len(note.text) > LONG_NOTE else ""
+    if long:
+        text_lines.append(long)
     if similar:  # one line, not a paragraph per remember (a loop of 20 printed 5.7k chars)
         first, rest = similar[0], similar[1:]
         line = (f"Similar (not merged): #{first.note.id} ({first.score:.2f}) "
@@ -200,6 +229,8 @@ def remembered_display(note: Note, similar: Sequence[Hit], *, hint: str | None =
         body += f'<p class="nbm-muted">About: {html.escape(about)}</p>'
     if hint:
         body += f'<p class="nbm-stale">Hint: {html.escape(hint)}</p>'
+    if long:
+        body += f'<p class="nbm-stale nbm-long">{html.escape(long)}</p>'
     if html_items:
         ids = ", ".join(f"#{h.note.id}" for h in similar)
         body += (f'<details><summary class="nbm-muted">{len(similar)} similar '
@@ -283,7 +314,8 @@ def diff_display(result: SnapshotDiff) -> Rich:
             detail = f" [{c.detail}]" if c.detail else ""
             text = c.note.text if c.change != "purged" else "(text erased)"
             lines.append(f"  #{c.note.id}{detail} " + textwrap.shorten(text, 90))
-            items.append(f"<li>#{c.note.id}{html.escape(detail)} {html.escape(text)}</li>")
+            items.append(f"<li>#{c.note.id}{html.escape(detail)} "
+                         f"{html.escape(textwrap.shorten(text, 300))}</li>")
         parts.append(f"<p>{_CHANGE_TITLES[change]} ({len(rows)}):</p><ul>{''.join(items)}</ul>")
     return Rich("\n".join(lines), _STYLE + "".join(parts))
 
