@@ -218,8 +218,18 @@ export class MemoryModel {
       await this.refresh();
       return;
     }
-    if (this._inflight) {
-      return; // a refresh is on its way and brings the news
+    const inflight = this._inflight;
+    if (inflight) {
+      // A refresh is on its way, but it may have left before the write that woke this
+      // poll (two cells that remember one after the other): poll once more when it is
+      // back, however many polls asked meanwhile.
+      this._pollAgain ??= inflight.promise
+        .catch(() => undefined)
+        .then(() => {
+          this._pollAgain = null;
+          return this.poll();
+        });
+      return this._pollAgain;
     }
     const before = this.status;
     await this._loadStatus(false);
@@ -651,6 +661,7 @@ export class MemoryModel {
 
   private _ticket = 0;
   private _inflight: { key: string; promise: Promise<void>; status: boolean } | null = null;
+  private _pollAgain: Promise<void> | null = null;
   private _versionCheck: Promise<boolean> | null = null;
   /** No owner ran at the handshake: the next request starts one. */
   private _cold = false;

@@ -5,12 +5,15 @@ the HTML string, because the bug was JupyterLab's own, more specific, CSS winnin
 
 from __future__ import annotations
 
+import re
+import time
+
 import nbformat
 import pytest
 from playwright.sync_api import expect
 
 from .conftest import screenshot, start_lab, stop_lab
-from .test_panel import close_notebook
+from .test_panel import card, close_notebook
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
@@ -95,4 +98,32 @@ def test_tables_read_left_to_right_and_long_notes_are_clamped(page, lab):
             expect(more).to_have_attribute("open", "")
             assert output.bounding_box()["height"] > 2 * height
             more.locator("summary").click()
+    close_notebook(page)
+
+
+NOTES = re.compile(r"/nbmemory/notes\?")
+
+
+def test_cells_that_remember_one_after_the_other_all_show_in_the_panel(page, lab):
+    """The second cell's note lands while the refresh the first cell started is on its way
+    (its answer held back 1.5 s here, as on a busy server): the panel must look again when
+    that refresh is back, not drop the news (it showed one note of two until the next poll,
+    up to 10 s later by default; never, with the poll off as here)."""
+    def held_back(route):
+        response = route.fetch()  # what the server had when asked
+        time.sleep(1.5)
+        route.fulfill(response=response)
+
+    page.route(NOTES, held_back)
+    run_notebook(page, lab, "two.ipynb", [
+        "%load_ext nbmemory\n%config NbMemory.model = 'hash:64'",
+        "%remember -t sequence the first of two notes in a row",
+        "import time\ntime.sleep(0.5)  # after the panel's check for the cell above",
+        "%remember -t sequence the second of two notes in a row",
+    ])
+    outputs = page.locator(".jp-NotebookPanel .jp-OutputArea", has_text="Remembered #")
+    expect(outputs).to_have_count(2, timeout=120_000)
+    expect(card(page, "the first of two notes")).to_be_visible(timeout=10_000)
+    expect(card(page, "the second of two notes")).to_be_visible(timeout=10_000)
+    page.unroute(NOTES)
     close_notebook(page)
