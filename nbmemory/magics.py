@@ -8,6 +8,7 @@ apostrophes and quotes in a note need no escaping. Settings are traitlets:
 from __future__ import annotations
 
 import os
+import sys
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
@@ -87,7 +88,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
             with usage_errors():
                 self._memory = Memory.open(self.store or None, model=self.model, mode=self.mode,
                                            settings=Settings(model=self.model, min_score=self.min_score),
-                                           idle_timeout=self.idle_timeout)
+                                           idle_timeout=self.idle_timeout, announce=_announce)
         return self._memory
 
     @default("model")
@@ -419,6 +420,11 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
 
 
 MAGIC_NAMES = ("remember", "recall", "forget", "snapshot", "memory")
+
+
+def _announce(message: str) -> None:
+    """Under the cell that waits for a new owner: why it waits."""
+    print(f"nbmemory: {message}", file=sys.stderr, flush=True)
 
 
 def load_ipython_extension(ipython) -> None:

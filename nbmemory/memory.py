@@ -110,7 +110,8 @@ class Memory:
     @classmethod
     def open(cls, path: str | os.PathLike | None = None, *, settings: Settings | None = None,
              model: str | None = None, embedder=None, progress: Progress | None = None,
-             mode: str = "auto", idle_timeout: float | None = None) -> Memory:
+             mode: str = "auto", idle_timeout: float | None = None,
+             announce: Callable[[str], None] | None = None) -> Memory:
         """Open (creating if needed) the store at ``path`` or where :func:`locate_store` finds it.
 
         ``mode="service"`` talks to the store's owner process, starting one if none runs
@@ -122,6 +123,8 @@ class Memory:
         process, which owns the store while the Memory is open and fails with the other
         owner's pid if there is one. ``mode="auto"`` (the default) is the service unless an
         ``embedder`` object is given (it cannot cross processes: tests pass one).
+        ``announce(message)`` is told when this process starts an owner, so a front end can
+        say why the first call waits.
         """
         if mode not in ("auto", "service", "local"):
             raise InvalidInput(f"Unknown mode {mode!r}; use auto, service or local")
@@ -135,7 +138,8 @@ class Memory:
             from .service.client import ServiceBackend
 
             backend = ServiceBackend(location.path, model=model, idle_timeout=idle_timeout,
-                                     min_score=settings.min_score if settings else None)
+                                     min_score=settings.min_score if settings else None,
+                                     announce=announce)
             backend.ensure_owner()
             return cls(backend, location)
 

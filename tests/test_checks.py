@@ -234,8 +234,10 @@ KERNEL_CELLS = [
 ]
 
 
-def outputs(nb, index):
-    return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+def outputs(nb, index, stream="stdout"):
+    """What cell ``index`` showed: its ``stream`` text, results and errors."""
+    return "".join((o.get("text", "") if o.get("name", stream) == stream else "")
+                   + o.get("data", {}).get("text/plain", "")
                    + "\n".join(o.get("traceback", [])) for o in nb.cells[index].outputs)
 
 
@@ -257,6 +259,7 @@ def test_checks_in_a_real_kernel(tmp_path):
     NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     try:
+        assert "starting the memory service" in outputs(nb, 2, "stderr")  # no silent wait
         assert [outputs(nb, i).splitlines()[0] for i in (2, 3, 4)] == [
             "Remembered #1 (finding, medium)", "Remembered #2 (finding, medium)",
             "Remembered #3 (finding, medium)"]
@@ -289,3 +292,4 @@ def test_checks_in_a_real_kernel(tmp_path):
         assert mem.get(1).stale == ()
         assert [e.type for e in mem.history(4)][-3:] == ["check_skipped", "trusted",
                                                          "check_passed"]
+

@@ -303,3 +303,26 @@ def test_a_quoted_snapshot_message_is_stored_without_its_quotes(ip):
     assert out.stdout.strip() == "Sealed snapshot 'first' at journal position 2 (1 active note)."
     assert ip.magics_manager.registry["NbMemory"].mem.snapshots()[0].message == \
         "a message with spaces"
+
+
+def test_the_first_magic_says_it_starts_the_memory_service(tmp_path, monkeypatch):
+    """No silent wait: the cell that starts an owner says so under itself (stderr)."""
+    monkeypatch.chdir(tmp_path)
+    shell = InteractiveShell.instance(history_length=0)
+    try:
+        shell.run_line_magic("load_ext", "nbmemory")
+        shell.run_line_magic("config", f"NbMemory.store = {str(tmp_path / 'store')!r}")
+        shell.run_line_magic("config", "NbMemory.model = 'hash:64'")
+        with capture_output() as first:
+            shell.run_cell("%remember the export runs at 02:00")
+        with capture_output() as second:
+            shell.run_cell("%recall export")
+        assert first.stderr == (f"nbmemory: starting the memory service for {tmp_path / 'store'} "
+                                "(it loads the embedding model once: a few seconds)\n")
+        assert second.stderr == ""
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+        InteractiveShell.clear_instance()
+        from nbmemory.service import stop
+
+        stop(tmp_path / "store")

@@ -197,7 +197,8 @@ def test_provenance_from_a_notebook_run_by_nbclient(repo):
     stop(store)  # the kernel used the store's owner process; open the store here instead
 
     remembered = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
-                         for o in nb.cells[2].outputs)
+                         for o in nb.cells[2].outputs
+                         if o.get("name") != "stderr")  # "starting the memory service"
     assert "Remembered #1 (finding, medium) [orders]" in remembered
     assert remembered.splitlines()[1] == "About: df (DataFrame 2×2), data/orders.csv (2 columns, 2 rows)"
     recalled = "".join(o.get("text", "") for o in nb.cells[3].outputs)

@@ -821,3 +821,13 @@ def test_memory_status_names_the_transport(mem, store):
     expected = (f"TCP 127.0.0.1:{status['port']} with a secret" if status["transport"] == "tcp"
                 else "unix socket")
     assert line.endswith(expected), line
+
+
+def test_a_client_that_starts_an_owner_says_why_it_waits_once(store):
+    said = []
+    with Memory.open(store, model=HASH, mode="service", announce=said.append) as first:
+        first.remember("the export runs at 02:00")
+        with Memory.open(store, model=HASH, mode="service", announce=said.append) as second:
+            assert second.notes().total == 1  # found the running owner: nothing to say
+    assert said == [f"starting the memory service for {store} (it loads the embedding model "
+                    "once: a few seconds)"]

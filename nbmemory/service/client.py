@@ -22,7 +22,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .. import __version__, errors
 from ..errors import InvalidInput, NbMemoryError, StoreLocked, StoreUnavailable
@@ -149,8 +149,10 @@ class ServiceBackend:
                  idle_timeout: float | None = None, min_score: float | None = None,
                  startup_timeout: float = STARTUP_TIMEOUT,
                  request_timeout: float | None = REQUEST_TIMEOUT,
-                 resend_timeout: float | None = None):
+                 resend_timeout: float | None = None,
+                 announce: Callable[[str], None] | None = None):
         self.directory = Path(directory).expanduser().resolve()
+        self.announce = announce  # told when this client starts an owner (a wait follows)
         self.model = model
         self.transport = transports.choose()  # for the owners this client starts
         self.idle_timeout = default_idle_timeout() if idle_timeout is None else idle_timeout
@@ -423,6 +425,9 @@ class ServiceBackend:
             os.close(log_fd)
         self._starting_owner = proc
         self._children.append(proc)
+        if self.announce is not None:
+            self.announce(f"starting the memory service for {self.directory} (it loads the "
+                          "embedding model once: a few seconds)")
         # Hold spawn.lock until the new owner holds the store lock (or gave up), so
         # that other clients do not start owners of their own meanwhile.
         while (proc.poll() is None and not lock_held(self.directory)
