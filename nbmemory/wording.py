@@ -111,6 +111,17 @@ def anchors_line(note: Note) -> str:
     return ", ".join(anchor_label(a) for a in note.anchors)
 
 
+def _not_retaken(kind: str, target: str) -> str:
+    """What a verify could not re-take, why, and what to do."""
+    if kind == "cell":
+        return (f"its cell: the notebook {target.split('#', 1)[0]} is not there any more "
+                "(renamed or moved?)")
+    if kind == "variable":
+        return (f"{target}: it cannot be re-taken here (a variable must exist in this "
+                "notebook's kernel: run the cell that defines it, then verify again)")
+    return f"{target}: it cannot be read here"
+
+
 def verified_text(note: Note, event: Event) -> str:
     data = event.data
     retaken = data.get("retaken", 0)
@@ -121,8 +132,8 @@ def verified_text(note: Note, event: Event) -> str:
     if data.get("cleared"):
         text += "; cleared " + "; ".join(data["cleared"])
     if data.get("kept"):
-        text += (f". Kept the old fingerprint of {', '.join(data['kept'])}: it cannot be "
-                 "re-taken here (a variable must exist in this notebook's kernel: run the cell "
-                 "that defines it, then verify again)")
+        kinds = {a.target: a.kind for a in note.anchors}
+        text += ". Kept the old fingerprint of " + "; ".join(
+            _not_retaken(kinds.get(t, ""), t) for t in data["kept"])
     still = stale_marker(note)
     return text + "." + (f" Still {still}" if still else "")

@@ -174,3 +174,24 @@ def test_verify_without_the_variable_keeps_its_fingerprint_and_says_so(ip):
     ip.user_ns["df"] = pd.DataFrame({"id": [1, 1]})
     hits, _ = run(ip, "recall df ids")
     assert "[STALE: content_changed df]" in pretty(hits)
+
+
+def test_verify_of_a_note_whose_notebook_moved_talks_about_the_notebook(ip, ws):
+    import nbformat
+
+    from nbmemory.models import Provenance
+    from nbmemory.provenance import source_hash
+
+    path = ws / "analysis" / "Untitled.ipynb"
+    cell = nbformat.v4.new_code_cell("%remember the export runs at 02:00")
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    mem = ip.magics_manager.registry["NbMemory"].mem
+    note = mem.remember("the export runs at 02:00",
+                        provenance=Provenance(notebook=str(path), cell_id=cell.id,
+                                              cell_hash=source_hash(cell.source), source="notebook"))
+    assert [a.kind for a in note.anchors] == ["cell"]
+    path.rename(path.with_name("sales-notes.ipynb"))
+    _, out = run(ip, f"memory verify {note.id}")
+    assert ("Kept the old fingerprint of its cell: the notebook analysis/Untitled.ipynb is not "
+            "there any more (renamed or moved?)") in " ".join(out.split())
+    assert "variable" not in out
