@@ -10,6 +10,7 @@ import {
   INoteSource
 } from './tokens';
 import {
+  ICheck,
   IFilters,
   IHit,
   IHits,
@@ -114,6 +115,8 @@ export class MemoryModel {
   diff: ISnapshotDiff | null = null;
   diffNames: [string, string] | null = null;
   draft: IDraft | null = null;
+  /** The checks of the notes, by note id: fetched once with each listing or recall. */
+  checks = new Map<number, ICheck>();
 
   get changed(): ISignal<this, void> {
     return this._changed;
@@ -504,10 +507,12 @@ export class MemoryModel {
         if (ticket === this._ticket) {
           this.snapshots = reply.snapshots;
         }
-      } else if (this.query.trim()) {
-        await this._recall(ticket);
       } else {
-        await this._list(ticket);
+        // One request for the checks of every card, alongside the notes (never per card).
+        await Promise.all([
+          this.query.trim() ? this._recall(ticket) : this._list(ticket),
+          this._loadChecks(ticket)
+        ]);
       }
       if (ticket === this._ticket) {
         this.error = null;
@@ -546,6 +551,18 @@ export class MemoryModel {
     } catch (error) {
       this.status = null;
       this.statusError = messageOf(error);
+    }
+  }
+
+  /** The checks (a failure leaves the last ones: the cards still show the notes). */
+  private async _loadChecks(ticket: number): Promise<void> {
+    try {
+      const reply = await this._request<{ checks: ICheck[] }>('checks');
+      if (ticket === this._ticket) {
+        this.checks = new Map(reply.checks.map(check => [check.note_id, check]));
+      }
+    } catch (error) {
+      console.warn('nbmemory: cannot load the checks', error);
     }
   }
 

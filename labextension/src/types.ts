@@ -151,3 +151,29 @@ export const KINDS = [
   'procedure'
 ];
 export const PRIORITIES = ['high', 'medium', 'low'];
+
+/** The latest outcome of a check, as the kernel that ran it journalled it. */
+export interface ICheckOutcome {
+  status: 'passed' | 'failed' | 'error' | 'skipped' | string;
+  at: string | null;
+  by?: string | null;
+  /** repr of the value (capped), for passed and failed. */
+  value?: string;
+  /** The exception line, for an error. */
+  error?: string;
+  /** Why it did not run, for skipped. */
+  why?: string;
+}
+
+/** `GET checks`: a note's check. The server never evaluates one; a kernel does. */
+export interface ICheck {
+  note_id: number;
+  expression: string;
+  names: string[];
+  /** repr of the value when the note was written. */
+  value: string | null;
+  /** Whether this Jupyter user's kernels run it (someone else's check waits for trust). */
+  trusted: boolean;
+  last: ICheckOutcome | null;
+  written_at: string | null;
+}
