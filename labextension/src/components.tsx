@@ -15,13 +15,23 @@ import * as React from 'react';
 
 import { NoteMarkdown } from './markdown';
 import { IDraft, MemoryModel, age, describeStale, tagList } from './model';
-import { IHit, INote, ISnapshot, ISnapshotDiff, KINDS, PRIORITIES } from './types';
+import {
+  ICheck,
+  IHit,
+  INote,
+  ISnapshot,
+  ISnapshotDiff,
+  KINDS,
+  PRIORITIES
+} from './types';
 
 /** What the panel asks the application to do (open files, touch notebooks, clipboard). */
 export interface IActions {
   openSource(note: INote): void;
   insert(note: INote): void;
   copyRecall(note: INote): void;
+  /** Run the note's check in the active notebook's kernel (`%memory check ID`). */
+  recheck(note: INote): Promise<void>;
 }
 
 interface IPanelProps {
@@ -378,12 +388,14 @@ function ActionButton(props: {
   icon: LabIcon;
   label: string;
   title?: string;
+  disabled?: boolean;
   onClick: () => void;
 }): JSX.Element {
   return (
     <button
       className={`jp-Button jp-mod-minimal nbm-Action ${props.className}`}
       title={props.title ?? props.label}
+      disabled={props.disabled}
       onClick={props.onClick}
     >
       <props.icon.react tag="span" className="nbm-ActionIcon" elementSize="small" />
@@ -447,6 +459,8 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
   const stale = note.stale.length > 0;
   const activeTags = tagList(model.filters.tags);
   const reasons = note.stale.map(r => describeStale(r, trans)).join('; ');
+  const check = model.checks.get(note.id);
+  const [checking, setChecking] = React.useState(false);
   return (
     <li
       className={`nbm-Note nbm-mod-${note.priority}${stale ? ' nbm-mod-stale' : ''}`}
@@ -546,9 +560,26 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
       ) : (
         <ClampedText text={note.text} rendermime={props.rendermime} trans={trans} />
       )}
+      {check ? <CheckLine check={check} note={note} trans={trans} /> : null}
       <Provenance note={note} actions={actions} trans={trans} />
       {editing ? null : (
         <div className="nbm-Actions">
+          {check ? (
+            <ActionButton
+              className="nbm-Recheck"
+              icon={refreshIcon}
+              label={checking ? trans.__('Re-checking…') : trans.__('Re-check')}
+              title={trans.__(
+                "Run this note's check now in the active notebook's kernel (%memory check %1)",
+                note.id
+              )}
+              disabled={checking}
+              onClick={() => {
+                setChecking(true);
+                void actions.recheck(note).finally(() => setChecking(false));
+              }}
+            />
+          ) : null}
           <ActionButton
             className="nbm-Edit"
             icon={editIcon}
@@ -587,6 +618,64 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
         </div>
       )}
     </li>
+  );
+}
+
+/**
+ * A note's check: its code, and when it last held or failed, with the value then. All of
+ * it is text (React escapes it): an expression or a value is never markup.
+ */
+function CheckLine(props: { check: ICheck; note: INote; trans: TranslationBundle }): JSX.Element {
+  const { check, note, trans } = props;
+  const last = check.last;
+  const status = last ? last.status : 'written';
+  const ago = (when: string | null | undefined) =>
+    when ? trans.__('%1 ago', age(when, trans)) : '';
+  let outcome: string;
+  if (!last) {
+    const when = ago(check.written_at);
+    outcome = check.value
+      ? trans.__('held when written (%1), value %2; not re-checked since', when, check.value)
+      : trans.__('held when written (%1); not re-checked since', when);
+  } else if (last.status === 'passed') {
+    outcome = last.value
+      ? trans.__('held %1, value %2', ago(last.at), last.value)
+      : trans.__('held %1', ago(last.at));
+  } else if (last.status === 'failed') {
+    outcome = last.value
+      ? trans.__('failed %1, value %2', ago(last.at), last.value)
+      : trans.__('failed %1', ago(last.at));
+  } else if (last.status === 'error') {
+    outcome = trans.__('raised an error %1: %2', ago(last.at), last.error ?? '');
+  } else if (last.status === 'skipped') {
+    outcome = trans.__('skipped %1: %2', ago(last.at), last.why ?? '');
+  } else {
+    outcome = `${last.status} ${ago(last.at)}`;
+  }
+  const by = last?.by ? ` · ${trans.__('by %1', last.by)}` : '';
+  return (
+    <div
+      className={`nbm-Check nbm-mod-${status}${check.trusted ? '' : ' nbm-mod-untrusted'}`}
+      data-status={status}
+    >
+      <div className="nbm-CheckHead">
+        <span className="nbm-CheckLabel">{trans.__('check')}</span>{' '}
+        <code className="nbm-CheckExpr">{check.expression}</code>
+      </div>
+      <div className="nbm-CheckLast" title={last?.at ?? check.written_at ?? ''}>
+        {outcome}
+        {by}
+      </div>
+      {check.trusted ? null : (
+        <div className="nbm-CheckUntrusted">
+          {trans.__(
+            'Not trusted: written by %1. It is code and does not run until you read it above and run %memory trust %2 in a notebook.',
+            note.author ?? trans.__('someone else'),
+            note.id
+          )}
+        </div>
+      )}
+    </div>
   );
 }
 

@@ -8,6 +8,7 @@ import { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { IDocumentManager } from '@jupyterlab/docmanager';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
 import { ITranslator, nullTranslator, TranslationBundle } from '@jupyterlab/translation';
@@ -46,6 +47,58 @@ export namespace CommandIDs {
   export const refresh = 'nbmemory:refresh';
   export const newNote = 'nbmemory:new-note';
   export const remember = 'nbmemory:remember';
+}
+
+/** What a piece of code run in a kernel for the panel printed, and how it ended. */
+export interface IKernelRun {
+  ok: boolean;
+  /** Its printed and displayed text (text/plain), trimmed. */
+  text: string;
+  /** `Name: message` of the error it raised, or ''. */
+  error: string;
+  ename: string;
+}
+
+/**
+ * Run `code` in a notebook's kernel, for the panel: not stored in the kernel's history
+ * (no `In[n]`, the cells' numbering stays), its output kept here and not in the notebook.
+ */
+export async function runInKernel(
+  kernel: Kernel.IKernelConnection,
+  code: string
+): Promise<IKernelRun> {
+  const future = kernel.requestExecute({
+    code,
+    silent: false,
+    store_history: false,
+    allow_stdin: false,
+    stop_on_error: false
+  });
+  const texts: string[] = [];
+  let error = '';
+  let ename = '';
+  future.onIOPub = (msg: KernelMessage.IIOPubMessage) => {
+    const content = msg.content as any;
+    switch (msg.header.msg_type) {
+      case 'stream':
+        texts.push(String(content.text));
+        break;
+      case 'display_data':
+      case 'execute_result': {
+        const plain = content.data?.['text/plain'];
+        if (typeof plain === 'string') {
+          texts.push(plain + '\n');
+        }
+        break;
+      }
+      case 'error':
+        ename = String(content.ename);
+        error = `${content.ename}: ${content.evalue}`;
+        break;
+    }
+  };
+  const reply = await future.done;
+  return { ok: reply.content.status === 'ok', text: texts.join('').trim(), error, ename };
 }
 
 /**
@@ -117,8 +170,74 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
       copyRecall: note => {
         Clipboard.copyToSystem(recallSnippet(note));
         model.say(trans.__('Copied: %1', recallSnippet(note)));
-      }
+      },
+      recheck: note => recheck(note)
     };
+
+    /** A kernel's error about nbmemory's magics being absent, in words to act on. */
+    function kernelProblem(run: IKernelRun, path: string): string {
+      if (run.ename === 'UsageError' && /magic function .* not found/i.test(run.error)) {
+        return trans.__(
+          "nbmemory is not loaded in the kernel of %1: run %load_ext nbmemory there, then try again.",
+          path
+        );
+      }
+      return run.error || run.text || trans.__('the kernel reported an error');
+    }
+
+    /**
+     * Run a note's check in the active notebook's kernel (`%memory check ID`): the data a
+     * check reads lives there, and the panel never evaluates code in the server.
+     */
+    async function recheck(note: INote): Promise<void> {
+      const check = model.checks.get(note.id);
+      const names = check?.names.length ? check.names.join(', ') : trans.__('its data');
+      const current = notebooks?.currentWidget;
+      if (!current) {
+        Notification.warning(
+          trans.__(
+            "Open the notebook whose data the check of #%1 reads (%2) and run it: Re-check runs the check in the active notebook's kernel.",
+            note.id,
+            names
+          ),
+          { autoClose: 15000 }
+        );
+        return;
+      }
+      const path = current.context.path;
+      const kernel = current.sessionContext.session?.kernel;
+      if (!kernel) {
+        Notification.warning(
+          trans.__(
+            '%1 has no running kernel: start it and run the cells that define %2, then Re-check #%3.',
+            path,
+            names,
+            note.id
+          ),
+          { autoClose: 15000 }
+        );
+        return;
+      }
+      const failed = (why: string) =>
+        model.say(trans.__('Re-check of #%1 in %2 failed: %3', note.id, path, why), 'error');
+      let run: IKernelRun;
+      try {
+        run = await runInKernel(kernel, `%memory check ${note.id}`);
+      } catch (error) {
+        failed(messageOf(error));
+        return;
+      }
+      if (!run.ok) {
+        failed(kernelProblem(run, path));
+        return;
+      }
+      await model.refresh({ force: true, status: true });
+      const status = model.checks.get(note.id)?.last?.status;
+      const message = trans.__('Re-checked #%1 in %2: %3', note.id, path, run.text);
+      Notification.emit(message, status === 'passed' ? 'success' : 'warning', {
+        autoClose: 8000
+      });
+    }
 
     /** Open a notebook with the note's cell active, or say why it cannot be. */
     async function openAt(path: string, cellId: string | undefined): Promise<void> {
