@@ -3,7 +3,12 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { Clipboard, ICommandPalette, Notification } from '@jupyterlab/apputils';
+import {
+  Clipboard,
+  ICommandPalette,
+  InputDialog,
+  Notification
+} from '@jupyterlab/apputils';
 import { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { IDocumentManager } from '@jupyterlab/docmanager';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
@@ -47,6 +52,7 @@ export namespace CommandIDs {
   export const refresh = 'nbmemory:refresh';
   export const newNote = 'nbmemory:new-note';
   export const remember = 'nbmemory:remember';
+  export const rememberOutput = 'nbmemory:remember-output';
 }
 
 /** What a piece of code run in a kernel for the panel printed, and how it ended. */
@@ -354,6 +360,101 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
       };
     }
 
+    /** The notebook and cell a command is for: the right-clicked cell, or the active one. */
+    function targetCell(
+      args: ReadonlyPartialJSONObject
+    ): { panel: NotebookPanel; cell: Cell } | null {
+      const current = notebooks?.currentWidget;
+      if (!current) {
+        return null;
+      }
+      const notebook = current.content;
+      let cell: Cell | null = notebook.activeCell;
+      const hit = args['fromContextMenu']
+        ? app.contextMenuHitTest(node => node.classList.contains('jp-Cell'))
+        : undefined;
+      if (hit) {
+        cell = notebook.widgets.find(widget => widget.node === hit) ?? cell;
+      }
+      return cell ? { panel: current, cell } : null;
+    }
+
+    /**
+     * Ask for the finding, then run `%%remember --output-of N` in the notebook's kernel,
+     * N being the cell's execution count: the kernel keeps the result (`Out[N]`).
+     */
+    async function rememberOutput(args: ReadonlyPartialJSONObject): Promise<void> {
+      const target = targetCell(args);
+      if (!target || target.cell.model.type !== 'code') {
+        Notification.warning(
+          trans.__('Select a code cell that has run: Remember Output keeps its result.')
+        );
+        return;
+      }
+      const { panel: current, cell } = target;
+      const path = current.context.path;
+      const index = current.content.widgets.indexOf(cell) + 1;
+      const count = (cell.model as ICodeCellModel).executionCount;
+      if (!count) {
+        Notification.warning(
+          trans.__(
+            'Cell %1 of %2 has no execution count (it has not run in this kernel): run it, then Remember Output keeps its result.',
+            index,
+            path
+          ),
+          { autoClose: 15000 }
+        );
+        return;
+      }
+      const kernel = current.sessionContext.session?.kernel;
+      if (!kernel) {
+        Notification.warning(
+          trans.__(
+            "%1 has no running kernel: its result of cell [%2] is in the kernel that ran it. Start the kernel, run the cell again, then Remember Output.",
+            path,
+            count
+          ),
+          { autoClose: 15000 }
+        );
+        return;
+      }
+      const answer = await InputDialog.getText({
+        title: trans.__('Remember the output of cell [%1]', count),
+        label: trans.__('What does it show? The note keeps the output as its evidence.'),
+        placeholder: trans.__('e.g. orders has 3 rows with a null amount'),
+        okLabel: trans.__('Remember'),
+        cancelLabel: trans.__('Cancel')
+      });
+      if (!answer.button.accept) {
+        return;
+      }
+      const text = (answer.value ?? '').trim();
+      if (!text) {
+        Notification.warning(trans.__('Nothing remembered: the finding was empty.'));
+        return;
+      }
+      // The cell form: the finding is the body, whatever its quotes, dashes or lines.
+      let run: IKernelRun;
+      try {
+        run = await runInKernel(kernel, `%%remember --output-of ${count}\n${text}`);
+      } catch (error) {
+        model.say(messageOf(error), 'error');
+        return;
+      }
+      if (!run.ok) {
+        model.say(kernelProblem(run, path), 'error');
+        return;
+      }
+      const id = /Remembered #(\d+)/.exec(run.text)?.[1];
+      model.say(
+        id
+          ? trans.__('Remembered #%1 with the output of cell [%2] as its evidence.', id, count)
+          : run.text,
+        'success'
+      );
+      await model.refresh({ force: true, status: true });
+    }
+
     app.commands.addCommand(CommandIDs.open, {
       label: trans.__('Open the nbmemory panel'),
       caption: trans.__('Browse, recall, edit and verify what you remembered'),
@@ -386,6 +487,13 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
         model.setView('notes');
         model.startDraft(draft);
       }
+    });
+    app.commands.addCommand(CommandIDs.rememberOutput, {
+      label: trans.__('Remember Output…'),
+      caption: trans.__(
+        "Write an nbmemory note that keeps this cell's result as its evidence (%remember --output-of N, run in the notebook's kernel)"
+      ),
+      execute: args => rememberOutput(args)
     });
     for (const command of [CommandIDs.open, CommandIDs.refresh, CommandIDs.newNote]) {
       palette?.addItem({ command, category: 'nbmemory' });
