@@ -45,7 +45,8 @@ def split_options(parser, line: str):
                 if not value:
                     raise UsageError(f"Option {option} needs a value")
                 inline, rest = value.group(1), rest[value.end():]
-            tokens.append(inline.strip("\"'") if inline[:1] in "\"'" else inline)
+            quoted = len(inline) >= 2 and inline[0] == inline[-1] and inline[0] in "\"'"
+            tokens.append(inline[1:-1] if quoted else inline)  # only the outer pair
     if rest.strip().startswith("-- "):
         rest = rest.strip()[3:]
     return parser.parse_args(tokens), rest.strip()

@@ -161,6 +161,14 @@ def test_remember_check_then_a_cell_that_breaks_it(ip):
     assert cell(ip, "%memory check") == f"#1 holds: {CHECK} (value 0.0)\n"
 
 
+def test_a_check_keeps_the_quotes_inside_it(ip):
+    cell(ip, "label = 'y'")
+    shown = cell(ip, "%remember --check \"label != 'x'\" the label is never x")
+    assert "About: check label != 'x' (held, value 'y')" in shown
+    shown = cell(ip, "%remember --check 'label in [\"y\", \"z\"]' the label is y or z")
+    assert "About: check label in [\"y\", \"z\"] (held, value 'y')" in shown
+
+
 def test_memory_check_says_why_it_did_not_run(ip):
     cell(ip, "import pandas as pd\norders = pd.DataFrame({'amount': [1.0]})")
     cell(ip, f"%remember --check '{CHECK}' under 5% nulls")
