@@ -35,29 +35,9 @@ from nbmemory.service import codec, owner_info, stop
 from nbmemory.service import transport as transports
 from nbmemory.service.protocol import lock_held, read_info
 
+from waiting import pid_alive, wait_for
+
 HASH = "hash:64"
-
-
-def wait_for(condition, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie counts as gone
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def python(code, *args, timeout=120, check=True):
