@@ -12,6 +12,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from .address import Address, is_address
 from .errors import StoreUnavailable
 
 STORE_DIRNAME = ".nbmemory"
@@ -35,11 +36,12 @@ def current_user(environ: dict | None = None) -> str:
 
 @dataclass(frozen=True)
 class StoreLocation:
-    path: Path
+    path: Path  # the local directory (a team store's projections, lock and sockets)
     reason: str
+    address: str | None = None  # a team store's postgresql:// address
 
     def __str__(self) -> str:
-        return f"{self.path} ({self.reason})"
+        return f"{self.address or self.path} ({self.reason})"
 
 
 def find_git_root(start: Path) -> Path | None:
@@ -51,9 +53,20 @@ def find_git_root(start: Path) -> Path | None:
 
 def locate_store(explicit: str | os.PathLike | None = None, *, cwd: Path | None = None,
                  environ: dict | None = None) -> StoreLocation:
-    """Explicit path > ``NBMEMORY_HOME`` > nearest ``.nbmemory/`` above cwd > git root > cwd."""
+    """Explicit path > ``NBMEMORY_HOME`` > nearest ``.nbmemory/`` above cwd > git root > cwd.
+
+    A ``postgresql://`` address (explicit or in ``NBMEMORY_HOME``) is a team store: its
+    local directory is created under the cache directory (see :mod:`.address`).
+    """
     environ = os.environ if environ is None else environ
     cwd = (cwd or Path.cwd()).resolve()
+    for given, why in ((explicit, "team store, given explicitly"),
+                       (environ.get("NBMEMORY_HOME"), "team store, from NBMEMORY_HOME")):
+        if given:
+            if is_address(given):
+                address = Address.parse(str(given))
+                return StoreLocation(address.link(environ), why, address.url)
+            break
     if explicit:
         return StoreLocation(Path(explicit).expanduser().resolve(), "given explicitly")
     if environ.get("NBMEMORY_HOME"):

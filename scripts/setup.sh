@@ -3,22 +3,26 @@
 # CPU torch is pinned and installed first: an unpinned torch pulls a CUDA build of several GB.
 # The editable install builds the JupyterLab panel (labextension/ -> nbmemory/labextension/)
 # with jlpm when its sources changed: this needs Node >= 18 and the npm registry.
-# Browser tests need Debian's Chromium: installed here when missing and running as root
-# (set NBMEMORY_SKIP_APT=1 to skip); never `playwright install`.
+# Browser tests need Debian's Chromium, the team store tests Debian's PostgreSQL 15 (the
+# tests start their own server in a temporary directory): both installed here when missing
+# and running as root (set NBMEMORY_SKIP_APT=1 to skip); never `playwright install`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${NBMEMORY_VENV:-.venv}
-EXTRAS=${NBMEMORY_EXTRAS:-lab,test}
+EXTRAS=${NBMEMORY_EXTRAS:-lab,test,team}
 TORCH=${NBMEMORY_TORCH:-torch==2.13.0}
 
-if [ ! -x /usr/bin/chromium ] && [ -z "${NBMEMORY_SKIP_APT:-}" ]; then
+MISSING=()
+[ -x /usr/bin/chromium ] || MISSING+=(chromium fonts-dejavu-core)
+[ -x /usr/lib/postgresql/15/bin/initdb ] || MISSING+=(postgresql-15)
+if [ ${#MISSING[@]} -gt 0 ] && [ -z "${NBMEMORY_SKIP_APT:-}" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
-    echo "==> installing chromium and fonts (apt) for the browser tests"
+    echo "==> installing ${MISSING[*]} (apt) for the browser and team store tests"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core > /dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${MISSING[@]}" > /dev/null
   else
-    echo "==> /usr/bin/chromium is missing: the browser tests will fail." \
-         "Install it with: sudo apt-get install -y chromium fonts-dejavu-core"
+    echo "==> missing ${MISSING[*]}: the browser or team store tests will fail." \
+         "Install them with: sudo apt-get install -y ${MISSING[*]}"
   fi
 fi
 

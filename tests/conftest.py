@@ -19,7 +19,8 @@ def store_dir(tmp_path):
 
 @pytest.fixture
 def memory(store_dir):
-    """A store with the tiny deterministic embedder: for tests where the model is irrelevant."""
+    """A store with the tiny deterministic embedder: for tests where the model is irrelevant
+    (tests/test_team_contract.py runs the same tests on a team store)."""
     with Memory.open(store_dir, embedder=HashEmbedder(), settings=None) as mem:
         yield mem
 
@@ -73,3 +74,20 @@ def no_owner_left_behind(tmp_path):
 def no_owner_left_after_the_session(tmp_path_factory):
     yield
     stop_owners_under(str(tmp_path_factory.getbasetemp()))
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL server for the session (tests/postgres.py)."""
+    from postgres import Server
+
+    server = Server()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def team_url(postgres_server, tmp_path, monkeypatch):
+    """The address of a new, empty team store; its local caches below ``tmp_path``."""
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
+    return postgres_server.url(postgres_server.new_database())

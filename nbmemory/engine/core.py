@@ -26,7 +26,7 @@ from ..errors import Command, EmbedderMismatch
 from ..events import INDEXED
 from ..lock import OwnerLock, prepare_directory
 from ..stale import StaleChecker
-from ..store import SCHEMA_VERSION, Store
+from ..store import SCHEMA_VERSION, open_store
 from ..vectors import VectorIndex
 from .about import About
 from .checking import Checking
@@ -45,6 +45,7 @@ def _by(part: str, function):
     """An engine operation done by ``function`` of one of its parts (same signature)."""
     @functools.wraps(function)
     def operation(self, *args, **kwargs):
+        self.catch_up()
         return function(getattr(self, part), *args, **kwargs)
     return operation
 
@@ -66,17 +67,22 @@ class Engine:
         if not self._owner.held:
             self._owner.acquire()
         try:
-            self.store = Store(self.directory)
+            self.store = open_store(self.directory)
         except BaseException:
             self._owner.release()
             raise
         # Anchored paths are relative to the workspace: the git root above the store, or
-        # the store's parent (never this process's cwd: the owner may run elsewhere).
-        self.workspace = find_git_root(self.directory.parent.resolve()) or self.directory.parent.resolve()
+        # the store's parent (never this process's cwd: the owner may run elsewhere). A
+        # team store's directory is a cache: its paths are relative to the home directory.
+        self.workspace = (Path.home().resolve() if self.store.shared else
+                          find_git_root(self.directory.parent.resolve())
+                          or self.directory.parent.resolve())
         self.checker = StaleChecker(self.workspace, exclude=[self.directory])
         self.state, self.keywords = NoteState(), Keywords()
-        self.dense = Dense(self.directory, self.settings, self.store)
-        self.journal = Journal(self.store, [self.state, self.keywords, self.dense])
+        self.journal = Journal(self.store)
+        self.dense = Dense(self.directory, self.settings, self.store,
+                           lambda: self.journal.position)
+        self.journal.projections = [self.state, self.keywords, self.dense]
         self.writes, self.reads, self.recalls = Writes(self), Reads(self), Recall(self)
         self.staleness, self.about = Staleness(self), About(self)
         self.seals, self.upkeep = Snapshots(self), Upkeep(self)
@@ -164,6 +170,7 @@ class Engine:
     def open_indexes(self, progress: Progress | None = None, *, rebuild: bool = False) -> None:
         """Rebuild each note's state and the keyword index from the store, and load (or
         catch up, or rebuild) the vector index."""
+        self.journal.position = self.store.position()  # before the rows: see catch_up
         rows = self.store.index_rows(INDEXED)
         self.state.rebuild(rows)
         self.keywords.rebuild(rows)
@@ -176,6 +183,29 @@ class Engine:
             return
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         self._index_state = self.dense.open(stored, ids, progress, rebuild=rebuild)
+
+    def catch_up(self) -> int:
+        """Apply what other members of a team store committed since this process last
+        looked; returns how many notes changed. Idempotent: a note is read again whole."""
+        if not self.store.shared:
+            return 0
+        with self.lock:
+            seen, now = self.journal.position, self.store.position()
+            if now <= seen:
+                return 0
+            changed = self.store.changed_since(seen)
+            rows = self.store.index_rows(INDEXED, changed)
+            self.state.sync(changed, rows)
+            self.keywords.sync(changed, rows)
+            self.store.forget_cached(changed)
+            self._identity = None
+            self.recalls.forget_past()
+            self.journal.position = now
+            if self.dense.index is None and self.stored_identity and not self.mismatch:
+                self.open_indexes()  # the first vectors came from another member
+            else:
+                self.dense.sync(changed)
+            return len(changed)
 
     @property
     def index_state(self) -> str:
@@ -266,12 +296,13 @@ class Engine:
     # -- status -----------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
+        self.catch_up()
         with self.lock:
             self.recalls.flush_log()
             counts = self.store.counts()
             stats = self.store.recall_stats()
             return {
-                "store": str(self.directory),
+                "store": self.store.address.url if self.store.shared else str(self.directory),
                 "notes": counts.get("active", 0),
                 "by_status": counts,
                 "snapshots": len(self.store.snapshots()),

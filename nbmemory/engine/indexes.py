@@ -39,6 +39,16 @@ class NoteState:
         self.inactive = {r[0] for r in rows if r[3] != "active"}
         self.priority = {r[0]: r[2] for r in rows}
 
+    def sync(self, note_ids: Sequence[int], rows: Sequence[tuple]) -> None:
+        """Bring ``note_ids`` in line with their ``Store.index_rows`` (absent: not indexed)."""
+        for note_id in note_ids:
+            self.inactive.discard(note_id)
+            self.priority.pop(note_id, None)
+        for r in rows:
+            self.priority[r[0]] = r[2]
+            if r[3] != "active":
+                self.inactive.add(r[0])
+
     def apply(self, change: Change) -> None:
         if change.priority is not None:
             self.priority[change.note_id] = change.priority
@@ -64,6 +74,11 @@ class Keywords:
         self.index = LexicalIndex()
         self.index.add_many((r[0], r[1]) for r in rows)
 
+    def sync(self, note_ids: Sequence[int], rows: Sequence[tuple]) -> None:
+        for note_id in note_ids:
+            self.index.remove(note_id)
+        self.index.add_many((r[0], r[1]) for r in rows)
+
     def apply(self, change: Change) -> None:
         if change.text is not None:
             self.index.add(change.note_id, change.text)
@@ -74,10 +89,12 @@ class Keywords:
 class Dense:
     """The usearch index of the indexed notes' vectors, and its file."""
 
-    def __init__(self, directory: Path, settings: Settings, store: Store):
+    def __init__(self, directory: Path, settings: Settings, store: Store,
+                 position: Callable[[], int]):
         self.path = Path(directory) / VECTOR_FILENAME
         self.settings = settings
         self.store = store
+        self.position = position  # the journal position the projections reflect
         self.index: VectorIndex | None = None
         self.identity: str | None = None  # model:dims of the vectors it holds
         self.unsaved = 0  # changes since the file was written
@@ -177,7 +194,7 @@ class Dense:
         """Write the file (atomically) with the journal position it reflects."""
         if self.index is None or not (force or self.unsaved):
             return
-        meta = {"seq": self.store.position(), "embedder": self.identity,
+        meta = {"seq": self.position(), "embedder": self.identity,
                 "count": len(self.index), "nbmemory": __version__}
         self.index.save(self.path, meta)
         self.unsaved = 0

@@ -73,6 +73,7 @@ class Journal:
     def __init__(self, store: Store, projections: Sequence[Projection] = ()):
         self.store = store
         self.projections = list(projections)
+        self.position = 0  # every event up to here is in the projections
 
     @contextmanager
     def write(self) -> Iterator[Entry]:
@@ -83,3 +84,10 @@ class Journal:
         for change in entry.changes:
             for projection in self.projections:
                 projection.apply(change)
+        seqs = [c.seq for c in entry.changes]
+        if not self.store.shared:
+            self.position = self.store.position()
+        elif seqs and min(seqs) == self.position + 1:
+            # On a team store, another member may have written before this transaction:
+            # then the position stays, and the next catch-up applies both (idempotently).
+            self.position = max(seqs)

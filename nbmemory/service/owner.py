@@ -138,11 +138,11 @@ def _open_engine(directory: Path, lock: OwnerLock, model: str | None,
                  settings: Settings | None):
     from ..embed import make_embedder, model_name
     from ..engine import Engine
-    from ..store import Store
+    from ..store import open_store
 
     settings = settings or Settings()
     if model is None:
-        store = Store(directory)  # the lock is ours: nobody else opens the file
+        store = open_store(directory)  # the lock is ours: nobody else opens the file
         try:
             stored = store.meta("embedder")
         finally:

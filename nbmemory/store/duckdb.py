@@ -30,6 +30,9 @@ from .schema import COMPACT_FILENAME, DB_FILENAME, SCHEMA_VERSION
 class Store(Rows):
     """Owns one DuckDB connection. Not thread-safe: the engine serialises calls."""
 
+    shared = False  # only this process writes it (a team store is shared: postgres.py)
+    _ALL_TAGS = "list_has_all(n.tags, ?)"
+
     def __init__(self, directory: Path):
         self.directory = Path(directory)
         self._anchor_cache: dict[int, list[tuple[int, Anchor]] | None] = {}
@@ -365,7 +368,7 @@ class Store(Rows):
 
     def list_notes(self, filters: Filters, *, offset: int = 0, limit: int = 50,
                    order: str = "newest") -> tuple[list[Note], int]:
-        where, params = filters.sql()
+        where, params = filters.sql(self._ALL_TAGS)
         order_by = {"newest": "n.updated_at DESC, n.id DESC", "oldest": "n.id ASC",
                     "priority": "CASE n.priority WHEN 'high' THEN 0 WHEN 'medium' THEN 1 ELSE 2 END, n.id DESC"}[order]
         total = self.con.execute(f"SELECT count(*) FROM {_NOTE_FROM} WHERE {where}", params).fetchone()[0]
@@ -376,7 +379,7 @@ class Store(Rows):
         return [_note(r) for r in rows], total
 
     def note_ids(self, filters: Filters) -> np.ndarray:
-        where, params = filters.sql()
+        where, params = filters.sql(self._ALL_TAGS)
         rows = self.con.execute(
             f"SELECT n.id FROM {_NOTE_FROM} WHERE {where} ORDER BY n.id", params
         ).fetchnumpy()
@@ -389,11 +392,21 @@ class Store(Rows):
             f"SELECT n.id, n.priority FROM {_NOTE_FROM} WHERE n.id IN ({_id_list(ids)})").fetchall()
         return dict(rows)
 
-    def index_rows(self, statuses: Sequence[str]) -> list[tuple[int, str, str, str]]:
-        """(id, text, priority, status) of every note in ``statuses``: what the indexes need."""
+    def index_rows(self, statuses: Sequence[str],
+                   ids: Sequence[int] | None = None) -> list[tuple[int, str, str, str]]:
+        """(id, text, priority, status) of every note in ``statuses`` (of ``ids`` only, if
+        given): what the indexes need."""
+        where = f" AND n.id IN ({_id_list(ids)})" if ids is not None else ""
         return self.con.execute(
             f"SELECT n.id, n.text, n.priority, n.status FROM {_NOTE_FROM} "
-            "WHERE n.status IN (SELECT unnest(?)) ORDER BY n.id", [list(statuses)]).fetchall()
+            f"WHERE n.status IN (SELECT unnest(?)){where} ORDER BY n.id",
+            [list(statuses)]).fetchall()
+
+    def forget_cached(self, note_ids: Sequence[int]) -> None:
+        """Read ``note_ids`` afresh next time (another writer changed them)."""
+        for note_id in note_ids:
+            self._anchor_cache[int(note_id)] = None
+        self.commits += 1
 
     def texts(self, ids: Sequence[int] | None = None) -> list[tuple[int, str]]:
         """(id, current text) of active notes, or of ``ids``."""

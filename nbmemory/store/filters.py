@@ -46,13 +46,15 @@ class Filters:
                 and (self.until is None or note.created_at < self.until)
                 and (self.ids is None or note.id in self.ids))
 
-    def sql(self) -> tuple[str, list[Any]]:
+    def sql(self, all_tags: str = "list_has_all(n.tags, ?)") -> tuple[str, list[Any]]:
+        """A WHERE clause and its parameters; ``all_tags`` is how the store's SQL says
+        "the note has all these tags"."""
         clauses, params = [], []
         if self.statuses:
             clauses.append("n.status IN (SELECT unnest(?))")
             params.append(list(self.statuses))
         if self.tags:
-            clauses.append("list_has_all(n.tags, ?)")
+            clauses.append(all_tags)
             params.append(list(self.tags))
         if self.kinds:
             clauses.append("n.kind IN (SELECT unnest(?))")

@@ -161,11 +161,8 @@ class Rows:
 
     def anchors_at(self, note_ids: Sequence[int], seq: int) -> dict[int, list[tuple[int, Anchor]]]:
         """The ``(position, anchor)`` list of each note as of journal position ``seq``."""
-        rows = self.con.execute(
-            "SELECT note_id, position, kind, target, origin, fingerprint FROM anchors "
-            "WHERE note_id IN (SELECT unnest(?)) AND seq <= ? "
-            "QUALIFY row_number() OVER (PARTITION BY note_id, position ORDER BY seq DESC) = 1 "
-            "ORDER BY note_id, position", [[int(i) for i in note_ids], seq]).fetchall()
+        rows = self._latest_anchors("WHERE note_id IN (SELECT unnest(?)) AND seq <= ?",
+                                    [[int(i) for i in note_ids], seq])
         out: dict[int, list[tuple[int, Anchor]]] = {}
         for note_id, position, kind, target, origin, fingerprint in rows:
             fingerprint = json.loads(fingerprint)
@@ -174,11 +171,8 @@ class Rows:
         return out
 
     def _read_anchors(self, ids: list[int] | None) -> None:
-        where, params = ("WHERE note_id IN (SELECT unnest(?)) ", [ids]) if ids is not None else ("", [])
-        rows = self.con.execute(
-            "SELECT note_id, position, kind, target, origin, fingerprint FROM anchors " + where +
-            "QUALIFY row_number() OVER (PARTITION BY note_id, position ORDER BY seq DESC) = 1 "
-            "ORDER BY note_id, position", params).fetchall()
+        where, params = ("WHERE note_id IN (SELECT unnest(?))", [ids]) if ids is not None else ("", [])
+        rows = self._latest_anchors(where, params)
         cache = self._anchor_cache
         for note_id in ids or ():
             cache[note_id] = []
@@ -187,6 +181,13 @@ class Rows:
             if not fingerprint.get("dropped"):  # no longer mentioned after an edit
                 cache.setdefault(note_id, []).append(
                     (position, Anchor(kind, target, fingerprint, origin)))
+
+    def _latest_anchors(self, where: str, params: list) -> list[tuple]:
+        """(note_id, position, kind, target, origin, fingerprint): each anchor's latest row."""
+        return self.con.execute(
+            f"SELECT note_id, position, kind, target, origin, fingerprint FROM anchors {where} "
+            "QUALIFY row_number() OVER (PARTITION BY note_id, position ORDER BY seq DESC) = 1 "
+            "ORDER BY note_id, position", params).fetchall()
 
     def next_anchor_position(self, note_id: int) -> int:
         return self.con.execute("SELECT coalesce(max(position) + 1, 0) FROM anchors "

@@ -1,0 +1,274 @@
+"""A team's store on PostgreSQL: the same tables and the same interface as the DuckDB store.
+
+:class:`PostgresStore` keeps the canonical data and the journal (vectors included) in one
+schema of a PostgreSQL database; each member's engine keeps its indexes locally and
+catches up from the journal (``shared`` is True, see ``Engine.catch_up``).
+
+Positions never skip a committed event: every write transaction first takes a
+transaction-level advisory lock on the store, so appends are serialised and commit in
+position order. A reader that has seen position 11 has seen 10 too (the classic trap, 11
+committing before 10, cannot happen). ``tests/test_team.py`` commits writers in
+overlapping transactions and checks that no member misses one.
+
+Most SQL is the DuckDB store's (inherited); what the two spell differently (``arg_max``,
+``QUALIFY``, ``list_has_all``, JSON functions, upserts, bulk inserts) is overridden here.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..errors import StoreTooNew, StoreUnavailable
+from ..models import Anchor, Note
+from . import schema
+from ..address import Address
+from .duckdb import Store
+from .filters import (_NOTE_COLUMNS, _NOTE_FROM, _RESOLUTION_EVENTS, _STATUS_AFTER,
+                      _STATUS_EVENTS, _ACTIVE_AFTER, Filters, _naive, _note, _now,
+                      _split_resolution)
+
+# DuckDB's type names for PostgreSQL's, so an export reads the same from either store.
+_TYPES = {"bigint": "BIGINT", "integer": "INTEGER", "character varying": "VARCHAR",
+          "text": "VARCHAR", "bytea": "BLOB", "jsonb": "JSON", "json": "JSON",
+          "timestamp without time zone": "TIMESTAMP", "boolean": "BOOLEAN"}
+
+
+def postgres_sql(duckdb_sql: str) -> str:
+    """A migration written for DuckDB, in PostgreSQL's words (the schemas stay one)."""
+    return (duckdb_sql.replace("DEFAULT []", "DEFAULT '{}'").replace(" BLOB", " BYTEA")
+            .replace(" JSON", " JSONB"))
+
+
+def _placeholders(sql: str, params: Sequence[Any]) -> str:
+    """DuckDB's ``?`` as psycopg's ``%s``. psycopg sends a Python str untyped (so that it
+    can fill a JSON column) and a list of them as an untyped array, which ``unnest``
+    cannot take: those are typed here (an empty list is one of note ids)."""
+    parts = sql.replace("%", "%%").split("?")
+    out = [parts[0]]
+    for part, value in zip(parts[1:], params):
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            out.append("%s::varchar[]" if value else "%s::bigint[]")
+        else:
+            out.append("%s")
+        out.append(part)
+    return "".join(out)
+
+
+class _Connection:
+    """psycopg behind the DuckDB connection's calls: ``?`` placeholders, ``execute``
+    returning something to fetch from."""
+
+    def __init__(self, con):
+        self.raw = con
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None):
+        if params is None:
+            return self.raw.execute(sql)
+        return self.raw.execute(_placeholders(sql, params), params)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            with self.raw.cursor() as cursor:
+                cursor.executemany(_placeholders(sql, rows[0]), rows)
+
+
+class PostgresStore(Store):
+    """One team store: a schema in a PostgreSQL database, reached through libpq."""
+
+    shared = True
+    _ALL_TAGS = "n.tags @> ?::varchar[]"
+
+    def __init__(self, address: Address):
+        try:
+            import psycopg
+            from psycopg.types.string import TextLoader
+        except ImportError:
+            raise StoreUnavailable(
+                "A team store on PostgreSQL needs psycopg 3: pip install 'nbmemory[team]'"
+            ) from None
+        self.address = address
+        self.path = address.url
+        self.directory = None
+        self._anchor_cache: dict[int, list[tuple[int, Anchor]] | None] = {}
+        self._anchors_upto: int | None = None
+        self.commits = 0
+        self._psycopg = psycopg
+        try:
+            raw = psycopg.connect(address.conninfo, autocommit=True,
+                                  application_name="nbmemory")
+        except psycopg.Error as exc:
+            raise StoreUnavailable(
+                f"The team store {address.url} is unreachable ({_first_line(exc)}). Check "
+                "that the server runs and that ~/.pgpass, PGPASSWORD or PGSERVICE give this "
+                "user access.") from None
+        for name in ("json", "jsonb"):  # JSON columns read back as text, as from DuckDB
+            raw.adapters.register_loader(name, TextLoader)
+        self.con = _Connection(raw)
+        try:
+            self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {address.schema}")
+            self.con.execute(f"SET search_path TO {address.schema}")
+            self._migrate()
+        except BaseException:
+            raw.close()
+            raise
+
+    def close(self) -> None:
+        self.con.raw.close()
+
+    def compact(self) -> None:
+        """Rewrite the tables that held a purged note's text, so no dead row keeps it."""
+        for table in ("notes", "note_versions", "events", "embeddings", "anchors",
+                      "snapshots", "recall_log"):
+            self.con.execute(f"VACUUM FULL {self.address.schema}.{table}")
+
+    # -- schema and transactions ----------------------------------------------------------
+
+    def _migrate(self) -> None:
+        with self.transaction():
+            self.con.execute("CREATE TABLE IF NOT EXISTS migrations "
+                             "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL)")
+            applied = {r[0] for r in self.con.execute("SELECT name FROM migrations").fetchall()}
+            unknown = sorted(applied - {name for name, _ in schema.MIGRATIONS})
+            if unknown:
+                raise StoreTooNew(
+                    f"The team store {self.address.url} was written by a newer nbmemory (it "
+                    f"has migration {unknown[-1]}; this is nbmemory {__version__} with schema "
+                    f"{schema.SCHEMA_VERSION}). Upgrade nbmemory (pip install -U nbmemory); "
+                    "the store was not touched.")
+        for name, sql in schema.MIGRATIONS:
+            with self.transaction():  # the lock makes a second member wait, then skip
+                if self.con.execute("SELECT 1 FROM migrations WHERE name = ?",
+                                    [name]).fetchone():
+                    continue
+                for statement in filter(str.strip, postgres_sql(sql).split(";")):
+                    self.con.execute(statement)
+                self.con.execute("INSERT INTO migrations VALUES (?, ?)", [name, _naive(_now())])
+                self._set_meta("schema_version", str(schema.SCHEMA_VERSION))
+                self._set_meta("written_by", __version__)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction holding the store's advisory lock: writers from every member
+        are serialised, so positions commit in order."""
+        raw = self.con.raw
+        with raw.transaction():
+            raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                        [f"nbmemory:{self.address.schema}"])
+            yield
+        self.commits += 1
+
+    # -- what PostgreSQL spells differently -------------------------------------------------
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self.con.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) "
+                         "DO UPDATE SET value = excluded.value", [key, value])
+
+    def request_notes(self, request_ids: Sequence[str]) -> dict[str, int]:
+        if not request_ids:
+            return {}
+        rows = self.con.execute(
+            "SELECT DISTINCT ON (request_id) request_id, note_id FROM events "
+            "WHERE request_id = ANY(?::varchar[]) ORDER BY request_id, seq",
+            [list(request_ids)]).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                    chunk: int = 2048) -> None:
+        """Insert ``rows`` with COPY (arrays of tags cannot be unnested per row here)."""
+        if not rows:
+            return
+        with self.con.raw.cursor() as cursor:
+            with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+
+    def purge_text(self, note_id: int) -> None:
+        texts = [r[0] for r in self.con.execute(
+            "SELECT DISTINCT text FROM note_versions WHERE note_id = ? AND text <> ''",
+            [note_id]).fetchall()]
+        for text in texts:
+            self.con.execute(
+                "DELETE FROM recall_log WHERE strpos(lower(query), lower(?)) > 0 "
+                "OR (length(query) >= 12 AND strpos(lower(?), lower(query)) > 0)", [text, text])
+            self.con.execute("UPDATE snapshots SET message = replace(message, ?, '[purged]') "
+                             "WHERE strpos(message, ?) > 0", [text, text])
+        self.con.execute("UPDATE events SET data = data - 'reason' "
+                         "WHERE note_id = ? AND data IS NOT NULL", [note_id])
+        self.con.execute("UPDATE notes SET resolution_reason = NULL WHERE id = ?", [note_id])
+        self.con.execute(
+            "DELETE FROM embeddings WHERE content_hash IN (SELECT content_hash FROM note_versions "
+            "WHERE note_id = ?) AND content_hash NOT IN (SELECT content_hash FROM note_versions "
+            "WHERE note_id <> ?)", [note_id, note_id])
+        for table, key in (("note_versions", "note_id"), ("notes", "id")):
+            self.con.execute(f"UPDATE {table} SET text = '', content_hash = 'purged', "
+                             f"provenance = NULL WHERE {key} = ?", [note_id])
+
+    def note_ids(self, filters: Filters) -> np.ndarray:
+        where, params = filters.sql(all_tags=self._ALL_TAGS)
+        rows = self.con.execute(
+            f"SELECT n.id FROM {_NOTE_FROM} WHERE {where} ORDER BY n.id", params).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def notes_at(self, seq: int) -> list[tuple[Note, str]]:
+        rows = self.con.execute(f"""
+            WITH last AS (
+                SELECT DISTINCT ON (note_id) note_id, type AS last_type FROM events
+                WHERE seq <= ? AND note_id IS NOT NULL AND type IN ({_STATUS_EVENTS})
+                ORDER BY note_id, seq DESC),
+            ver AS (
+                SELECT note_id, max(version) AS version FROM note_versions
+                WHERE seq <= ? GROUP BY note_id)
+            SELECT n.id, v.text, v.kind, v.priority, v.tags, {_STATUS_AFTER}, v.version,
+                   n.created_at, v.created_at, v.author, v.provenance, n.supersedes,
+                   (SELECT e.type || ':' || coalesce(e.data->>'reason', '') FROM events e
+                    WHERE e.note_id = n.id AND e.seq <= ? AND
+                          e.type IN ({_RESOLUTION_EVENTS}) ORDER BY e.seq DESC LIMIT 1),
+                   NULL, v.content_hash
+            FROM last JOIN ver USING (note_id)
+            JOIN note_versions v ON v.note_id = ver.note_id AND v.version = ver.version
+            JOIN notes n ON n.id = ver.note_id
+            ORDER BY n.id""", [seq, seq, seq]).fetchall()
+        return [(_note(r[:12] + _split_resolution(r[12])), r[14]) for r in rows]
+
+    def count_active_at(self, seq: int) -> int:
+        return self.con.execute(
+            "SELECT count(*) FROM (SELECT DISTINCT ON (note_id) type AS last_type FROM events "
+            f"WHERE seq <= ? AND note_id IS NOT NULL AND type IN ({_STATUS_EVENTS}) "
+            f"ORDER BY note_id, seq DESC) last WHERE last_type IN ({_ACTIVE_AFTER})",
+            [seq]).fetchone()[0]
+
+    def _latest_anchors(self, where: str, params: list) -> list[tuple]:
+        return self.con.execute(
+            "SELECT * FROM (SELECT DISTINCT ON (note_id, position) note_id, position, kind, "
+            f"target, origin, fingerprint FROM anchors {where} "
+            "ORDER BY note_id, position, seq DESC) latest ORDER BY note_id, position",
+            params).fetchall()
+
+    def variable_targets(self, scope: str) -> list[str]:
+        rows = self.con.execute(
+            "SELECT DISTINCT a.target FROM anchors a JOIN notes n ON n.id = a.note_id "
+            "WHERE n.status = 'active' AND a.kind = 'variable' "
+            "AND coalesce(a.fingerprint->>'scope', '') = ? ORDER BY a.target", [scope]).fetchall()
+        return [r[0] for r in rows]
+
+    def tables(self) -> dict[str, dict[str, str]]:
+        rows = self.con.execute(
+            "SELECT table_name, column_name, data_type, udt_name FROM information_schema.columns "
+            "WHERE table_schema = ? ORDER BY table_name, ordinal_position",
+            [self.address.schema]).fetchall()
+        tables: dict[str, dict[str, str]] = {}
+        for table, column, kind, udt in rows:
+            name = (_TYPES.get(udt[1:].replace("varchar", "character varying"), "VARCHAR") + "[]"
+                    if kind == "ARRAY" else _TYPES.get(kind, kind.upper()))
+            tables.setdefault(table, {})[column] = name
+        return tables
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,0 +1,225 @@
+"""A team store on a real PostgreSQL (tests/postgres.py): members on separate machines
+(separate cache directories) share notes, catch up from the journal, never skip a
+committed event, and never see a credential."""
+
+import threading
+
+import psycopg
+import pytest
+
+from nbmemory.address import Address
+from nbmemory.embed import HashEmbedder
+from nbmemory.errors import InvalidInput
+from nbmemory.memory import Memory
+from nbmemory.store.postgres import PostgresStore
+from waiting import wait_for
+
+
+class Member:
+    """A team member on a machine of their own: their own cache directory, and each call
+    made as their JupyterHub user (as their own kernel would be)."""
+
+    def __init__(self, url, cache):
+        self.name = cache.name
+        self.memory = Memory.open(url, embedder=HashEmbedder())
+
+    def __getattr__(self, operation):
+        function = getattr(self.memory, operation)
+
+        def call(*args, **kwargs):
+            import os
+
+            os.environ["JUPYTERHUB_USER"] = self.name
+            return function(*args, **kwargs)
+        return call
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.memory.close()
+
+
+def member(url, tmp_path, monkeypatch, name):
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / f"cache-{name}"))
+    monkeypatch.setenv("JUPYTERHUB_USER", name)
+    return Member(url, tmp_path / name)
+
+
+@pytest.fixture
+def ada_and_bo(team_url, tmp_path, monkeypatch):
+    ada = member(team_url, tmp_path, monkeypatch, "ada")
+    bo = member(team_url, tmp_path, monkeypatch, "bo")
+    yield ada, bo
+    ada.close()
+    bo.close()
+
+
+def test_what_one_member_remembers_the_other_recalls_and_sees_change(ada_and_bo):
+    ada, bo = ada_and_bo
+    note = ada.remember("orders.amount is in cents before 2021", tags="orders")
+    assert note.author == "ada"
+    hits = bo.recall("orders amount cents")
+    assert [h.note.id for h in hits] == [note.id]
+    assert bo.recall("amount in cents", mode="lexical")[0].note.id == note.id
+    assert bo.recall("amount in cents", mode="dense")[0].note.id == note.id
+
+    edited = bo.edit(note.id, text="orders.amount is in cents before 2021-03")
+    assert (edited.version, edited.author) == (2, "bo")
+    assert ada.get(note.id).text.endswith("2021-03")
+    assert [e.actor for e in ada.history(note.id)] == ["ada", "bo"]
+
+    bo.forget(note.id)
+    assert ada.recall("orders amount cents", min_score=0) == []
+    assert [n.id for n in ada.notes().notes] == []
+    assert ada.status()["journal_position"] == bo.status()["journal_position"] == 3
+
+
+def test_a_member_opening_later_gets_every_vector_without_embedding(team_url, tmp_path, monkeypatch):
+    ada = member(team_url, tmp_path, monkeypatch, "ada")
+    ids = [ada.remember(f"finding {i} about the nightly export").id for i in range(20)]
+    ada.close()
+
+    class Counting(HashEmbedder):
+        encoded = 0
+
+        def encode(self, texts):
+            Counting.encoded += len(texts)
+            return super().encode(texts)
+
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache-cy"))
+    with Memory.open(team_url, embedder=Counting()) as cy:
+        assert cy.status()["vectors"] == 20
+        assert Counting.encoded == 0
+        assert cy.recall("finding 7 nightly export", k=1)[0].note.id == ids[7]
+
+
+def test_concurrent_members_never_lose_or_skip_a_note(team_url, tmp_path, monkeypatch):
+    members = [member(team_url, tmp_path, monkeypatch, f"m{i}") for i in range(4)]
+    errors = []
+
+    def write(mem, who):
+        try:
+            for i in range(15):
+                mem.memory.remember(f"{who} found thing {i} in the ledger", author=who)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(m, f"m{i}")) for i, m in enumerate(members)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for mem in members:
+        status = mem.status()
+        assert (status["notes"], status["vectors"], status["lexical_docs"]) == (60, 60, 60)
+        assert status["journal_position"] == 60
+    events = members[0].memory._backend.engine.store.events()
+    assert [e.seq for e in events] == list(range(1, 61))
+    assert sorted({e.actor for e in events}) == ["m0", "m1", "m2", "m3"]
+    for mem in members:
+        mem.close()
+
+
+def test_a_later_position_is_never_visible_before_an_earlier_one(team_url):
+    """The trap: positions 10 and 11 taken, 11 commits first, a reader moves past 10."""
+    address = Address.parse(team_url)
+    first, second, reader = (PostgresStore(address) for _ in range(3))
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc)
+    holding, release, done = threading.Event(), threading.Event(), []
+
+    def slow():
+        with first.transaction():
+            done.append(("first", first.append_event("note", None, actor="a", at=now)))
+            holding.set()
+            release.wait(30)
+
+    def fast():
+        with second.transaction():  # waits for the first transaction's lock
+            done.append(("second", second.append_event("note", None, actor="b", at=now)))
+
+    a = threading.Thread(target=slow)
+    a.start()
+    holding.wait(30)
+    b = threading.Thread(target=fast)
+    b.start()
+    wait_for(lambda: reader.con.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND datname = current_database()").fetchone()[0] == 1, what="the second writer waiting")
+    assert reader.position() == 0 and done == [("first", 1)]
+    release.set()
+    a.join()
+    b.join()
+    assert done == [("first", 1), ("second", 2)]
+    assert [e.seq for e in reader.events()] == [1, 2]
+    for store in (first, second, reader):
+        store.close()
+
+
+def test_an_address_with_a_password_is_refused(team_url):
+    url = team_url.replace("postgres@", "postgres:hunter2@")
+    with pytest.raises(InvalidInput, match="holds a password; nbmemory never keeps credentials"):
+        Memory.open(url, embedder=HashEmbedder())
+    with pytest.raises(InvalidInput, match=r"password=\.\.\.\); nbmemory never keeps"):
+        Memory.open(team_url + "&password=hunter2", embedder=HashEmbedder())
+
+
+def test_several_team_stores_live_in_one_database(team_url, tmp_path, monkeypatch):
+    with Memory.open(team_url + "&store=ml", embedder=HashEmbedder()) as ml:
+        ml.remember("the churn model is retrained on Mondays")
+    with Memory.open(team_url + "&store=finance", embedder=HashEmbedder()) as finance:
+        assert finance.notes().total == 0
+        finance.remember("invoices are booked in EUR")
+    with Memory.open(team_url + "&store=ml", embedder=HashEmbedder()) as ml:
+        assert [n.text for n in ml.notes().notes] == ["the churn model is retrained on Mondays"]
+    with pytest.raises(InvalidInput, match="team store name 'Bad-Name' is not usable"):
+        Memory.open(team_url + "&store=Bad-Name", embedder=HashEmbedder())
+
+
+def test_a_local_store_moves_to_the_team_store_and_back_keeping_ids_and_history(
+        team_url, tmp_path, monkeypatch):
+    with Memory.open(tmp_path / "mine", embedder=HashEmbedder()) as mine:
+        first = mine.remember("the lock is taken in watcher.py", tags="locks")
+        mine.edit(first.id, text="the lock is taken in watcher.py:42")
+        mine.remember("retries back off exponentially")
+        mine.snapshot("before-sharing")
+        mine.export_jsonl(tmp_path / "mine.jsonl")
+    with member(team_url, tmp_path, monkeypatch, "ada") as team:
+        assert team.import_jsonl(tmp_path / "mine.jsonl")["restored"] == 2
+        assert team.get(first.id).text == "the lock is taken in watcher.py:42"
+        assert [e.type for e in team.history(first.id)] == ["created", "edited"]
+        assert [s.name for s in team.snapshots()] == ["before-sharing"]
+        team.remember("the team agreed to store amounts in cents")
+        team.export_jsonl(tmp_path / "team.jsonl")
+    with Memory.open(tmp_path / "back", embedder=HashEmbedder()) as back:
+        assert back.import_jsonl(tmp_path / "team.jsonl")["restored"] == 3
+        assert back.get(first.id).version == 2
+        assert back.recall("amounts in cents")[0].note.author == "ada"
+
+
+def test_the_team_store_through_the_owner_process(team_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
+    with Memory.open(team_url, model="hash:64", mode="service") as mem:
+        note = mem.remember("the export moved to Airflow in May")
+        status = mem.status()
+        assert status["store"] == team_url
+        assert mem.recall("export Airflow")[0].note.id == note.id
+    assert "hunter2" not in team_url
+
+
+def test_migrations_are_applied_once_and_a_newer_store_is_refused(team_url):
+    address = Address.parse(team_url)
+    PostgresStore(address).close()
+    store = PostgresStore(address)  # a second open applies nothing
+    assert store.con.execute("SELECT count(*) FROM migrations").fetchone()[0] == 3
+    store.con.execute("INSERT INTO migrations VALUES ('m999_future', now())")
+    store.close()
+    from nbmemory.errors import StoreTooNew
+
+    with pytest.raises(StoreTooNew, match="written by a newer nbmemory .*m999_future"):
+        PostgresStore(address)
+    with psycopg.connect(address.conninfo) as con:
+        assert con.execute("SELECT count(*) FROM nbmemory.notes").fetchone()[0] == 0
