@@ -126,6 +126,14 @@ class StoreDamaged(StoreUnavailable):
     """The store's files disagree (writes were lost); nothing was touched."""
 
 
+class StoreUnreachable(StoreUnavailable):
+    """A team store's server cannot be reached right now (sending again is safe)."""
+
+
+class ReadOnlyStore(NbMemoryError):
+    """The team store grants this user reading only."""
+
+
 class ModelUnavailable(NbMemoryError):
     """The embedding model cannot be loaded."""
 

@@ -223,3 +223,53 @@ def test_migrations_are_applied_once_and_a_newer_store_is_refused(team_url):
         PostgresStore(address)
     with psycopg.connect(address.conninfo) as con:
         assert con.execute("SELECT count(*) FROM nbmemory.notes").fetchone()[0] == 0
+
+
+def test_a_server_restart_mid_use_is_retried_and_applies_each_write_once(
+        team_url, postgres_server, tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
+    with Memory.open(team_url, model="hash:64", mode="service") as mem:
+        first = mem.remember("the export moved to Airflow in May")
+        postgres_server.stop("immediate")  # like kill -9 of the postmaster
+        results, said = [], []
+
+        def write():
+            results.append(mem.remember("the backfill runs on Sundays"))
+
+        writer = threading.Thread(target=write)
+        try:
+            writer.start()
+            wait_for(lambda: said.append(capfd.readouterr().err) or "unreachable" in "".join(said),
+                     what="the client saying the team store is unreachable")
+        finally:
+            postgres_server.start()
+        writer.join(60)
+        assert "the team store is unreachable; retrying remember" in "".join(said)
+        assert [n.text for n in mem.notes(order="oldest").notes] == [
+            first.text, "the backfill runs on Sundays"]
+        assert results[0].id == 2
+        assert mem.recall("backfill Sundays")[0].note.id == 2
+
+
+def test_a_reader_without_write_grants_is_told_so_and_nothing_is_written(
+        team_url, postgres_server, tmp_path, monkeypatch):
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+        ada.remember("the churn model is retrained on Mondays")
+    admin = psycopg.connect(Address.parse(team_url).conninfo, autocommit=True)
+    admin.execute("CREATE ROLE viewer LOGIN")
+    admin.execute("GRANT USAGE ON SCHEMA nbmemory TO viewer")
+    admin.execute("GRANT SELECT ON ALL TABLES IN SCHEMA nbmemory TO viewer")
+    viewer_url = team_url.replace("postgres@", "viewer@")
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache-viewer"))
+    from nbmemory.errors import ReadOnlyStore
+
+    with Memory.open(viewer_url, embedder=HashEmbedder()) as viewer:
+        assert viewer.status()["read_only"] is True
+        assert viewer.recall("churn model Mondays")[0].note.author == "ada"
+        with pytest.raises(ReadOnlyStore, match="is a read-only team store for this user"):
+            viewer.remember("a reader's finding")
+        with pytest.raises(ReadOnlyStore, match="nothing was written"):
+            viewer.forget(1)
+    assert admin.execute("SELECT count(*) FROM nbmemory.notes").fetchone()[0] == 1
+    assert admin.execute("SELECT count(*) FROM nbmemory.events").fetchone()[0] == 1
+    admin.close()

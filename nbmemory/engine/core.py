@@ -314,6 +314,7 @@ class Engine:
                 "vectors": len(self.vectors) if self.vectors is not None else 0,
                 "lexical_docs": len(self.lexical),
                 "journal_position": self.store.position(),
+                "read_only": bool(getattr(self.store, "read_only", False)),
                 "schema_version": SCHEMA_VERSION,
                 "version": __version__,
                 "pid": os.getpid(),

@@ -257,6 +257,16 @@ class ServiceBackend:
                 deadline = deadline or time.monotonic() + self.resend_timeout
                 told = self._resend_or_give_up(operation, lost, tries, deadline, told)
                 continue
+            if error.get("type") == "StoreUnreachable" and resend_safe:
+                deadline = deadline or time.monotonic() + self.resend_timeout
+                if time.monotonic() > deadline:
+                    raise _error(error, f"(still unreachable after {self.resend_timeout:g} s)")
+                if not told:
+                    _say(f"the team store is unreachable; retrying {operation} for up to "
+                         f"{self.resend_timeout:g} s (sending it again is safe: it is applied once)")
+                    told = True
+                time.sleep(min(2.0, 0.1 * tries))  # back off while the server is away
+                continue
             if error.get("type") == "OwnerMismatch" and not replaced:
                 replaced = True
                 self._replace_owner(error)

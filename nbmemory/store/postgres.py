@@ -24,7 +24,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from .. import __version__
-from ..errors import StoreTooNew, StoreUnavailable
+from ..errors import ReadOnlyStore, StoreTooNew, StoreUnavailable, StoreUnreachable
 from ..models import Anchor, Note
 from . import schema
 from ..address import Address
@@ -62,19 +62,21 @@ def _placeholders(sql: str, params: Sequence[Any]) -> str:
 
 class _Connection:
     """psycopg behind the DuckDB connection's calls: ``?`` placeholders, ``execute``
-    returning something to fetch from."""
+    returning something to fetch from, PostgreSQL's errors as nbmemory's."""
 
-    def __init__(self, con):
-        self.raw = con
+    def __init__(self, store: PostgresStore):
+        self.store = store
+        self.raw = store._connect()
 
     def execute(self, sql: str, params: Sequence[Any] | None = None):
-        if params is None:
-            return self.raw.execute(sql)
-        return self.raw.execute(_placeholders(sql, params), params)
+        with self.store.errors():
+            if params is None:
+                return self.raw.execute(sql)
+            return self.raw.execute(_placeholders(sql, params), params)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            with self.raw.cursor() as cursor:
+            with self.store.errors(), self.raw.cursor() as cursor:
                 cursor.executemany(_placeholders(sql, rows[0]), rows)
 
 
@@ -98,25 +100,68 @@ class PostgresStore(Store):
         self._anchor_cache: dict[int, list[tuple[int, Anchor]] | None] = {}
         self._anchors_upto: int | None = None
         self.commits = 0
-        self._psycopg = psycopg
+        self._in_transaction = False
+        self._psycopg, self._text_loader = psycopg, TextLoader
+        self.con = _Connection(self)
         try:
-            raw = psycopg.connect(address.conninfo, autocommit=True,
+            self._migrate()
+        except BaseException:
+            self.con.raw.close()
+            raise
+
+    def _connect(self):
+        """A new connection to the store's schema (creating the schema if it can)."""
+        psycopg, address = self._psycopg, self.address
+        try:
+            raw = psycopg.connect(address.conninfo, autocommit=True, connect_timeout=10,
                                   application_name="nbmemory")
         except psycopg.Error as exc:
-            raise StoreUnavailable(
+            raise StoreUnreachable(
                 f"The team store {address.url} is unreachable ({_first_line(exc)}). Check "
                 "that the server runs and that ~/.pgpass, PGPASSWORD or PGSERVICE give this "
                 "user access.") from None
         for name in ("json", "jsonb"):  # JSON columns read back as text, as from DuckDB
-            raw.adapters.register_loader(name, TextLoader)
-        self.con = _Connection(raw)
+            raw.adapters.register_loader(name, self._text_loader)
         try:
-            self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {address.schema}")
-            self.con.execute(f"SET search_path TO {address.schema}")
-            self._migrate()
-        except BaseException:
+            if not raw.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                               [address.schema]).fetchone():
+                raw.execute(f"CREATE SCHEMA {address.schema}")
+            raw.execute(f"SET search_path TO {address.schema}")
+        except psycopg.errors.InsufficientPrivilege:
             raw.close()
-            raise
+            raise StoreUnavailable(
+                f"The team store {address.url} does not exist yet and this user may not "
+                f"create it (schema {address.schema}): ask the database's owner to open it "
+                "once, or to grant CREATE on the database.") from None
+        return raw
+
+    @contextmanager
+    def errors(self) -> Iterator[None]:
+        """PostgreSQL's errors as nbmemory's: a lost server is :class:`StoreUnreachable`
+        (the next call reconnects), a missing grant :class:`ReadOnlyStore`."""
+        psycopg = self._psycopg
+        if self.con_broken():
+            if self._in_transaction:
+                raise self._unreachable("the connection broke inside a transaction")
+            self.con.raw = self._connect()
+        try:
+            yield
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise ReadOnlyStore(
+                f"{self.address.url} is a read-only team store for this user "
+                f"({_first_line(exc)}); nothing was written. Ask its owner for write access."
+            ) from None
+        except psycopg.OperationalError as exc:
+            raise self._unreachable(_first_line(exc)) from None
+
+    def con_broken(self) -> bool:
+        raw = getattr(self.con, "raw", None)
+        return raw is None or raw.closed or raw.broken
+
+    def _unreachable(self, why: str) -> StoreUnreachable:
+        return StoreUnreachable(
+            f"The team store {self.address.url} is unreachable ({why}); what was not "
+            "acknowledged was not written, and sending it again is safe.")
 
     def close(self) -> None:
         self.con.raw.close()
@@ -130,9 +175,10 @@ class PostgresStore(Store):
     # -- schema and transactions ----------------------------------------------------------
 
     def _migrate(self) -> None:
-        with self.transaction():
-            self.con.execute("CREATE TABLE IF NOT EXISTS migrations "
-                             "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL)")
+        with self.transaction():  # only a new store is created (a reader may not create)
+            if self.con.execute("SELECT to_regclass('migrations')").fetchone()[0] is None:
+                self.con.execute("CREATE TABLE migrations "
+                                 "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL)")
             applied = {r[0] for r in self.con.execute("SELECT name FROM migrations").fetchall()}
             unknown = sorted(applied - {name for name, _ in schema.MIGRATIONS})
             if unknown:
@@ -156,18 +202,35 @@ class PostgresStore(Store):
     def transaction(self) -> Iterator[None]:
         """One transaction holding the store's advisory lock: writers from every member
         are serialised, so positions commit in order."""
-        raw = self.con.raw
-        with raw.transaction():
-            raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                        [f"nbmemory:{self.address.schema}"])
-            yield
+        with self.errors():
+            raw = self.con.raw
+            self._in_transaction = True
+            try:
+                with raw.transaction():
+                    raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                                [f"nbmemory:{self.address.schema}"])
+                    yield
+            finally:
+                self._in_transaction = False
         self.commits += 1
+
+    @property
+    def read_only(self) -> bool:
+        """True when this user may read the store but not add notes (PostgreSQL grants)."""
+        return not self.con.execute(
+            "SELECT has_table_privilege('notes', 'INSERT')").fetchone()[0]
 
     # -- what PostgreSQL spells differently -------------------------------------------------
 
     def _set_meta(self, key: str, value: str) -> None:
         self.con.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) "
                          "DO UPDATE SET value = excluded.value", [key, value])
+
+    def log_recalls(self, entries: Sequence[dict]) -> None:
+        try:
+            super().log_recalls(entries)
+        except ReadOnlyStore:
+            pass  # statistics only: a reader's recalls are not counted
 
     def request_notes(self, request_ids: Sequence[str]) -> dict[str, int]:
         if not request_ids:
@@ -183,7 +246,7 @@ class PostgresStore(Store):
         """Insert ``rows`` with COPY (arrays of tags cannot be unnested per row here)."""
         if not rows:
             return
-        with self.con.raw.cursor() as cursor:
+        with self.errors(), self.con.raw.cursor() as cursor:
             with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
