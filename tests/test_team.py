@@ -273,3 +273,16 @@ def test_a_reader_without_write_grants_is_told_so_and_nothing_is_written(
     assert admin.execute("SELECT count(*) FROM nbmemory.notes").fetchone()[0] == 1
     assert admin.execute("SELECT count(*) FROM nbmemory.events").fetchone()[0] == 1
     admin.close()
+
+
+def test_a_member_is_woken_by_a_colleagues_commit_and_catches_up_before_asking(ada_and_bo):
+    ada, bo = ada_and_bo
+    engine = bo.memory._backend.engine
+    ada.remember("the warehouse is rebuilt at 02:00 UTC")
+
+    def caught_up():
+        with engine.lock:  # the listener thread catches up under the engine's lock
+            return engine.journal.position == 1 and len(engine.lexical) == 1 and (
+                engine.vectors is not None and len(engine.vectors) == 1)
+
+    wait_for(caught_up, what="bo's indexes to get ada's note without bo asking")

@@ -96,6 +96,8 @@ class Engine:
             self.store.close()
             self._owner.release()
             raise
+        if self.store.shared:  # other members' writes are applied as they commit
+            self.store.listen(self._woken)
 
     # -- operations (nbmemory/operations.py lists them; tests check the signatures) -------
 
@@ -206,6 +208,12 @@ class Engine:
             else:
                 self.dense.sync(changed)
             return len(changed)
+
+    def _woken(self) -> None:
+        try:
+            self.catch_up()
+        except Exception:  # noqa: BLE001 - closed or unreachable: the next call catches up
+            pass
 
     @property
     def index_state(self) -> str:

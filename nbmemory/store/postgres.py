@@ -16,10 +16,10 @@ Most SQL is the DuckDB store's (inherited); what the two spell differently (``ar
 
 from __future__ import annotations
 
-import json
+import threading
+import time
 from contextlib import contextmanager
-from datetime import datetime
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -100,7 +100,7 @@ class PostgresStore(Store):
         self._anchor_cache: dict[int, list[tuple[int, Anchor]] | None] = {}
         self._anchors_upto: int | None = None
         self.commits = 0
-        self._in_transaction = False
+        self._in_transaction = self._closed = False
         self._psycopg, self._text_loader = psycopg, TextLoader
         self.con = _Connection(self)
         try:
@@ -140,6 +140,8 @@ class PostgresStore(Store):
         """PostgreSQL's errors as nbmemory's: a lost server is :class:`StoreUnreachable`
         (the next call reconnects), a missing grant :class:`ReadOnlyStore`."""
         psycopg = self._psycopg
+        if self._closed:
+            raise StoreUnavailable(f"The team store {self.address.url} was closed.")
         if self.con_broken():
             if self._in_transaction:
                 raise self._unreachable("the connection broke inside a transaction")
@@ -164,6 +166,7 @@ class PostgresStore(Store):
             "acknowledged was not written, and sending it again is safe.")
 
     def close(self) -> None:
+        self._closed = True
         self.con.raw.close()
 
     def compact(self) -> None:
@@ -210,9 +213,39 @@ class PostgresStore(Store):
                     raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
                                 [f"nbmemory:{self.address.schema}"])
                     yield
+                    raw.execute("SELECT pg_notify(%s, '')", [self.channel])  # sent on commit
             finally:
                 self._in_transaction = False
         self.commits += 1
+
+    @property
+    def channel(self) -> str:
+        return f"{self.address.schema}_journal"
+
+    def listen(self, woken: Callable[[], None]) -> threading.Thread:
+        """Call ``woken()`` (in a daemon thread) after each commit to this store, by any
+        member, and after the connection to the server comes back (notifications sent
+        meanwhile are lost). Ends when the store is closed."""
+        def run() -> None:
+            backoff = 0.5
+            while not self._closed:
+                try:
+                    with self._psycopg.connect(self.address.conninfo, autocommit=True,
+                                               connect_timeout=10) as con:
+                        con.execute(f'LISTEN "{self.channel}"')
+                        backoff = 0.5
+                        woken()
+                        while not self._closed:
+                            for _ in con.notifies(timeout=1.0, stop_after=1):
+                                woken()
+                except Exception:  # noqa: BLE001 - a lost server: listen again later
+                    if not self._closed:
+                        time.sleep(backoff)
+                        backoff = min(backoff * 2, 10.0)
+
+        thread = threading.Thread(target=run, name="nbmemory-team-listener", daemon=True)
+        thread.start()
+        return thread
 
     @property
     def read_only(self) -> bool:
