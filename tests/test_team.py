@@ -286,3 +286,21 @@ def test_a_member_is_woken_by_a_colleagues_commit_and_catches_up_before_asking(a
                 engine.vectors is not None and len(engine.vectors) == 1)
 
     wait_for(caught_up, what="bo's indexes to get ada's note without bo asking")
+
+
+def test_purge_leaves_the_text_in_no_row_of_the_team_store(team_url, tmp_path, monkeypatch):
+    secret = "the staging password is hunter2"
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+        note = ada.remember(secret)
+        ada.recall(secret)  # the query is logged
+        ada.snapshot("s1", message=f"knew that {secret}")
+        ada.refute(note.id, f"no: {secret} was old")
+        ada.reopen(note.id)
+        ada.purge(note.id)
+        assert ada.get(note.id).status == "purged"
+    with psycopg.connect(Address.parse(team_url).conninfo) as con:
+        tables = [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'nbmemory'")]
+        for table in tables:
+            assert con.execute(f"SELECT count(*) FROM nbmemory.{table} t "
+                               "WHERE t::text LIKE '%hunter2%'").fetchone()[0] == 0, table
