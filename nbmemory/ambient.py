@@ -163,12 +163,13 @@ class Targets:
 
 
 def store_token(directory: Path | None) -> tuple | None:
-    """(mtime, size) of the store's DuckDB file and its write-ahead log: every commit
-    changes one of them, so an unchanged token means unchanged notes."""
+    """(mtime, size) of the store's DuckDB file and its write-ahead log, or of a team
+    store's position file: every commit changes one of them, so an unchanged token means
+    unchanged notes."""
     if directory is None:
         return None
     out = []
-    for name in ("memory.duckdb", "memory.duckdb.wal"):
+    for name in ("memory.duckdb", "memory.duckdb.wal", "journal.position"):
         try:
             st = os.stat(directory / name)
             out += [st.st_mtime_ns, st.st_size, st.st_ino]
@@ -441,7 +442,7 @@ class Ambient:
             from .config import locate_store
 
             location = locate_store(magics.store or None)
-            if not (location.path / "memory.duckdb").exists():
+            if not location.address and not (location.path / "memory.duckdb").exists():
                 return None  # no store, so no notes: do not create one
         memory = magics.mem
         if memory is not self._memory:

@@ -70,7 +70,7 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
 
     location = locate_store(store)
     directory = location.path
-    opt = f" --store {directory}" if store else ""
+    opt = f" --store {location.address or directory}" if store else ""
     if not directory.is_dir():
         yield Check("store", "warn", f"no store yet at {location}",
                     "It is created by the first remember (nbmemory remember ..., %remember).")
@@ -89,6 +89,9 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
         if info and info.get("mode") == "service" and "state" in info:
             yield from check_live_owner(directory, info, model, opt)
             return
+        if location.address:
+            yield from check_team(location.address, opt)
+            return
         pid = read_owner_pid(directory)
         yield Check("owner", "warn", f"the store is open in process {pid}; the database checks "
                                      "need it closed",
@@ -99,6 +102,9 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
         if not lock.held:
             lock.try_acquire()
         yield Check("owner", "ok", f"no process has the store open; {next_transport()}")
+        if location.address:
+            yield from check_team(location.address, opt)
+            return
         database = directory / DB_FILENAME
         if not database.exists():
             yield Check("database", "warn", f"no {DB_FILENAME} yet in {directory}",
@@ -124,6 +130,45 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
             con.close()
     finally:
         lock.release()
+
+
+def check_team(url: str, opt: str) -> Iterator[Check]:
+    """A team store: the server reachable with libpq's credentials, its schema, the grants
+    (read only, never creating anything)."""
+    from .address import Address
+
+    try:
+        import psycopg
+    except ImportError:
+        yield Check("team", "fail", "psycopg is not installed", "pip install 'nbmemory[team]'")
+        return
+    address = Address.parse(url)
+    try:
+        con = psycopg.connect(address.conninfo, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        yield Check("server", "fail", f"{url} is unreachable ({why})",
+                    "Check that the server runs, and that ~/.pgpass, PGPASSWORD or PGSERVICE "
+                    "give this user access.")
+        return
+    with con:
+        version = con.info.server_version
+        yield Check("server", "ok", f"PostgreSQL {version // 10000}.{version % 10000} as "
+                                    f"{con.info.user}, schema {address.schema}")
+        con.execute(f"SET search_path TO {address.schema}")
+        schema = check_schema(con, opt, f"WHERE table_schema = '{address.schema}'")
+        yield schema
+        if schema.status == "fail" or schema.detail.startswith("empty"):
+            return
+        counts = dict(con.execute("SELECT status, count(*) FROM notes GROUP BY status").fetchall())
+        yield Check("notes", "ok", ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+                    or "none yet")
+        if not con.execute("SELECT has_table_privilege('notes', 'INSERT')").fetchone()[0]:
+            yield Check("grants", "warn", f"{con.info.user} may read this team store, not write",
+                        "Ask its owner: GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+                        f"{address.schema} TO {con.info.user}")
+        else:
+            yield Check("grants", "ok", f"{con.info.user} may read and write")
 
 
 def check_live_owner(directory: Path, info: dict, model: str, opt: str) -> Iterator[Check]:
@@ -194,10 +239,11 @@ def check_transport(directory: Path, info: dict, opt: str) -> Check:
     return Check("transport", "ok", detail)
 
 
-def check_schema(con, opt: str) -> Check:
+def check_schema(con, opt: str, where: str = "") -> Check:
     from .store import MIGRATIONS, SCHEMA_VERSION
 
-    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    tables = {r[0] for r in con.execute(
+        f"SELECT table_name FROM information_schema.tables {where}").fetchall()}
     if "migrations" not in tables:
         return Check("schema", "ok", "empty store (no schema yet); created on first use")
     applied = {r[0] for r in con.execute("SELECT name FROM migrations").fetchall()}

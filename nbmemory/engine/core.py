@@ -41,6 +41,9 @@ from .upkeep import Upkeep
 from .writes import Writes
 
 
+POSITION_FILENAME = "journal.position"  # in a team store's directory (see _changed)
+
+
 def _by(part: str, function):
     """An engine operation done by ``function`` of one of its parts (same signature)."""
     @functools.wraps(function)
@@ -79,7 +82,7 @@ class Engine:
                           or self.directory.parent.resolve())
         self.checker = StaleChecker(self.workspace, exclude=[self.directory])
         self.state, self.keywords = NoteState(), Keywords()
-        self.journal = Journal(self.store)
+        self.journal = Journal(self.store, committed=self._changed if self.store.shared else None)
         self.dense = Dense(self.directory, self.settings, self.store,
                            lambda: self.journal.position)
         self.journal.projections = [self.state, self.keywords, self.dense]
@@ -207,7 +210,16 @@ class Engine:
                 self.open_indexes()  # the first vectors came from another member
             else:
                 self.dense.sync(changed)
+            self._changed()
             return len(changed)
+
+    def _changed(self) -> None:
+        """Rewrite the team store's position file: kernels watch it (as they watch a DuckDB
+        store's file) to know the notes changed without asking."""
+        path = self.directory / POSITION_FILENAME
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(f"{self.journal.position}\n")
+        os.replace(tmp, path)
 
     def _woken(self) -> None:
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -70,10 +70,12 @@ class Entry:
 
 
 class Journal:
-    def __init__(self, store: Store, projections: Sequence[Projection] = ()):
+    def __init__(self, store: Store, projections: Sequence[Projection] = (),
+                 committed: Callable[[], None] | None = None):
         self.store = store
         self.projections = list(projections)
         self.position = 0  # every event up to here is in the projections
+        self.committed = committed  # told after each commit
 
     @contextmanager
     def write(self) -> Iterator[Entry]:
@@ -91,3 +93,5 @@ class Journal:
             # On a team store, another member may have written before this transaction:
             # then the position stays, and the next catch-up applies both (idempotently).
             self.position = max(seqs)
+        if self.committed is not None:
+            self.committed()
