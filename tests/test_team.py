@@ -337,3 +337,64 @@ def test_the_cli_and_doctor_on_a_team_store(team_url, tmp_path, monkeypatch, cap
     code, out = nbm("stop")
     code, out = nbm("doctor")
     assert "1 active" in out.out and "may read and write" in out.out
+
+
+WRITER = """
+import json, os, sys
+from nbmemory.memory import Memory
+
+url, who, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with Memory.open(url, model="hash:64", mode="service") as mem:
+    for i in range(count):
+        note = mem.remember(f"{who} measured batch {i} of the ledger totals", author=who)
+        print(json.dumps({"id": note.id, "text": note.text}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["steady", "postmaster-killed"])
+def test_two_members_four_writer_processes_lose_and_duplicate_nothing(
+        team_url, postgres_server, tmp_path, kill):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    caches = [tmp_path / "cache-ada", tmp_path / "cache-bo"]  # two machines, two owners
+    writers = []
+    for n in range(4):
+        env = {**os.environ, "NBMEMORY_CACHE_DIR": str(caches[n % 2])}
+        writers.append(subprocess.Popen([sys.executable, str(script), team_url, f"w{n}", "25"],
+                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True))
+    acknowledged = []
+    if kill:  # once some notes are acknowledged, kill the postmaster and bring it back
+        acknowledged.append(json.loads(writers[0].stdout.readline()))
+        postgres_server.stop("immediate")
+        postgres_server.start()
+    for writer in writers:
+        out, err = writer.communicate(timeout=300)
+        assert writer.returncode == 0, err
+        acknowledged += [json.loads(line) for line in out.splitlines()]
+    assert len(acknowledged) == 100
+
+    members = []
+    for cache in caches:
+        os.environ["NBMEMORY_CACHE_DIR"] = str(cache)
+        members.append(Memory.open(team_url, model="hash:64", mode="service"))
+    try:
+        for mem in members:
+            notes = mem.notes(limit=500).notes
+            texts = sorted(n.text for n in notes)
+            assert texts == sorted(a["text"] for a in acknowledged)  # none lost, none twice
+            assert {n.id for n in notes} == {a["id"] for a in acknowledged}
+            status = mem.status()
+            assert (status["vectors"], status["lexical_docs"]) == (100, 100)
+        for mem, other in zip(members, ("w1", "w0")):  # each recalls the other's writers
+            hit = mem.recall(f"{other} measured batch 7 of the ledger totals", k=1)[0]
+            assert hit.note.text == f"{other} measured batch 7 of the ledger totals"
+    finally:
+        os.environ.pop("NBMEMORY_CACHE_DIR", None)
+        for mem in members:
+            mem.close()
