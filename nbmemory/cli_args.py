@@ -80,9 +80,9 @@ def build_parser() -> Parser:
     # and `nbmemory list --json` both do. SUPPRESS keeps a later default from
     # overwriting an earlier value.
     common = Parser(add_help=False)
-    common.add_argument("--store", metavar="DIR", default=argparse.SUPPRESS,
-                        help="store directory (default: NBMEMORY_HOME, the nearest .nbmemory/, "
-                             "the git root)")
+    common.add_argument("--store", metavar="DIR|URL", default=argparse.SUPPRESS,
+                        help="store directory or a team store's postgresql:// address "
+                             "(default: NBMEMORY_HOME, the nearest .nbmemory/, the git root)")
     common.add_argument("--model", metavar="NAME", default=argparse.SUPPRESS,
                         help="embedding model (default: NBMEMORY_MODEL or all-MiniLM-L6-v2)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,

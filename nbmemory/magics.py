@@ -31,9 +31,10 @@ from .models import Anchor, Provenance
 class NbMemory(MemoryCommands, CheckCommands, Magics):
     """Remember findings, recall them, forget them, snapshot what you know."""
 
-    store = Unicode("", help="Store directory. Empty: NBMEMORY_HOME, the nearest .nbmemory/ "
-                             "above the working directory, the git root, or the working "
-                             "directory.").tag(config=True)
+    store = Unicode("", help="Store directory, or a team store's postgresql:// address. Empty: "
+                             "NBMEMORY_HOME, the nearest .nbmemory/ above the working "
+                             "directory, the git root, or the working directory."
+                    ).tag(config=True)
     model = Unicode(help="sentence-transformers model for embeddings (default: "
                          "NBMEMORY_MODEL, else all-MiniLM-L6-v2).").tag(config=True)
     mode = Unicode("auto", help="service: use the store's owner process (started on demand; "

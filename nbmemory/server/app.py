@@ -159,8 +159,9 @@ class NbMemoryExtension(ExtensionApp):
     load_other_extensions = True
 
     store = Unicode("", config=True,
-                    help="Store directory. Empty: NBMEMORY_HOME, the nearest .nbmemory/ above "
-                         "the server's root directory, its git root, or the root directory.")
+                    help="Store directory, or a team store's postgresql:// address. Empty: "
+                         "NBMEMORY_HOME, the nearest .nbmemory/ above the server's root "
+                         "directory, its git root, or the root directory.")
     model = Unicode(DEFAULT_MODEL, config=True,
                     help="sentence-transformers model used to embed notes and queries.")
 
