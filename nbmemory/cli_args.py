@@ -26,8 +26,9 @@ exit codes:
      nbmemory, or the embedding model cannot be loaded
 
 environment:
-  NBMEMORY_HOME   store directory (default: nearest .nbmemory/ above the working
-                  directory, else the git root, else the working directory)
+  NBMEMORY_HOME   store directory or a team store's postgresql:// address (default:
+                  nearest .nbmemory/ above the working directory, else the git root,
+                  else the working directory)
   NBMEMORY_MODEL  embedding model (default all-MiniLM-L6-v2; hash:64 for tests)
 """
 
@@ -73,6 +74,19 @@ def since_time(value: str) -> datetime:
         return parse_since(value)
     except InvalidInput as exc:
         raise argparse.ArgumentTypeError(str(exc)[0].lower() + str(exc)[1:]) from None
+
+
+def authors(parser) -> None:
+    """--author NAMES | --mine (notes of a team store's members)."""
+    who = parser.add_mutually_exclusive_group()
+    who.add_argument("--author", default=None, help="only notes written by these (comma-separated)")
+    who.add_argument("--mine", action="store_true", help="only notes you wrote")
+
+
+def author_of(args) -> str | None:
+    from .config import current_user
+
+    return current_user() if args.mine else args.author
 
 
 def build_parser() -> Parser:
@@ -128,6 +142,7 @@ def build_parser() -> Parser:
     fresh = p.add_mutually_exclusive_group()
     fresh.add_argument("--fresh", action="store_true", help="only notes that are not stale")
     fresh.add_argument("--stale", action="store_true", help="only stale notes")
+    authors(p)
     p.add_argument("query", nargs="*", help="what you want to know, in any words")
 
     p = command("edit", "change a note's text, tags, kind or priority: a new version, the old "
@@ -160,6 +175,7 @@ def build_parser() -> Parser:
     p.add_argument("--status", default="active",
                    help="active, revoked, superseded or purged; comma-separated (default active)")
     p.add_argument("--since", type=since_time, default=None, help="only notes written since")
+    authors(p)
     p.add_argument("-n", "--limit", type=positive, default=20, help="how many (default 20)")
     p.add_argument("--offset", type=int, default=0, help="skip this many")
     p.add_argument("--order", choices=("newest", "oldest", "priority"), default="newest")

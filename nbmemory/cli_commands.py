@@ -11,7 +11,7 @@ import textwrap
 from typing import Any, Sequence
 
 from . import syntax
-from .cli_args import EXIT_ERROR, EXIT_OK, CommandError
+from .cli_args import EXIT_ERROR, EXIT_OK, CommandError, author_of
 from .config import configured_model
 from .progress import progress_bar
 
@@ -110,7 +110,8 @@ def cmd_recall(mem, args) -> None:
     hits = mem.recall(query, k=args.k, tags=args.tags, kind="question" if args.open else args.kind,
                       priority=args.priority, since=args.since, explain=args.explain,
                       min_score=args.min_score, as_of=args.as_of,
-                      stale=True if args.stale else False if args.fresh else None)
+                      stale=True if args.stale else False if args.fresh else None,
+                      author=author_of(args))
     if args.open:
         hits[:] = [h for h in hits if h.note.resolution is None]
     if args.json:
@@ -188,7 +189,8 @@ def cmd_reinstate(mem, args) -> None:
 def cmd_list(mem, args) -> None:
     statuses = [s.strip() for s in args.status.split(",") if s.strip()]
     page = mem.notes(tags=args.tags, kind=args.kind, priority=args.priority, since=args.since,
-                     status=statuses, offset=args.offset, limit=args.limit, order=args.order)
+                     status=statuses, offset=args.offset, limit=args.limit, order=args.order,
+                     author=author_of(args))
     if args.json:
         return emit_json(page.to_dict())
     if not page.notes:

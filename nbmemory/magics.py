@@ -20,7 +20,7 @@ from . import display as show
 from . import procedures, syntax, wording
 from .ambient import Ambient, Gate
 from .namespace import namespace_terms
-from .config import Settings, configured_model
+from .config import Settings, configured_model, current_user
 from .magic_args import parse_ids, split_options, unquote, usage_errors
 from .magic_checks import CheckCommands, evidence
 from .magic_memory import MemoryCommands
@@ -276,6 +276,8 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
               help="search the notes as they were when SNAPSHOT was sealed")
     @argument("--fresh", action="store_true", help="only notes that are not stale")
     @argument("--stale", action="store_true", help="only stale notes")
+    @argument("--author", default=None, help="only notes written by these (comma-separated)")
+    @argument("--mine", action="store_true", help="only notes you wrote (a team store)")
     @argument("query", nargs="*", help="what you want to know, in any words")
     @line_magic
     def recall(self, line: str):
@@ -289,6 +291,9 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         if args.fresh and args.stale:
             raise UsageError("Use --fresh or --stale, not both")
         stale = True if args.stale else False if args.fresh else None
+        if args.mine and args.author:
+            raise UsageError("Use --mine or --author, not both")
+        author = current_user() if args.mine else args.author
         if not query and not args.open:
             hidden = set(getattr(self.shell, "user_ns_hidden", {}))
             terms = namespace_terms(self.shell.user_ns, hidden)
@@ -297,6 +302,9 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
                                              scope=self._scope())
             if stale is not None:
                 hits[:] = [h for h in hits if bool(h.note.stale) == stale]
+            if author:
+                authors = {a.strip() for a in author.split(",")}
+                hits[:] = [h for h in hits if h.note.author in authors]
             return hits
         if args.open and not query:
             with usage_errors():
@@ -309,7 +317,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
                                       priority=args.priority, since=parse_since(args.since),
                                       explain=args.explain, min_score=args.min_score,
                                       as_of=args.as_of, stale=stale,
-                                      variables=self._variables())
+                                      variables=self._variables(), author=author)
         if args.open:
             hits[:] = [h for h in hits if h.note.resolution is None]
         hits.provenance = args.provenance

@@ -366,17 +366,19 @@ class Memory:
                since: datetime | None = None, until: datetime | None = None,
                explain: bool = False, min_score: float | None = None,
                as_of: str | None = None, mode: str = "hybrid", stale: bool | None = None,
-               variables: dict | None = None) -> Hits:
+               variables: dict | None = None,
+               author: str | Sequence[str] | None = None) -> Hits:
         """Hybrid (keyword + semantic) recall of the ``k`` best active notes.
 
         ``as_of`` names a snapshot: search the notes as they were when it was sealed.
         ``stale=True`` recalls only stale notes, ``False`` only fresh ones. ``mode``
-        "lexical" or "dense" ranks by one channel alone (to compare them).
+        "lexical" or "dense" ranks by one channel alone (to compare them). ``author``:
+        only notes written by one of these (a team store's members).
         """
         return ShownHits(self._call(
             "recall", query=query, k=k, tags=tags, kind=kind, priority=priority, since=since,
             until=until, explain=explain, min_score=min_score, as_of=as_of, mode=mode,
-            stale=stale, variables=variables))
+            stale=stale, variables=variables, author=author))
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
                      cwd: str | None = None) -> Hits:
@@ -391,12 +393,14 @@ class Memory:
     def notes(self, *, tags=None, kind=None, priority=None, since: datetime | None = None,
               until: datetime | None = None, status: str | Sequence[str] = "active",
               offset: int = 0, limit: int = 50, order: str = "newest",
-              stale: bool | None = None, variables: dict | None = None):
+              stale: bool | None = None, variables: dict | None = None,
+              author: str | Sequence[str] | None = None):
         """A page of notes (``.notes``, ``.total``), newest first by default. ``stale``
-        True lists only stale notes, False only fresh ones (``total`` counts those)."""
+        True lists only stale notes, False only fresh ones (``total`` counts those);
+        ``author``: written by one of these."""
         return self._call("notes", tags=tags, kind=kind, priority=priority, since=since,
                           until=until, status=status, offset=offset, limit=limit, order=order,
-                          stale=stale, variables=variables)
+                          stale=stale, variables=variables, author=author)
 
     def stale(self, *, offset: int = 0, limit: int = 50, variables: dict | None = None):
         """A page of the active notes that are stale, each with its reasons."""

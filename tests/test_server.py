@@ -34,10 +34,12 @@ class NamedUser(IdentityProvider):
 
 @pytest.fixture
 def jp_server_config(store_dir, request):
+    store = (request.getfixturevalue("team_url") if request.node.get_closest_marker("team")
+             else str(store_dir))
     config = {
         "ServerApp": {"jpserver_extensions": {"nbmemory.server": True}},
         # The hash embedder: these tests are about the API, not about ranking quality.
-        "NbMemoryExtension": {"store": str(store_dir), "model": "hash:64"},
+        "NbMemoryExtension": {"store": store, "model": "hash:64"},
     }
     identity = getattr(request, "param", None)  # parametrize(..., indirect=True)
     if identity is not None:
@@ -379,6 +381,35 @@ async def test_every_route_rejects_unauthenticated_requests(jp_serverapp, http_s
     assert checked == 2 * 17
     code, page = await api("notes")
     assert page["total"] == 1
+
+
+@pytest.mark.team
+async def test_a_team_store_behind_the_server_refuses_anonymous_requests(
+        http_server_client, jp_base_url, api):
+    note = await remember(api, "the warehouse is rebuilt at 02:00 UTC")
+    for path in ("notes", "recall?query=warehouse", f"notes/{note['id']}", "status"):
+        response = await http_server_client.fetch(
+            f"{jp_base_url.rstrip('/')}/nbmemory/{path}", raise_error=False)
+        assert response.code == 403, path
+    code, status = await api("status")
+    assert code == 200 and status["store"].startswith("postgresql://")
+    assert status["read_only"] is False
+
+
+@pytest.mark.team
+@pytest.mark.parametrize("jp_server_config", [NamedUser], indirect=True)
+async def test_a_team_store_behind_the_server_filters_by_author_and_mine(api):
+    from nbmemory.memory import Memory
+
+    note = await remember(api, "the churn model is retrained on Mondays")
+    assert note["author"] == "ana"
+    code, status = await api("status")
+    with Memory.open(status["store"], model="hash:64") as colleague:
+        colleague.remember("the churn dashboard refreshes hourly", author="bo")
+    code, hits = await api("recall", query="churn", mine="true", min_score=0)
+    assert [h["note"]["author"] for h in hits["hits"]] == ["ana"]
+    code, page = await api("notes", author="bo")
+    assert [n["text"] for n in page["notes"]] == ["the churn dashboard refreshes hourly"]
 
 
 def test_jupyter_server_finds_no_unauthenticated_handler(tmp_path):

@@ -2,6 +2,7 @@
 (separate cache directories) share notes, catch up from the journal, never skip a
 committed event, and never see a credential."""
 
+import os
 import threading
 
 import psycopg
@@ -27,8 +28,6 @@ class Member:
         function = getattr(self.memory, operation)
 
         def call(*args, **kwargs):
-            import os
-
             os.environ["JUPYTERHUB_USER"] = self.name
             return function(*args, **kwargs)
         return call
@@ -334,6 +333,11 @@ def test_the_cli_and_doctor_on_a_team_store(team_url, tmp_path, monkeypatch, cap
     assert code == 0, out.err
     code, out = nbm("recall", "when does the ledger close")
     assert "the ledger closes on the 3rd working day" in out.out
+    monkeypatch.setenv("JUPYTERHUB_USER", "someone-else")
+    code, out = nbm("recall", "--mine", "when does the ledger close")
+    assert "the ledger closes" not in out.out
+    code, out = nbm("list", "--author", "someone-else,nobody")
+    assert "No active notes." in out.out
     code, out = nbm("stop")
     code, out = nbm("doctor")
     assert "1 active" in out.out and "may read and write" in out.out
@@ -398,3 +402,34 @@ def test_two_members_four_writer_processes_lose_and_duplicate_nothing(
         os.environ.pop("NBMEMORY_CACHE_DIR", None)
         for mem in members:
             mem.close()
+
+
+def test_recall_and_listing_by_author_and_mine(ada_and_bo, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ada, bo = ada_and_bo
+    ada.remember("the churn model is retrained on Mondays")
+    bo.remember("the churn dashboard refreshes hourly")
+    assert [h.note.author for h in bo.recall("churn", author="ada")] == ["ada"]
+    assert {h.note.author for h in bo.recall("churn", author="ada,bo")} == {"ada", "bo"}
+    assert [n.author for n in ada.notes(author=["bo"]).notes] == ["bo"]
+    assert bo.recall("churn", author="cy") == []
+
+    from IPython.core.error import UsageError
+
+    shell = InteractiveShell.instance(history_length=0)
+    shell.run_line_magic("load_ext", "nbmemory")
+    magics = shell.magics_manager.registry["NbMemory"]
+    magics._memory = bo.memory
+    try:
+        os.environ["JUPYTERHUB_USER"] = "bo"
+        hits = shell.run_line_magic("recall", "--mine churn")
+        assert [h.note.text for h in hits] == ["the churn dashboard refreshes hourly"]
+        hits = shell.run_line_magic("recall", "--author ada churn")
+        assert [h.note.author for h in hits] == ["ada"]
+        with pytest.raises(UsageError, match="Use --mine or --author, not both"):
+            shell.run_line_magic("recall", "--mine --author ada churn")
+    finally:
+        magics._memory = None  # the fixture closes it
+        shell.run_line_magic("unload_ext", "nbmemory")
+        InteractiveShell.clear_instance()

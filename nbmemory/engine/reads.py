@@ -27,15 +27,17 @@ class Reads(Part):
     def notes(self, *, tags=None, kind=None, priority=None, since: datetime | None = None,
               until: datetime | None = None, status: str | Sequence[str] = "active",
               offset: int = 0, limit: int = 50, order: str = "newest",
-              stale: bool | None = None, variables: dict | None = None) -> Page:
+              stale: bool | None = None, variables: dict | None = None,
+              author: str | Sequence[str] | None = None) -> Page:
         """A page of notes; ``stale`` True keeps only stale notes, False only fresh ones
-        (before paging, so ``total`` counts what the filter keeps)."""
+        (before paging, so ``total`` counts what the filter keeps); ``author``: written by
+        one of these."""
         check_page(offset, limit)
         if order not in ("newest", "oldest", "priority"):
             raise InvalidInput(f"Unknown order {order!r}; use newest, oldest or priority")
         statuses = (status,) if isinstance(status, str) else tuple(status)
         filters = filters_for(tags=tags, kind=kind, priority=priority, since=since,
-                              until=until, statuses=statuses)
+                              until=until, statuses=statuses, author=author)
         with self.lock:
             if stale is not None:
                 kept = self.engine.staleness.by_staleness(self.store.note_ids(filters), stale,

@@ -57,14 +57,16 @@ class Recall(Part):
                since: datetime | None = None, until: datetime | None = None,
                explain: bool = False, min_score: float | None = None,
                as_of: str | None = None, mode: str = "hybrid", stale: bool | None = None,
-               variables: dict | None = None, log: bool = True) -> Hits:
+               variables: dict | None = None, log: bool = True,
+               author: str | Sequence[str] | None = None) -> Hits:
         """Hybrid recall: BM25 and dense cosine, fused; filters apply before ranking.
 
         ``as_of`` names a snapshot: search the notes as they were then. ``mode``
         "lexical" or "dense" ranks by one channel only (for evaluation). ``stale`` True
         keeps only stale notes, False only fresh ones; ``variables``: the calling
         kernel's variable fingerprints (see stale.py). ``log`` False keeps the recall out
-        of the statistics (a recall nobody typed, such as ambient recall's).
+        of the statistics (a recall nobody typed, such as ambient recall's). ``author``:
+        only notes written by one of these (names, or a comma-separated string).
         """
         if isinstance(query, str):
             unicode_text(query, "The query")
@@ -76,7 +78,8 @@ class Recall(Part):
             raise InvalidInput(f"Unknown mode {mode!r}; use one of: {', '.join(MODES)}")
         query = query.strip()
         threshold = self.engine.settings.min_score if min_score is None else min_score
-        filters = filters_for(tags=tags, kind=kind, priority=priority, since=since, until=until)
+        filters = filters_for(tags=tags, kind=kind, priority=priority, since=since, until=until,
+                              author=author)
         with self.lock:
             self.engine.check_embedder()
             view = self.live_view() if as_of is None else self.past_view(as_of)

@@ -127,7 +127,7 @@ def check_text(text: str) -> str:
 
 
 def filters_for(*, tags=None, kind=None, priority=None, since=None, until=None,
-                statuses=("active",)) -> Filters:
+                statuses=("active",), author=None) -> Filters:
     def many(value, check):
         if value is None:
             return ()
@@ -140,4 +140,11 @@ def filters_for(*, tags=None, kind=None, priority=None, since=None, until=None,
 
     return Filters(tags=normalise_tags(tags), kinds=many(kind, check_kind),
                    priorities=many(priority, check_priority), since=since, until=until,
-                   statuses=tuple(statuses))
+                   statuses=tuple(statuses), authors=many(author, check_author))
+
+
+def check_author(value) -> str:
+    if not isinstance(value, str) or len(value.strip()) > MAX_NAME_CHARS:
+        raise InvalidInput(f"An author is a user name of at most {MAX_NAME_CHARS} characters, "
+                           f"not {value!r}")
+    return value.strip()

@@ -20,6 +20,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 
 from .. import __version__, syntax
+from ..config import current_user
 from ..errors import (Conflict, InvalidInput, ModelUnavailable, NbMemoryError, NotFound,
                       StoreUnavailable)
 from .params import RequestParsing
@@ -143,3 +144,9 @@ class NbMemoryHandler(RequestParsing, APIHandler):
         if not username or (ANONYMOUS_ID.fullmatch(username) and name.startswith("Anonymous ")):
             return None
         return username
+
+    def author_arg(self) -> str | None:
+        """``author=a,b`` or ``mine=1`` (this request's user, as notes name their author)."""
+        if self.flag("mine", default=False):
+            return self.user() or current_user()
+        return self.arg("author")

@@ -15,7 +15,8 @@ STALE_CHOICES = ("stale", "fresh")
 class NotesHandler(NbMemoryHandler):
     @api
     async def get(self):
-        """A page of notes, newest first, filtered by tags, kind, priority, status, staleness."""
+        """A page of notes, newest first, filtered by tags, kind, priority, status, staleness,
+        author (or mine)."""
         offset = self.int_arg("offset", 0)
         limit = self.int_arg("limit", 50, low=1, high=MAX_PAGE)
         stale = self.arg("stale")
@@ -26,7 +27,8 @@ class NotesHandler(NbMemoryHandler):
         filters = dict(tags=self.arg("tags"), kind=self.arg("kind"),
                        priority=self.arg("priority"), since=self.time_arg("since"),
                        until=self.time_arg("until"), order=self.arg("order", "newest"),
-                       status=status.split(",") if "," in status else status)
+                       status=status.split(",") if "," in status else status,
+                       author=self.author_arg())
 
         def listing(memory):
             page = memory.notes(offset=offset, limit=limit, stale=wanted, **filters)

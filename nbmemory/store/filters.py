@@ -29,12 +29,14 @@ class Filters:
     until: datetime | None = None
     statuses: tuple[str, ...] = ("active",)
     ids: tuple[int, ...] | None = None  # only these notes (e.g. the stale ones)
+    authors: tuple[str, ...] = ()  # written by one of these (a team store's members)
 
     @property
     def narrows(self) -> bool:
         """True when the filter excludes some active notes."""
         return bool(self.tags or self.kinds or self.priorities or self.since or self.until
-                    or set(self.statuses) != {"active"} or self.ids is not None)
+                    or set(self.statuses) != {"active"} or self.ids is not None
+                    or self.authors)
 
     def matches(self, note: Note) -> bool:
         """The same test as :meth:`sql`, for notes already in memory."""
@@ -44,7 +46,8 @@ class Filters:
                 and (not self.priorities or note.priority in self.priorities)
                 and (self.since is None or note.created_at >= self.since)
                 and (self.until is None or note.created_at < self.until)
-                and (self.ids is None or note.id in self.ids))
+                and (self.ids is None or note.id in self.ids)
+                and (not self.authors or note.author in self.authors))
 
     def sql(self, all_tags: str = "list_has_all(n.tags, ?)") -> tuple[str, list[Any]]:
         """A WHERE clause and its parameters; ``all_tags`` is how the store's SQL says
@@ -71,6 +74,9 @@ class Filters:
         if self.ids is not None:
             clauses.append("n.id IN (SELECT unnest(?::BIGINT[]))")
             params.append(list(self.ids))
+        if self.authors:
+            clauses.append("n.author IN (SELECT unnest(?))")
+            params.append(list(self.authors))
         return (" AND ".join(clauses) or "TRUE"), params
 
 
