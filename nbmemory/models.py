@@ -22,6 +22,7 @@ STALE_REASONS = (
     "rows_changed",
     "cell_changed",
     "superseded",
+    "unchecked",  # a team store's repository is not checked out on this machine
 )
 
 

@@ -29,6 +29,7 @@ from .anchors import (DataReader, Unreadable, absolute, cell_anchor, display_pat
 from .errors import InvalidInput
 from .models import Anchor, Provenance, StaleReason
 from .provenance import notebook_cells, source_hash
+from .repos import Repositories
 
 Variables = Mapping[str, Any] | None
 MAX_CACHE = 20_000
@@ -66,9 +67,12 @@ def _listing_diff(old: Iterable[str], new: Iterable[str]) -> str:
 class StaleChecker:
     """Anchors and their reasons for one workspace. Thread-safe; owns a private DuckDB."""
 
-    def __init__(self, root: Path, *, exclude: Iterable[Path] = ()):
+    def __init__(self, root: Path, *, exclude: Iterable[Path] = (),
+                 repositories: Repositories | None = None):
         self.root = Path(root).resolve()
         self.exclude = [Path(p).resolve() for p in exclude]
+        # A team store's: paths in a git repository are kept relative to it, by identity.
+        self.repositories = repositories
         self.reader = DataReader()
         self._lock = threading.RLock()
         self._cache: dict[tuple, Any] = {}
@@ -76,6 +80,25 @@ class StaleChecker:
     def close(self) -> None:
         with self._lock:
             self.reader.close()
+
+    def _path_anchor(self, path: Path, origin: str) -> Anchor:
+        """An anchor to ``path``: relative to the workspace, or (a team store) to its git
+        repository, whose identity it keeps so each member checks their own checkout."""
+        found = self.repositories.of(path) if self.repositories else None
+        if found is None:
+            return path_anchor(path, self.root, self.reader, origin)
+        root, identity = found
+        anchor = path_anchor(path, root, self.reader, origin)
+        return Anchor(anchor.kind, anchor.target, {**anchor.fingerprint, "repo": identity},
+                      origin)
+
+    def _root(self, anchor: Anchor) -> Path | None:
+        """Where ``anchor``'s relative target is: its repository's checkout here (None when
+        this machine has none), else the workspace."""
+        wanted = anchor.fingerprint.get("repo")
+        if not wanted or not self.repositories:
+            return self.root
+        return self.repositories.locate(wanted)
 
     def _cached(self, key: tuple, compute):
         with self._lock:
@@ -105,6 +128,8 @@ class StaleChecker:
         (:class:`Anchor` or its dict, for variables fingerprinted in a kernel).
         """
         roots = [self.root] + ([Path(provenance.cwd)] if provenance.cwd else [])
+        if self.repositories and provenance.cwd:
+            self.repositories.of(Path(provenance.cwd))  # a checkout this member works in
         anchors: list[Anchor] = []
         if isinstance(about, (str, dict)):
             about = [about]
@@ -121,7 +146,7 @@ class StaleChecker:
             for path in paths_in_text(text, roots, exclude=exclude):
                 if any(path.is_relative_to(p) for p in self.exclude):
                     continue
-                anchor = path_anchor(path, self.root, self.reader, "text")
+                anchor = self._path_anchor(path, "text")
                 if all(a.target != anchor.target for a in anchors):
                     anchors.append(anchor)
         if provenance.notebook and provenance.cell_id and provenance.cell_hash:
@@ -139,7 +164,7 @@ class StaleChecker:
         with self._lock:
             mentioned = [p for p in paths_in_text(text, roots, exclude=exclude)
                          if not any(p.is_relative_to(e) for e in self.exclude)]
-            targets = {display_path(p, self.root): p for p in mentioned}
+            targets = {self._path_anchor(p, "text").target: p for p in mentioned}
             rows: list[tuple[int, Anchor]] = []
             for position, anchor in current:
                 if anchor.origin == "text" and anchor.target not in targets:
@@ -148,7 +173,7 @@ class StaleChecker:
             known = {a.target for _, a in current}
             for target, path in targets.items():
                 if target not in known:
-                    rows.append((next_position, path_anchor(path, self.root, self.reader, "text")))
+                    rows.append((next_position, self._path_anchor(path, "text")))
                     next_position += 1
         return rows
 
@@ -180,6 +205,8 @@ class StaleChecker:
                                "variable name, e.g. --about data/orders.csv")
         try:
             anchor = spec_anchor(str(item), roots, self.root, self.reader)
+            if anchor is not None and anchor.kind != "glob" and self.repositories:
+                anchor = self._path_anchor(absolute(anchor.target, self.root), "about")
         except Unreadable as exc:
             raise InvalidInput(f"--about {item}: {exc}. The note was not stored.") from None
         if anchor is None:
@@ -203,6 +230,10 @@ class StaleChecker:
 
     def _reasons(self, anchor: Anchor, variables: Variables) -> list[StaleReason]:
         kind = anchor.kind
+        if "repo" in anchor.fingerprint and self._root(anchor) is None:
+            return [StaleReason("unchecked", anchor.target,
+                                f"in {anchor.fingerprint['repo']}, which is not checked out on this "
+                                "machine")]
         if kind in ("file", "data"):
             return self._file_reasons(anchor)
         if kind == "dir":
@@ -220,7 +251,7 @@ class StaleChecker:
 
     def _file_reasons(self, anchor: Anchor) -> list[StaleReason]:
         old, target = anchor.fingerprint, anchor.target
-        path = absolute(target, self.root)
+        path = absolute(target, self._root(anchor))
         key = stat_key(path) if not path.is_dir() else None
         if old.get("exists") is False:
             return [] if key is None else [StaleReason("content_changed", target, "it exists again")]
@@ -259,7 +290,8 @@ class StaleChecker:
 
     def _dir_reasons(self, anchor: Anchor) -> list[StaleReason]:
         old, target = anchor.fingerprint, anchor.target
-        path = absolute(target, self.root)
+        root = self._root(anchor)
+        path = absolute(target, root)
         if old.get("exists") is False:
             return [StaleReason("content_changed", target, "it exists again")] if path.is_dir() else []
         if not path.is_dir():
@@ -267,7 +299,7 @@ class StaleChecker:
         mtime = path.stat().st_mtime_ns
         if mtime == old.get("mtime_ns"):
             return []
-        new = self._cached(("dir", str(path), mtime), lambda: take("dir", target, self.root))
+        new = self._cached(("dir", str(path), mtime), lambda: take("dir", target, root))
         if new.get("listing") == old.get("listing"):
             return []
         detail = (_listing_diff(old["names"], new["names"]) if "names" in old and "names" in new
@@ -351,8 +383,13 @@ class StaleChecker:
     def retake(self, anchor: Anchor, variables: Variables = None) -> Anchor | None:
         """The anchor with a fingerprint taken now; None when it cannot be taken here."""
         if anchor.kind in ("file", "data", "dir", "glob"):
+            root = self._root(anchor)
+            if root is None:
+                return None  # its repository is not checked out here
             with self._lock:
-                fingerprint = take(anchor.kind, anchor.target, self.root, self.reader)
+                fingerprint = take(anchor.kind, anchor.target, root, self.reader)
+            if "repo" in anchor.fingerprint:
+                fingerprint["repo"] = anchor.fingerprint["repo"]
             return Anchor(anchor.kind, anchor.target, fingerprint, anchor.origin)
         if anchor.kind == "cell":
             notebook, cell_id = split_cell_target(anchor.target)

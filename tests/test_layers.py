@@ -14,7 +14,7 @@ LAYERS = {  # module (or package) -> layer; higher layers may import lower ones 
     "engine": ["engine", "ranking", "stale", "history", "exchange"],
     "store": ["store"],
     "leaves": ["errors", "models", "config", "lexical", "vectors", "embed", "anchors", "events",
-               "operations", "address", "wording", "when", "_version", "lock", "syntax", "display", "checks",
+               "operations", "address", "repos", "wording", "when", "_version", "lock", "syntax", "display", "checks",
                "provenance"],
 }
 RANK = {layer: rank for rank, layer in enumerate(reversed(list(LAYERS)))}

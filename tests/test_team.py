@@ -433,3 +433,48 @@ def test_recall_and_listing_by_author_and_mine(ada_and_bo, capsys):
         magics._memory = None  # the fixture closes it
         shell.run_line_magic("unload_ext", "nbmemory")
         InteractiveShell.clear_instance()
+
+
+def checkout(home, origin):
+    """A checkout of the repository ``origin`` under ``home``, with data/orders.csv."""
+    import subprocess
+
+    repo = home / "src" / "orders"
+    (repo / "data").mkdir(parents=True)
+    (repo / "data" / "orders.csv").write_text("id,amount\n1,1000\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", origin], check=True)
+    return repo
+
+
+def test_an_anchor_in_a_repository_is_checked_against_each_members_checkout(
+        team_url, tmp_path, monkeypatch):
+    from nbmemory.repos import normalise_remote
+
+    homes = {name: tmp_path / name for name in ("ada", "bo", "cy")}
+    ada_repo = checkout(homes["ada"], "https://ada:s3cret@github.com/Team/orders.git")
+    bo_repo = checkout(homes["bo"], "git@github.com:team/orders.git")
+    homes["cy"].mkdir()
+    members = {}
+    for name, home in homes.items():
+        monkeypatch.setenv("HOME", str(home))  # each member's machine, with its own home
+        members[name] = member(team_url, tmp_path, monkeypatch, name)
+    ada, bo, cy = members.values()
+    try:
+        note = ada.remember("orders.amount is in cents", about=[str(ada_repo / "data/orders.csv")])
+        (anchor,) = note.anchors
+        assert (anchor.target, anchor.fingerprint["repo"]) == ("data/orders.csv",
+                                                              "github.com/team/orders")
+        assert "s3cret" not in str(anchor.fingerprint)
+        assert bo.get(note.id).stale == ()  # bo's own checkout, elsewhere, is the same
+        (bo_repo / "data" / "orders.csv").write_text("id,amount\n1,10.00\n2,5.00\n")
+        assert [r.reason for r in bo.get(note.id).stale] == ["schema_changed", "rows_changed"]
+        assert ada.get(note.id).stale == ()  # ada's checkout did not change
+        (reason,) = cy.get(note.id).stale
+        assert (reason.reason, reason.target) == ("unchecked", "data/orders.csv")
+        assert reason.detail == ("in github.com/team/orders, which is not checked out on "
+                                 "this machine")
+    finally:
+        for mem in members.values():
+            mem.memory.close()
+    assert normalise_remote("ssh://git@gitlab.example.com:2222/a/b.git") == "gitlab.example.com/a/b"

@@ -721,7 +721,8 @@ export function describeStale(
     rows_changed: t.__('rows changed'),
     cell_changed: t.__('cell changed'),
     superseded: t.__('superseded'),
-    check_failed: t.__('check failed')
+    check_failed: t.__('check failed'),
+    unchecked: t.__('cannot check')
   };
   const name = names[reason.reason] ?? reason.reason.replace(/_/g, ' ');
   const text = `${name} ${reason.target}`.trim();

@@ -25,6 +25,7 @@ from ..embed import Embedder, make_embedder, model_name
 from ..errors import Command, EmbedderMismatch
 from ..events import INDEXED
 from ..lock import OwnerLock, prepare_directory
+from ..repos import Repositories
 from ..stale import StaleChecker
 from ..store import SCHEMA_VERSION, open_store
 from ..vectors import VectorIndex
@@ -42,6 +43,7 @@ from .writes import Writes
 
 
 POSITION_FILENAME = "journal.position"  # in a team store's directory (see _changed)
+REPOSITORIES_FILENAME = "repositories.json"  # its checkouts on this machine (repos.py)
 
 
 def _by(part: str, function):
@@ -80,7 +82,10 @@ class Engine:
         self.workspace = (Path.home().resolve() if self.store.shared else
                           find_git_root(self.directory.parent.resolve())
                           or self.directory.parent.resolve())
-        self.checker = StaleChecker(self.workspace, exclude=[self.directory])
+        self.checker = StaleChecker(
+            self.workspace, exclude=[self.directory],
+            repositories=Repositories(self.directory / REPOSITORIES_FILENAME)
+            if self.store.shared else None)
         self.state, self.keywords = NoteState(), Keywords()
         self.journal = Journal(self.store, committed=self._changed if self.store.shared else None)
         self.dense = Dense(self.directory, self.settings, self.store,
