@@ -246,10 +246,12 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         as_of: Annotated[str | None, Field(min_length=1, description="a snapshot name: search the "
                                                                      "notes as they were when it was "
                                                                      "sealed")] = None,
+        author: Annotated[list[str] | str | None, Field(description="only notes written by these "
+                                                                    "members (a team store)")] = None,
     ) -> list[TextContent]:
         with tool_errors():
             hits = memory.get().recall(query, k=k, tags=tags, kind=kind, priority=priority,
-                                       as_of=as_of)
+                                       as_of=as_of, author=author)
         data: dict[str, Any] = {"query": hits.query,
                                 "hits": [note_dict(h.note, score=h.score) for h in hits]}
         if as_of:

@@ -91,6 +91,8 @@ def test_remember_recall_forget_reinstate_status(store_dir):
             assert "cell_source" not in top["provenance"]
             assert (top["kind"], top["priority"], top["tags"]) == ("gotcha", "high", ["orders", "units"])
 
+            data, _ = await call(client, "recall", query="orders.amount", author="nobody-here")
+            assert data["hits"] == []
             data, _ = await call(client, "forget", note_ids=[1])
             assert data == {"forgotten": [1], "undo": "reinstate(note_id=1)"}
             data, _ = await call(client, "recall", query="orders.amount cents")
