@@ -5,6 +5,7 @@ about the protocol, the counters and the shared store, not retrieval quality.
 """
 
 import json
+import getpass
 import os
 import shutil
 import sys
@@ -25,7 +26,9 @@ from test_browse import kernel  # noqa: E402,F401  (a real IPython kernel)
 from test_engine import snapshot_of  # noqa: E402
 
 ENTRY = shutil.which("nbmemory", path=str(Path(sys.executable).parent)) or "nbmemory"
-ENV = {"NBMEMORY_MODEL": "hash:64", "HF_HUB_OFFLINE": "1"}
+ENV = {"NBMEMORY_MODEL": "hash:64", "HF_HUB_OFFLINE": "1",
+       # a checkout tested without installing it (PYTHONPATH=...) serves its own code
+       **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
 LONG_NOTE = "orders.amount is stored in cents before 2021-03 and in euros after; divide by 100 first."
 
 
@@ -91,8 +94,6 @@ def test_remember_recall_forget_reinstate_status(store_dir):
             assert "cell_source" not in top["provenance"]
             assert (top["kind"], top["priority"], top["tags"]) == ("gotcha", "high", ["orders", "units"])
 
-            data, _ = await call(client, "recall", query="orders.amount", author="nobody-here")
-            assert data["hits"] == []
             data, _ = await call(client, "forget", note_ids=[1])
             assert data == {"forgotten": [1], "undo": "reinstate(note_id=1)"}
             data, _ = await call(client, "recall", query="orders.amount cents")
@@ -132,6 +133,18 @@ def test_superseding_through_mcp_marks_the_old_note(store_dir):
             old, new = data["notes"]
             assert old["status"] == "superseded" and old["stale"] == ["superseded #2"]
             assert new["status"] == "active"
+    run(body)
+
+
+def test_recall_by_author(store_dir):
+    async def body():
+        async with connect(store_dir) as client:
+            await call(client, "remember", text=LONG_NOTE)
+            data, _ = await call(client, "recall", query="orders.amount", author="nobody-here")
+            assert data["hits"] == []
+            me = getpass.getuser()  # the server's environment has no JUPYTERHUB_USER
+            data, _ = await call(client, "recall", query="orders.amount", author=[me])
+            assert [h["text"] for h in data["hits"]] == [LONG_NOTE]
     run(body)
 
 
