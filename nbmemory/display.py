@@ -256,6 +256,9 @@ def status_display(status: dict[str, Any]) -> Rich:
                   + (f", {_transport(status)}" if status.get("transport") else "")),
         ("version", f"nbmemory {status['version']}, schema {status['schema_version']}"),
     ]
+    if status.get("read_only"):
+        rows.insert(1, ("access", "read only: your PostgreSQL role may read this team store, "
+                                  "not write it"))
     if status.get("mismatch"):
         rows.append(("warning", f"configured model {status['configured_model']!r} differs from "
                                 "the store's; run %memory reembed"))

@@ -263,6 +263,10 @@ def test_a_reader_without_write_grants_is_told_so_and_nothing_is_written(
 
     with Memory.open(viewer_url, embedder=HashEmbedder()) as viewer:
         assert viewer.status()["read_only"] is True
+        from nbmemory.display import status_display
+
+        assert "read only: your PostgreSQL role may read this team store" in status_display(
+            viewer.status()).text
         assert viewer.recall("churn model Mondays")[0].note.author == "ada"
         with pytest.raises(ReadOnlyStore, match="is a read-only team store for this user"):
             viewer.remember("a reader's finding")
