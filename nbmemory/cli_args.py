@@ -214,6 +214,12 @@ def build_parser() -> Parser:
     p.add_argument("--on-conflict", choices=("skip", "replace", "keep-both"), default="skip",
                    help="for notes already in this store: skip (default), replace, keep-both")
 
+    p = command("share", "copy notes (with their history) to another store, usually a team "
+                         "store; sharing a note again adds nothing")
+    p.add_argument("ids", nargs="+", type=note_id, metavar="ID")
+    p.add_argument("--to", required=True, metavar="DIR|URL",
+                   help="the store to copy to, e.g. postgresql://db.internal/analytics")
+
     p = command("reindex", "rebuild the indexes from the store, with progress; re-embeds the "
                            "notes when the configured model differs from the store's")
     p.add_argument("--reembed", action="store_true",

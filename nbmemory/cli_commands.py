@@ -325,6 +325,15 @@ def cmd_import(mem, args) -> None:
     print("Imported: " + ", ".join(f"{v} {k}" for k, v in summary.items()))
 
 
+def cmd_share(mem, args) -> None:
+    summary = mem.share(args.ids, args.to, model=configured_model(getattr(args, "model", None)))
+    if args.json:
+        return emit_json({"to": args.to, **summary})
+    from .wording import shared_text
+
+    print(shared_text(args.ids, summary, args.to))
+
+
 def cmd_status(mem, args) -> None:
     status = mem.status()
     if args.json:
@@ -396,6 +405,6 @@ STORE_COMMANDS = {
     "reinstate": cmd_reinstate, "list": cmd_list, "show": cmd_show, "history": cmd_history,
     "stale": cmd_stale, "verify": cmd_verify,
     "snapshot": cmd_snapshot, "reindex": cmd_reindex, "status": cmd_status,
-    "export": cmd_export, "import": cmd_import,
+    "export": cmd_export, "import": cmd_import, "share": cmd_share,
 }
 OTHER_COMMANDS = {"doctor": cmd_doctor, "mcp": cmd_mcp, "serve": cmd_serve, "stop": cmd_stop}

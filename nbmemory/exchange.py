@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Protocol
 from . import __version__
 from .errors import InvalidInput
 from .models import Anchor, Note, Provenance
+from .sharing import Subset
 from .store import SCHEMA_VERSION, Store
 
 FORMAT = "nbmemory-export"
@@ -68,9 +69,14 @@ def _decode(value: Any, kind: str) -> Any:
 
 
 def export_jsonl(store: Store, path: str | Path, *, model: str | None,
-                 progress: Progress | None = None) -> dict[str, int]:
-    """Write the whole store to ``path``; returns rows written per table."""
+                 progress: Progress | None = None,
+                 ids: Iterable[int] | None = None) -> dict[str, int]:
+    """Write the whole store to ``path``, or only the notes ``ids`` (their versions,
+    journal, anchors and vectors; no snapshots; links to other notes left out); returns
+    rows written per table."""
     tables = _tables(store)
+    if ids is not None:
+        tables = {t: c for t, c in tables.items() if t != "snapshots"}
     total = sum(store.row_count(t) for t in tables)
     counts: dict[str, int] = {}
     path = Path(path)
@@ -85,8 +91,9 @@ def export_jsonl(store: Store, path: str | Path, *, model: str | None,
     except OSError as exc:
         raise InvalidInput(f"Cannot write the export to {path}: {exc.strerror}. "
                            "Check that its directory exists and is writable.") from None
+    keep = None if ids is None else Subset(store, {int(i) for i in ids})
     try:
-        _write_export(out, store, tables, model, counts, progress, total)
+        _write_export(out, store, tables, model, counts, progress, total, keep)
     except BaseException:
         tmp.unlink(missing_ok=True)  # a failed export leaves no copy of the store behind
         raise
@@ -95,7 +102,7 @@ def export_jsonl(store: Store, path: str | Path, *, model: str | None,
 
 
 def _write_export(out, store: Store, tables: dict, model: str | None, counts: dict,
-                  progress: Progress | None, total: int) -> None:
+                  progress: Progress | None, total: int, keep: Subset | None = None) -> None:
     done = 0
     with out:
         out.write(json.dumps({"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
@@ -107,8 +114,10 @@ def _write_export(out, store: Store, tables: dict, model: str | None, counts: di
             for batch in store.table_rows(table, names):
                 for row in batch:
                     record = {n: _encode(v, columns[n]) for n, v in zip(names, row)}
+                    if keep is not None and (record := keep.row(table, record)) is None:
+                        continue
                     out.write(json.dumps({"type": "row", "table": table, "row": record}) + "\n")
-                counts[table] += len(batch)
+                    counts[table] += 1
                 done += len(batch)
                 if progress:
                     progress(done, total)

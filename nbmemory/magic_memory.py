@@ -148,6 +148,23 @@ class MemoryCommands:
     def _import_args(self, line):  # holds the parser for %memory import
         """%memory import FILE.jsonl [--on-conflict skip|replace|keep-both]"""
 
+    @magic_arguments()
+    @argument("--to", default=None, metavar="ADDRESS",
+              help="the store to copy to (default NbMemory.team_store)")
+    @argument("ids", nargs="+", help="the notes to share")
+    def _share_args(self, line):  # holds the parser for %memory share
+        """%memory share ID [ID ...] [--to postgresql://...]"""
+
+    def _memory_share(self, rest: str):
+        args = parse_argstring(self._share_args, rest)
+        to = args.to or self.team_store
+        if not to:
+            raise UsageError("Say where to share the notes: %memory share ID --to "
+                             "postgresql://host/db, or %config NbMemory.team_store = '...'")
+        ids = parse_ids(" ".join(args.ids))
+        summary = self.mem.share(ids, to, model=self.model or None, mode=self.mode)
+        print(wording.shared_text(ids, summary, to))
+
     def _memory_import(self, rest: str):
         args = parse_argstring(self._import_args, rest)
         with progress_bar("importing") as progress:

@@ -45,6 +45,9 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
                               "exiting (0: never). None: NBMEMORY_IDLE_TIMEOUT, else "
                               "1800.").tag(config=True)
     k = Int(5, help="How many notes %recall shows by default.").tag(config=True)
+    team_store = Unicode("", help="Where %memory share copies notes: a team store's "
+                                  "postgresql:// address (or a store directory)."
+                         ).tag(config=True)
     similar = Int(3, help="How many similar notes to show after %remember (0 hides them).").tag(config=True)
     min_score = Float(Settings.min_score, help="Recall hides notes scoring below this "
                                                "(and says how many). Scores are 0..1: "
@@ -417,6 +420,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         %memory export FILE.jsonl   everything, losslessly (notes, versions, journal, snapshots)
         %memory export --markdown DIR [--by tag|kind]   readable pages, one per tag or kind
         %memory import FILE.jsonl [--on-conflict skip|replace|keep-both]
+        %memory share ID [ID ...] [--to ADDRESS]   copy notes to the team store (NbMemory.team_store)
         %memory ambient on|off|status|show   the line under cells that touch what notes are about
         %memory settings            current settings (change with %config NbMemory.x = ...)
         """

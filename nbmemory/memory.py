@@ -338,17 +338,34 @@ class Memory:
         """Re-embed every note with the configured model and switch the store to it."""
         return self._call("reembed", progress=progress, request_id=request_id)
 
-    def export_jsonl(self, path: str | os.PathLike, *, progress: Progress | None = None) -> dict[str, int]:
-        """Write the whole store (notes, versions, vectors, journal, snapshots) to ``path``."""
-        return self._call("export_jsonl", path=os.path.abspath(path), progress=progress)
+    def export_jsonl(self, path: str | os.PathLike, *, progress: Progress | None = None,
+                     ids: Sequence[int] | None = None) -> dict[str, int]:
+        """Write the whole store (notes, versions, vectors, journal, snapshots) to ``path``,
+        or only the notes ``ids`` with their history and vectors."""
+        return self._call("export_jsonl", path=os.path.abspath(path), progress=progress,
+                          ids=None if ids is None else [int(i) for i in ids])
+
+    def share(self, ids: Sequence[int], to: str | os.PathLike, **open_options) -> dict[str, int]:
+        """Copy the notes ``ids`` (with their history, authors and vectors) to another
+        store, usually a team store (``postgresql://...``, opened with ``open_options``):
+        merged by note uid, so sharing a note again adds nothing. Returns the other
+        store's import summary (``added``, ``skipped``...)."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="nbmemory-share-") as tmp:
+            path = os.path.join(tmp, "shared.jsonl")  # the directory is owner-only
+            self.export_jsonl(path, ids=ids)
+            with Memory.open(to, **open_options) as other:
+                return other.import_jsonl(path, merge=True)
 
     def import_jsonl(self, path: str | os.PathLike, *, on_conflict: str = "skip",
                      actor: str | None = None, progress: Progress | None = None,
-                     request_id: str | None = None) -> dict[str, int]:
+                     request_id: str | None = None, merge: bool = False) -> dict[str, int]:
         """Import an export file. ``on_conflict``: skip, replace or keep-both for notes
-        already in this store. Importing the same file again changes nothing."""
+        already in this store. Importing the same file again changes nothing. Into an
+        empty store it is restored exactly, unless ``merge`` (ids are then this store's)."""
         return self._call("import_jsonl", path=os.path.abspath(path), on_conflict=on_conflict,
-                          actor=actor, progress=progress, request_id=request_id)
+                          actor=actor, progress=progress, request_id=request_id, merge=merge)
 
     def export_markdown(self, directory: str | os.PathLike, *, by: str = "tag") -> list[str]:
         """Readable Markdown pages, one per tag (or kind), deterministic so they diff well."""

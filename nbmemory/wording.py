@@ -35,6 +35,16 @@ def exported_text(counts: dict[str, int], path: str) -> str:
             f"{counted(counts.get('snapshots', 0), 'snapshot')} to {path}.")
 
 
+def shared_text(ids, summary: dict[str, int], to: str) -> str:
+    """``Shared 2 notes with postgresql://db/team: 1 added, 1 already there.``"""
+    parts = [f"{summary.get('added', 0)} added"]
+    if summary.get("skipped") or summary.get("unchanged"):
+        parts.append(f"{summary.get('skipped', 0) + summary.get('unchanged', 0)} already there")
+    if summary.get("replaced"):
+        parts.append(f"{summary['replaced']} replaced")
+    return f"Shared {counted(len(ids), 'note')} with {to}: {', '.join(parts)}."
+
+
 def stale_marker(note: Note) -> str:
     """``[STALE: content_changed data/orders.csv]``, plus how a question was resolved."""
     marks = []

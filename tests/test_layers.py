@@ -11,7 +11,7 @@ LAYERS = {  # module (or package) -> layer; higher layers may import lower ones 
               "procedures", "progress", "__main__", "__init__"],
     "facade": ["memory"],
     "service": ["service"],
-    "engine": ["engine", "ranking", "stale", "history", "exchange"],
+    "engine": ["engine", "ranking", "stale", "history", "exchange", "sharing"],
     "store": ["store"],
     "leaves": ["errors", "models", "config", "lexical", "vectors", "embed", "anchors", "events",
                "operations", "address", "repos", "wording", "when", "_version", "lock", "syntax", "display", "checks",

@@ -482,3 +482,69 @@ def test_an_anchor_in_a_repository_is_checked_against_each_members_checkout(
         for mem in members.values():
             mem.memory.close()
     assert normalise_remote("ssh://git@gitlab.example.com:2222/a/b.git") == "gitlab.example.com/a/b"
+
+
+def test_sharing_chosen_notes_copies_them_with_their_history_once(team_url, tmp_path, monkeypatch):
+    from nbmemory.errors import NotFound
+
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
+    with Memory.open(tmp_path / "mine", embedder=HashEmbedder()) as mine:
+        lock = mine.remember("the lock is taken in watcher.py", author="ada")
+        mine.edit(lock.id, text="the lock is taken in watcher.py:42")
+        private = mine.remember("my own scratch idea about retries")
+        old = mine.remember("amounts are in euros")
+        new = mine.supersede(old.id, "amounts are in cents before 2021")
+        summary = mine.share([lock.id, new.id], team_url, embedder=HashEmbedder())
+        assert summary["added"] == 2
+        again = mine.share([lock.id], team_url, embedder=HashEmbedder())
+        assert (again["added"], again["skipped"]) == (0, 1)
+        with pytest.raises(NotFound, match="No note #99. .*Nothing was exported"):
+            mine.share([99], team_url, embedder=HashEmbedder())
+    with Memory.open(team_url, embedder=HashEmbedder()) as team:
+        notes = {n.text: n for n in team.notes().notes}
+        assert set(notes) == {"the lock is taken in watcher.py:42",
+                              "amounts are in cents before 2021"}
+        shared = notes["the lock is taken in watcher.py:42"]
+        assert shared.version == 2
+        from nbmemory.config import current_user
+
+        assert [(e.type, e.actor) for e in team.history(shared.id)] == [
+            ("created", "ada"), ("edited", current_user())]
+        assert notes["amounts are in cents before 2021"].supersedes is None  # #3 was not shared
+        assert all(h.note.text != private.text
+                   for h in team.recall("scratch idea retries", min_score=0))
+
+
+def test_memory_share_and_the_cli_share_to_the_team_store(team_url, tmp_path, monkeypatch, capsys):
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from nbmemory import cli
+
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NBMEMORY_MODEL", "hash:64")
+    mine = tmp_path / "mine"
+    assert cli.main(["--store", str(mine), "remember", "the ledger closes on day 3"]) == 0
+    assert cli.main(["--store", str(mine), "remember", "exports run at 02:00"]) == 0
+    capsys.readouterr()
+    assert cli.main(["--store", str(mine), "share", "1", "--to", team_url]) == 0
+    assert f"Shared 1 note with {team_url}: 1 added." in capsys.readouterr().out
+
+    shell = InteractiveShell.instance(history_length=0)
+    shell.run_line_magic("load_ext", "nbmemory")
+    try:
+        shell.run_line_magic("config", f"NbMemory.store = {str(mine)!r}")
+        shell.run_line_magic("config", "NbMemory.model = 'hash:64'")
+        with pytest.raises(UsageError, match="Say where to share the notes"):
+            shell.run_line_magic("memory", "share 2")
+        shell.run_line_magic("config", f"NbMemory.team_store = {team_url!r}")
+        capsys.readouterr()
+        shell.run_line_magic("memory", "share 1 2")
+        out = capsys.readouterr().out
+        assert f"Shared 2 notes with {team_url}: 1 added, 1 already there." in out
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+        InteractiveShell.clear_instance()
+    with Memory.open(team_url, model="hash:64") as team:
+        assert sorted(n.text for n in team.notes().notes) == ["exports run at 02:00",
+                                                             "the ledger closes on day 3"]

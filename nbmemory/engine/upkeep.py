@@ -3,17 +3,17 @@ and re-embedding every note with another model."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import duckdb
 
 from .. import exchange
 from ..embed import model_name
-from ..errors import InvalidInput
+from ..errors import InvalidInput, NotFound
 from ..models import utcnow
 from ..store import Filters
 from .part import Part, Progress
-from .validate import default_author
+from .validate import default_author, no_note, note_id
 from .writes import BULK_CHUNK
 
 
@@ -37,17 +37,28 @@ class Upkeep(Part):
                 self.store.record_request(request_id, result)
             return result
 
-    def export_jsonl(self, path: str, *, progress: Progress | None = None) -> dict[str, int]:
-        """Write the whole store, losslessly, to a JSON Lines file at ``path``."""
+    def export_jsonl(self, path: str, *, progress: Progress | None = None,
+                     ids: Sequence[int] | None = None) -> dict[str, int]:
+        """Write the whole store, losslessly, to a JSON Lines file at ``path``; or only the
+        notes ``ids`` (with their history and vectors), e.g. to share them."""
+        if ids is not None:
+            ids = [note_id(i) for i in ids]
+            if not ids:
+                raise InvalidInput("Give the ids of the notes to export.")
+            with self.lock:
+                missing = sorted(set(ids) - set(self.store.get_notes(ids)))
+            if missing:
+                raise NotFound(f"{no_note(missing[0])} Nothing was exported.")
         with self.lock:
             return exchange.export_jsonl(self.store, path, model=self.engine.stored_identity,
-                                         progress=progress)
+                                         progress=progress, ids=ids)
 
     def import_jsonl(self, path: str, *, on_conflict: str = "skip", actor: str | None = None,
                      progress: Progress | None = None,
-                     request_id: str | None = None) -> dict[str, int]:
-        """Import an export. Into an empty store it restores exactly; otherwise notes are
-        matched by uid and ``on_conflict`` (skip, replace, keep-both) says what wins.
+                     request_id: str | None = None, merge: bool = False) -> dict[str, int]:
+        """Import an export. Into an empty store it restores exactly (unless ``merge``);
+        otherwise notes are matched by uid and ``on_conflict`` (skip, replace, keep-both)
+        says what wins.
 
         A repeated ``request_id`` returns the first import's summary (the summary commits
         with the import) after embedding whatever that one had not embedded yet."""
@@ -62,7 +73,7 @@ class Upkeep(Part):
             if (done := self._import_done(request_id, progress)) is not None:
                 return done
             self.engine.check_embedder()
-            empty = self.store.position() == 0
+            empty = self.store.position() == 0 and not merge
             try:
                 with self.engine.writing() as entry:
                     if empty:
