@@ -83,9 +83,7 @@ class Journal:
         entry = Entry(self.store)
         with self.store.transaction():
             yield entry
-        for change in entry.changes:
-            for projection in self.projections:
-                projection.apply(change)
+        # The position first: a projection saving itself while applying records it.
         seqs = [c.seq for c in entry.changes]
         if not self.store.shared:
             self.position = self.store.position()
@@ -93,5 +91,8 @@ class Journal:
             # On a team store, another member may have written before this transaction:
             # then the position stays, and the next catch-up applies both (idempotently).
             self.position = max(seqs)
+        for change in entry.changes:
+            for projection in self.projections:
+                projection.apply(change)
         if self.committed is not None:
             self.committed()
