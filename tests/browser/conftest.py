@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = os.environ.get("NBMEMORY_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).parents[2] / "test-artifacts"
+REPO = Path(__file__).parents[2]
+ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--disable-dev-shm-usage"]
@@ -71,6 +72,20 @@ class Lab:
         return note
 
 
+def this_checkouts_panel(tmp: Path) -> dict[str, str]:
+    """``JUPYTER_PATH`` for a server that serves the panel built in this checkout
+    (``jlpm build`` writes ``nbmemory/labextension``), ahead of the one the virtual
+    environment links to: a worktree's tests then drive its own panel, not main's."""
+    built = REPO / "nbmemory" / "labextension"
+    if not (built / "package.json").exists():
+        return {}
+    data = tmp / "jupyter-data"
+    (data / "labextensions").mkdir(parents=True)
+    (data / "labextensions" / "nbmemory").symlink_to(built, target_is_directory=True)
+    return {"JUPYTER_PATH": os.pathsep.join(
+        p for p in (str(data), os.environ.get("JUPYTER_PATH")) if p)}
+
+
 def start_lab(tmp: Path, env_extra: dict | None = None, extra_args: list[str] = (),
               wait_api: bool = True, model: str = "hash:64",
               settings: dict[str, dict] | None = None, root: Path | None = None,
@@ -95,7 +110,7 @@ def start_lab(tmp: Path, env_extra: dict | None = None, extra_args: list[str] = 
     settings = settings_dir
     port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ, "NBMEMORY_HOME": str(store), "HF_HUB_OFFLINE": "1",
-           "JUPYTER_PLATFORM_DIRS": "1", **(env_extra or {})}
+           "JUPYTER_PLATFORM_DIRS": "1", **this_checkouts_panel(tmp), **(env_extra or {})}
     jupyter = Path(sys.executable).parent / "jupyter"
     log = tmp / "lab.log"
     process = subprocess.Popen(
