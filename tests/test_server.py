@@ -397,6 +397,15 @@ async def test_a_team_store_behind_the_server_refuses_anonymous_requests(
 
 
 @pytest.mark.team
+async def test_a_team_store_with_no_owner_yet_is_named_by_its_address(api, team_url):
+    """The panel's poll asks without starting an owner: the store it names is the
+    postgresql:// address, not the local cache directory."""
+    code, status = await api("status", start="false")
+    assert code == 200 and status["running"] is False
+    assert status["store"] == team_url
+
+
+@pytest.mark.team
 @pytest.mark.parametrize("jp_server_config", [NamedUser], indirect=True)
 async def test_a_team_store_behind_the_server_filters_by_author_and_mine(api):
     from nbmemory.memory import Memory

@@ -137,7 +137,9 @@ class MemoryHost:
 
     def not_running(self) -> dict[str, Any]:
         """What status says when no owner serves the store (none is started for it)."""
-        return {"running": False, "store": str(self.location.path),
+        # A team store is named by its address, as a running owner's status names it (its
+        # local directory is only a cache).
+        return {"running": False, "store": self.location.address or str(self.location.path),
                 "store_reason": self.location.reason, "server_version": __version__,
                 "owner": "not running"}
 
