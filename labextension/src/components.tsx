@@ -13,6 +13,7 @@ import {
 } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
+import { redactAddress, teamStoreWhere } from './address';
 import { NoteMarkdown } from './markdown';
 import { IDraft, MemoryModel, age, describeStale, tagList } from './model';
 import {
@@ -83,13 +84,35 @@ export function MemoryPanelView(props: IPanelProps): JSX.Element {
           onClick={() => void model.refresh({ force: true, status: true })}
         />
       </div>
+      {model.teamStore ? <TeamStoreLine model={model} address={model.teamStore} /> : null}
       {model.compatibility && !model.compatibility.ok ? (
         <div className="nbm-Banner nbm-mod-error" role="alert">
           {model.compatibility.message}
         </div>
       ) : null}
+      {model.readOnly ? (
+        <div className="nbm-Banner nbm-ReadOnly" role="status">
+          {model.readOnlyMessage}
+        </div>
+      ) : null}
       {model.view === 'notes' ? <NotesView {...props} /> : <SnapshotsView model={model} />}
       <StatusLine model={model} />
+    </div>
+  );
+}
+
+/** Under the tabs, for a team store: where it is (never who connects or a password). */
+function TeamStoreLine(props: { model: MemoryModel; address: string }): JSX.Element {
+  const { model, address } = props;
+  const trans = model.trans;
+  return (
+    <div className="nbm-TeamStore" title={redactAddress(address)}>
+      <span className="nbm-TeamStoreWhere">
+        {trans.__('Team store · %1', teamStoreWhere(address))}
+      </span>
+      {model.readOnly ? (
+        <span className="nbm-Badge nbm-ReadOnlyBadge">{trans.__('read-only')}</span>
+      ) : null}
     </div>
   );
 }
@@ -1084,11 +1107,12 @@ function StatusLine(props: { model: MemoryModel }): JSX.Element {
   if (!s) {
     return <div className="nbm-Status">…</div>;
   }
-  const where = `${s.store}${s.store_reason ? ` (${s.store_reason})` : ''}`;
+  const store = redactAddress(s.store);
+  const where = `${store}${s.store_reason ? ` (${s.store_reason})` : ''}`;
   if (!s.running) {
     return (
       <div className="nbm-Status" title={where}>
-        <span className="nbm-StatusStore">{s.store}</span>
+        <span className="nbm-StatusStore">{store}</span>
         <span className="nbm-StatusOwner">
           {trans.__('memory service: not running (it starts on the next request)')}
         </span>
@@ -1099,7 +1123,7 @@ function StatusLine(props: { model: MemoryModel }): JSX.Element {
   const owner = s.owner ? `${s.owner}${pid ? ` (pid ${pid})` : ''}` : '';
   return (
     <div className="nbm-Status" title={where}>
-      <span className="nbm-StatusStore">{s.store}</span>
+      <span className="nbm-StatusStore">{store}</span>
       <span className="nbm-StatusCount">{trans._n('%1 note', '%1 notes', s.notes ?? 0)}</span>
       {s.stale ? (
         <span className="nbm-StatusStale">{trans._n('%1 stale', '%1 stale', s.stale)}</span>

@@ -2,6 +2,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { isTeamStore } from './address';
 import { ApiError, json, requestAPI } from './request';
 import {
   INotesOptions,
@@ -117,6 +118,14 @@ export class MemoryModel {
   draft: IDraft | null = null;
   /** The checks of the notes, by note id: fetched once with each listing or recall. */
   checks = new Map<number, ICheck>();
+  /**
+   * The store may be read but not written by this user (a team store member with
+   * SELECT-only grants): the panel offers no write action. As the last running status
+   * said it: a poll finding no owner running does not know, and changes nothing.
+   */
+  readOnly = false;
+  /** The team store's `postgresql://` address (no password), or null for a local store. */
+  teamStore: string | null = null;
 
   get changed(): ISignal<this, void> {
     return this._changed;
@@ -320,6 +329,11 @@ export class MemoryModel {
     };
     this._draftStarted.emit();
     this._emit();
+  }
+
+  /** What the panel says, once, on a store this user may only read. */
+  get readOnlyMessage(): string {
+    return this.trans.__('Read-only team store: you can search and read notes.');
   }
 
   /** Emitted when a new draft is started (the form takes the focus). */
@@ -548,6 +562,13 @@ export class MemoryModel {
       const status = await this._request<IStatus>(start ? 'status' : 'status?start=false');
       this.status = status;
       this.statusError = null;
+      if (status.running) {
+        this.readOnly = status.read_only === true;
+        this.teamStore = isTeamStore(status.store) ? status.store : null;
+        if (this.readOnly && this.draft) {
+          this.draft = null; // a form that cannot be saved
+        }
+      }
     } catch (error) {
       this.status = null;
       this.statusError = messageOf(error);

@@ -103,6 +103,8 @@ export interface IStatus {
   /** How many active notes are stale, and a digest of which and why. */
   stale?: number;
   stale_digest?: string;
+  /** A team store member whose PostgreSQL grants allow reading only. */
+  read_only?: boolean;
   version?: string;
   [key: string]: unknown;
 }
