@@ -65,17 +65,19 @@ export function MemoryPanelView(props: IPanelProps): JSX.Element {
             </button>
           ))}
         </div>
-        <ToolbarButtonComponent
-          className="nbm-NewNote"
-          icon={addIcon}
-          tooltip={trans.__('New note')}
-          enabled={!!model.compatibility?.ok}
-          noFocusOnClick={false}
-          onClick={() => {
-            model.setView('notes');
-            model.startDraft();
-          }}
-        />
+        {model.readOnly ? null : (
+          <ToolbarButtonComponent
+            className="nbm-NewNote"
+            icon={addIcon}
+            tooltip={trans.__('New note')}
+            enabled={!!model.compatibility?.ok}
+            noFocusOnClick={false}
+            onClick={() => {
+              model.setView('notes');
+              model.startDraft();
+            }}
+          />
+        )}
         <ToolbarButtonComponent
           className="nbm-Refresh"
           icon={refreshIcon}
@@ -315,6 +317,8 @@ function NotesView(props: IPanelProps): JSX.Element {
                 {trans.__('Clear the search and filters')}
               </button>
             </>
+          ) : model.readOnly ? (
+            <p>{trans.__('No notes in this team store yet.')}</p>
           ) : (
             <>
               <p>{trans.__('No notes yet.')}</p>
@@ -478,7 +482,10 @@ function ClampedText(props: { text: string; rendermime: IRenderMimeRegistry; tra
 function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Element {
   const { note, model, actions } = props;
   const trans = model.trans;
-  const [editing, setEditing] = React.useState(false);
+  const [editingState, setEditing] = React.useState(false);
+  // A reader of a team store gets no write action: no edit box, Re-check, Verify, Forget.
+  const writable = !model.readOnly;
+  const editing = editingState && writable;
   const stale = note.stale.length > 0;
   const activeTags = tagList(model.filters.tags);
   const reasons = note.stale.map(r => describeStale(r, trans)).join('; ');
@@ -587,7 +594,7 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
       <Provenance note={note} actions={actions} trans={trans} />
       {editing ? null : (
         <div className="nbm-Actions">
-          {check ? (
+          {check && writable ? (
             <ActionButton
               className="nbm-Recheck"
               icon={refreshIcon}
@@ -603,27 +610,31 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
               }}
             />
           ) : null}
-          <ActionButton
-            className="nbm-Edit"
-            icon={editIcon}
-            label={trans.__('Edit')}
-            title={trans.__('Edit (saved as a new version)')}
-            onClick={() => setEditing(true)}
-          />
-          <ActionButton
-            className="nbm-Verify"
-            icon={checkIcon}
-            label={trans.__('Verify')}
-            title={trans.__('It still holds: re-take the fingerprints of what it is about')}
-            onClick={() => void model.verify(note.id)}
-          />
-          <ActionButton
-            className="nbm-Forget"
-            icon={deleteIcon}
-            label={trans.__('Forget')}
-            title={trans.__('Forget (you can undo it)')}
-            onClick={() => void model.forget(note.id)}
-          />
+          {writable ? (
+            <>
+              <ActionButton
+                className="nbm-Edit"
+                icon={editIcon}
+                label={trans.__('Edit')}
+                title={trans.__('Edit (saved as a new version)')}
+                onClick={() => setEditing(true)}
+              />
+              <ActionButton
+                className="nbm-Verify"
+                icon={checkIcon}
+                label={trans.__('Verify')}
+                title={trans.__('It still holds: re-take the fingerprints of what it is about')}
+                onClick={() => void model.verify(note.id)}
+              />
+              <ActionButton
+                className="nbm-Forget"
+                icon={deleteIcon}
+                label={trans.__('Forget')}
+                title={trans.__('Forget (you can undo it)')}
+                onClick={() => void model.forget(note.id)}
+              />
+            </>
+          ) : null}
           <ActionButton
             className="nbm-Copy"
             icon={copyIcon}
@@ -941,9 +952,11 @@ function SnapshotsView(props: { model: MemoryModel }): JSX.Element {
       ) : null}
       {model.snapshots.length === 0 ? (
         <div className="nbm-Empty">
-          {model.loaded
-            ? trans.__("No snapshots yet. Seal one in a notebook with %snapshot NAME -m 'why'.")
-            : ''}
+          {!model.loaded
+            ? ''
+            : model.readOnly
+              ? trans.__('No snapshots yet.')
+              : trans.__("No snapshots yet. Seal one in a notebook with %snapshot NAME -m 'why'.")}
         </div>
       ) : (
         <table className="nbm-SnapshotTable">

@@ -464,10 +464,27 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
       label: trans.__('Refresh the nbmemory panel'),
       execute: () => model.refresh({ force: true, status: true })
     });
+    // A reader of a team store has no write command in the menus or the palette; a
+    // shortcut pressed anyway says why nothing is written.
+    const writable = () => !model.readOnly;
+    const refuse = () => {
+      model.say(model.readOnlyMessage);
+    };
+    let readOnly = model.readOnly;
+    model.changed.connect(() => {
+      if (model.readOnly !== readOnly) {
+        readOnly = model.readOnly;
+        app.commands.notifyCommandChanged();
+      }
+    });
     app.commands.addCommand(CommandIDs.newNote, {
       label: trans.__('New nbmemory note'),
       caption: trans.__('Write a note in the nbmemory panel'),
+      isVisible: writable,
       execute: () => {
+        if (!writable()) {
+          return refuse();
+        }
         openPanel();
         model.setView('notes');
         model.startDraft();
@@ -481,7 +498,11 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
       caption: trans.__(
         'Write an nbmemory note about this cell (its selected text, if any), linked back to it'
       ),
+      isVisible: writable,
       execute: args => {
+        if (!writable()) {
+          return refuse();
+        }
         const draft = cellDraft(args);
         openPanel();
         model.setView('notes');
@@ -493,7 +514,8 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
       caption: trans.__(
         "Write an nbmemory note that keeps this cell's result as its evidence (%remember --output-of N, run in the notebook's kernel)"
       ),
-      execute: args => rememberOutput(args)
+      isVisible: writable,
+      execute: args => (writable() ? rememberOutput(args) : refuse())
     });
     for (const command of [CommandIDs.open, CommandIDs.refresh, CommandIDs.newNote]) {
       palette?.addItem({ command, category: 'nbmemory' });

@@ -319,6 +319,10 @@ export class MemoryModel {
   // -- the new-note form ----------------------------------------------------------------
 
   startDraft(draft: Partial<IDraft> = {}): void {
+    if (this.readOnly) {
+      this.say(this.readOnlyMessage);
+      return;
+    }
     this.draft = {
       text: draft.text ?? '',
       kind: draft.kind ?? 'finding',
