@@ -191,6 +191,27 @@ function SearchBox(props: { model: MemoryModel }): JSX.Element {
   );
 }
 
+/** Only the notes this Jupyter user wrote, listed or recalled (`mine=true`). */
+function MineToggle(props: { model: MemoryModel }): JSX.Element {
+  const { model } = props;
+  const trans = model.trans;
+  const on = model.filters.mine;
+  return (
+    <button
+      className={`nbm-MineFilter${on ? ' nbm-mod-active' : ''}`}
+      aria-pressed={on}
+      title={
+        on
+          ? trans.__('Showing only the notes you wrote: click to show everyone’s')
+          : trans.__('Show only the notes you wrote')
+      }
+      onClick={() => model.setFilters({ mine: !on })}
+    >
+      {trans.__('Mine')}
+    </button>
+  );
+}
+
 function Filters(props: { model: MemoryModel }): JSX.Element {
   const { model } = props;
   const trans = model.trans;
@@ -296,14 +317,17 @@ function NotesView(props: IPanelProps): JSX.Element {
   const items: { note: INote; score?: number }[] = searching
     ? model.hits!.map((hit: IHit) => ({ note: hit.note, score: hit.score }))
     : model.notes.map(note => ({ note }));
-  const { tags, kind, priority, stale } = model.filters;
-  const filtered = !!(tags || kind || priority || stale);
+  const { tags, kind, priority, stale, mine } = model.filters;
+  const filtered = !!(tags || kind || priority || stale || mine);
   const empty =
     model.loaded && !model.loading && items.length === 0 && !model.error && !!model.compatibility?.ok;
   return (
     <>
       <div className="nbm-Controls">
-        <SearchBox model={model} />
+        <div className="nbm-SearchRow">
+          <SearchBox model={model} />
+          {model.teamStore || model.filters.mine ? <MineToggle model={model} /> : null}
+        </div>
         <Filters model={model} />
       </div>
       {empty ? (
@@ -756,7 +780,14 @@ function Provenance(props: {
         <span>{where}</span>
       )}
       {git}
-      {note.author ? ` · ${note.author}` : ''}
+      {note.author ? (
+        <>
+          {' · '}
+          <span className="nbm-Author" title={trans.__('Written by %1', note.author)}>
+            {note.author}
+          </span>
+        </>
+      ) : null}
     </div>
   );
 }

@@ -63,7 +63,13 @@ const INFO_MS = 5000;
 /** Operations that need the embedding model (the first one after a start loads it). */
 const EMBEDS = new Set(['recall', 'remember', 'supersede', 'edit']);
 
-export const EMPTY_FILTERS: IFilters = { tags: '', kind: '', priority: '', stale: '' };
+export const EMPTY_FILTERS: IFilters = {
+  tags: '',
+  kind: '',
+  priority: '',
+  stale: '',
+  mine: false
+};
 
 /** The comma-separated tags of a filter box, trimmed, without empties or repeats. */
 export function tagList(value: string): string[] {
@@ -162,7 +168,8 @@ export class MemoryModel {
         tags: typeof f.tags === 'string' ? f.tags : '',
         kind: typeof f.kind === 'string' ? f.kind : '',
         priority: typeof f.priority === 'string' ? f.priority : '',
-        stale: f.stale === 'stale' || f.stale === 'fresh' ? f.stale : ''
+        stale: f.stale === 'stale' || f.stale === 'fresh' ? f.stale : '',
+        mine: f.mine === true
       };
     }
     this._emit();
@@ -603,6 +610,9 @@ export class MemoryModel {
     }
     if (priority) {
       params.push(`priority=${encodeURIComponent(priority)}`);
+    }
+    if (this.filters.mine) {
+      params.push('mine=true');
     }
     return params;
   }

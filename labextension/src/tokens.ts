@@ -27,6 +27,10 @@ export interface IRecallOptions {
   kind?: string;
   priority?: string;
   min_score?: number;
+  /** Only notes written by these authors (comma-separated). */
+  author?: string;
+  /** Only notes written by the Jupyter user making the request. */
+  mine?: boolean;
 }
 
 export interface INotesOptions {
@@ -36,6 +40,10 @@ export interface INotesOptions {
   kind?: string;
   priority?: string;
   stale?: 'stale' | 'fresh';
+  /** Only notes written by these authors (comma-separated). */
+  author?: string;
+  /** Only notes written by the Jupyter user making the request. */
+  mine?: boolean;
 }
 
 /**

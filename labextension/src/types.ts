@@ -142,6 +142,8 @@ export interface IFilters {
   kind: string;
   priority: string;
   stale: '' | 'stale' | 'fresh';
+  /** Only the notes written by the Jupyter user of the panel (`mine=true`). */
+  mine: boolean;
 }
 
 export const KINDS = [
