@@ -5,6 +5,7 @@ who gets no write action and can still search."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -210,3 +211,32 @@ def test_a_read_only_member_gets_no_write_action_and_can_search(browser_context,
     finally:
         page.close()
     assert journal_length(team) == before  # the reader wrote nothing
+
+
+def test_an_address_with_a_password_is_never_shown_with_it(browser_context, ana_lab):
+    """The server refuses such an address; the panel does not rely on that. Its status is
+    rewritten on the way to the page, as a server that let one through would send it."""
+    address = ("postgresql://ana:s3cret@db.internal:6543/analytics"
+               "?sslmode=require&password=s3cret2&store=ml")
+
+    def before(page):
+        def rewrite(route):
+            response = route.fetch()
+            status = response.json()
+            status["store"] = address
+            route.fulfill(response=response, json=status)
+
+        page.route(re.compile(r"/nbmemory/status(\?|$)"), rewrite)
+
+    page = open_lab(browser_context, ana_lab, before=before)
+    try:
+        header = page.locator(f"{PANEL} .nbm-TeamStore")
+        expect(header).to_have_text("Team store · db.internal:6543/analytics (ml)")
+        expect(header).to_have_attribute(
+            "title", "postgresql://ana@db.internal:6543/analytics?sslmode=require&store=ml")
+        status = page.locator(f"{PANEL} .nbm-Status")
+        expect(status.locator(".nbm-StatusStore")).to_have_text(
+            "postgresql://ana@db.internal:6543/analytics?sslmode=require&store=ml")
+        assert "s3cret" not in page.locator(PANEL).inner_html()
+    finally:
+        page.close()
