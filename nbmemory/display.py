@@ -110,10 +110,10 @@ def _note_header(note: Note, score: float | None = None) -> str:
 
 
 def hits_text(hits: Hits, *, provenance: bool = False) -> str:
+    lines = [f"({hits.behind})"] if hits.behind else []
     if not len(hits):
-        lines = [f"No notes match {hits.query!r}."]
+        lines.append(f"No notes match {hits.query!r}.")
     else:
-        lines = []
         for hit in hits:
             lines.append(_note_header(hit.note, hit.score))
             if hits.explain:
@@ -148,6 +148,8 @@ def hits_html(hits: Hits, *, provenance: bool = False) -> str:
                 row[2:2] = [f"{hit.lexical:.3f}", f"{hit.dense:.3f}"]
             rows.append(row)
         out = _table(headers, rows, raw=(len(headers) - 1,))
+    if hits.behind:
+        out = f'<p class="nbm-muted">{html.escape(hits.behind)}</p>' + out
     if hits.filtered_out:
         out += (f'<p class="nbm-muted">{hits.filtered_out} more below the score threshold; '
                 "lower it with <code>--min-score</code>.</p>")
@@ -163,7 +165,8 @@ class ShownHits(Hits):
 
     def __init__(self, hits: Hits, *, provenance: bool = False):
         super().__init__(hits, query=hits.query, filtered_out=hits.filtered_out,
-                         previously=hits.previously, explain=hits.explain)
+                         previously=hits.previously, explain=hits.explain,
+                         behind=getattr(hits, "behind", None))
         self.provenance = provenance
 
     def _repr_html_(self) -> str:

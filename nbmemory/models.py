@@ -206,16 +206,19 @@ class Hits(list):
     """The result of a recall: a list of :class:`Hit` plus what the user should know about it.
 
     ``filtered_out`` counts candidates a score threshold hid; ``previously`` holds revoked
-    notes that would have matched ("previously believed ...").
+    notes that would have matched ("previously believed ..."); ``behind`` says why the
+    answer may miss recent notes (a team store's server was unreachable).
     """
 
     def __init__(self, hits=(), *, query: str = "", filtered_out: int = 0,
-                 previously: tuple[Hit, ...] = (), explain: bool = False):
+                 previously: tuple[Hit, ...] = (), explain: bool = False,
+                 behind: str | None = None):
         super().__init__(hits)
         self.query = query
         self.filtered_out = filtered_out
         self.previously = tuple(previously)
         self.explain = explain
+        self.behind = behind
 
     @property
     def notes(self) -> list[Note]:
@@ -228,6 +231,7 @@ class Hits(list):
             "filtered_out": self.filtered_out,
             "previously": [h.to_dict() for h in self.previously],
             "explain": self.explain,
+            "behind": self.behind,
         }
 
     @classmethod
@@ -238,6 +242,7 @@ class Hits(list):
             filtered_out=int(data.get("filtered_out", 0)),
             previously=tuple(Hit.from_dict(h) for h in data.get("previously") or ()),
             explain=bool(data.get("explain")),
+            behind=data.get("behind"),
         )
 
     def to_dataframe(self):

@@ -548,3 +548,28 @@ def test_memory_share_and_the_cli_share_to_the_team_store(team_url, tmp_path, mo
     with Memory.open(team_url, model="hash:64") as team:
         assert sorted(n.text for n in team.notes().notes) == ["exports run at 02:00",
                                                              "the ledger closes on day 3"]
+
+
+def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind(
+        team_url, postgres_server, tmp_path, monkeypatch):
+    from nbmemory.errors import StoreUnreachable
+
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada, \
+            member(team_url, tmp_path, monkeypatch, "bo") as bo:
+        note = ada.remember("the warehouse is rebuilt at 02:00 UTC", tags="warehouse")
+        engine = bo.memory._backend.engine
+        wait_for(lambda: engine.mirror.position == 1, what="bo's copy to get ada's note")
+        postgres_server.stop("immediate")
+        try:
+            hits = bo.recall("when is the warehouse rebuilt")
+            assert [h.note.id for h in hits] == [note.id]
+            assert hits.behind.startswith("The team store is unreachable: these come from "
+                                          "this machine's copy as of ")
+            assert bo.get(note.id).text == note.text
+            assert [n.id for n in bo.notes(tags="warehouse").notes] == [note.id]
+            with pytest.raises(StoreUnreachable, match="is unreachable"):
+                bo.remember("a finding while the server is down")
+        finally:
+            postgres_server.start()
+        hits = bo.recall("when is the warehouse rebuilt")
+        assert hits.behind is None and [h.note.id for h in hits] == [note.id]

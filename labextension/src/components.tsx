@@ -380,6 +380,11 @@ function NotesView(props: IPanelProps): JSX.Element {
           ? ' ' + trans.__('(%1 more below the score threshold)', model.filteredOut)
           : ''}
       </div>
+      {searching && model.behind ? (
+        <div className="nbm-Banner nbm-Behind" role="status">
+          {model.behind}
+        </div>
+      ) : null}
       <ul className="nbm-NoteList">
         {items.map(item => (
           <NoteCard

@@ -109,6 +109,8 @@ export class MemoryModel {
   hits: IHit[] | null = null;
   filteredOut = 0;
   previously: IHit[] = [];
+  /** Why the last recall may miss recent notes (a team store's server was away). */
+  behind: string | null = null;
   status: IStatus | null = null;
   statusError: string | null = null;
   /** Why the last refresh failed, shown in the panel until one succeeds. */
@@ -630,6 +632,7 @@ export class MemoryModel {
       this.hits = null;
       this.filteredOut = 0;
       this.previously = [];
+      this.behind = null;
     }
   }
 
@@ -644,6 +647,7 @@ export class MemoryModel {
       );
       this.filteredOut = result.filtered_out;
       this.previously = result.previously;
+      this.behind = result.behind ?? null;
       this.notes = [];
       this.total = this.hits.length;
     }

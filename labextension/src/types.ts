@@ -48,6 +48,8 @@ export interface IHits {
   hits: IHit[];
   filtered_out: number;
   previously: IHit[];
+  /** Set when a team store's server was unreachable: the answer came from a local copy. */
+  behind?: string | null;
 }
 
 export interface IPage {

@@ -22,9 +22,10 @@ import numpy as np
 from .. import __version__
 from ..config import Settings, find_git_root
 from ..embed import Embedder, make_embedder, model_name
-from ..errors import Command, EmbedderMismatch
+from ..errors import Command, EmbedderMismatch, StoreUnreachable
 from ..events import INDEXED
 from ..lock import OwnerLock, prepare_directory
+from ..models import Hits, utcnow
 from ..repos import Repositories
 from ..stale import StaleChecker
 from ..store import SCHEMA_VERSION, open_store
@@ -33,6 +34,7 @@ from .about import About
 from .checking import Checking
 from .indexes import Dense, Keywords, NoteState
 from .journal import Entry, Journal
+from .mirror import Mirror
 from .part import Progress
 from .reads import Reads
 from .recall import Recall
@@ -46,12 +48,21 @@ POSITION_FILENAME = "journal.position"  # in a team store's directory (see _chan
 REPOSITORIES_FILENAME = "repositories.json"  # its checkouts on this machine (repos.py)
 
 
+# Reads a team store's member answers from its mirror while the server is away.
+MIRRORED = {"recall", "recall_terms", "notes", "get"}
+
+
 def _by(part: str, function):
     """An engine operation done by ``function`` of one of its parts (same signature)."""
     @functools.wraps(function)
     def operation(self, *args, **kwargs):
-        self.catch_up()
-        return function(getattr(self, part), *args, **kwargs)
+        try:
+            self.catch_up()
+            return function(getattr(self, part), *args, **kwargs)
+        except StoreUnreachable:
+            if self.mirror is None or function.__name__ not in MIRRORED:
+                raise
+            return self._from_mirror(lambda: function(getattr(self, part), *args, **kwargs))
     return operation
 
 
@@ -104,7 +115,10 @@ class Engine:
             self.store.close()
             self._owner.release()
             raise
+        self.mirror: Mirror | None = None
         if self.store.shared:  # other members' writes are applied as they commit
+            self.mirror = Mirror(self.directory, self.store)
+            self.mirror.catch_up(self.journal.position, utcnow().isoformat(timespec="seconds"))
             self.store.listen(self._woken)
 
     # -- operations (nbmemory/operations.py lists them; tests check the signatures) -------
@@ -156,6 +170,8 @@ class Engine:
                 finally:
                     self.checker.close()
                     self.store.close()
+                    if self.mirror is not None:
+                        self.mirror.close()
                     self._owner.release()
 
     def __enter__(self) -> Engine:
@@ -218,9 +234,29 @@ class Engine:
             self._changed()
             return len(changed)
 
+    def _from_mirror(self, read):
+        """``read()`` against this machine's mirror of the team store, marked as such."""
+        with self.lock:
+            primary, self.store = self.store, self.mirror.store
+            self._identity = None
+            try:
+                result = read()
+            finally:
+                self.store, self._identity = primary, None
+        if isinstance(result, Hits):
+            result.behind = (f"The team store is unreachable: these come from this machine's "
+                             f"copy as of {self.mirror.synced_at}, possibly behind.")
+        return result
+
     def _changed(self) -> None:
         """Rewrite the team store's position file: kernels watch it (as they watch a DuckDB
-        store's file) to know the notes changed without asking."""
+        store's file) to know the notes changed without asking; bring the mirror up."""
+        if self.mirror is not None:
+            try:
+                self.mirror.catch_up(self.journal.position,
+                                     utcnow().isoformat(timespec="seconds"))
+            except StoreUnreachable:
+                pass  # what is committed stays committed; the next commit copies it
         path = self.directory / POSITION_FILENAME
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(f"{self.journal.position}\n")

@@ -240,3 +240,27 @@ def test_an_address_with_a_password_is_never_shown_with_it(browser_context, ana_
         assert "s3cret" not in page.locator(PANEL).inner_html()
     finally:
         page.close()
+
+
+def test_while_the_server_is_away_a_search_answers_from_the_local_copy_and_says_so(
+        browser_context, reader_lab, team):
+    page = open_lab(browser_context, reader_lab)
+    try:
+        expect(card(page, "refreshes hourly")).to_be_visible()
+        team.server.stop("immediate")
+        try:
+            search = page.locator(f"{PANEL} .nbm-Search")
+            search.fill("churn dashboard hourly")
+            search.press("Enter")
+            behind = page.locator(f"{PANEL} .nbm-Behind")
+            expect(behind).to_contain_text("The team store is unreachable: these come from "
+                                           "this machine's copy as of")
+            expect(page.locator(f"{PANEL} .nbm-Note").first).to_contain_text(
+                "the churn dashboard refreshes hourly")
+        finally:
+            team.server.start()
+        search.fill("churn dashboard")
+        search.press("Enter")
+        expect(page.locator(f"{PANEL} .nbm-Behind")).to_have_count(0)
+    finally:
+        page.close()

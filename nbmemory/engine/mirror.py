@@ -1,0 +1,62 @@
+"""A team store's notes mirrored on this machine, so reads go on while the server is away.
+
+One more projection of the journal: the current rows of ``notes`` and ``anchors`` (and
+the embedder's identity) in a DuckDB store in the local cache directory, brought up to
+date after each commit this member makes or catches up. When PostgreSQL cannot be
+reached, recall, listing and reading a note answer from it (with the indexes, which are
+local anyway) and say that the answer may be behind; writes wait for the server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from ..store import Store
+from ..store.filters import _id_list
+
+MIRROR_DIRNAME = "mirror"
+TABLES = ("notes", "anchors")
+
+
+class Mirror:
+    def __init__(self, directory: Path, primary: Store):
+        path = Path(directory) / MIRROR_DIRNAME
+        path.mkdir(mode=0o700, exist_ok=True)
+        self.store = Store(path)
+        self.primary = primary
+        self.position = int(self.store.meta("mirrored_position", "0") or 0)
+        self.synced_at: str | None = self.store.meta("mirrored_at")
+
+    def close(self) -> None:
+        self.store.close()
+
+    def catch_up(self, upto: int, at: str) -> None:
+        """Copy the notes changed since the last copy (all of them the first time)."""
+        if upto <= self.position:
+            return
+        changed = self.primary.changed_since(self.position)
+        self.copy(changed)
+        embedder = self.primary.meta("embedder")
+        with self.store.transaction():
+            if embedder:
+                self.store.set_meta("embedder", embedder)
+            self.store.set_meta("mirrored_position", str(upto))
+            self.store.set_meta("mirrored_at", at)
+        self.position, self.synced_at = upto, at
+
+    def copy(self, note_ids: Sequence[int]) -> None:
+        for start in range(0, len(note_ids), 2000):
+            ids = _id_list(note_ids[start:start + 2000])
+            rows = {}
+            for table in TABLES:
+                columns = list(self.store.tables()[table])
+                key = "id" if table == "notes" else "note_id"
+                rows[table] = (columns, self.primary.con.execute(
+                    f"SELECT {', '.join(columns)} FROM {table} WHERE {key} IN ({ids})").fetchall())
+            with self.store.transaction():
+                for table, (columns, found) in rows.items():
+                    key = "id" if table == "notes" else "note_id"
+                    self.store.con.execute(f"DELETE FROM {table} WHERE {key} IN ({ids})")
+                    self.store.insert_rows(table, columns, found)
+            self.store.forget_cached(note_ids[start:start + 2000])
