@@ -259,6 +259,9 @@ def status_display(status: dict[str, Any]) -> Rich:
                   + (f", {_transport(status)}" if status.get("transport") else "")),
         ("version", f"nbmemory {status['version']}, schema {status['schema_version']}"),
     ]
+    if status.get("unreachable"):
+        rows.insert(1, ("server", f"{status['unreachable']} Reads answer from this machine's "
+                                  "copy meanwhile."))
     if status.get("read_only"):
         rows.insert(1, ("access", "read only: your PostgreSQL role may read this team store, "
                                   "not write it"))

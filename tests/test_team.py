@@ -569,6 +569,9 @@ def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind
             assert [n.id for n in bo.notes(tags="warehouse").notes] == [note.id]
             with pytest.raises(StoreUnreachable, match="is unreachable"):
                 bo.remember("a finding while the server is down")
+            status = bo.status()
+            assert status["notes"] == 1 and "is unreachable" in status["unreachable"]
+            assert status["store"] == team_url
         finally:
             postgres_server.start()
         hits = bo.recall("when is the warehouse rebuilt")

@@ -357,7 +357,20 @@ class Engine:
     # -- status -----------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        self.catch_up()
+        """What the store holds and how this process serves it. A team store whose server
+        is away is described from this machine's copy, with ``unreachable`` set."""
+        try:
+            self.catch_up()
+            return self._status()
+        except StoreUnreachable as exc:
+            if self.mirror is None:
+                raise
+            address = self.store.address.url
+            return {**self._from_mirror(self._status), "store": address,
+                    "journal_position": self.journal.position, "unreachable": str(exc),
+                    "read_only": False}
+
+    def _status(self) -> dict[str, Any]:
         with self.lock:
             self.recalls.flush_log()
             counts = self.store.counts()
