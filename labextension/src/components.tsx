@@ -205,9 +205,25 @@ function MineToggle(props: { model: MemoryModel }): JSX.Element {
           ? trans.__('Showing only the notes you wrote: click to show everyone’s')
           : trans.__('Show only the notes you wrote')
       }
-      onClick={() => model.setFilters({ mine: !on })}
+      onClick={() => model.setFilters({ mine: !on, author: '' })}
     >
       {trans.__('Mine')}
+    </button>
+  );
+}
+
+/** The author filter set by clicking a note's author, with the button that clears it. */
+function AuthorChip(props: { model: MemoryModel }): JSX.Element {
+  const { model } = props;
+  const trans = model.trans;
+  return (
+    <button
+      className="nbm-AuthorFilter nbm-mod-active"
+      aria-pressed={true}
+      title={trans.__('Showing only the notes %1 wrote: click to show everyone’s', model.filters.author)}
+      onClick={() => model.setFilters({ author: '' })}
+    >
+      {trans.__('by %1 ✕', model.filters.author)}
     </button>
   );
 }
@@ -317,8 +333,8 @@ function NotesView(props: IPanelProps): JSX.Element {
   const items: { note: INote; score?: number }[] = searching
     ? model.hits!.map((hit: IHit) => ({ note: hit.note, score: hit.score }))
     : model.notes.map(note => ({ note }));
-  const { tags, kind, priority, stale, mine } = model.filters;
-  const filtered = !!(tags || kind || priority || stale || mine);
+  const { tags, kind, priority, stale, mine, author } = model.filters;
+  const filtered = !!(tags || kind || priority || stale || mine || author);
   const empty =
     model.loaded && !model.loading && items.length === 0 && !model.error && !!model.compatibility?.ok;
   return (
@@ -327,6 +343,7 @@ function NotesView(props: IPanelProps): JSX.Element {
         <div className="nbm-SearchRow">
           <SearchBox model={model} />
           {model.teamStore || model.filters.mine ? <MineToggle model={model} /> : null}
+          {model.filters.author ? <AuthorChip model={model} /> : null}
         </div>
         <Filters model={model} />
       </div>
@@ -620,7 +637,12 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
         <ClampedText text={note.text} rendermime={props.rendermime} trans={trans} />
       )}
       {check ? <CheckLine check={check} note={note} trans={trans} /> : null}
-      <Provenance note={note} actions={actions} trans={trans} />
+      <Provenance
+        note={note}
+        actions={actions}
+        trans={trans}
+        byAuthor={author => model.setFilters({ author, mine: false })}
+      />
       {editing ? null : (
         <div className="nbm-Actions">
           {check && writable ? (
@@ -746,8 +768,10 @@ function Provenance(props: {
   note: INote;
   actions: IActions;
   trans: TranslationBundle;
+  /** Keep only this author's notes (clicking the author's name). */
+  byAuthor: (author: string) => void;
 }): JSX.Element {
-  const { note, actions, trans } = props;
+  const { note, actions, trans, byAuthor } = props;
   const p = note.provenance;
   let where = '';
   if (p.notebook) {
@@ -788,9 +812,13 @@ function Provenance(props: {
       {note.author ? (
         <>
           {' · '}
-          <span className="nbm-Author" title={trans.__('Written by %1', note.author)}>
+          <button
+            className="nbm-Author nbm-LinkButton"
+            title={trans.__('Written by %1: click to show only their notes', note.author)}
+            onClick={() => byAuthor(note.author!)}
+          >
             {note.author}
-          </span>
+          </button>
         </>
       ) : null}
     </div>

@@ -68,7 +68,8 @@ export const EMPTY_FILTERS: IFilters = {
   kind: '',
   priority: '',
   stale: '',
-  mine: false
+  mine: false,
+  author: ''
 };
 
 /** The comma-separated tags of a filter box, trimmed, without empties or repeats. */
@@ -171,7 +172,8 @@ export class MemoryModel {
         kind: typeof f.kind === 'string' ? f.kind : '',
         priority: typeof f.priority === 'string' ? f.priority : '',
         stale: f.stale === 'stale' || f.stale === 'fresh' ? f.stale : '',
-        mine: f.mine === true
+        mine: f.mine === true,
+        author: typeof f.author === 'string' ? f.author : ''
       };
     }
     this._emit();
@@ -615,6 +617,8 @@ export class MemoryModel {
     }
     if (this.filters.mine) {
       params.push('mine=true');
+    } else if (this.filters.author) {
+      params.push(`author=${encodeURIComponent(this.filters.author)}`);
     }
     return params;
   }

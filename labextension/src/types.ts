@@ -146,6 +146,8 @@ export interface IFilters {
   stale: '' | 'stale' | 'fresh';
   /** Only the notes written by the Jupyter user of the panel (`mine=true`). */
   mine: boolean;
+  /** Only the notes written by this member (`author=NAME`); '' for everyone's. */
+  author: string;
 }
 
 export const KINDS = [

@@ -100,7 +100,8 @@ def test_mine_lists_and_recalls_only_my_notes_and_combines_with_the_filters(
         expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(5)
         ours = card(page, "retrained on Mondays")
         expect(ours.locator(".nbm-Author")).to_have_text(NAME)
-        expect(ours.locator(".nbm-Author")).to_have_attribute("title", f"Written by {NAME}")
+        expect(ours.locator(".nbm-Author")).to_have_attribute(
+            "title", f"Written by {NAME}: click to show only their notes")
         expect(card(page, "refreshes hourly").locator(".nbm-Author")).to_have_text("bo")
 
         mine = page.locator(f"{PANEL} .nbm-MineFilter")
@@ -144,6 +145,16 @@ def test_mine_lists_and_recalls_only_my_notes_and_combines_with_the_filters(
         assert sorted(set(authors)) == ["ana", "bo"], authors
         search.fill("")
         search.press("Enter")
+        expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(5)
+
+        # Clicking a colleague's name keeps only their notes, until the chip is cleared.
+        card(page, "refreshes hourly").locator(".nbm-Author").click()
+        chip = page.locator(f"{PANEL} .nbm-AuthorFilter")
+        expect(chip).to_have_text("by bo ✕")
+        expect(page.locator(f"{PANEL} .nbm-Note .nbm-Author")).to_have_text(["bo"] * 3)
+        expect(mine).to_have_attribute("aria-pressed", "false")
+        chip.click()
+        expect(chip).to_have_count(0)
         expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(5)
         assert page.dialogs == []
     finally:
