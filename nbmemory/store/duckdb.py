@@ -31,7 +31,10 @@ class Store(Rows):
     """Owns one DuckDB connection. Not thread-safe: the engine serialises calls."""
 
     shared = False  # only this process writes it (a team store is shared: postgres.py)
+    # What the SQL dialects spell differently (postgres.py has PostgreSQL's).
     _ALL_TAGS = "list_has_all(n.tags, ?)"
+    _CONTAINS = "contains({}, {})"
+    _WITHOUT_REASON = "json_remove(data, '$.reason')"
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
@@ -329,13 +332,15 @@ class Store(Rows):
         texts = [r[0] for r in self.con.execute(
             "SELECT DISTINCT text FROM note_versions WHERE note_id = ? AND text <> ''",
             [note_id]).fetchall()]
+        contains = self._CONTAINS
         for text in texts:
             self.con.execute(
-                "DELETE FROM recall_log WHERE contains(lower(query), lower(?)) "
-                "OR (length(query) >= 12 AND contains(lower(?), lower(query)))", [text, text])
+                f"DELETE FROM recall_log WHERE {contains.format('lower(query)', 'lower(?)')} "
+                f"OR (length(query) >= 12 AND {contains.format('lower(?)', 'lower(query)')})",
+                [text, text])
             self.con.execute("UPDATE snapshots SET message = replace(message, ?, '[purged]') "
-                             "WHERE contains(message, ?)", [text, text])
-        self.con.execute("UPDATE events SET data = json_remove(data, '$.reason') "
+                             f"WHERE {contains.format('message', '?')}", [text, text])
+        self.con.execute(f"UPDATE events SET data = {self._WITHOUT_REASON} "
                          "WHERE note_id = ? AND data IS NOT NULL", [note_id])
         self.con.execute("UPDATE notes SET resolution_reason = NULL WHERE id = ?", [note_id])
         self.con.execute(

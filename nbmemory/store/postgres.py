@@ -85,6 +85,8 @@ class PostgresStore(Store):
 
     shared = True
     _ALL_TAGS = "n.tags @> ?::varchar[]"
+    _CONTAINS = "strpos({}, {}) > 0"
+    _WITHOUT_REASON = "data - 'reason'"
 
     def __init__(self, address: Address):
         try:
@@ -283,27 +285,6 @@ class PostgresStore(Store):
             with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
-
-    def purge_text(self, note_id: int) -> None:
-        texts = [r[0] for r in self.con.execute(
-            "SELECT DISTINCT text FROM note_versions WHERE note_id = ? AND text <> ''",
-            [note_id]).fetchall()]
-        for text in texts:
-            self.con.execute(
-                "DELETE FROM recall_log WHERE strpos(lower(query), lower(?)) > 0 "
-                "OR (length(query) >= 12 AND strpos(lower(?), lower(query)) > 0)", [text, text])
-            self.con.execute("UPDATE snapshots SET message = replace(message, ?, '[purged]') "
-                             "WHERE strpos(message, ?) > 0", [text, text])
-        self.con.execute("UPDATE events SET data = data - 'reason' "
-                         "WHERE note_id = ? AND data IS NOT NULL", [note_id])
-        self.con.execute("UPDATE notes SET resolution_reason = NULL WHERE id = ?", [note_id])
-        self.con.execute(
-            "DELETE FROM embeddings WHERE content_hash IN (SELECT content_hash FROM note_versions "
-            "WHERE note_id = ?) AND content_hash NOT IN (SELECT content_hash FROM note_versions "
-            "WHERE note_id <> ?)", [note_id, note_id])
-        for table, key in (("note_versions", "note_id"), ("notes", "id")):
-            self.con.execute(f"UPDATE {table} SET text = '', content_hash = 'purged', "
-                             f"provenance = NULL WHERE {key} = ?", [note_id])
 
     def note_ids(self, filters: Filters) -> np.ndarray:
         where, params = filters.sql(all_tags=self._ALL_TAGS)
