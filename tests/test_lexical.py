@@ -65,3 +65,50 @@ def test_query_terms_no_note_contains_still_count_in_the_scale():
     assert scores[0] / index.max_score("client zebra quasar") < 0.5
     ids, scores = index.score("orders.amount")
     assert scores[0] / index.max_score("orders.amount") > 0.8
+
+
+def test_the_best_n_are_the_head_of_a_stable_sort_ties_by_position():
+    import numpy as np
+
+    from nbmemory.lexical import top_positions
+
+    rng = np.random.default_rng(3)
+    for size in (1, 7, 200):
+        scores = rng.integers(0, 5, size).astype(np.float32)  # many ties
+        stable = np.argsort(-scores, kind="stable")
+        for n in (1, 3, size, size + 5):
+            assert top_positions(scores, n).tolist() == stable[:n].tolist()
+    assert top_positions(np.array([], np.float32), 3).tolist() == []
+
+
+def test_scores_summed_densely_or_sparsely_are_the_same_numbers():
+    import numpy as np
+
+    from nbmemory.lexical import _sum_by_id
+
+    rng = np.random.default_rng(5)
+    ids = [np.sort(rng.choice(1000, n, replace=False)) for n in (300, 40, 900)]
+    scores = [rng.random(len(i)).astype(np.float32) for i in ids]
+    dense = _sum_by_id(ids, scores, None)  # many matches: summed by id into an array
+    sparse = _sum_by_id([i * 97 for i in ids], scores, None)  # few for the id range
+    assert np.array_equal(dense[0] * 97, sparse[0]) and np.array_equal(dense[1], sparse[1])
+    candidates = np.arange(0, 1000, 3)
+    dense = _sum_by_id(ids, scores, candidates)
+    sparse = _sum_by_id([i * 97 for i in ids], scores, candidates[::-1] * 97)  # unsorted too
+    assert set(dense[0].tolist()) <= set(candidates.tolist())
+    assert np.array_equal(dense[0] * 97, sparse[0]) and np.array_equal(dense[1], sparse[1])
+
+
+def test_a_limit_keeps_the_best_in_the_order_of_the_whole_ranking():
+    import numpy as np
+
+    index = LexicalIndex()
+    for i in range(1, 60):
+        index.add(i, "lock " * (i % 4 + 1) + ("watcher" if i % 5 == 0 else "other words here"))
+    ids, scores = index.score("lock watcher")
+    for limit in (1, 5, 12):
+        top_ids, top_scores = index.score("lock watcher", limit=limit)
+        assert top_ids.tolist() == ids[:limit].tolist()
+        assert np.array_equal(top_scores, scores[:limit])
+    ranked = sorted(zip(ids.tolist(), scores.tolist()), key=lambda p: (-p[1], p[0]))
+    assert ids.tolist() == [i for i, _ in ranked]  # ties: lower id first
