@@ -34,11 +34,11 @@ on eval/ (2,029 notes; recall@10 with all-MiniLM-L6-v2):
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Container, NamedTuple
 
 import numpy as np
 
-from .lexical import LexicalIndex
+from .lexical import LexicalIndex, top_positions
 from .vectors import VectorIndex
 
 MODES = ("hybrid", "lexical", "dense")
@@ -53,6 +53,23 @@ class Scored(NamedTuple):
     score: float
     lexical: float
     dense: float
+
+
+class Ranked(NamedTuple):
+    """The candidates of one query and their scores, one array each, in id order."""
+
+    ids: np.ndarray
+    score: np.ndarray
+    lexical: np.ndarray
+    dense: np.ndarray
+
+    def rows(self) -> list[Scored]:
+        return [Scored(int(i), float(s), float(lx), float(d))
+                for i, s, lx, d in zip(self.ids, self.score, self.lexical, self.dense)]
+
+
+_EMPTY = Ranked(np.empty(0, np.int64), np.empty(0, np.float32), np.empty(0, np.float32),
+                np.empty(0, np.float32))
 
 
 def keyword_weight(lexical: np.ndarray, weight: float = KEYWORD_WEIGHT,
@@ -86,40 +103,79 @@ def fuse(lexical: np.ndarray, dense: np.ndarray, weight: float = KEYWORD_WEIGHT,
 
 
 def rank(query: str, qvec: np.ndarray | None, lexical: LexicalIndex, vectors: VectorIndex, *,
-         candidates: np.ndarray | None, pool: int, exact_below: int, skip: int = 0,
-         mode: str = "hybrid") -> list[Scored]:
-    """Candidates scored by both channels, unsorted.
+         candidates: np.ndarray | None, pool: int, exact_below: int,
+         drop: Container[int] = (), mode: str = "hybrid") -> list[Scored]:
+    """Candidates scored by both channels, unsorted (see :func:`rank_arrays`)."""
+    return rank_arrays(query, qvec, lexical, vectors, candidates=candidates, pool=pool,
+                       exact_below=exact_below, drop=drop, mode=mode).rows()
 
-    ``candidates`` (sorted ids) restricts the search and makes the dense channel exact;
-    ``skip`` widens the approximate search to make room for ids the caller will drop.
+
+def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
+                vectors: VectorIndex, *, candidates: np.ndarray | None, pool: int,
+                exact_below: int, drop: Container[int] = (), mode: str = "hybrid") -> Ranked:
+    """The best ``pool`` candidates of each channel, each scored by both, in id order.
+
+    ``candidates`` (sorted ids) restricts the search and makes the dense channel exact.
+    ``drop``: ids the caller will leave out (notes no longer active); the dense channel
+    looks further, until it has ``pool`` others, so that they do not crowd them out.
+
+    The work grows with ``pool``, not with the store: each channel keeps its best
+    ``pool`` by selection (no sort of every match) and only the union of the two is
+    fused.
     """
     if candidates is not None:
-        candidates = candidates[np.isin(candidates, vectors.keys())]
+        candidates = candidates[vectors.holds(candidates)]
         if not len(candidates):
-            return []
+            return _EMPTY
     lex_ids, lex_scores = lexical.score(query, candidates, limit=pool)
     if mode == "dense" or qvec is not None:
         if candidates is None:
-            dense_ids, _ = vectors.search(qvec, pool + skip, exact=len(vectors) <= exact_below)
+            dense_ids, _ = nearest(vectors, qvec, pool, len(vectors) <= exact_below, drop)
         else:
             sims = vectors.similarities(qvec, candidates)
-            dense_ids = candidates[np.argsort(-sims, kind="stable")[:pool + skip]]
+            dense_ids = candidates[top_positions(sims, pool)]
     else:
         dense_ids = np.empty(0, np.int64)
     if mode == "lexical":
-        union = lex_ids
+        union = np.sort(lex_ids)
     elif mode == "dense":
-        union = dense_ids
+        union = np.sort(dense_ids)
     else:
         union = np.unique(np.concatenate([lex_ids, dense_ids]))
     if not len(union):
-        return []
-    dense = vectors.similarities(qvec, union) if qvec is not None else np.zeros(len(union), np.float32)
+        return _EMPTY
+    dense = (vectors.similarities(qvec, union).astype(np.float32, copy=False) if qvec is not None
+             else np.zeros(len(union), np.float32))
     lex = np.zeros(len(union), np.float32)
     scale = lexical.max_score(query)
     if scale > 0 and len(lex_ids):
-        by_id = dict(zip(lex_ids.tolist(), lex_scores.tolist()))
-        lex = np.minimum(np.array([by_id.get(i, 0.0) for i in union.tolist()], np.float32) / scale, 1.0)
-    score = {"hybrid": fuse(lex, dense), "lexical": lex, "dense": dense}[mode]
-    return [Scored(int(i), float(s), float(lx), float(d))
-            for i, s, lx, d in zip(union, score, lex, dense)]
+        order = np.argsort(lex_ids)
+        ids_sorted, scores_sorted = lex_ids[order], lex_scores[order]
+        at = np.minimum(np.searchsorted(ids_sorted, union), len(ids_sorted) - 1)
+        found = ids_sorted[at] == union
+        lex[found] = scores_sorted[at[found]]
+        lex = np.minimum(lex / scale, 1.0)
+    score = fuse(lex, dense) if mode == "hybrid" else {"lexical": lex, "dense": dense}[mode]
+    return Ranked(union, score, lex, dense)
+
+
+def nearest(vectors: VectorIndex, qvec: np.ndarray, pool: int, exact: bool,
+            drop: Container[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Ids and cosines of the ``pool`` nearest vectors not in ``drop``, best first, with the
+    dropped ones ranked among them (the shortest such prefix of the ranking).
+
+    The search asks for ``pool`` and looks further only while dropped ids fill the gap:
+    asking for ``pool`` plus every inactive note made a store with many superseded notes
+    pay for all of them on every recall.
+    """
+    count, total = pool, len(vectors)
+    while True:
+        ids, sims = vectors.search(qvec, min(count, total), exact=exact)
+        dropped = np.fromiter((i in drop for i in ids.tolist()), bool, len(ids)) if drop else None
+        kept = len(ids) - (int(dropped.sum()) if dropped is not None else 0)
+        if kept >= pool or count >= total:
+            if dropped is not None and kept > pool:
+                end = int(np.searchsorted(np.cumsum(~dropped), pool)) + 1
+                ids, sims = ids[:end], sims[:end]
+            return ids, sims
+        count = 2 * count + (len(ids) - kept)

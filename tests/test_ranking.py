@@ -41,3 +41,25 @@ def test_scores_stay_between_zero_and_one():
     fused = fuse(np.array([0.0, 1.0, 1.0]), np.array([-0.3, 1.0, 0.0]))
     assert fused[0] == 0.0 and fused[1] == pytest.approx(1.0)
     assert ((fused >= 0) & (fused <= 1)).all()
+
+
+def test_the_dense_channel_looks_past_dropped_notes_without_asking_for_all_of_them():
+    from nbmemory.ranking import nearest
+    from nbmemory.vectors import DenseRows
+
+    rng = np.random.default_rng(4)
+    vectors = rng.standard_normal((400, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    rows = DenseRows.from_matrix(np.arange(1, 401), vectors)
+    query = vectors[0]
+    order = (np.argsort(-(vectors @ query), kind="stable") + 1).tolist()
+    drop = set(order[:30:2])  # 15 of the nearest 30 are gone
+    asked = []
+    search = rows.search
+    rows.search = lambda q, n, exact=True: (asked.append(n), search(q, n))[1]
+    ids = nearest(rows, query, 10, True, drop)[0].tolist()
+    kept = [i for i in ids if i not in drop]
+    assert kept == [i for i in order if i not in drop][:10]
+    assert ids == order[:len(ids)] and ids[-1] not in drop  # a prefix ending on the 10th kept
+    assert max(asked) < 100
+    assert nearest(rows, query, 10, True, set(order[:395]))[0].tolist() == order  # all of it

@@ -13,7 +13,7 @@ from ..errors import Command, InvalidInput
 from ..history import PastView
 from ..lexical import LexicalIndex
 from ..models import Hit, Hits, Note, utcnow
-from ..ranking import MODES, rank
+from ..ranking import MODES, nearest, rank_arrays
 from ..store import Filters, Store
 from ..vectors import DenseRows, VectorIndex
 from .part import Part
@@ -41,6 +41,19 @@ class _LiveView:
 
     def get_notes(self, ids: Sequence[int]) -> dict[int, Note]:
         return self.store.get_notes(ids)
+
+
+class _Without:
+    """``ids`` and one more id, for ``in`` (no copy of a large set per call)."""
+
+    def __init__(self, ids: set[int], extra: int):
+        self.ids, self.extra = ids, extra
+
+    def __contains__(self, note_id) -> bool:
+        return note_id == self.extra or note_id in self.ids
+
+    def __len__(self) -> int:
+        return len(self.ids) + 1
 
 
 class Recall(Part):
@@ -83,7 +96,7 @@ class Recall(Part):
         with self.lock:
             self.engine.check_embedder()
             view = self.live_view() if as_of is None else self.past_view(as_of)
-            scored = []
+            ranked = None
             if len(view.vectors):
                 candidates = view.candidates(filters) if filters.narrows else None
                 if stale is not None:
@@ -91,44 +104,50 @@ class Recall(Part):
                         view.candidates(filters) if candidates is None else candidates,
                         stale, variables)
                 qvec = self.engine.embedder.encode([query])[0] if mode != "lexical" else None
-                scored = rank(query, qvec, view.lexical, view.vectors, candidates=candidates,
-                              pool=max(10 * k, 50), exact_below=self.engine.settings.exact_below,
-                              skip=len(view.inactive), mode=mode)
-                priority_of = view.priorities([r.note_id for r in scored])
-                scored = sorted((r._replace(score=r.score + PRIORITY_BONUS[priority_of[r.note_id]])
-                                 for r in scored), key=lambda r: (-r.score, r.note_id))
+                ranked = rank_arrays(query, qvec, view.lexical, view.vectors,
+                                     candidates=candidates, pool=max(10 * k, 50),
+                                     exact_below=self.engine.settings.exact_below,
+                                     drop=view.inactive, mode=mode)
             hits, previously, below = [], [], 0
-            for row in scored:
-                if row.note_id in view.inactive:
-                    if row.score >= threshold and len(previously) < 3 and len(hits) < k:
-                        previously.append(row)
-                    continue
-                if len(hits) >= k:
-                    break
-                if row.score < threshold:
-                    below += 1
-                    continue
-                hits.append(row)
-            notes = view.get_notes([r.note_id for r in hits + previously])
+            if ranked is not None and len(ranked.ids):
+                ids = ranked.ids.tolist()
+                priority_of = view.priorities(ids)
+                bonus = np.array([PRIORITY_BONUS[priority_of[i]] for i in ids])
+                scores = ranked.score + bonus  # float64, as the sum of two Python floats
+                # Best first, ties by id; only the head is looked at.
+                for at in np.lexsort((ranked.ids, -scores)).tolist():
+                    note_id, score = ids[at], float(scores[at])
+                    if note_id in view.inactive:
+                        if score >= threshold and len(previously) < 3 and len(hits) < k:
+                            previously.append((note_id, score, at))
+                        continue
+                    if len(hits) >= k:
+                        break
+                    if score < threshold:
+                        below += 1
+                        continue
+                    hits.append((note_id, score, at))
+            notes = view.get_notes([i for i, _, _ in hits + previously])
             found = list(notes.values())
             found = (self.engine.staleness.with_stale(found, variables) if as_of is None
                      else self.engine.seals.as_sealed(found, self.engine.seals.named(as_of)))
             by_id = {n.id: n for n in found}
 
             def make(rows):
-                return [Hit(by_id[r.note_id], round(r.score, 4),
-                            round(r.lexical, 4) if explain else None,
-                            round(r.dense, 4) if explain else None) for r in rows]
+                return [Hit(by_id[i], round(score, 4),
+                            round(float(ranked.lexical[at]), 4) if explain else None,
+                            round(float(ranked.dense[at]), 4) if explain else None)
+                        for i, score, at in rows]
 
             result = Hits(make(hits), query=query, filtered_out=below,
                           previously=tuple(make(previously)), explain=explain)
             if log:
                 # Per channel: candidates it matched at all (lexical) or would keep on its
                 # own score (dense: every candidate has a cosine, so count those passing).
+                found_by = ((int((ranked.lexical > 0).sum()), int((ranked.dense >= threshold).sum()))
+                            if ranked is not None else (0, 0))
                 self._log.append(dict(at=utcnow(), query=query, k=k, returned=len(result),
-                                             lexical=sum(1 for r in scored if r.lexical > 0),
-                                             dense=sum(1 for r in scored if r.dense >= threshold),
-                                             filtered_out=below))
+                                      lexical=found_by[0], dense=found_by[1], filtered_out=below))
             if len(self._log) >= 100:
                 self.flush_log()
             return result
@@ -154,7 +173,7 @@ class Recall(Part):
         query = " ".join(terms)
         with self.lock:
             anchored = self.engine.about.anchored_to(terms, scope, cwd)
-            ids, scores = self.engine.keywords.index.score(query, self.store.note_ids(Filters()), limit=k)
+            ids, scores = self._active_by_keywords(query, k)
             top = float(scores[0]) if len(scores) else 1.0
             ranked = {i: 1.0 for i in anchored}
             for i, score in zip(ids.tolist(), scores):
@@ -164,6 +183,19 @@ class Recall(Part):
             by_id = {n.id: n for n in notes}
             hits = [Hit(by_id[i], ranked[i]) for i in order if i in by_id]
             return Hits(hits, query=f"the namespace ({len(terms)} names)")
+
+    def _active_by_keywords(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best active notes by BM25 over the keyword index, which also holds
+        the inactive ones: asks for more only while those fill the gap (the list of every
+        active id, from the store, cost a round trip the size of the store)."""
+        index, inactive = self.engine.keywords.index, self.engine.state.inactive
+        limit = k
+        while True:
+            ids, scores = index.score(query, limit=limit)
+            keep = np.fromiter((i not in inactive for i in ids.tolist()), bool, len(ids))
+            if keep.sum() >= k or len(ids) < limit:
+                return ids[keep][:k], scores[keep][:k]
+            limit = 2 * limit + int((~keep).sum())
 
     def live_view(self) -> _LiveView:
         return _LiveView(self.store, self.engine.keywords.index, self.engine.vectors or _NO_VECTORS, self.engine.state.inactive,
@@ -184,11 +216,12 @@ class Recall(Part):
             self.engine.reads.get(note_id)
             if self.engine.vectors is None or note_id not in self.engine.vectors:
                 return []
-            vector = self.engine.vectors.get(np.array([note_id]))[0]
-            keys, sims = self.engine.vectors.search(vector, k + 1 + len(self.engine.state.inactive),
-                                             exact=len(self.engine.vectors) <= self.engine.settings.exact_below)
+            vectors, inactive = self.engine.vectors, self.engine.state.inactive
+            vector = vectors.get(np.array([note_id]))[0]
+            keys, sims = nearest(vectors, vector, k, len(vectors) <= self.engine.settings.exact_below,
+                                 _Without(inactive, note_id))
             rows = [(int(i), float(s)) for i, s in zip(keys, sims)
-                    if i != note_id and i not in self.engine.state.inactive and s >= min_similarity][:k]
+                    if i != note_id and i not in inactive and s >= min_similarity][:k]
             notes = self.store.get_notes([i for i, _ in rows])
             return [Hit(notes[i], round(s, 4), dense=round(s, 4)) for i, s in rows]
 
