@@ -112,3 +112,31 @@ def test_a_limit_keeps_the_best_in_the_order_of_the_whole_ranking():
         assert np.array_equal(top_scores, scores[:limit])
     ranked = sorted(zip(ids.tolist(), scores.tolist()), key=lambda p: (-p[1], p[0]))
     assert ids.tolist() == [i for i, _ in ranked]  # ties: lower id first
+
+
+def test_writes_after_scoring_give_the_scores_of_an_index_built_afresh():
+    import numpy as np
+
+    words = "lock watcher race order amount cents session client retry socket".split()
+    rng = np.random.default_rng(7)
+    docs = {i: " ".join(rng.choice(words, 6)) for i in range(1, 80)}
+    index = LexicalIndex()
+    index.add_many(docs.items())
+    queries = ["lock race", "order amount cents", "client retry socket watcher"]
+    for q in queries:
+        index.score(q)  # builds the per-term arrays that the writes below extend or drop
+    for i in range(80, 120):
+        docs[i] = " ".join(rng.choice(words, 5))
+        index.add(i, docs[i])
+    for i in (3, 50, 81):
+        docs[i] = "lock lock cents"  # an edit
+        index.add(i, docs[i])
+    for i in (7, 90):
+        del docs[i]
+        index.remove(i)
+    fresh = LexicalIndex()
+    fresh.add_many(sorted(docs.items()))
+    for q in queries:
+        got, want = index.score(q), fresh.score(q)
+        assert dict(zip(got[0].tolist(), got[1].tolist())) == \
+            dict(zip(want[0].tolist(), want[1].tolist()))
