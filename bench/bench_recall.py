@@ -41,6 +41,7 @@ CASES = (("hybrid k=10", dict(k=10)),
          ("hybrid k=50", dict(k=50)),
          ("lexical k=10", dict(k=10, mode="lexical")))
 PHASED = 2  # the cases whose phases are timed
+AFTER_WRITE = "hybrid k=10, just after a remember"
 
 
 class LookupEmbedder:
@@ -124,7 +125,7 @@ def child(args) -> None:
     opened = time.perf_counter() - start
     out = {"open_s": opened, "cases": {}, "phases": {}}
     for q in queries[:5]:  # warm up
-        engine.recall(q, k=K)
+        engine.recall(q, k=K, log=False)
     results = {}
     for label, kwargs in CASES:
         samples = []
@@ -156,6 +157,24 @@ def child(args) -> None:
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(25)
         out["profile"] = text.getvalue()
     engine.close()
+    # A recall just after a remember (the keyword index has changed under the query's
+    # terms), on a copy of the store: the store itself is shared by every version.
+    copy = Path(tempfile.mkdtemp(prefix="nbm-bench-write-")) / "store"
+    try:
+        shutil.copytree(args.store, copy)
+        engine = Engine(copy, settings=Settings(), embedder=LookupEmbedder(known))
+        for q in queries[:5]:
+            engine.recall(q, k=K, log=False)
+        samples = []
+        for q in queries:
+            engine.remember(q)
+            t = time.perf_counter()
+            engine.recall(q, k=K, log=False)
+            samples.append(time.perf_counter() - t)
+        out["cases"][AFTER_WRITE] = samples
+        engine.close()
+    finally:
+        shutil.rmtree(copy.parent, ignore_errors=True)
     print(json.dumps(out))
 
 
@@ -256,7 +275,7 @@ def main() -> None:
     print("| notes | case | " + " | ".join(names) + " |")
     print("|---:|---|" + "---:|" * len(names))
     for n in sizes:
-        for label, _ in CASES:
+        for label in [c for c, _ in CASES] + [AFTER_WRITE]:
             cells = [("%.2f / %.2f" % percentiles(results[(n, v)]["cases"][label])) for v in names]
             print(f"| {n:,} | {label} | " + " | ".join(cells) + " |")
     print("\nPhases of one recall, mean ms (time inside each; rank holds the channels):\n")
