@@ -42,6 +42,7 @@ CASES = (("hybrid k=10", dict(k=10)),
          ("lexical k=10", dict(k=10, mode="lexical")))
 PHASED = 2  # the cases whose phases are timed
 AFTER_WRITE = "hybrid k=10, just after a remember"
+REVOKED = "hybrid k=10, 1 note in 5 revoked"
 
 
 class LookupEmbedder:
@@ -112,6 +113,25 @@ def _wrap_phases(totals: dict[str, float]) -> None:
         setattr(target, attr, timed)
 
 
+def revoke_share(directory: Path, every: int) -> None:
+    """Revoke one note in ``every`` straight in the store, with its journal events (as
+    years of superseded and forgotten notes leave a store; far faster than forget)."""
+    from nbmemory.store import Store
+
+    store = Store(directory)
+    try:
+        with store.transaction():
+            store.con.execute(
+                "INSERT INTO events (seq, occurred_at, note_id, type, actor, request_id, data) "
+                "SELECT (SELECT max(seq) FROM events) + row_number() OVER (ORDER BY id), "
+                "now()::TIMESTAMP, id, 'revoked', 'bench', NULL, NULL FROM notes "
+                f"WHERE status = 'active' AND id % {every} = 0")
+            store.con.execute(f"UPDATE notes SET status = 'revoked' WHERE status = 'active' "
+                              f"AND id % {every} = 0")
+    finally:
+        store.close()
+
+
 def child(args) -> None:
     sys.path.insert(0, str(Path(args.code).resolve()))
     from nbmemory.config import Settings
@@ -172,6 +192,17 @@ def child(args) -> None:
             engine.recall(q, k=K, log=False)
             samples.append(time.perf_counter() - t)
         out["cases"][AFTER_WRITE] = samples
+        engine.close()
+        revoke_share(copy, 5)
+        engine = Engine(copy, settings=Settings(), embedder=LookupEmbedder(known))
+        for q in queries[:5]:
+            engine.recall(q, k=K, log=False)
+        samples = []
+        for q in queries:
+            t = time.perf_counter()
+            engine.recall(q, k=K, log=False)
+            samples.append(time.perf_counter() - t)
+        out["cases"][REVOKED] = samples
         engine.close()
     finally:
         shutil.rmtree(copy.parent, ignore_errors=True)
@@ -275,7 +306,7 @@ def main() -> None:
     print("| notes | case | " + " | ".join(names) + " |")
     print("|---:|---|" + "---:|" * len(names))
     for n in sizes:
-        for label in [c for c, _ in CASES] + [AFTER_WRITE]:
+        for label in [c for c, _ in CASES] + [AFTER_WRITE, REVOKED]:
             cells = [("%.2f / %.2f" % percentiles(results[(n, v)]["cases"][label])) for v in names]
             print(f"| {n:,} | {label} | " + " | ".join(cells) + " |")
     print("\nPhases of one recall, mean ms (time inside each; rank holds the channels):\n")
