@@ -189,8 +189,9 @@ def child(args) -> None:
         for q in queries:
             engine.remember(q)
             t = time.perf_counter()
-            engine.recall(q, k=K, log=False)
+            hits = engine.recall(q, k=K, log=False)
             samples.append(time.perf_counter() - t)
+            results.setdefault(AFTER_WRITE, []).append([h.note.id for h in hits])
         out["cases"][AFTER_WRITE] = samples
         engine.close()
         revoke_share(copy, 5)
@@ -200,8 +201,10 @@ def child(args) -> None:
         samples = []
         for q in queries:
             t = time.perf_counter()
-            engine.recall(q, k=K, log=False)
+            hits = engine.recall(q, k=K, log=False)
             samples.append(time.perf_counter() - t)
+            results.setdefault(REVOKED, []).append(
+                [h.note.id for h in hits] + [-h.note.id for h in hits.previously])
         out["cases"][REVOKED] = samples
         engine.close()
     finally:
@@ -273,7 +276,8 @@ def main() -> None:
             rev = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short",
                                   args.baseline], check=True, capture_output=True,
                                  text=True).stdout.strip()
-            versions = {f"baseline {args.baseline} ({rev})": extract(args.baseline, work / "base"),
+            label = f"baseline {args.baseline}" + ("" if rev.startswith(args.baseline) else f" ({rev})")
+            versions = {label: extract(args.baseline, work / "base"),
                         **versions}
         loads, results = [], {}
         for n in sizes:
@@ -323,10 +327,12 @@ def main() -> None:
                     cells.append("-" if None in runs else "%.2f" % (1000 * statistics.mean(runs)))
                 print(f"| {n:,} | {case} | {label} | " + " | ".join(cells) + " |")
     if len(names) == 2:
-        print("\nSame hits, in the same order, as the baseline (share of queries):\n")
+        print("\nSame hits, in the same order, as the baseline (share of queries; with the notes "
+              "shown as previously believed in the revoked case):\n")
         for n in sizes:
             a, b = (results[(n, v)]["hits"] for v in names)
-            same = {label: np.mean([x == y for x, y in zip(a[label], b[label])]) for label, _ in CASES}
+            same = {label: np.mean([x == y for x, y in zip(a[label], b[label])])
+                    for label in [c for c, _ in CASES] + [AFTER_WRITE, REVOKED]}
             print(f"- {n:,}: " + ", ".join(f"{label} {share:.2f}" for label, share in same.items()))
     for (n, name), slot in results.items():
         if slot["profile"]:
