@@ -74,8 +74,18 @@ class Journal:
                  committed: Callable[[], None] | None = None):
         self.store = store
         self.projections = list(projections)
-        self.position = 0  # every event up to here is in the projections
+        self._position = 0
         self.committed = committed  # told after each commit
+
+    @property
+    def position(self) -> int:
+        """Every event up to here is in the projections. Only this process writes a
+        personal store, so there it is the store's position (asked when needed: a query)."""
+        return self._position if self.store.shared else self.store.position()
+
+    @position.setter
+    def position(self, value: int) -> None:
+        self._position = value
 
     @contextmanager
     def write(self) -> Iterator[Entry]:
@@ -85,9 +95,7 @@ class Journal:
             yield entry
         # The position first: a projection saving itself while applying records it.
         seqs = [c.seq for c in entry.changes]
-        if not self.store.shared:
-            self.position = self.store.position()
-        elif seqs and min(seqs) == self.position + 1:
+        if self.store.shared and seqs and min(seqs) == self.position + 1:
             # On a team store, another member may have written before this transaction:
             # then the position stays, and the next catch-up applies both (idempotently).
             self.position = max(seqs)

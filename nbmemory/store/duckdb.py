@@ -27,6 +27,9 @@ from .filters import (_NOTE_COLUMNS, _NOTE_FROM, _RESOLUTION_EVENTS,
 from .rows import Rows
 from .schema import COMPACT_FILENAME, DB_FILENAME, SCHEMA_VERSION
 
+FEW_ROWS = 16  # up to this many, insert_rows writes VALUES (see there)
+
+
 class Store(Rows):
     """Owns one DuckDB connection. Not thread-safe: the engine serialises calls."""
 
@@ -249,8 +252,14 @@ class Store(Rows):
         """Insert ``rows`` (values in ``columns`` order), one column list per parameter:
         ``INSERT ... SELECT unnest(?), ...``. One statement per row cost about a
         millisecond a row, a multi-row ``VALUES`` 0.06 ms; this 0.013 ms (256 rows of
-        notes). Call inside a transaction."""
+        notes). For a few rows (one remember) ``VALUES`` is cheaper: unnesting typed lists
+        cost 0.65 ms more per statement. Call inside a transaction."""
         if not rows:
+            return
+        if len(rows) <= FEW_ROWS:
+            marks = "(" + ", ".join("?" * len(columns)) + ")"
+            self.con.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+                             + ", ".join([marks] * len(rows)), [v for row in rows for v in row])
             return
         types = self._column_types(table)
         select = ", ".join(f"unnest(?::{types[c]}[])" for c in columns)
