@@ -322,22 +322,12 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
 
     /** A new note about the notebook cell the command is for (or the active one). */
     function cellDraft(args: ReadonlyPartialJSONObject): Partial<IDraft> {
-      const current = notebooks?.currentWidget;
-      if (!current || app.shell.currentWidget !== current) {
+      const target = targetCell(args);
+      if (!target || app.shell.currentWidget !== target.panel) {
         return {};
       }
+      const { panel: current, cell } = target;
       const notebook = current.content;
-      let cell: Cell | null = notebook.activeCell;
-      // From a context menu: the cell that was right-clicked.
-      const hit = args['fromContextMenu']
-        ? app.contextMenuHitTest(node => node.classList.contains('jp-Cell'))
-        : undefined;
-      if (hit) {
-        cell = notebook.widgets.find(widget => widget.node === hit) ?? cell;
-      }
-      if (!cell) {
-        return {};
-      }
       const path = current.context.path;
       const source = cell.model.sharedModel.getSource();
       const code = cell.model.type === 'code';
