@@ -252,7 +252,8 @@ def status_display(status: dict[str, Any]) -> Rich:
         ("notes", f"{status['notes']} active" + (f", {other}" if other else "")),
         ("snapshots", str(status.get("snapshots", 0))),
         ("model", status["model"] + ("" if status.get("model_loaded") else " (not loaded yet)")),
-        ("index", f"{status['index']}; {status['vectors']} vectors, {status['lexical_docs']} keyword docs"),
+        ("index", f"{status['index']}; {status['vectors']} vectors, {status['lexical_docs']} keyword docs"
+                  + (f" (keywords {status['keywords']})" if status.get("keywords") not in (None, status["index"]) else "")),
         ("empty recalls", rate),
         ("owner", f"pid {status['pid']}, up {status['uptime_s']:.0f} s"
                   + (f", queue {status['queue']}" if "queue" in status else "")

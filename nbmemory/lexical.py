@@ -7,12 +7,18 @@ Identifiers are kept whole as well as split into stemmed parts, so
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import struct
+from array import array
 from functools import lru_cache
+from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+
+from .files import atomic_write
 
 try:
     import Stemmer
@@ -79,43 +85,171 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+class LexicalIndexError(Exception):
+    """The keyword index file cannot be used; rebuild it."""
+
+
+# Bump when tokenize() changes what it makes of a text: a file of an older tokenizer is
+# rebuilt, not trusted.
+TOKENIZER = 1
+_MAGIC = b"NBMKW1\n\x00"
+_ALIGN = 64
+
+
+class _Segment:
+    """Many documents in flat arrays, both ways round: per term its postings (document
+    ids ascending, term frequencies) and per document its terms (to remove it exactly and
+    to merge). Immutable once built."""
+
+    def __init__(self, terms: list[str], docs: np.ndarray, lengths: np.ndarray,
+                 doc_offsets: np.ndarray, doc_terms: np.ndarray, doc_tfs: np.ndarray,
+                 offsets: np.ndarray | None = None, post_docs: np.ndarray | None = None,
+                 post_tfs: np.ndarray | None = None):
+        self.terms = terms
+        self.term_ids = {t: i for i, t in enumerate(terms)}
+        self.docs = docs  # ids of its documents, ascending (int64)
+        self.lengths = lengths  # by document id (float32; 0 where absent)
+        self.doc_offsets = doc_offsets  # by document id: its entries' range
+        self.doc_terms, self.doc_tfs = doc_terms, doc_tfs  # int32, uint16
+        if offsets is None:  # invert: the entries are in document order, so a stable
+            # sort by term leaves each term's postings in ascending document order
+            entry_docs = np.repeat(np.arange(len(doc_offsets) - 1, dtype=np.int32),
+                                   np.diff(doc_offsets))
+            order = np.argsort(doc_terms, kind="stable")
+            post_docs, post_tfs = entry_docs[order], doc_tfs[order]
+            offsets = np.zeros(len(terms) + 1, np.int64)
+            np.cumsum(np.bincount(doc_terms, minlength=len(terms)), out=offsets[1:])
+        self.offsets, self.post_docs, self.post_tfs = offsets, post_docs, post_tfs
+
+    @classmethod
+    def empty(cls) -> _Segment:
+        return cls([], np.empty(0, np.int64), np.zeros(0, np.float32), np.zeros(1, np.int64),
+                   np.empty(0, np.int32), np.empty(0, np.uint16))
+
+    @classmethod
+    def build(cls, docs: Iterable[tuple[int, str]]) -> _Segment:
+        """Tokenize ``docs`` (id, text; a repeated id: the last text) straight into arrays."""
+        vocab: dict[str, int] = {}
+        ids, sizes, lengths = [], [], []
+        entry_terms, entry_tfs = array("i"), array("H")
+        for doc_id, text in sorted(dict(docs).items()):
+            if doc_id < 0:
+                raise ValueError("document ids must be non-negative")
+            counts: dict[str, int] = {}
+            for term in tokenize(text):
+                counts[term] = counts.get(term, 0) + 1
+            ids.append(doc_id)
+            sizes.append(len(counts))
+            lengths.append(sum(counts.values()))
+            entry_terms.extend([vocab.setdefault(t, len(vocab)) for t in counts])
+            entry_tfs.extend([min(tf, 65535) for tf in counts.values()])
+        return cls._from_entries(list(vocab), np.array(ids, np.int64), np.array(sizes, np.int64),
+                                 np.array(lengths, np.float32),
+                                 np.frombuffer(entry_terms, np.int32),
+                                 np.frombuffer(entry_tfs, np.uint16))
+
+    @classmethod
+    def _from_entries(cls, terms: list[str], ids: np.ndarray, sizes: np.ndarray,
+                      lengths: np.ndarray, entry_terms: np.ndarray,
+                      entry_tfs: np.ndarray) -> _Segment:
+        """From documents ``ids`` (ascending) with ``sizes`` entries each, in that order."""
+        slots = int(ids[-1]) + 1 if len(ids) else 0
+        per_slot = np.zeros(slots, np.int64)
+        per_slot[ids] = sizes
+        doc_offsets = np.zeros(slots + 1, np.int64)
+        np.cumsum(per_slot, out=doc_offsets[1:])
+        by_id = np.zeros(slots, np.float32)
+        by_id[ids] = lengths
+        return cls(terms, ids, by_id, doc_offsets, entry_terms.astype(np.int32, copy=False),
+                   entry_tfs.astype(np.uint16, copy=False))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        blob = "\n".join(self.terms).encode("utf-8")
+        return {"terms": np.frombuffer(blob, np.uint8), "docs": self.docs,
+                "lengths": self.lengths, "doc_offsets": self.doc_offsets,
+                "doc_terms": self.doc_terms, "doc_tfs": self.doc_tfs, "offsets": self.offsets,
+                "post_docs": self.post_docs, "post_tfs": self.post_tfs}
+
+    @classmethod
+    def from_arrays(cls, a: dict[str, np.ndarray]) -> _Segment:
+        blob = a["terms"].tobytes().decode("utf-8")
+        terms = blob.split("\n") if blob else []
+        if len(terms) + 1 != len(a["offsets"]) or len(a["doc_offsets"]) != len(a["lengths"]) + 1:
+            raise LexicalIndexError("arrays of inconsistent sizes")
+        return cls(terms, a["docs"], a["lengths"], a["doc_offsets"], a["doc_terms"],
+                   a["doc_tfs"], a["offsets"], a["post_docs"], a["post_tfs"])
+
+
 class LexicalIndex:
-    """An inverted index with Okapi BM25 scoring (k1=1.2, b=0.75)."""
+    """An inverted index with Okapi BM25 scoring (k1=1.2, b=0.75): a segment of many
+    documents in arrays, plus the documents added since in dictionaries (the delta)."""
 
     k1 = 1.2
     b = 0.75
 
-    def __init__(self) -> None:
+    def __init__(self, segment: _Segment | None = None) -> None:
+        self._install(segment or _Segment.empty())
+
+    def _install(self, segment: _Segment) -> None:
+        self._seg = segment
+        self._alive = np.zeros(len(segment.lengths), bool)  # segment documents not removed
+        self._alive[segment.docs] = True
+        self._seg_count = len(segment.docs)
+        self._seg_removed = 0
+        self._seg_df = np.diff(segment.offsets)  # lowered as segment documents are removed
         self._postings: dict[str, dict[int, int]] = {}
-        # Per term, its postings as arrays (ids, term frequencies), built on first use and
-        # then extended by the documents added since (_pending), not rebuilt: rebuilding a
-        # common term's arrays from the dictionary after every write cost the next recall
-        # 3-4 ms at 100k notes. A removal (edit, purge) drops the term's arrays.
+        # Per delta term, its postings as arrays (ids, term frequencies), built on first
+        # use and then extended by the documents added since (_pending), not rebuilt:
+        # rebuilding a common term's arrays from the dictionary after every write cost the
+        # next recall 3-4 ms at 100k notes. A removal (edit, purge) drops the term's arrays.
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pending: dict[str, list[tuple[int, int]]] = {}
         self._doc_terms: dict[int, dict[str, int]] = {}
-        self._doc_len: dict[int, int] = {}
-        self._lengths = np.zeros(1024, np.float32)  # by document id, for scoring
-        self._total_len = 0
+        self._lengths = np.zeros(max(1024, len(segment.lengths)), np.float32)  # by id
+        self._lengths[:len(segment.lengths)] = segment.lengths
+        self._total_len = int(segment.lengths.sum(dtype=np.float64))
+
+    @classmethod
+    def build(cls, docs: Iterable[tuple[int, str]]) -> LexicalIndex:
+        """An index of ``docs`` (id, text), tokenized straight into a segment: about a
+        third of the memory and time of adding them one by one."""
+        return cls(_Segment.build(docs))
 
     def __len__(self) -> int:
-        return len(self._doc_terms)
+        return self._seg_count + len(self._doc_terms)
 
     def __contains__(self, doc_id: int) -> bool:
-        return doc_id in self._doc_terms
+        return doc_id in self._doc_terms or self._in_segment(doc_id)
+
+    def _in_segment(self, doc_id: int) -> bool:
+        return 0 <= doc_id < len(self._alive) and bool(self._alive[doc_id])
+
+    def doc_ids(self) -> np.ndarray:
+        """Ids of the indexed documents, ascending."""
+        if not self._doc_terms:
+            return np.flatnonzero(self._alive)
+        held = np.zeros(max(len(self._alive), max(self._doc_terms) + 1), bool)
+        held[:len(self._alive)] = self._alive
+        held[np.fromiter(self._doc_terms, np.int64, len(self._doc_terms))] = True
+        return np.flatnonzero(held)
+
+    @property
+    def delta(self) -> int:
+        """Documents added or removed since the segment was built (what a merge would fold in)."""
+        return len(self._doc_terms) + self._seg_removed
 
     def add(self, doc_id: int, text: str) -> None:
         """Index ``text`` as document ``doc_id`` (a non-negative integer: a note id)."""
         doc_id = int(doc_id)
         if doc_id < 0:
             raise ValueError("document ids must be non-negative")
-        if doc_id in self._doc_terms:
+        if doc_id in self:
             self.remove(doc_id)
         counts: dict[str, int] = {}
         for term in tokenize(text):
             counts[term] = counts.get(term, 0) + 1
         self._doc_terms[doc_id] = counts
-        self._doc_len[doc_id] = length = sum(counts.values())
+        length = sum(counts.values())
         if doc_id >= len(self._lengths):
             grown = np.zeros(max(doc_id + 1, 2 * len(self._lengths)), np.float32)
             grown[:len(self._lengths)] = self._lengths
@@ -128,14 +262,28 @@ class LexicalIndex:
                 self._pending.setdefault(term, []).append((doc_id, tf))
 
     def add_many(self, docs: Iterable[tuple[int, str]]) -> None:
+        if not len(self):
+            self._install(_Segment.build(docs))
+            return
         for doc_id, text in docs:
             self.add(doc_id, text)
 
     def remove(self, doc_id: int) -> None:
+        doc_id = int(doc_id)
+        if self._in_segment(doc_id):
+            seg = self._seg
+            self._alive[doc_id] = False
+            self._seg_count -= 1
+            self._seg_removed += 1
+            np.subtract.at(self._seg_df, seg.doc_terms[seg.doc_offsets[doc_id]:
+                                                       seg.doc_offsets[doc_id + 1]], 1)
+            self._total_len -= int(self._lengths[doc_id])
+            self._lengths[doc_id] = 0
+            return
         counts = self._doc_terms.pop(doc_id, None)
         if counts is None:
             return
-        self._total_len -= self._doc_len.pop(doc_id)
+        self._total_len -= int(self._lengths[doc_id])
         self._lengths[doc_id] = 0
         for term in counts:
             posting = self._postings[term]
@@ -145,17 +293,33 @@ class LexicalIndex:
             self._arrays.pop(term, None)
             self._pending.pop(term, None)
 
+    def _df(self, term: str) -> int:
+        at = self._seg.term_ids.get(term)
+        return (int(self._seg_df[at]) if at is not None else 0) + len(self._postings.get(term, ()))
+
     def docs_with(self, term: str) -> list[int]:
         """Ids of the documents holding ``term`` exactly (a term as :func:`tokenize` makes it)."""
-        return list(self._postings.get(term, ()))
+        out = []
+        if term in self._seg.term_ids:
+            out = self._segment_postings(self._seg.term_ids[term])[0].tolist()
+        return out + list(self._postings.get(term, ()))
 
-    def terms(self):
-        """Every term of the index (a view: do not write while iterating)."""
-        return self._postings.keys()
+    def terms(self) -> set[str]:
+        """Every term some document holds."""
+        held = {t for t, df in zip(self._seg.terms, self._seg_df.tolist()) if df}
+        return held.union(self._postings)
 
-    def _posting_arrays(self, term: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Ids (in the order they were added), term frequencies and lengths of the
-        documents holding ``term``."""
+    def _segment_postings(self, at: int) -> tuple[np.ndarray, np.ndarray]:
+        seg = self._seg
+        start, stop = seg.offsets[at], seg.offsets[at + 1]
+        ids = seg.post_docs[start:stop].astype(np.int64)
+        tfs = seg.post_tfs[start:stop].astype(np.float32)
+        if self._seg_removed:
+            keep = self._alive[ids]
+            ids, tfs = ids[keep], tfs[keep]
+        return ids, tfs
+
+    def _delta_postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         arrays = self._arrays.get(term)
         if arrays is None:
             posting = self._postings[term]
@@ -167,8 +331,17 @@ class LexicalIndex:
             arrays = (np.concatenate([arrays[0], np.fromiter((d for d, _ in added), np.int64, len(added))]),
                       np.concatenate([arrays[1], np.fromiter((t for _, t in added), np.float32, len(added))]))
         self._arrays[term] = arrays
-        ids, tfs = arrays
-        return ids, tfs, self._lengths[ids]
+        return arrays
+
+    def _posting_parts(self, term: str) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(ids, term frequencies) of the documents holding ``term``: the segment's, the delta's."""
+        parts = []
+        at = self._seg.term_ids.get(term)
+        if at is not None and self._seg_df[at]:
+            parts.append(self._segment_postings(at))
+        if term in self._postings:
+            parts.append(self._delta_postings(term))
+        return parts
 
     def score(self, query: str, candidates: np.ndarray | None = None,
               limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -180,19 +353,20 @@ class LexicalIndex:
         about 10k postings per query) a recall's ``limit=100`` took 0.45-0.7 ms against
         1.1-1.5 ms when every match was sorted (np.unique, then argsort), same results.
         """
-        n_docs = len(self._doc_terms)
-        terms = [t for t in dict.fromkeys(tokenize(query)) if t in self._postings]
+        n_docs = len(self)
+        terms = [t for t in dict.fromkeys(tokenize(query)) if self._df(t)]
         if not n_docs or not terms:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         avg_len = self._total_len / n_docs
         id_parts, score_parts = [], []
         for term in terms:
-            ids, tfs, lens = self._posting_arrays(term)
-            df = len(ids)
+            parts = self._posting_parts(term)
+            df = sum(len(ids) for ids, _ in parts)
             idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-            norm = self.k1 * (1.0 - self.b + self.b * lens / avg_len)
-            id_parts.append(ids)
-            score_parts.append(idf * tfs * (self.k1 + 1.0) / (tfs + norm))
+            for ids, tfs in parts:
+                norm = self.k1 * (1.0 - self.b + self.b * self._lengths[ids] / avg_len)
+                id_parts.append(ids)
+                score_parts.append(idf * tfs * (self.k1 + 1.0) / (tfs + norm))
         unique, totals = _sum_by_id(id_parts, score_parts, candidates)
         if not len(unique):
             return np.empty(0, np.int64), np.empty(0, np.float32)
@@ -207,14 +381,100 @@ class LexicalIndex:
         no document contains still counts, at the idf of a term in no document: a note
         that shares one common word with a long query has matched a small part of it.
         """
-        n_docs = len(self._doc_terms)
+        n_docs = len(self)
         if not n_docs:
             return 0.0
         total = 0.0
         for term in dict.fromkeys(tokenize(query)):
-            df = len(self._postings.get(term, ()))
+            df = self._df(term)
             total += math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
         return total
+
+    # -- persistence -------------------------------------------------------------------
+
+    def merged(self) -> _Segment:
+        """One segment of every document, the delta folded in (the index is unchanged)."""
+        seg = self._seg
+        entry_docs = np.repeat(np.arange(len(seg.doc_offsets) - 1, dtype=np.int64),
+                               np.diff(seg.doc_offsets))
+        keep = self._alive[entry_docs]
+        terms = list(seg.terms)
+        vocab = dict(seg.term_ids)
+        ids = [np.flatnonzero(self._alive)]
+        sizes = [np.diff(seg.doc_offsets)[ids[0]]]
+        d_ids, d_sizes, d_terms, d_tfs = [], [], array("i"), array("H")
+        for doc_id in sorted(self._doc_terms):
+            counts = self._doc_terms[doc_id]
+            d_ids.append(doc_id)
+            d_sizes.append(len(counts))
+            for term, tf in counts.items():
+                at = vocab.get(term)
+                if at is None:
+                    at = vocab[term] = len(terms)
+                    terms.append(term)
+                d_terms.append(at)
+                d_tfs.append(min(tf, 65535))
+        all_ids = np.concatenate(ids + [np.array(d_ids, np.int64)])
+        all_sizes = np.concatenate(sizes + [np.array(d_sizes, np.int64)])
+        e_docs = np.concatenate([entry_docs[keep], np.repeat(np.array(d_ids, np.int64),
+                                                             np.array(d_sizes, np.int64))])
+        e_terms = np.concatenate([seg.doc_terms[keep], np.frombuffer(d_terms, np.int32)])
+        e_tfs = np.concatenate([seg.doc_tfs[keep], np.frombuffer(d_tfs, np.uint16)])
+        if d_ids:  # put the delta's documents in id order among the segment's
+            order = np.argsort(all_ids, kind="stable")
+            all_ids, all_sizes = all_ids[order], all_sizes[order]
+            entry_order = np.argsort(e_docs, kind="stable")
+            e_terms, e_tfs = e_terms[entry_order], e_tfs[entry_order]
+        used = np.bincount(e_terms, minlength=len(terms)) > 0
+        if not used.all():  # drop the terms no document holds any more
+            remap = np.cumsum(used) - 1
+            e_terms = remap[e_terms].astype(np.int32)
+            terms = [t for t, u in zip(terms, used.tolist()) if u]
+        return _Segment._from_entries(terms, all_ids, all_sizes, self._lengths[all_ids],
+                                      e_terms, e_tfs)
+
+    def save(self, path: Path, meta: dict) -> None:
+        """Fold the delta in and write the index, with ``meta``, to ``path`` atomically."""
+        segment = self.merged()
+        arrays = segment.arrays()
+        layout, offset = {}, 0
+        for name, values in arrays.items():
+            layout[name] = [values.dtype.str, len(values), offset]
+            offset += -(-values.nbytes // _ALIGN) * _ALIGN
+        header = json.dumps({"meta": meta, "tokenizer": TOKENIZER, "arrays": layout}).encode()
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as out:
+                out.write(_MAGIC + struct.pack("<Q", len(header)) + header)
+                out.write(b"\0" * (-(out.tell()) % _ALIGN))
+                base = out.tell()
+                for name, values in arrays.items():
+                    out.seek(base + layout[name][2])
+                    out.write(np.ascontiguousarray(values).tobytes())
+        atomic_write(path, write)
+        self._install(segment)
+
+    @classmethod
+    def load(cls, path: Path) -> tuple[LexicalIndex, dict]:
+        """The index in ``path`` and the ``meta`` it was saved with."""
+        try:
+            data = Path(path).read_bytes()
+            if not data.startswith(_MAGIC):
+                raise LexicalIndexError("not a keyword index file")
+            (size,) = struct.unpack_from("<Q", data, len(_MAGIC))
+            start = len(_MAGIC) + 8
+            header = json.loads(data[start:start + size])
+            if header.get("tokenizer") != TOKENIZER:
+                raise LexicalIndexError(f"made by tokenizer {header.get('tokenizer')}, "
+                                        f"this is {TOKENIZER}")
+            base = start + size + (-(start + size) % _ALIGN)
+            arrays = {name: np.frombuffer(data, np.dtype(dtype), count, base + at)
+                      for name, (dtype, count, at) in header["arrays"].items()}
+            return cls(_Segment.from_arrays(arrays)), header["meta"]
+        except LexicalIndexError as exc:
+            raise LexicalIndexError(f"{path}: {exc}") from None
+        except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
+            raise LexicalIndexError(f"{path}: {exc}") from exc
 
 
 def _sum_by_id(id_parts: list[np.ndarray], score_parts: list[np.ndarray],

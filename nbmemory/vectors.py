@@ -8,33 +8,18 @@ Files are written to a temporary name and renamed over the old one, never in pla
 from __future__ import annotations
 
 import json
-import os
+import threading
 from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 from usearch.index import Index
 
+from .files import atomic_write
+
 
 class VectorIndexError(Exception):
     """The index file cannot be used; rebuild it."""
-
-
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 _blas = None
@@ -117,25 +102,32 @@ class DenseRows:
         return self._keys
 
     def put(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        """Add or replace the vectors of ``keys`` (a repeated key: its last vector), in
+        array operations: 100k vectors take about 0.1 s, not 0.7 s one key at a time."""
         self._keys = None
         keys = np.asarray(keys, dtype=np.int64)
-        if len(keys) and keys.min() < 0:
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(len(keys), self.ndim)
+        if not len(keys):
+            return
+        if keys.min() < 0:
             raise ValueError("vector keys must be non-negative")
-        for key, vector in zip(keys.tolist(), vectors):
-            if key >= len(self._row_of):
-                self._row_of = np.concatenate(
-                    [self._row_of, np.full(max(key + 1, 2 * len(self._row_of)) - len(self._row_of), -1,
-                                           np.int64)])
-            row = int(self._row_of[key])
-            if row < 0:
-                if self._used == len(self._matrix):
-                    self._grow()
-                row = self._used
-                self._row_of[key] = row
-                self._used += 1
-                self._count += 1
-                self._row_keys[row], self._alive[row] = key, True
-            self._matrix[row] = vector
+        last = len(keys) - 1 - np.unique(keys[::-1], return_index=True)[1]
+        keys, vectors = keys[last], vectors[last]
+        if keys.max() >= len(self._row_of):
+            grown = np.full(max(int(keys.max()) + 1, 2 * len(self._row_of)), -1, np.int64)
+            grown[:len(self._row_of)] = self._row_of
+            self._row_of = grown
+        rows = self._row_of[keys]
+        new = rows < 0
+        count = int(new.sum())
+        while self._used + count > len(self._matrix):
+            self._grow()
+        rows[new] = np.arange(self._used, self._used + count)
+        self._row_of[keys[new]] = rows[new]
+        self._row_keys[rows[new]], self._alive[rows[new]] = keys[new], True
+        self._used += count
+        self._count += count
+        self._matrix[rows] = vectors
 
     def delete(self, keys) -> None:
         self._keys = None
@@ -191,72 +183,155 @@ class DenseRows:
 
 
 class VectorIndex:
-    """Cosine HNSW (usearch, f32, explicit graph parameters) plus the exact rows."""
+    """Cosine HNSW (usearch, f32, explicit graph parameters) plus the exact rows.
+
+    A loaded index copies its vectors into the rows in a background thread when it holds
+    more than ``fill_below``: at 100k notes the copy takes about 0.45 s (usearch hands
+    vectors back one array per key), most of a reopen. Until a key's row is there it is
+    read from usearch when asked for, so every answer is the same as after the copy.
+    """
 
     def __init__(self, ndim: int, *, connectivity: int = 16, expansion_add: int = 128,
-                 expansion_search: int = 96, _index: Index | None = None):
+                 expansion_search: int = 96, _index: Index | None = None,
+                 fill_below: int = 20_000):
         self.ndim = ndim
         self._index = _index if _index is not None else Index(
             ndim=ndim, metric="cos", dtype="f32", connectivity=connectivity,
             expansion_add=expansion_add, expansion_search=expansion_search)
         self._index.expansion_search = expansion_search
-        self.rows = DenseRows(ndim)
+        self.rows = DenseRows(ndim, capacity=max(1024, len(self._index)))
+        self._lock = threading.RLock()
+        self._unfilled = np.zeros(0, bool)  # by key: in usearch, not yet in the rows
+        self._n_unfilled = 0
+        self._stop = False
+        self._filler: threading.Thread | None = None
         if len(self._index):
-            keys = np.asarray(self._index.keys, dtype=np.int64)
-            self.rows.put(keys, np.vstack(self._index.get(keys)).astype(np.float32))
+            keys = np.sort(np.asarray(self._index.keys, dtype=np.int64))
+            self._unfilled = np.zeros(int(keys[-1]) + 1, bool)
+            self._unfilled[keys] = True
+            self._n_unfilled = len(keys)
+            if len(keys) < fill_below:
+                self._fill(keys)
+            else:
+                self._filler = threading.Thread(target=self._fill_all, args=(keys,),
+                                                name="nbmemory-vector-rows", daemon=True)
+                self._filler.start()
+
+    def _fill(self, keys: np.ndarray) -> None:
+        """Copy the rows of those of ``keys`` not yet copied from usearch."""
+        with self._lock:
+            inside = keys[keys < len(self._unfilled)]
+            keys = inside[self._unfilled[inside]]
+            if len(keys):
+                self.rows.put(keys, np.vstack(self._index.get(keys, np.float32)))
+                self._unfilled[keys] = False
+                self._n_unfilled -= len(keys)
+
+    def _fill_all(self, keys: np.ndarray) -> None:
+        for start in range(0, len(keys), 5_000):
+            if self._stop:
+                return
+            self._fill(keys[start:start + 5_000])
+
+    @property
+    def filled(self) -> bool:
+        """Whether every vector is in the exact rows."""
+        return not self._n_unfilled
+
+    def close(self) -> None:
+        """Stop copying rows (the index is being dropped)."""
+        self._stop = True
+        if self._filler is not None:
+            self._filler.join()
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.rows) + self._n_unfilled
 
     def __contains__(self, key: int) -> bool:
-        return key in self.rows
+        key = int(key)
+        return key in self.rows or (0 <= key < len(self._unfilled) and bool(self._unfilled[key]))
 
     def keys(self) -> np.ndarray:
-        return self.rows.keys()
+        with self._lock:
+            if not self._n_unfilled:
+                return self.rows.keys()
+            held = self._unfilled.copy()
+            rows = self.rows.keys()
+            if len(rows) and rows[-1] >= len(held):
+                held = np.concatenate([held, np.zeros(int(rows[-1]) + 1 - len(held), bool)])
+            held[rows] = True
+            return np.flatnonzero(held)
 
     def holds(self, keys) -> np.ndarray:
         """For each key, whether it has a vector here."""
-        return self.rows.holds(keys)
+        keys = np.asarray(keys, dtype=np.int64)
+        with self._lock:
+            held = self.rows.holds(keys)
+            if self._n_unfilled:
+                inside = (keys >= 0) & (keys < len(self._unfilled))
+                held[inside] |= self._unfilled[keys[inside]]
+            return held
 
     def add(self, keys, vectors: np.ndarray) -> None:
         """Add or replace vectors (replacing keeps the call idempotent)."""
         keys = np.atleast_1d(np.asarray(keys, dtype=np.int64))
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(keys), self.ndim)
-        present = [k for k in keys.tolist() if k in self.rows]
-        if present:
-            self._index.remove(np.asarray(present, dtype=np.int64))
-        self._index.add(keys, vectors)
-        self.rows.put(keys, vectors)
+        with self._lock:
+            present = keys[self.holds(keys)]
+            if len(present):
+                self._index.remove(present)
+                self._forget_unfilled(present)
+            self._index.add(keys, vectors)
+            self.rows.put(keys, vectors)
+
+    def _forget_unfilled(self, keys: np.ndarray) -> None:
+        if self._n_unfilled:
+            inside = keys[keys < len(self._unfilled)]
+            dropped = np.unique(inside[self._unfilled[inside]])
+            self._unfilled[dropped] = False
+            self._n_unfilled -= len(dropped)
 
     def remove(self, keys) -> None:
-        keys = [int(k) for k in np.atleast_1d(keys) if int(k) in self.rows]
-        if keys:
-            self._index.remove(np.asarray(keys, dtype=np.int64))
-            self.rows.delete(keys)
+        keys = np.atleast_1d(np.asarray(keys, dtype=np.int64))
+        with self._lock:
+            keys = np.unique(keys[self.holds(keys)])
+            if len(keys):
+                self._index.remove(keys)
+                self._forget_unfilled(keys)
+                self.rows.delete(keys.tolist())
 
     def get(self, keys: np.ndarray) -> np.ndarray:
         """Vectors for ``keys`` (all must be present), one row each."""
-        return self.rows.get(keys)
+        keys = np.asarray(keys, dtype=np.int64)
+        with self._lock:
+            self._fill(keys)
+            return self.rows.get(keys)
 
     def similarities(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """Exact cosine similarity of ``query`` to each of ``keys``."""
-        return self.rows.similarities(query, keys)
+        keys = np.asarray(keys, dtype=np.int64)
+        with self._lock:
+            self._fill(keys)
+            return self.rows.similarities(query, keys)
 
     def search(self, query: np.ndarray, k: int, *, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Keys and cosine similarities of the ``k`` nearest vectors, best first."""
-        if not len(self.rows) or k <= 0:
+        if not len(self) or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         if exact:
-            return self.rows.search(query, k)
-        matches = self._index.search(np.asarray(query, dtype=np.float32), min(k, len(self.rows)))
+            with self._lock:
+                if self._n_unfilled:
+                    self._fill(np.flatnonzero(self._unfilled))
+                return self.rows.search(query, k)
+        matches = self._index.search(np.asarray(query, dtype=np.float32), min(k, len(self)))
         return (np.asarray(matches.keys, dtype=np.int64),
                 1.0 - np.asarray(matches.distances, dtype=np.float32))
 
     def save(self, path: Path, meta: dict) -> None:
         """Write index and its metadata (journal position, embedder) atomically."""
-        _atomic_write(path, lambda tmp: self._index.save(str(tmp)))
+        atomic_write(path, lambda tmp: self._index.save(str(tmp)))
         meta_path = path.with_name(path.name + ".json")
-        _atomic_write(meta_path, lambda tmp: tmp.write_text(json.dumps(meta)))
+        atomic_write(meta_path, lambda tmp: tmp.write_text(json.dumps(meta)))
 
     @classmethod
     def load(cls, path: Path, *, expansion_search: int = 96) -> tuple[VectorIndex, dict]:

@@ -8,7 +8,7 @@ import pytest
 
 from nbmemory.config import Settings
 from nbmemory.embed import HashEmbedder
-from nbmemory.engine import VECTOR_FILENAME
+from nbmemory.engine import KEYWORDS_FILENAME, VECTOR_FILENAME
 from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreLocked,
                              StoreTooNew)
 from nbmemory.memory import Memory
@@ -262,6 +262,46 @@ def test_missing_or_corrupt_index_is_rebuilt(store_dir, damage):
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         assert mem.status()["index"].startswith("rebuilt")
         assert mem.recall("note about subject 17")[0].note.id == 18
+
+
+def test_reopen_loads_the_keyword_index_and_catches_it_up(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["keywords"] == "rebuilt (no index file)"
+        for i in range(20):
+            mem.remember(f"finding {i} about topic {i % 3}")
+        mem.edit(5, text="the zephyr module retries twice")
+        mem.edit(5, text="the quokka module retries twice")
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["keywords"] == "loaded"
+        assert [h.note.id for h in mem.recall("quokka", mode="lexical")] == [5]
+        assert list(mem.recall("zephyr", mode="lexical")) == []
+        engine = mem._backend.engine
+        mem.remember("written after the keyword file, a wombat")
+        mem.edit(7, text="the numbat module retries once")
+        engine.store.close()  # a crash: nothing saved on close
+        engine._owner.release()
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["keywords"] == "loaded, caught up 2 notes"
+        assert [h.note.id for h in mem.recall("wombat", mode="lexical")] == [21]
+        assert [h.note.id for h in mem.recall("numbat", mode="lexical")] == [7]
+        assert 7 not in [h.note.id for h in mem.recall("finding 6 about topic", mode="lexical")]
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate", "garbage"])
+def test_missing_or_corrupt_keyword_index_is_rebuilt(store_dir, damage):
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        for i in range(30):
+            mem.remember(f"note about subject{i}")
+    path = store_dir / KEYWORDS_FILENAME
+    if damage == "delete":
+        path.unlink()
+    elif damage == "truncate":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    else:
+        path.write_bytes(b"not an index" * 20)
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["keywords"].startswith("rebuilt (")
+        assert [h.note.id for h in mem.recall("subject17", mode="lexical")] == [18]
 
 
 def test_vector_file_is_replaced_atomically(store_dir):

@@ -140,3 +140,50 @@ def test_writes_after_scoring_give_the_scores_of_an_index_built_afresh():
         got, want = index.score(q), fresh.score(q)
         assert dict(zip(got[0].tolist(), got[1].tolist())) == \
             dict(zip(want[0].tolist(), want[1].tolist()))
+
+
+def test_a_saved_and_loaded_index_scores_exactly_as_one_built_from_scratch(tmp_path):
+    import random
+
+    import numpy as np
+
+    words = "lock watcher orders.amount PyObject_GC_Del retries cache kernel owner flights".split()
+    rng = random.Random(3)
+    texts = {}
+    index = LexicalIndex.build((i, f"first text {i}") for i in range(1, 200))
+    texts.update({i: f"first text {i}" for i in range(1, 200)})
+    for step in range(600):
+        doc = rng.randrange(1, 300)
+        if rng.random() < 0.7:
+            texts[doc] = " ".join(rng.choices(words, k=rng.randrange(1, 8)))
+            index.add(doc, texts[doc])
+        else:
+            texts.pop(doc, None)
+            index.remove(doc)
+        if step == 300:  # half the changes before the save, half in the loaded index's delta
+            index.save(tmp_path / "kw", {"seq": 7})
+            index, meta = LexicalIndex.load(tmp_path / "kw")
+            assert meta == {"seq": 7}
+    fresh = LexicalIndex.build(texts.items())
+    assert len(index) == len(fresh) and index.doc_ids().tolist() == sorted(texts)
+    assert index.terms() == fresh.terms()
+    for query in words + ["watcher lock cache", "first text 12", "nothing here"]:
+        got, want = index.score(query), fresh.score(query)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        assert sorted(index.docs_with(query.lower())) == sorted(fresh.docs_with(query.lower()))
+
+
+def test_a_damaged_keyword_file_is_refused_with_its_path(tmp_path):
+    import pytest
+
+    from nbmemory.lexical import LexicalIndexError
+
+    index = LexicalIndex.build([(1, "some words")])
+    index.save(tmp_path / "kw", {})
+    data = (tmp_path / "kw").read_bytes()
+    (tmp_path / "kw").write_bytes(data[:len(data) // 2])
+    with pytest.raises(LexicalIndexError, match="kw: "):
+        LexicalIndex.load(tmp_path / "kw")
+    (tmp_path / "kw").write_bytes(b"garbage" * 10)
+    with pytest.raises(LexicalIndexError, match="not a keyword index file"):
+        LexicalIndex.load(tmp_path / "kw")

@@ -46,3 +46,32 @@ def test_one_blas_thread_leaves_results_alone():
     with one_blas_thread():
         inside = m @ q
     assert np.allclose(inside, m @ q, atol=1e-6)
+
+
+def test_a_loaded_index_answers_the_same_while_its_rows_are_copied(tmp_path):
+    from nbmemory.vectors import VectorIndex
+
+    rng = np.random.default_rng(1)
+    keys = np.arange(1, 4001, dtype=np.int64)
+    vectors = unit(rng, len(keys))
+    built = VectorIndex(8)
+    built.add(keys, vectors)
+    built.save(tmp_path / "v.usearch", {"seq": 1})
+    now, _ = VectorIndex.load(tmp_path / "v.usearch")  # below fill_below: copied at once
+    assert now.filled
+    later, _ = VectorIndex.load(tmp_path / "v.usearch")
+    later.close()
+    later = VectorIndex(8, _index=later._index, fill_below=10)  # copied in the background
+    later.remove([5, 6])  # changes while the copy runs
+    later.add([7, 9000], unit(rng, 2))
+    now.remove([5, 6])
+    now.add([7, 9000], later.get(np.array([7, 9000])))
+    query = unit(rng, 1)[0]
+    assert len(later) == len(now) == 3999 and 5 not in later and 9000 in later
+    assert later.holds(np.array([5, 7, 9000, 10**6])).tolist() == [False, True, True, False]
+    assert np.array_equal(later.similarities(query, keys[10:50]), now.similarities(query, keys[10:50]))
+    assert [a.tolist() for a in later.search(query, 10, exact=True)] == \
+           [a.tolist() for a in now.search(query, 10, exact=True)]
+    later.close()
+    assert later.filled or later._stop
+    assert later.keys().tolist() == now.keys().tolist()

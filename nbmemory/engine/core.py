@@ -97,8 +97,10 @@ class Engine:
             self.workspace, exclude=[self.directory],
             repositories=Repositories(self.directory / REPOSITORIES_FILENAME)
             if self.store.shared else None)
-        self.state, self.keywords = NoteState(), Keywords()
         self.journal = Journal(self.store, committed=self._changed if self.store.shared else None)
+        self.state = NoteState()
+        self.keywords = Keywords(self.directory, self.settings, self.store,
+                                 lambda: self.journal.position)
         self.dense = Dense(self.directory, self.settings, self.store,
                            lambda: self.journal.position)
         self.journal.projections = [self.state, self.keywords, self.dense]
@@ -108,6 +110,7 @@ class Engine:
         self.checking = Checking(self)
         self._identity: str | None = None
         self._index_state = "empty"
+        self.keywords_state = "empty"
         try:
             self.open_indexes(progress)
         except BaseException:  # a store that cannot be opened is left as it was, unlocked
@@ -166,8 +169,10 @@ class Engine:
             if self._owner.held:
                 try:
                     self.recalls.flush_log()
+                    self.keywords.save()
                     self.dense.save()
                 finally:
+                    self.dense.close()
                     self.checker.close()
                     self.store.close()
                     if self.mirror is not None:
@@ -194,21 +199,21 @@ class Engine:
     # -- the projections ------------------------------------------------------------------
 
     def open_indexes(self, progress: Progress | None = None, *, rebuild: bool = False) -> None:
-        """Rebuild each note's state and the keyword index from the store, and load (or
-        catch up, or rebuild) the vector index."""
+        """Rebuild each note's state from the store, and load (or catch up, or rebuild)
+        the keyword and vector indexes."""
         self.journal.position = self.store.position()  # before the rows: see catch_up
-        rows = self.store.index_rows(INDEXED)
+        rows = self.store.index_rows(INDEXED, texts=False)
         self.state.rebuild(rows)
-        self.keywords.rebuild(rows)
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
         self._identity = None
         self.recalls.forget_past()
         self.dense.close()
         stored = self.stored_identity
         if not stored or self.mismatch:
             self._index_state = "empty" if not stored else "needs re-embedding"
-            return
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        self._index_state = self.dense.open(stored, ids, progress, rebuild=rebuild)
+        else:  # first: it refuses, touching nothing, a store that has lost writes
+            self._index_state = self.dense.open(stored, ids, progress, rebuild=rebuild)
+        self.keywords_state = self.keywords.open(ids, rebuild=rebuild)
 
     def catch_up(self) -> int:
         """Apply what other members of a team store committed since this process last
@@ -387,6 +392,7 @@ class Engine:
                 "index": self.index_state,
                 "vectors": len(self.vectors) if self.vectors is not None else 0,
                 "lexical_docs": len(self.lexical),
+                "keywords": self.keywords_state,
                 "journal_position": self.store.position(),
                 "read_only": bool(getattr(self.store, "read_only", False)),
                 "schema_version": SCHEMA_VERSION,

@@ -2,8 +2,9 @@
 priority, the keyword index and the vector index.
 
 Each applies a committed :class:`~.journal.Change` and can be rebuilt from the store;
-the vector index is also a file, which records the journal position and embedder it
-reflects, is caught up from the journal on open and rebuilt when it cannot be.
+the keyword and vector indexes are also files, which record the journal position (and
+the embedder) they reflect, are caught up from the journal on open and rebuilt when they
+cannot be.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .. import __version__
 from ..config import Settings
 from ..embed import model_name
 from ..events import EFFECTS, INACTIVE, INDEXED
-from ..lexical import LexicalIndex
+from ..lexical import LexicalIndex, LexicalIndexError
 from ..errors import StoreDamaged
 from ..store import DB_FILENAME, Filters, Store
 from ..vectors import VectorIndex, VectorIndexError
@@ -25,6 +26,7 @@ from .journal import Change
 
 Progress = Callable[[int, int], None]
 VECTOR_FILENAME = "vectors.usearch"
+KEYWORDS_FILENAME = "keywords.index"
 
 
 class NoteState:
@@ -65,25 +67,85 @@ class NoteState:
 
 
 class Keywords:
-    """The BM25 index of the indexed notes' current texts."""
+    """The BM25 index of the indexed notes' current texts, and its file.
 
-    def __init__(self) -> None:
+    Like the vector index, the file records the journal position it reflects and is
+    caught up from the journal on open, so an open tokenizes only what changed since it
+    was written (lexical.py has the numbers). Writing it folds every change since into
+    one segment, which costs time in proportion to the store: it is written when those
+    changes reach a twentieth of the store (at least ``save_every``), on close, and at
+    once after a purge, whose words must leave the disk.
+    """
+
+    def __init__(self, directory: Path, settings: Settings, store: Store,
+                 position: Callable[[], int]):
+        self.path = Path(directory) / KEYWORDS_FILENAME
+        self.settings = settings
+        self.store = store
+        self.position = position
         self.index = LexicalIndex()
+        self.unsaved = 0
+
+    def open(self, ids: np.ndarray, *, rebuild: bool = False) -> str:
+        """Load the file and catch it up, or rebuild it from the texts; what happened."""
+        try:
+            if rebuild:
+                raise LexicalIndexError("asked to rebuild")
+            return self._load(ids)
+        except LexicalIndexError as exc:
+            self.rebuild(self.store.index_rows(INDEXED))
+            self.save(force=True)
+            return f"rebuilt ({exc})"
+
+    def _load(self, ids: np.ndarray) -> str:
+        if not self.path.exists():
+            raise LexicalIndexError("no index file")
+        index, meta = LexicalIndex.load(self.path)
+        seq = int(meta.get("seq", 0))
+        if seq > self.store.position():
+            raise LexicalIndexError(f"saw journal position {seq:,}, past the store's")
+        changed = self.store.changed_since(seq)
+        self.index = index
+        self.sync(changed, self.store.index_rows(INDEXED, changed))
+        if not np.array_equal(index.doc_ids(), ids):
+            raise LexicalIndexError("documents disagree with the store")
+        return f"loaded, caught up {len(changed)} notes" if changed else "loaded"
 
     def rebuild(self, rows: Sequence[tuple]) -> None:
-        self.index = LexicalIndex()
-        self.index.add_many((r[0], r[1]) for r in rows)
+        self.index = LexicalIndex.build((r[0], r[1]) for r in rows)
+        self.unsaved = len(rows)
 
     def sync(self, note_ids: Sequence[int], rows: Sequence[tuple]) -> None:
         for note_id in note_ids:
             self.index.remove(note_id)
-        self.index.add_many((r[0], r[1]) for r in rows)
+        for r in rows:
+            self.index.add(r[0], r[1])
+        self.unsaved += len(note_ids)
+        self._save_when_due()
 
     def apply(self, change: Change) -> None:
         if change.text is not None:
             self.index.add(change.note_id, change.text)
         elif change.type == "purged":
             self.index.remove(change.note_id)
+            self.save(force=True)
+            return
+        else:
+            return
+        self.unsaved += 1
+        self._save_when_due()
+
+    def _save_when_due(self) -> None:
+        if self.unsaved >= max(self.settings.save_every, len(self.index) // 20):
+            self.save()
+
+    def save(self, force: bool = False) -> None:
+        """Write the file (atomically) with the journal position it reflects."""
+        if not (force or self.unsaved):
+            return
+        self.index.save(self.path, {"seq": self.position(), "count": len(self.index),
+                                    "nbmemory": __version__})
+        self.unsaved = 0
 
 
 class Dense:
@@ -124,6 +186,8 @@ class Dense:
             return f"rebuilt ({exc})"
 
     def close(self) -> None:
+        if self.index is not None:
+            self.index.close()
         self.index, self.identity = None, None
 
     def _new(self, ndim: int) -> VectorIndex:
@@ -141,8 +205,8 @@ class Dense:
         changed = self.store.changed_since(int(meta.get("seq", 0)))
         self.index = index
         self.sync(changed)
-        if set(index.keys().tolist()) != set(ids.tolist()):
-            self.index = None
+        if not np.array_equal(index.keys(), ids):
+            self.close()
             raise VectorIndexError("keys disagree with the store")
         if not changed:
             return "loaded"
@@ -154,7 +218,9 @@ class Dense:
         saw: the index is the evidence (a damaged or replaced write-ahead log, a database
         file restored from an older copy). Rebuilding would destroy it."""
         position = self.store.position()
-        unknown = np.setdiff1d(index.keys(), self.store.note_ids(Filters(statuses=())))
+        keys = index.keys()
+        known = self.store.note_ids(Filters(statuses=()))
+        unknown = keys[~np.isin(keys, known, kind="table")] if len(known) else keys
         if seq <= position and not len(unknown):
             return
         lost = (f"its vector index saw journal position {seq:,}, the database ends at "

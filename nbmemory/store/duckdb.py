@@ -406,13 +406,14 @@ class Store(Rows):
             f"SELECT n.id, n.priority FROM {_NOTE_FROM} WHERE n.id IN ({_id_list(ids)})").fetchall()
         return dict(rows)
 
-    def index_rows(self, statuses: Sequence[str],
-                   ids: Sequence[int] | None = None) -> list[tuple[int, str, str, str]]:
+    def index_rows(self, statuses: Sequence[str], ids: Sequence[int] | None = None, *,
+                   texts: bool = True) -> list[tuple[int, str | None, str, str]]:
         """(id, text, priority, status) of every note in ``statuses`` (of ``ids`` only, if
-        given): what the indexes need."""
+        given): what the indexes need; the text None unless ``texts``."""
         where = f" AND n.id IN ({_id_list(ids)})" if ids is not None else ""
+        text = "n.text" if texts else "NULL"
         return self.con.execute(
-            f"SELECT n.id, n.text, n.priority, n.status FROM {_NOTE_FROM} "
+            f"SELECT n.id, {text}, n.priority, n.status FROM {_NOTE_FROM} "
             f"WHERE n.status IN (SELECT unnest(?)){where} ORDER BY n.id",
             [list(statuses)]).fetchall()
 
