@@ -251,7 +251,9 @@ def status_display(status: dict[str, Any]) -> Rich:
         ("store", f"{status['store']}" + (f" ({status['store_reason']})" if status.get("store_reason") else "")),
         ("notes", f"{status['notes']} active" + (f", {other}" if other else "")),
         ("snapshots", str(status.get("snapshots", 0))),
-        ("model", status["model"] + ("" if status.get("model_loaded") else " (not loaded yet)")),
+        ("model", status["model"] + ("" if status.get("model_loaded") else
+                                     " (loading: recall answers from keywords meanwhile)"
+                                     if status.get("model_loading") else " (not loaded yet)")),
         ("index", f"{status['index']}; {status['vectors']} vectors, {status['lexical_docs']} keyword docs"
                   + (f" (keywords {status['keywords']})" if status.get("keywords") not in (None, status["index"]) else "")),
         ("empty recalls", rate),

@@ -2,6 +2,7 @@
 
 import json
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -302,6 +303,53 @@ def test_missing_or_corrupt_keyword_index_is_rebuilt(store_dir, damage):
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         assert mem.status()["keywords"].startswith("rebuilt (")
         assert [h.note.id for h in mem.recall("subject17", mode="lexical")] == [18]
+
+
+class LoadingEmbedder(HashEmbedder):
+    """A model that takes until ``ready`` is set to load, as the real one takes seconds."""
+
+    def __init__(self):
+        super().__init__()
+        self.ready = threading.Event()
+        self.asked = threading.Event()
+
+    @property
+    def loaded(self) -> bool:
+        return self.ready.is_set()
+
+    @property
+    def dims(self) -> int:
+        self.asked.set()
+        self.ready.wait(60)
+        return super().dims
+
+    def encode(self, texts):
+        self.ready.wait(60)
+        return super().encode(texts)
+
+
+def test_recall_answers_from_the_keywords_while_the_model_loads(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember("the nightly export moved to Airflow in March")
+        mem.remember("orders.amount is stored in cents")
+    model = LoadingEmbedder()
+    with Memory.open(store_dir, embedder=model) as mem:
+        engine = mem._backend.engine
+        warming = threading.Thread(target=engine.warm_up)
+        warming.start()
+        assert model.asked.wait(60)
+        hits = mem.recall("when did the export move to Airflow?")
+        assert [h.note.id for h in hits] == [1]
+        assert hits.behind == ("Keyword matches only: the model is still loading. Ask again "
+                               "in a few seconds for the full search.")
+        assert mem.status()["model_loading"] is True
+        assert list(mem.recall("Airflow", mode="lexical")) and \
+            mem.recall("Airflow", mode="lexical").behind is None
+        model.ready.set()
+        warming.join(60)
+        hits = mem.recall("when did the export move to Airflow?", explain=True)
+        assert hits.behind is None and hits[0].note.id == 1 and hits[0].dense is not None
+        assert mem.status()["model_loading"] is False
 
 
 def test_vector_file_is_replaced_atomically(store_dir):

@@ -109,6 +109,8 @@ class Engine:
         self.seals, self.upkeep = Snapshots(self), Upkeep(self)
         self.checking = Checking(self)
         self._identity: str | None = None
+        # While warm_up loads the model, recall answers from the keywords alone.
+        self.model_loading = False
         self._index_state = "empty"
         self.keywords_state = "empty"
         try:
@@ -191,9 +193,13 @@ class Engine:
         with self.lock:
             if self.mismatch:
                 return False
-        getattr(self.embedder, "dims")  # loads the model; reads go on meanwhile
-        with self.lock:
-            self.embedder.encode(["warm up"])
+            self.model_loading = not getattr(self.embedder, "loaded", True)
+        try:
+            getattr(self.embedder, "dims")  # loads the model; reads go on meanwhile
+            with self.lock:
+                self.embedder.encode(["warm up"])
+        finally:
+            self.model_loading = False
         return True
 
     # -- the projections ------------------------------------------------------------------
@@ -388,6 +394,7 @@ class Engine:
                 "model": self.stored_identity or self.embedder.name,
                 "configured_model": self.embedder.name,
                 "model_loaded": bool(getattr(self.embedder, "loaded", True)),
+                "model_loading": self.model_loading,
                 "mismatch": bool(self.mismatch),
                 "index": self.index_state,
                 "vectors": len(self.vectors) if self.vectors is not None else 0,

@@ -56,6 +56,10 @@ class _Without:
         return len(self.ids) + 1
 
 
+MODEL_LOADING = ("Keyword matches only: the model is still loading. Ask again in a few "
+                 "seconds for the full search.")
+
+
 class Recall(Part):
     def __init__(self, engine):
         super().__init__(engine)
@@ -95,6 +99,9 @@ class Recall(Part):
                               author=author)
         with self.lock:
             self.engine.check_embedder()
+            loading = mode != "lexical" and self.engine.model_loading
+            if loading:  # answer now from the keywords rather than wait for the model
+                mode = "lexical"
             view = self.live_view() if as_of is None else self.past_view(as_of)
             ranked = None
             if len(view.vectors):
@@ -141,6 +148,8 @@ class Recall(Part):
 
             result = Hits(make(hits), query=query, filtered_out=below,
                           previously=tuple(make(previously)), explain=explain)
+            if loading:
+                result.behind = MODEL_LOADING
             if log:
                 # Per channel: candidates it matched at all (lexical) or would keep on its
                 # own score (dense: every candidate has a cosine, so count those passing).
