@@ -241,6 +241,14 @@ def remembered_display(note: Note, similar: Sequence[Hit], *, hint: str | None =
     return Rich("\n".join(text_lines), _STYLE + body)
 
 
+def _waiting(count: int) -> str:
+    """Notes written while the model loaded, not yet embedded."""
+    if not count:
+        return ""
+    return ("; 1 new note waits for its vector" if count == 1
+            else f"; {count} new notes wait for their vectors")
+
+
 def status_display(status: dict[str, Any]) -> Rich:
     recalls = status.get("recalls", 0)
     empty = status.get("empty_recalls", 0)
@@ -253,7 +261,8 @@ def status_display(status: dict[str, Any]) -> Rich:
         ("snapshots", str(status.get("snapshots", 0))),
         ("model", status["model"] + ("" if status.get("model_loaded") else
                                      " (loading: recall answers from keywords meanwhile)"
-                                     if status.get("model_loading") else " (not loaded yet)")),
+                                     if status.get("model_loading") else " (not loaded yet)")
+                  + _waiting(status.get("unembedded", 0))),
         ("index", f"{status['index']}; {status['vectors']} vectors, {status['lexical_docs']} keyword docs"
                   + (f" (keywords {status['keywords']})" if status.get("keywords") not in (None, status["index"]) else "")),
         ("empty recalls", rate),

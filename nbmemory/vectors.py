@@ -205,6 +205,9 @@ class VectorIndex:
         self._n_unfilled = 0
         self._stop = False
         self._filler: threading.Thread | None = None
+        self._builder: threading.Thread | None = None
+        self._dirty: set[int] = set()  # keys changed while the graph was being built
+        self.built = (0, 0)  # while building: vectors in the new graph, of how many
         if len(self._index):
             keys = np.sort(np.asarray(self._index.keys, dtype=np.int64))
             self._unfilled = np.zeros(int(keys[-1]) + 1, bool)
@@ -238,11 +241,69 @@ class VectorIndex:
         """Whether every vector is in the exact rows."""
         return not self._n_unfilled
 
+    @property
+    def building(self) -> bool:
+        """Whether the graph is being built (searches are exact over the rows meanwhile)."""
+        return self._builder is not None
+
+    @classmethod
+    def build(cls, ndim: int, keys: np.ndarray, vectors: np.ndarray, *,
+              background_above: int = 2_000, done=None, progress=None,
+              **params) -> VectorIndex:
+        """An index of ``vectors``. Above ``background_above`` it answers at once by exact
+        search over its rows while a thread builds the graph, on one core so that the
+        other stays free for the user, and calls ``done(index)`` once the graph is in use."""
+        index = cls(ndim, **params)
+        index.rows.put(keys, vectors)
+        if len(keys) <= background_above:
+            index._index.add(keys, np.asarray(vectors, np.float32))
+            if progress:
+                progress(len(keys), len(keys))
+            return index
+        index.built = (0, len(keys))
+        index._builder = threading.Thread(target=index._build, args=(done, progress),
+                                          name="nbmemory-vector-graph", daemon=True)
+        index._builder.start()
+        return index
+
+    def _build(self, done, progress) -> None:
+        fresh = self._index  # empty: nothing searches it until it is complete
+        keys = self.rows.keys().copy()
+        for start in range(0, len(keys), 1_000):
+            if self._stop:
+                return
+            with self._lock:
+                chunk = keys[start:start + 1_000]
+                chunk = chunk[self.rows.holds(chunk)]
+                vectors = self.rows.get(chunk)
+            fresh.add(chunk, vectors, threads=1)
+            self.built = (min(start + 1_000, len(keys)), len(keys))
+            if progress:
+                progress(*self.built)
+        with self._lock:  # what changed meanwhile, then searches use the graph
+            dirty = np.array(sorted(self._dirty), np.int64)
+            if len(dirty):
+                stale = [k for k in dirty.tolist() if k in fresh]
+                if stale:
+                    fresh.remove(np.array(stale, np.int64))
+                held = dirty[self.rows.holds(dirty)]
+                if len(held):
+                    fresh.add(held, self.rows.get(held))
+            self._dirty = set()
+            self._builder = None
+        if done is not None:
+            done(self)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop
+
     def close(self) -> None:
-        """Stop copying rows (the index is being dropped)."""
+        """Stop copying rows and building (the index is being dropped)."""
         self._stop = True
-        if self._filler is not None:
-            self._filler.join()
+        for thread in (self._filler, self._builder):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join()
 
     def __len__(self) -> int:
         return len(self.rows) + self._n_unfilled
@@ -277,6 +338,10 @@ class VectorIndex:
         keys = np.atleast_1d(np.asarray(keys, dtype=np.int64))
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(keys), self.ndim)
         with self._lock:
+            if self._builder is not None:
+                self._dirty.update(keys.tolist())
+                self.rows.put(keys, vectors)
+                return
             present = keys[self.holds(keys)]
             if len(present):
                 self._index.remove(present)
@@ -295,7 +360,10 @@ class VectorIndex:
         keys = np.atleast_1d(np.asarray(keys, dtype=np.int64))
         with self._lock:
             keys = np.unique(keys[self.holds(keys)])
-            if len(keys):
+            if len(keys) and self._builder is not None:
+                self._dirty.update(keys.tolist())
+                self.rows.delete(keys.tolist())
+            elif len(keys):
                 self._index.remove(keys)
                 self._forget_unfilled(keys)
                 self.rows.delete(keys.tolist())
@@ -318,7 +386,7 @@ class VectorIndex:
         """Keys and cosine similarities of the ``k`` nearest vectors, best first."""
         if not len(self) or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
-        if exact:
+        if exact or self._builder is not None:
             with self._lock:
                 if self._n_unfilled:
                     self._fill(np.flatnonzero(self._unfilled))

@@ -12,6 +12,7 @@ from nbmemory.embed import HashEmbedder
 from nbmemory.engine import KEYWORDS_FILENAME, VECTOR_FILENAME
 from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreLocked,
                              StoreTooNew)
+from nbmemory.display import status_display
 from nbmemory.memory import Memory
 from nbmemory.store import Store
 
@@ -324,7 +325,7 @@ class LoadingEmbedder(HashEmbedder):
         return super().dims
 
     def encode(self, texts):
-        self.ready.wait(60)
+        assert self.ready.is_set(), "encoded before the model was loaded"
         return super().encode(texts)
 
 
@@ -350,6 +351,61 @@ def test_recall_answers_from_the_keywords_while_the_model_loads(store_dir):
         hits = mem.recall("when did the export move to Airflow?", explain=True)
         assert hits.behind is None and hits[0].note.id == 1 and hits[0].dense is not None
         assert mem.status()["model_loading"] is False
+
+
+def test_notes_written_while_the_model_loads_are_embedded_once_it_has(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember("the nightly export moved to Airflow in March")
+    model = LoadingEmbedder()
+    with Memory.open(store_dir, embedder=model) as mem:
+        engine = mem._backend.engine
+        warming = threading.Thread(target=engine.warm_up)
+        warming.start()
+        assert model.asked.wait(60)
+        note = mem.remember("the wombat census runs on Tuesdays")  # does not wait
+        assert note.id == 2
+        assert [h.note.id for h in mem.recall("wombat census")] == [2]
+        assert (mem.status()["unembedded"], mem.status()["vectors"]) == (1, 1)
+        shown = status_display(mem.status()).text
+        assert "(loading: recall answers from keywords meanwhile); 1 new note waits for its vector" in shown
+        model.ready.set()
+        warming.join(60)
+        assert (mem.status()["unembedded"], mem.status()["vectors"]) == (0, 2)
+        hit = mem.recall("wombat census", explain=True)[0]
+        assert hit.note.id == 2 and hit.dense > 0.5
+        # Written while loading, then a crash before the model came: embedded after reopening.
+        model = LoadingEmbedder()
+        engine.embedder = model
+        engine.model_loading = True
+        mem.remember("the platypus survey moved to Fridays")
+        engine.store.close()
+        engine._owner.release()
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert (mem.status()["unembedded"], mem.status()["vectors"]) == (1, 2)
+        hit = mem.recall("platypus survey", explain=True)[0]
+        assert hit.note.id == 3 and hit.dense > 0.5
+        assert (mem.status()["unembedded"], mem.status()["vectors"]) == (0, 3)
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["index"] == "loaded" and mem.status()["vectors"] == 3
+
+
+def test_a_large_store_without_its_vector_file_answers_while_the_graph_builds(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember_many([{"text": f"finding {i} about subsystem s{i}"} for i in range(2500)])
+    (store_dir / VECTOR_FILENAME).unlink()
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        engine = mem._backend.engine
+        builder = engine.vectors._builder
+        assert builder is not None and mem.status()["index"].startswith("building ")
+        assert "(recall searches exactly meanwhile)" in mem.status()["index"]
+        assert mem.recall("finding 1234 about subsystem s1234")[0].note.id == 1235
+        mem.remember("written while the graph is built: the kelpie module")
+        builder.join(120)
+        assert mem.status()["index"] == "rebuilt (no index file)"
+        assert (store_dir / VECTOR_FILENAME).exists()
+        assert mem.recall("the kelpie module")[0].note.id == 2501
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["index"] == "loaded" and mem.status()["vectors"] == 2501
 
 
 def test_vector_file_is_replaced_atomically(store_dir):

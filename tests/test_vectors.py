@@ -75,3 +75,31 @@ def test_a_loaded_index_answers_the_same_while_its_rows_are_copied(tmp_path):
     later.close()
     assert later.filled or later._stop
     assert later.keys().tolist() == now.keys().tolist()
+
+
+def test_an_index_built_in_the_background_searches_exactly_until_its_graph_is_ready():
+    import threading
+
+    from nbmemory.vectors import VectorIndex
+
+    rng = np.random.default_rng(2)
+    keys = np.arange(1, 3001, dtype=np.int64)
+    vectors = unit(rng, len(keys))
+    ready = threading.Event()
+    index = VectorIndex.build(8, keys, vectors, background_above=100,
+                              done=lambda built: ready.set())
+    assert index.building and len(index) == 3000
+    # Changes while the graph is built reach it once it is done.
+    index.remove([10, 11])
+    extra = unit(rng, 2)
+    index.add([12, 5000], extra)
+    top, sims = index.search(extra[1], 1)  # exact meanwhile
+    assert top.tolist() == [5000] and sims[0] == pytest.approx(1.0, abs=1e-5)
+    assert ready.wait(120)
+    assert not index.building and index.built[0] == index.built[1] >= 2998
+    assert len(index) == 2999 and 10 not in index and 5000 in index
+    for key, vector in [(5000, extra[1]), (12, extra[0]), (400, vectors[399])]:
+        top, _ = index.search(vector, 1)  # the graph now
+        assert top.tolist() == [key]
+    assert 10 not in index.search(vectors[9], 50)[0].tolist()
+    index.close()

@@ -41,6 +41,7 @@ from .recall import Recall
 from .snapshots import Snapshots
 from .staleness import Staleness
 from .upkeep import Upkeep
+from .validate import content_hash
 from .writes import Writes
 
 
@@ -102,15 +103,17 @@ class Engine:
         self.keywords = Keywords(self.directory, self.settings, self.store,
                                  lambda: self.journal.position)
         self.dense = Dense(self.directory, self.settings, self.store,
-                           lambda: self.journal.position)
+                           lambda: self.journal.position, self.lock)
         self.journal.projections = [self.state, self.keywords, self.dense]
         self.writes, self.reads, self.recalls = Writes(self), Reads(self), Recall(self)
         self.staleness, self.about = Staleness(self), About(self)
         self.seals, self.upkeep = Snapshots(self), Upkeep(self)
         self.checking = Checking(self)
         self._identity: str | None = None
-        # While warm_up loads the model, recall answers from the keywords alone.
+        # While warm_up loads the model, recall answers from the keywords alone and new
+        # notes wait here (id: text) for their vectors.
         self.model_loading = False
+        self.unembedded: dict[int, str] = {}
         self._index_state = "empty"
         self.keywords_state = "empty"
         try:
@@ -198,9 +201,30 @@ class Engine:
             getattr(self.embedder, "dims")  # loads the model; reads go on meanwhile
             with self.lock:
                 self.embedder.encode(["warm up"])
+                self.model_loading = False
+                self.embed_pending()
         finally:
             self.model_loading = False
         return True
+
+    def embed_pending(self) -> int:
+        """Embed the notes written while the model loaded (or left without vectors by a
+        crash then) and add them to the vector index; returns how many."""
+        with self.lock:
+            if not self.unembedded or self.mismatch or not self.stored_identity:
+                return 0
+            pending = {i: t for i, t in self.unembedded.items() if i in self.state.priority}
+            self.unembedded = {}
+            if not pending:
+                return 0
+            ids = np.fromiter(pending, np.int64, len(pending))
+            texts = list(pending.values())
+            matrix = self.embed(texts)
+            with self.store.transaction():
+                self.store.put_embeddings(self.embedder.name,
+                                          [(content_hash(t), v) for t, v in zip(texts, matrix)])
+            self.dense.add(ids, matrix)
+            return len(ids)
 
     # -- the projections ------------------------------------------------------------------
 
@@ -219,6 +243,9 @@ class Engine:
             self._index_state = "empty" if not stored else "needs re-embedding"
         else:  # first: it refuses, touching nothing, a store that has lost writes
             self._index_state = self.dense.open(stored, ids, progress, rebuild=rebuild)
+            # Notes a crash left without vectors (written while the model loaded).
+            missing = ids if self.dense.index is None else ids[~self.dense.index.holds(ids)]
+            self.unembedded = dict(self.store.texts(missing.tolist())) if len(missing) else {}
         self.keywords_state = self.keywords.open(ids, rebuild=rebuild)
 
     def catch_up(self) -> int:
@@ -281,7 +308,11 @@ class Engine:
 
     @property
     def index_state(self) -> str:
-        if self._index_state == "empty" and self.dense.index is not None:
+        index = self.dense.index
+        if index is not None and index.building:
+            done, total = index.built
+            return f"building {done:,}/{total:,} (recall searches exactly meanwhile)"
+        if self._index_state == "empty" and index is not None:
             return "new"
         return self._index_state
 
@@ -395,6 +426,7 @@ class Engine:
                 "configured_model": self.embedder.name,
                 "model_loaded": bool(getattr(self.embedder, "loaded", True)),
                 "model_loading": self.model_loading,
+                "unembedded": len(self.unembedded),
                 "mismatch": bool(self.mismatch),
                 "index": self.index_state,
                 "vectors": len(self.vectors) if self.vectors is not None else 0,

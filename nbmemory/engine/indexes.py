@@ -9,6 +9,7 @@ cannot be.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -152,8 +153,9 @@ class Dense:
     """The usearch index of the indexed notes' vectors, and its file."""
 
     def __init__(self, directory: Path, settings: Settings, store: Store,
-                 position: Callable[[], int]):
+                 position: Callable[[], int], lock: threading.RLock):
         self.path = Path(directory) / VECTOR_FILENAME
+        self.lock = lock  # the engine's: a background build saves under it
         self.settings = settings
         self.store = store
         self.position = position  # the journal position the projections reflect
@@ -170,6 +172,15 @@ class Dense:
         elif change.type == "purged" and self.index is not None:
             self.index.remove([change.note_id])
             self.save(force=True)  # the old file still holds the vector
+        if self.unsaved >= self.settings.save_every:
+            self.save()
+
+    def add(self, ids: np.ndarray, matrix: np.ndarray) -> None:
+        """Vectors for notes already in the journal (embedded after they were written)."""
+        if self.index is None:
+            self.index = self._new(matrix.shape[1])
+        self.index.add(ids, matrix)
+        self.unsaved += len(ids)
         if self.unsaved >= self.settings.save_every:
             self.save()
 
@@ -205,9 +216,16 @@ class Dense:
         changed = self.store.changed_since(int(meta.get("seq", 0)))
         self.index = index
         self.sync(changed)
-        if not np.array_equal(index.keys(), ids):
+        keys = index.keys()
+        if len(keys) and not (len(ids) and np.isin(keys, ids, kind="table").all()):
             self.close()
             raise VectorIndexError("keys disagree with the store")
+        absent = ids[~index.holds(ids)]
+        if len(absent):  # vectors the file missed; notes without any wait for the model
+            found, matrix = self.store.vectors(model_name(self.identity), absent.tolist())
+            if len(found):
+                index.add(found, matrix)
+                changed = [*changed, *found.tolist()]
         if not changed:
             return "loaded"
         self.save(force=True)
@@ -232,18 +250,32 @@ class Dense:
             f"{self.path.name} (and {self.path.name}.json) away, then open it again.")
 
     def _rebuild(self, progress: Progress | None = None) -> None:
+        """From the vectors in the store. A large index answers at once (exactly) while
+        its graph is built in the background, then is saved."""
         ids = self.store.note_ids(Filters(statuses=INDEXED))
         keys, matrix = self.store.vectors(model_name(self.identity), ids.tolist())
-        index = self._new(int(self.identity.rsplit(":", 1)[1]))
         if progress:
             progress(0, len(keys))
-        batch = 2_000
-        for start in range(0, len(keys), batch):
-            index.add(keys[start:start + batch], matrix[start:start + batch])
-            if progress:
-                progress(min(start + batch, len(keys)), len(keys))
-        self.index = index
+        s = self.settings
+        self.index = VectorIndex.build(
+            int(self.identity.rsplit(":", 1)[1]), keys, matrix, done=self._built,
+            connectivity=s.connectivity, expansion_add=s.expansion_add,
+            expansion_search=s.expansion_search)
+        if progress:
+            progress(len(keys), len(keys))
         self.save(force=True)
+
+    def _built(self, index: VectorIndex) -> None:
+        """Save a graph built in the background, unless the index was dropped meanwhile
+        (closing holds the lock while it waits for the builder: never wait on it then)."""
+        while not index.stopped:
+            if self.lock.acquire(timeout=0.1):
+                try:
+                    if self.index is index:
+                        self.save(force=True)
+                finally:
+                    self.lock.release()
+                return
 
     def sync(self, note_ids: Sequence[int]) -> None:
         """Bring the index in line with the store for ``note_ids`` (idempotent)."""
@@ -258,7 +290,7 @@ class Dense:
 
     def save(self, force: bool = False) -> None:
         """Write the file (atomically) with the journal position it reflects."""
-        if self.index is None or not (force or self.unsaved):
+        if self.index is None or self.index.building or not (force or self.unsaved):
             return
         meta = {"seq": self.position(), "embedder": self.identity,
                 "count": len(self.index), "nbmemory": __version__}

@@ -63,10 +63,10 @@ class Entry:
 
     def created(self, rows: Sequence[dict[str, Any]], vectors: dict[str, np.ndarray]) -> None:
         """New notes and their ``created`` events (one statement per table): each row as
-        :meth:`Store.create_notes` takes it; ``vectors`` by text."""
+        :meth:`Store.create_notes` takes it; ``vectors`` by text (none: embedded later)."""
         self.store.create_notes(rows)
         self.changes += [Change(r["seq"], "created", r["note_id"], r["text"], r["priority"],
-                                vectors[r["text"]]) for r in rows]
+                                vectors.get(r["text"])) for r in rows]
 
 
 class Journal:

@@ -102,6 +102,8 @@ class Recall(Part):
             loading = mode != "lexical" and self.engine.model_loading
             if loading:  # answer now from the keywords rather than wait for the model
                 mode = "lexical"
+            elif mode != "lexical" and self.engine.unembedded:
+                self.engine.embed_pending()
             view = self.live_view() if as_of is None else self.past_view(as_of)
             ranked = None
             if len(view.vectors):

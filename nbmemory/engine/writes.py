@@ -203,8 +203,13 @@ class Writes(Part):
         batch sizes like 4 the encode is bound by Python overhead under the GIL.
         """
         texts = list(dict.fromkeys(p["text"] for _, p in fresh))
-        vectors = dict(zip(texts, self.engine.embed(texts)))
-        with self.engine.writing(len(next(iter(vectors.values())))) as entry:
+        # While the owner loads the model, a store that has vectors already takes the notes
+        # now and embeds them once it is loaded (Engine.embed_pending). Not a team store:
+        # its other members would not hear of vectors added after the notes.
+        later = (self.engine.model_loading and self.engine.stored_identity is not None
+                 and not self.store.shared)
+        vectors = {} if later else dict(zip(texts, self.engine.embed(texts)))
+        with self.engine.writing(None if later else len(vectors[texts[0]])) as entry:
             note_ids, seqs = self.store.allocate(len(fresh))
             rows = [{**p, "note_id": note_id, "seq": seq, "at": utcnow()}
                     for (_, p), note_id, seq in zip(fresh, note_ids, seqs)]
@@ -217,8 +222,11 @@ class Writes(Part):
                     entry.append("superseded_by", row["supersedes"], actor=row["author"],
                                  at=row["at"], request_id=row["request_id"],
                                  data={"by": row["note_id"]})
-            self.store.put_embeddings(self.engine.embedder.name,
-                                      [(p["content_hash"], vectors[p["text"]]) for _, p in fresh])
+            if vectors:
+                self.store.put_embeddings(self.engine.embedder.name,
+                                          [(p["content_hash"], vectors[p["text"]]) for _, p in fresh])
+        if later:
+            self.engine.unembedded.update((r["note_id"], r["text"]) for r in rows)
         # The notes as written (saves reading them back); with_stale adds their anchors.
         return {i: Note(r["note_id"], r["text"], r["kind"], r["priority"], r["tags"], "active",
                         1, r["at"], r["at"], r["author"], r["provenance"],
