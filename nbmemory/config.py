@@ -143,6 +143,8 @@ class Settings:
     # Below this many candidates the dense channel is searched exactly.
     exact_below: int = 20_000
     connectivity: int = 16
+    # How the HNSW graph holds its vectors; candidates are scored exactly (vectors.py).
+    vector_dtype: str = "i8"
     expansion_add: int = 128
     expansion_search: int = 96
     # Fused scores below this are dropped (and counted as filtered out). A score is 0..1:

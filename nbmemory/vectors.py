@@ -183,22 +183,31 @@ class DenseRows:
 
 
 class VectorIndex:
-    """Cosine HNSW (usearch, f32, explicit graph parameters) plus the exact rows.
+    """Cosine HNSW (usearch, explicit graph parameters) over the exact rows.
 
-    A loaded index copies its vectors into the rows in a background thread when it holds
-    more than ``fill_below``: at 100k notes the copy takes about 0.45 s (usearch hands
-    vectors back one array per key), most of a reopen. Until a key's row is there it is
-    read from usearch when asked for, so every answer is the same as after the copy.
+    The graph holds its vectors as int8 (``dtype``): it only proposes candidates, which
+    are then scored exactly from the float32 rows. On 30k real MiniLM vectors a query's
+    true top 10 were in the graph's top 50 99.25% of the time with int8 against 99.35%
+    with float32, for a file a third the size (15.9 MB against 50.2 MB) built faster
+    (15.0 s against 19.5 s); recall asks the graph for at least 50.
+
+    A loaded index copies its rows (:meth:`start_filling`), in a background thread when
+    it holds more than ``fill_below``, from ``source(keys) -> (keys, matrix)`` (the store's float32 vectors,
+    read under ``lock``) or, for a float32 graph, from usearch itself. Until a key's row
+    is there it is read when asked for, so every answer is the same as after the copy.
     """
 
     def __init__(self, ndim: int, *, connectivity: int = 16, expansion_add: int = 128,
-                 expansion_search: int = 96, _index: Index | None = None,
-                 fill_below: int = 20_000):
+                 expansion_search: int = 96, dtype: str = "i8", _index: Index | None = None,
+                 fill_below: int = 20_000, source=None, lock=None):
         self.ndim = ndim
         self._index = _index if _index is not None else Index(
-            ndim=ndim, metric="cos", dtype="f32", connectivity=connectivity,
+            ndim=ndim, metric="cos", dtype=dtype, connectivity=connectivity,
             expansion_add=expansion_add, expansion_search=expansion_search)
         self._index.expansion_search = expansion_search
+        self._source = source
+        self._exact_graph = self._index.dtype.name == "F32"  # its vectors are the rows'
+        self._outer = lock or threading.RLock()
         self.rows = DenseRows(ndim, capacity=max(1024, len(self._index)))
         self._lock = threading.RLock()
         self._unfilled = np.zeros(0, bool)  # by key: in usearch, not yet in the rows
@@ -209,32 +218,53 @@ class VectorIndex:
         self._dirty: set[int] = set()  # keys changed while the graph was being built
         self.built = (0, 0)  # while building: vectors in the new graph, of how many
         if len(self._index):
+            if not self._exact_graph and source is None:
+                raise VectorIndexError(f"a {self._index.dtype} graph needs the exact vectors")
             keys = np.sort(np.asarray(self._index.keys, dtype=np.int64))
             self._unfilled = np.zeros(int(keys[-1]) + 1, bool)
             self._unfilled[keys] = True
             self._n_unfilled = len(keys)
-            if len(keys) < fill_below:
-                self._fill(keys)
-            else:
-                self._filler = threading.Thread(target=self._fill_all, args=(keys,),
-                                                name="nbmemory-vector-rows", daemon=True)
-                self._filler.start()
+        self._fill_below = fill_below
+
+    def start_filling(self) -> None:
+        """Copy the rows of a loaded graph: now, or in the background if there are many."""
+        keys = np.flatnonzero(self._unfilled)
+        if len(keys) < self._fill_below:
+            self._fill(keys)
+        elif len(keys) and self._filler is None:
+            self._filler = threading.Thread(target=self._fill_all, args=(keys,),
+                                            name="nbmemory-vector-rows", daemon=True)
+            self._filler.start()
 
     def _fill(self, keys: np.ndarray) -> None:
-        """Copy the rows of those of ``keys`` not yet copied from usearch."""
+        """Copy the rows of those of ``keys`` not yet copied."""
         with self._lock:
             inside = keys[keys < len(self._unfilled)]
             keys = inside[self._unfilled[inside]]
-            if len(keys):
+            if not len(keys):
+                return
+            if self._exact_graph:
                 self.rows.put(keys, np.vstack(self._index.get(keys, np.float32)))
-                self._unfilled[keys] = False
-                self._n_unfilled -= len(keys)
+            else:
+                found, matrix = self._source(keys)
+                if len(found) != len(keys):
+                    missing = sorted(set(keys.tolist()) - set(np.asarray(found).tolist()))
+                    raise VectorIndexError(f"no stored vector for {missing[:5]}")
+                self.rows.put(found, matrix)
+            self._unfilled[keys] = False
+            self._n_unfilled -= len(keys)
 
     def _fill_all(self, keys: np.ndarray) -> None:
         for start in range(0, len(keys), 5_000):
-            if self._stop:
-                return
-            self._fill(keys[start:start + 5_000])
+            while not self._outer.acquire(timeout=0.1):
+                if self._stop:  # closing holds the outer lock while it waits for us
+                    return
+            try:
+                if self._stop:
+                    return
+                self._fill(keys[start:start + 5_000])
+            finally:
+                self._outer.release()
 
     @property
     def filled(self) -> bool:
@@ -337,6 +367,9 @@ class VectorIndex:
         """Add or replace vectors (replacing keeps the call idempotent)."""
         keys = np.atleast_1d(np.asarray(keys, dtype=np.int64))
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(keys), self.ndim)
+        if len(np.unique(keys)) < len(keys):  # a key twice: its last vector
+            last = len(keys) - 1 - np.unique(keys[::-1], return_index=True)[1]
+            keys, vectors = keys[last], vectors[last]
         with self._lock:
             if self._builder is not None:
                 self._dirty.update(keys.tolist())
@@ -392,8 +425,10 @@ class VectorIndex:
                     self._fill(np.flatnonzero(self._unfilled))
                 return self.rows.search(query, k)
         matches = self._index.search(np.asarray(query, dtype=np.float32), min(k, len(self)))
-        return (np.asarray(matches.keys, dtype=np.int64),
-                1.0 - np.asarray(matches.distances, dtype=np.float32))
+        keys = np.asarray(matches.keys, dtype=np.int64)
+        sims = self.similarities(query, keys)  # exact: the graph's are int8 estimates
+        order = np.argsort(-sims, kind="stable")
+        return keys[order], sims[order]
 
     def save(self, path: Path, meta: dict) -> None:
         """Write index and its metadata (journal position, embedder) atomically."""
@@ -402,7 +437,8 @@ class VectorIndex:
         atomic_write(meta_path, lambda tmp: tmp.write_text(json.dumps(meta)))
 
     @classmethod
-    def load(cls, path: Path, *, expansion_search: int = 96) -> tuple[VectorIndex, dict]:
+    def load(cls, path: Path, *, expansion_search: int = 96, source=None,
+             lock=None) -> tuple[VectorIndex, dict]:
         meta_path = path.with_name(path.name + ".json")
         try:
             meta = json.loads(meta_path.read_text())
@@ -411,4 +447,5 @@ class VectorIndex:
             raise VectorIndexError(f"{path}: {exc}") from exc
         if index is None:
             raise VectorIndexError(f"{path}: not a usearch index")
-        return cls(index.ndim, expansion_search=expansion_search, _index=index), meta
+        return cls(index.ndim, expansion_search=expansion_search, _index=index, source=source,
+                   lock=lock), meta

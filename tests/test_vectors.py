@@ -54,14 +54,20 @@ def test_a_loaded_index_answers_the_same_while_its_rows_are_copied(tmp_path):
     rng = np.random.default_rng(1)
     keys = np.arange(1, 4001, dtype=np.int64)
     vectors = unit(rng, len(keys))
-    built = VectorIndex(8)
+    built = VectorIndex(8)  # an int8 graph: its exact rows come from the source
+
+    def source(wanted):
+        wanted = np.asarray(wanted, np.int64)
+        return wanted, vectors[wanted - 1]
+
     built.add(keys, vectors)
     built.save(tmp_path / "v.usearch", {"seq": 1})
-    now, _ = VectorIndex.load(tmp_path / "v.usearch")  # below fill_below: copied at once
+    now, _ = VectorIndex.load(tmp_path / "v.usearch", source=source)
+    now.start_filling()  # below fill_below: copied at once
     assert now.filled
-    later, _ = VectorIndex.load(tmp_path / "v.usearch")
-    later.close()
-    later = VectorIndex(8, _index=later._index, fill_below=10)  # copied in the background
+    later, _ = VectorIndex.load(tmp_path / "v.usearch", source=source)
+    later = VectorIndex(8, _index=later._index, fill_below=10, source=source)
+    later.start_filling()  # copied in the background
     later.remove([5, 6])  # changes while the copy runs
     later.add([7, 9000], unit(rng, 2))
     now.remove([5, 6])

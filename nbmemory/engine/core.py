@@ -258,19 +258,25 @@ class Engine:
             if now <= seen:
                 return 0
             changed = self.store.changed_since(seen)
+            self.journal.position = now
+            self.resync(changed)
+            self._changed()
+            return len(changed)
+
+    def resync(self, changed: Sequence[int]) -> None:
+        """Bring the projections in line with the store for the notes ``changed`` (written
+        by another member, or by an import), reading each whole: idempotent."""
+        with self.lock:
             rows = self.store.index_rows(INDEXED, changed)
             self.state.sync(changed, rows)
             self.keywords.sync(changed, rows)
             self.store.forget_cached(changed)
             self._identity = None
             self.recalls.forget_past()
-            self.journal.position = now
             if self.dense.index is None and self.stored_identity and not self.mismatch:
-                self.open_indexes()  # the first vectors came from another member
+                self.open_indexes()  # the first vectors (another member's, or imported)
             else:
                 self.dense.sync(changed)
-            self._changed()
-            return len(changed)
 
     def _from_mirror(self, read):
         """``read()`` against this machine's mirror of the team store, marked as such."""

@@ -34,7 +34,7 @@ class Change:
 
 
 class Projection(Protocol):
-    def apply(self, change: Change) -> None: ...
+    def apply(self, change: Change) -> None: ...  # (or apply_many(changes), in order)
 
 
 class Entry:
@@ -99,8 +99,11 @@ class Journal:
             # On a team store, another member may have written before this transaction:
             # then the position stays, and the next catch-up applies both (idempotently).
             self.position = max(seqs)
-        for change in entry.changes:
-            for projection in self.projections:
-                projection.apply(change)
+        for projection in self.projections:
+            if hasattr(projection, "apply_many"):
+                projection.apply_many(entry.changes)
+            else:
+                for change in entry.changes:
+                    projection.apply(change)
         if self.committed is not None:
             self.committed()

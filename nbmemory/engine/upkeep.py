@@ -73,7 +73,8 @@ class Upkeep(Part):
             if (done := self._import_done(request_id, progress)) is not None:
                 return done
             self.engine.check_embedder()
-            empty = self.store.position() == 0 and not merge
+            before = self.store.position()
+            empty = before == 0 and not merge
             try:
                 with self.engine.writing() as entry:
                     if empty:
@@ -95,7 +96,8 @@ class Upkeep(Part):
                     f"{path} has a row this store cannot take ({type(exc).__name__}: {exc}). "
                     "The file is damaged or was edited by hand; export it again. "
                     "Nothing was imported.") from exc
-            return self._embed_imported(summary, request_id, progress)
+            return self._embed_imported(summary, request_id, progress,
+                                        since=None if empty else before)
 
     def _import_done(self, request_id: str | None,
                      progress: Progress | None) -> dict[str, int] | None:
@@ -106,8 +108,10 @@ class Upkeep(Part):
         return done
 
     def _embed_imported(self, summary: dict, request_id: str | None,
-                        progress: Progress | None) -> dict[str, int]:
-        """Embed what an import brought without vectors, then rebuild the indexes. The
+                        progress: Progress | None, since: int | None = None) -> dict[str, int]:
+        """Embed what an import brought without vectors, then bring the indexes up to date:
+        the notes changed ``since`` a journal position if given and they are not many,
+        else all of them rebuilt (a large vector index answers while it builds). The
         count so far commits with each chunk, so an import resumed after a crash says how
         many texts it embedded in all, not only after the crash."""
         before = summary.pop("embedding", 0)
@@ -117,7 +121,11 @@ class Upkeep(Part):
                 self.store.record_request(request_id, {**summary, "embedding": before + n})
 
         embedded = before + self.embed_missing(progress, on_chunk=counted)
-        self.engine.open_indexes(progress, rebuild=True)
+        changed = self.store.changed_since(since) if since is not None else None
+        if changed is not None and len(changed) <= max(1_000, len(self.engine.state.priority) // 4):
+            self.engine.resync(changed)
+        else:
+            self.engine.open_indexes(progress, rebuild=True)
         result = {**summary, "embedded": embedded}
         if request_id:
             self.store.record_request(request_id, result)
