@@ -199,7 +199,7 @@ class VectorIndex:
 
     def __init__(self, ndim: int, *, connectivity: int = 16, expansion_add: int = 128,
                  expansion_search: int = 96, dtype: str = "i8", _index: Index | None = None,
-                 fill_below: int = 20_000, source=None, lock=None):
+                 fill_below: int = 20_000, source=None):
         self.ndim = ndim
         self._index = _index if _index is not None else Index(
             ndim=ndim, metric="cos", dtype=dtype, connectivity=connectivity,
@@ -207,7 +207,6 @@ class VectorIndex:
         self._index.expansion_search = expansion_search
         self._source = source
         self._exact_graph = self._index.dtype.name == "F32"  # its vectors are the rows'
-        self._outer = lock or threading.RLock()
         self.rows = DenseRows(ndim, capacity=max(1024, len(self._index)))
         self._lock = threading.RLock()
         self._unfilled = np.zeros(0, bool)  # by key: in usearch, not yet in the rows
@@ -256,15 +255,9 @@ class VectorIndex:
 
     def _fill_all(self, keys: np.ndarray) -> None:
         for start in range(0, len(keys), 5_000):
-            while not self._outer.acquire(timeout=0.1):
-                if self._stop:  # closing holds the outer lock while it waits for us
-                    return
-            try:
-                if self._stop:
-                    return
-                self._fill(keys[start:start + 5_000])
-            finally:
-                self._outer.release()
+            if self._stop:
+                return
+            self._fill(keys[start:start + 5_000])
 
     @property
     def filled(self) -> bool:
@@ -438,7 +431,7 @@ class VectorIndex:
 
     @classmethod
     def load(cls, path: Path, *, expansion_search: int = 96, source=None,
-             lock=None) -> tuple[VectorIndex, dict]:
+             fill_below: int = 20_000) -> tuple[VectorIndex, dict]:
         meta_path = path.with_name(path.name + ".json")
         try:
             meta = json.loads(meta_path.read_text())
@@ -448,4 +441,4 @@ class VectorIndex:
         if index is None:
             raise VectorIndexError(f"{path}: not a usearch index")
         return cls(index.ndim, expansion_search=expansion_search, _index=index, source=source,
-                   lock=lock), meta
+                   fill_below=fill_below), meta

@@ -156,6 +156,8 @@ class Dense:
                  position: Callable[[], int], lock: threading.RLock):
         self.path = Path(directory) / VECTOR_FILENAME
         self.lock = lock  # the engine's: a background build saves under it
+        self._reader: Store | None = None  # see _stored
+        self._reading = threading.Lock()
         self.settings = settings
         self.store = store
         self.position = position  # the journal position the projections reflect
@@ -212,6 +214,10 @@ class Dense:
         if self.index is not None:
             self.index.close()
         self.index, self.identity = None, None
+        with self._reading:
+            if self._reader is not None and self._reader is not self.store:
+                self._reader.con.close()
+            self._reader = None
 
     def _new(self, ndim: int) -> VectorIndex:
         return VectorIndex(ndim, **self._params())
@@ -220,17 +226,26 @@ class Dense:
         s = self.settings
         return dict(connectivity=s.connectivity, expansion_add=s.expansion_add,
                     expansion_search=s.expansion_search, dtype=s.vector_dtype,
-                    source=self._stored, lock=self.lock)
+                    source=self._stored, fill_below=self._fill_below)
+
+    @property
+    def _fill_below(self) -> int:
+        # A team store's connection is shared with the listener: fill its rows at once.
+        return 2**62 if self.store.shared else 20_000
 
     def _stored(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The float32 vectors of ``keys`` from the store (the exact rows of an int8 graph)."""
-        return self.store.vectors(model_name(self.identity), np.asarray(keys).tolist())
+        """The float32 vectors of ``keys`` from the store (the exact rows of an int8 graph),
+        on a connection of their own: the rows may be filled from a thread of their own."""
+        with self._reading:
+            if self._reader is None:
+                self._reader = self.store.reader()
+            return self._reader.vectors(model_name(self.identity), np.asarray(keys).tolist())
 
     def _load(self, ids: np.ndarray) -> str:
         if not self.path.exists():
             raise VectorIndexError("no index file")
         index, meta = VectorIndex.load(self.path, expansion_search=self.settings.expansion_search,
-                                       source=self._stored, lock=self.lock)
+                                       source=self._stored, fill_below=self._fill_below)
         if meta.get("embedder") != self.identity:
             raise VectorIndexError(f"built for {meta.get('embedder')}")
         self._check_not_ahead(index, int(meta.get("seq", 0)))

@@ -406,6 +406,13 @@ class Store(Rows):
             f"SELECT n.id, n.priority FROM {_NOTE_FROM} WHERE n.id IN ({_id_list(ids)})").fetchall()
         return dict(rows)
 
+    def reader(self) -> Rows:
+        """Reads of vectors on a connection of their own, for a thread beside the one that
+        writes (a DuckDB connection serves one call at a time; it sees what is committed)."""
+        reader = Rows()
+        reader.con = self.con.cursor()
+        return reader
+
     def index_rows(self, statuses: Sequence[str], ids: Sequence[int] | None = None, *,
                    texts: bool = True) -> list[tuple[int, str | None, str, str]]:
         """(id, text, priority, status) of every note in ``statuses`` (of ``ids`` only, if

@@ -171,6 +171,11 @@ class PostgresStore(Store):
         self._closed = True
         self.con.raw.close()
 
+    def reader(self) -> PostgresStore:
+        """The store itself: the engine fills a team store's rows on the thread that opens
+        it, never from a thread of their own."""
+        return self
+
     def compact(self) -> None:
         """Rewrite the tables that held a purged note's text, so no dead row keeps it."""
         for table in ("notes", "note_versions", "events", "embeddings", "anchors",
