@@ -317,6 +317,13 @@ class VectorIndex:
         if done is not None:
             done(self)
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the background copy and build to finish; whether they have."""
+        for thread in (self._filler, self._builder):
+            if thread is not None:
+                thread.join(timeout)
+        return self.filled and not self.building
+
     @property
     def stopped(self) -> bool:
         return self._stop

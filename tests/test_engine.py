@@ -400,7 +400,7 @@ def test_a_large_store_without_its_vector_file_answers_while_the_graph_builds(st
         assert "(recall searches exactly meanwhile)" in mem.status()["index"]
         assert mem.recall("finding 1234 about subsystem s1234")[0].note.id == 1235
         mem.remember("written while the graph is built: the kelpie module")
-        builder.join(120)
+        assert engine.vectors.wait(120)
         assert mem.status()["index"] == "rebuilt (no index file)"
         assert (store_dir / VECTOR_FILENAME).exists()
         assert mem.recall("the kelpie module")[0].note.id == 2501
