@@ -9,10 +9,13 @@ from typing import Callable
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """``write(tmp)`` a temporary file beside ``path``, flush it to disk, rename it over
-    ``path`` and flush the directory (where the platform can)."""
+    ``path`` and flush the directory (where the platform can). The file is the owner's
+    alone (0600), as everything in a store is."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(tmp)
+        if os.name != "nt":
+            os.chmod(tmp, 0o600)
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
