@@ -277,6 +277,31 @@ def test_a_reader_without_write_grants_is_told_so_and_nothing_is_written(
     admin.close()
 
 
+def test_a_catch_up_cut_off_half_way_is_taken_again_from_where_it_was(ada_and_bo, monkeypatch):
+    from nbmemory.engine.indexes import Dense
+    from nbmemory.errors import StoreUnreachable
+
+    ada, bo = ada_and_bo
+    first = ada.remember("the nightly export moved to Airflow")
+    assert bo.recall("nightly export")[0].note.id == first.id
+    engine = bo.memory._backend.engine
+    seen = engine.journal.position
+    real_sync = Dense.sync
+
+    def server_gone(self, note_ids):  # the keywords took the note, then the server went away
+        raise StoreUnreachable("The team store is unreachable (test)")
+
+    monkeypatch.setattr(Dense, "sync", server_gone)
+    second = ada.remember("the wombat census runs on Tuesdays")  # bo's listener fails too
+    with pytest.raises(StoreUnreachable):
+        engine.catch_up()
+    assert engine.journal.position == seen  # not past what the vectors have not taken
+    monkeypatch.setattr(Dense, "sync", real_sync)
+    hit = bo.recall("wombat census", explain=True)[0]
+    assert hit.note.id == second.id and hit.dense > 0.5
+    assert bo.status()["vectors"] == bo.status()["lexical_docs"] == 2
+
+
 def test_a_member_is_woken_by_a_colleagues_commit_and_catches_up_before_asking(ada_and_bo):
     ada, bo = ada_and_bo
     engine = bo.memory._backend.engine

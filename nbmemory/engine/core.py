@@ -231,7 +231,10 @@ class Engine:
     def open_indexes(self, progress: Progress | None = None, *, rebuild: bool = False) -> None:
         """Rebuild each note's state from the store, and load (or catch up, or rebuild)
         the keyword and vector indexes."""
-        self.journal.position = self.store.position()  # before the rows: see catch_up
+        with self._moving_to(self.store.position()):  # read before the rows
+            self._open_indexes(progress, rebuild)
+
+    def _open_indexes(self, progress: Progress | None, rebuild: bool) -> None:
         rows = self.store.index_rows(INDEXED, texts=False)
         self.state.rebuild(rows)
         ids = np.array([r[0] for r in rows], dtype=np.int64)
@@ -258,10 +261,23 @@ class Engine:
             if now <= seen:
                 return 0
             changed = self.store.changed_since(seen)
-            self.journal.position = now
-            self.resync(changed)
+            with self._moving_to(now):
+                self.resync(changed)
             self._changed()
             return len(changed)
+
+    @contextmanager
+    def _moving_to(self, position: int) -> Iterator[None]:
+        """The journal position is ``position`` while the projections take the changes up
+        to it (a file they save records it), and goes back if they fail half-way (the
+        team store's server went away): the next call catches up from where it was."""
+        previous = self.journal.position
+        self.journal.position = position
+        try:
+            yield
+        except BaseException:
+            self.journal.position = previous
+            raise
 
     def resync(self, changed: Sequence[int]) -> None:
         """Bring the projections in line with the store for the notes ``changed`` (written

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .. import __version__, errors
-from ..errors import InvalidInput, NbMemoryError, StoreLocked, StoreUnavailable
+from ..errors import InvalidInput, NbMemoryError, StoreLocked, StoreUnavailable, StoreUnreachable
 from ..lock import open_private, prepare_directory, try_lock, unlock
 from ..operations import operation as lookup
 from . import codec, transport as transports
@@ -169,6 +169,8 @@ class ServiceBackend:
         self._pool = threading.Lock()
         self._starting = threading.Lock()
         self._starting_owner: subprocess.Popen | None = None  # started, not yet answering
+        self._unreachable_since: float | None = None  # owners failed to reach a team store
+        self._told_unreachable = False
         self._children: list[subprocess.Popen] = []
         self._log_offset = 0
         self._pid = os.getpid()
@@ -368,6 +370,7 @@ class ServiceBackend:
         while True:
             if self._ping():
                 self._starting_owner = None  # whatever happens to it now is not a failed start
+                self._unreachable_since = None
                 return
             check_private_directory(self.directory)
             self._check_starting_owner()
@@ -450,7 +453,20 @@ class ServiceBackend:
             return
         self._starting_owner = None
         if proc.returncode not in (0, EXIT_LOCKED, *STOPPED_FROM_OUTSIDE):
-            raise _start_error(self.directory, proc, self._log_offset)
+            error = _start_error(self.directory, proc, self._log_offset)
+            if not isinstance(error, StoreUnreachable):
+                raise error
+            # A team store's server is away (restarting, a network blip): start another
+            # owner after a pause, as requests are sent again, until resend_timeout.
+            now = time.monotonic()
+            self._unreachable_since = self._unreachable_since or now
+            if now - self._unreachable_since > self.resend_timeout:
+                raise error
+            if not self._told_unreachable:
+                _say(f"the team store is unreachable; starting its owner again for up to "
+                     f"{self.resend_timeout:g} s")
+                self._told_unreachable = True
+            time.sleep(min(2.0, 0.2 + 0.5 * (now - self._unreachable_since)))
 
     def _reap(self) -> None:
         """Collect owners we started that have exited since (no zombies in the kernel)."""
