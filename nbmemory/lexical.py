@@ -1,8 +1,18 @@
-"""BM25 with stemming, kept in memory and updated on every write.
+"""BM25 with stemming: a projection of the note texts kept in a file, caught up from the
+journal on open like the vector index.
 
-It is a projection of the note texts in DuckDB, rebuilt when the store opens.
-Identifiers are kept whole as well as split into stemmed parts, so
-``PyObject_GC_Del`` and ``orders.amount`` match exactly and by their pieces.
+Identifiers are kept whole as well as split into stemmed parts, so ``PyObject_GC_Del``
+and ``orders.amount`` match exactly and by their pieces.
+
+The index is a *segment* (many documents in flat arrays, both ways round: per term its
+postings, per document its terms) plus the documents added since in dictionaries (the
+*delta*). A removed segment document is marked dead and its terms' document frequencies
+lowered, so scores are exactly those of an index built from scratch (tests/test_lexical).
+``save`` folds the delta in and writes one file; ``load`` reads its arrays back. At 100k
+notes (bench corpus, 2 busy cores): tokenizing every note took 6.5-7.3 s on each open,
+loading the file about 0.19 s; the file is 17.6 MB (176 bytes a note). Tantivy was not
+tried: its tokenizer would have to keep identifiers whole and stem their parts as this one
+does, and the arrays already make an open a matter of reading a file.
 """
 
 from __future__ import annotations

@@ -235,9 +235,8 @@ class Engine:
             self._open_indexes(progress, rebuild)
 
     def _open_indexes(self, progress: Progress | None, rebuild: bool) -> None:
-        rows = self.store.index_rows(INDEXED, texts=False)
-        self.state.rebuild(rows)
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        ids, priorities, statuses = self.store.note_states(INDEXED)
+        self.state.rebuild(ids, priorities, statuses)
         self._identity = None
         self.recalls.forget_past()
         self.dense.close()

@@ -37,10 +37,11 @@ class NoteState:
         self.inactive: set[int] = set()
         self.priority: dict[int, str] = {}
 
-    def rebuild(self, rows: Sequence[tuple]) -> None:
-        """From ``Store.index_rows``: (id, text, priority, status)."""
-        self.inactive = {r[0] for r in rows if r[3] != "active"}
-        self.priority = {r[0]: r[2] for r in rows}
+    def rebuild(self, ids: np.ndarray, priorities: Sequence[str], statuses: Sequence[str]) -> None:
+        """From ``Store.note_states``."""
+        keys = ids.tolist()
+        self.priority = dict(zip(keys, priorities))
+        self.inactive = {i for i, status in zip(keys, statuses) if status != "active"}
 
     def sync(self, note_ids: Sequence[int], rows: Sequence[tuple]) -> None:
         """Bring ``note_ids`` in line with their ``Store.index_rows`` (absent: not indexed)."""

@@ -171,6 +171,12 @@ class PostgresStore(Store):
         self._closed = True
         self.con.raw.close()
 
+    def note_states(self, statuses: Sequence[str]) -> tuple[np.ndarray, list[str], list[str]]:
+        rows = self.con.execute("SELECT id, priority, status FROM notes WHERE status = ANY(?) "
+                                "ORDER BY id", [list(statuses)]).fetchall()
+        return (np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows],
+                [r[2] for r in rows])
+
     def reader(self) -> PostgresStore:
         """The store itself: the engine fills a team store's rows on the thread that opens
         it, never from a thread of their own."""
