@@ -236,22 +236,31 @@ class VectorIndex:
             self._filler.start()
 
     def _fill(self, keys: np.ndarray) -> None:
-        """Copy the rows of those of ``keys`` not yet copied."""
+        """Copy the rows of those of ``keys`` not yet copied. The vectors are read outside
+        the lock (a read from the store takes tens of milliseconds for a chunk: searches
+        would wait on it); a key added or removed meanwhile keeps what that did."""
+        keys = self._unfilled_of(keys)
+        if not len(keys):
+            return
+        if self._exact_graph:
+            found, matrix = keys, np.vstack(self._index.get(keys, np.float32))
+        else:
+            found, matrix = self._source(keys)
+            if len(found) != len(keys):
+                missing = sorted(set(keys.tolist()) - set(np.asarray(found).tolist()))
+                raise VectorIndexError(f"no stored vector for {missing[:5]}")
         with self._lock:
-            inside = keys[keys < len(self._unfilled)]
-            keys = inside[self._unfilled[inside]]
-            if not len(keys):
-                return
-            if self._exact_graph:
-                self.rows.put(keys, np.vstack(self._index.get(keys, np.float32)))
-            else:
-                found, matrix = self._source(keys)
-                if len(found) != len(keys):
-                    missing = sorted(set(keys.tolist()) - set(np.asarray(found).tolist()))
-                    raise VectorIndexError(f"no stored vector for {missing[:5]}")
-                self.rows.put(found, matrix)
-            self._unfilled[keys] = False
-            self._n_unfilled -= len(keys)
+            found = np.asarray(found, np.int64)
+            still = self._unfilled[found]
+            self.rows.put(found[still], np.asarray(matrix)[still])
+            self._unfilled[found[still]] = False
+            self._n_unfilled -= int(still.sum())
+
+    def _unfilled_of(self, keys: np.ndarray) -> np.ndarray:
+        with self._lock:
+            keys = np.asarray(keys, np.int64)
+            inside = keys[(keys >= 0) & (keys < len(self._unfilled))]
+            return np.unique(inside[self._unfilled[inside]])
 
     def _fill_all(self, keys: np.ndarray) -> None:
         for start in range(0, len(keys), 5_000):
