@@ -528,6 +528,8 @@ def main() -> None:
             def mark(name: str, since: float) -> None:
                 step[name] = time.perf_counter() - since
                 say(f"{n:,}: {name} took {step[name]:.1f} s")
+                # What is measured so far, should a long run be cut short.
+                (work / "partial.json").write_text(json.dumps(results, default=str))
 
             t = time.perf_counter()
             say(f"{n:,}: generating {n + IMPORT:,} notes ({max(0, n + IMPORT - REAL):,} "
