@@ -67,3 +67,28 @@ def test_recall_after_restart_by_paraphrase_and_identifier(tmp_path):
         print(json.dumps(out))
     """)
     assert firsts == [1, 2, 3, 1, 2, 3]
+
+
+def test_a_fresh_owner_answers_the_first_recall_from_keywords_then_loads_the_model(tmp_path):
+    from nbmemory.engine.recall import MODEL_LOADING
+    from nbmemory.memory import Memory
+    from waiting import wait_for
+
+    store = tmp_path / "store"
+    with Memory.open(store, model="all-MiniLM-L6-v2", mode="service") as mem:
+        for text in NOTES:
+            mem.remember(text)
+    stop(store, timeout=60)
+    try:
+        with Memory.open(store, model="all-MiniLM-L6-v2", mode="service") as mem:
+            first = mem.recall("orders.amount in cents")  # the owner has not loaded the model
+            assert first.behind == MODEL_LOADING and first[0].note.id == 1
+            note = mem.remember("the nightly export moved to Airflow in March")  # not waiting
+            wait_for(lambda: not mem.status()["model_loading"], timeout=120,
+                     what="the owner to load the model")
+            assert mem.status()["unembedded"] == 0
+            hit = mem.recall(PARAPHRASES[0], explain=True)[0]
+            assert hit.note.id == 1 and hit.dense is not None
+            assert mem.recall("when did the export job change schedulers", explain=True)[0].note.id == note.id
+    finally:
+        stop(store, timeout=60)

@@ -190,6 +190,13 @@ class Engine:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def expect_model(self) -> None:
+        """Say the model is on its way (warm_up follows): recall answers from the keywords
+        and new notes are queued rather than wait for it."""
+        with self.lock:
+            if not self.mismatch and not getattr(self.embedder, "loaded", True):
+                self.model_loading = True
+
     def warm_up(self) -> bool:
         """Load the embedding model now rather than on the first remember or recall
         (not while the store needs re-embedding: then on the re-embed). True if loaded."""

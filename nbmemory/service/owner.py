@@ -199,6 +199,7 @@ class Owner:
         self.batcher = RememberBatcher(engine)
         self.server: Server | None = None
         self.progress: dict[str, tuple[int, int]] = {}  # token -> (done, total) of long work
+        self._answered = threading.Event()  # a first call was answered (see _warm_up)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -214,6 +215,7 @@ class Owner:
         log(f"serving {self.directory} (nbmemory {__version__}, model {self.model}, "
             f"idle timeout {self.idle_timeout or 'none'} s) on "
             f"{transports.describe(self.info)}")
+        self.engine.expect_model()
         threading.Thread(target=self._warm_up, name="nbmemory-warm-up", daemon=True).start()
         threading.Thread(target=self._watch, name="nbmemory-watch", daemon=True).start()
         try:
@@ -325,6 +327,9 @@ class Owner:
                 (self.directory / transports.SECRET_NAME).unlink(missing_ok=True)
 
     def _warm_up(self) -> None:
+        # Importing torch holds the interpreter for seconds: let the call that started this
+        # owner (a user's first %recall) be answered first, from the keywords, or wait 1 s.
+        self._answered.wait(1.0)
         try:
             if self.engine.warm_up():
                 log(f"model {self.model} loaded")
@@ -468,6 +473,13 @@ class Owner:
 
     def call(self, operation: str, arguments: dict[str, Any], client: Any = None,
              progress_token: str | None = None) -> Any:
+        try:
+            return self._call(operation, arguments, client, progress_token)
+        finally:
+            self._answered.set()
+
+    def _call(self, operation: str, arguments: dict[str, Any], client: Any,
+              progress_token: str | None) -> Any:
         op = lookup(operation)
         self._held()
         if op.name == "remember":
