@@ -161,6 +161,8 @@ def _queries(spec) -> tuple[list[str], np.ndarray]:
 
 
 def _timed(fn, items) -> list[float]:
+    """bench_core.timed, here so that the numpy and ChromaDB children, whose RSS is
+    measured, do not import nbmemory through bench_core."""
     out = []
     for item in items:
         start = time.perf_counter()
@@ -563,21 +565,19 @@ def main() -> None:
             r["bulk_load_s"] = step["bulk load"] = time.perf_counter() - t
             say(f"{n:,}: setup took {r['bulk_load_s']:.1f} s")
 
+            def measure(name: str, doing: str, kind: str, spec: dict) -> dict:
+                t = time.perf_counter()
+                say(f"{n:,}: {doing}")
+                out = run_child(kind, spec, work)
+                mark(name, t)
+                return out
+
             spec = {**common, "store": str(store)}
-            t = time.perf_counter()
-            say(f"{n:,}: first open (builds the indexes)")
-            r["first"] = run_child("engine", spec, work)
-            mark("first open", t)
-
-            t = time.perf_counter()
-            say(f"{n:,}: reopen + {nq} recalls, query vector given")
-            r["reopen"] = run_child("engine", {**spec, "recalls": nq}, work)
-            mark("reopen + recalls", t)
-
-            t = time.perf_counter()
-            say(f"{n:,}: reopen + {nq} recalls with the model")
-            r["model"] = run_child("engine", {**spec, "recalls": nq, "real_model": True}, work)
-            mark("model recalls", t)
+            r["first"] = measure("first open", "first open (builds the indexes)", "engine", spec)
+            r["reopen"] = measure("reopen + recalls", f"reopen + {nq} recalls, query vector given",
+                                  "engine", {**spec, "recalls": nq})
+            r["model"] = measure("model recalls", f"reopen + {nq} recalls with the model", "engine",
+                                 {**spec, "recalls": nq, "real_model": True})
 
             t = time.perf_counter()
             files = store_files(store)
@@ -589,10 +589,8 @@ def main() -> None:
             r["disk"] = size_of(store)
             step["disk"] = time.perf_counter() - t
 
-            t = time.perf_counter()
-            say(f"{n:,}: owner start (Memory.open) to the first recall, then {nq} recalls")
-            r["service"] = run_child("service", {**spec, "recalls": nq}, work)
-            mark("owner", t)
+            r["service"] = measure("owner", f"owner start (Memory.open) to the first recall, then "
+                                   f"{nq} recalls", "service", {**spec, "recalls": nq})
 
             t = time.perf_counter()
             say(f"{n:,}: import_jsonl of {IMPORT:,} notes, on a copy of the store")

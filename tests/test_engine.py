@@ -1,5 +1,6 @@
 """The engine through the Memory facade, with real DuckDB and usearch and the hash embedder."""
 
+import contextlib
 import json
 import os
 import threading
@@ -250,11 +251,13 @@ def test_index_catches_up_after_unsaved_writes(store_dir):
 
 
 @pytest.mark.parametrize("damage", ["delete", "truncate", "garbage"])
-def test_missing_or_corrupt_index_is_rebuilt(store_dir, damage):
+@pytest.mark.parametrize("filename, state", [(VECTOR_FILENAME, "index"),
+                                              (KEYWORDS_FILENAME, "keywords")])
+def test_missing_or_corrupt_index_file_is_rebuilt(store_dir, damage, filename, state):
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         for i in range(30):
-            mem.remember(f"note about subject {i}")
-    path = store_dir / VECTOR_FILENAME
+            mem.remember(f"note about subject{i}")
+    path = store_dir / filename
     if damage == "delete":
         path.unlink()
     elif damage == "truncate":
@@ -262,8 +265,9 @@ def test_missing_or_corrupt_index_is_rebuilt(store_dir, damage):
     else:
         path.write_bytes(b"not an index" * 20)
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
-        assert mem.status()["index"].startswith("rebuilt")
-        assert mem.recall("note about subject 17")[0].note.id == 18
+        assert mem.status()[state].startswith("rebuilt (")
+        assert mem.recall("note about subject17")[0].note.id == 18
+        assert [h.note.id for h in mem.recall("subject17", mode="lexical")] == [18]
 
 
 def test_reopen_loads_the_keyword_index_and_catches_it_up(store_dir):
@@ -289,23 +293,6 @@ def test_reopen_loads_the_keyword_index_and_catches_it_up(store_dir):
         assert 7 not in [h.note.id for h in mem.recall("finding 6 about topic", mode="lexical")]
 
 
-@pytest.mark.parametrize("damage", ["delete", "truncate", "garbage"])
-def test_missing_or_corrupt_keyword_index_is_rebuilt(store_dir, damage):
-    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
-        for i in range(30):
-            mem.remember(f"note about subject{i}")
-    path = store_dir / KEYWORDS_FILENAME
-    if damage == "delete":
-        path.unlink()
-    elif damage == "truncate":
-        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    else:
-        path.write_bytes(b"not an index" * 20)
-    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
-        assert mem.status()["keywords"].startswith("rebuilt (")
-        assert [h.note.id for h in mem.recall("subject17", mode="lexical")] == [18]
-
-
 class LoadingEmbedder(HashEmbedder):
     """A model that takes until ``ready`` is set to load, as the real one takes seconds."""
 
@@ -329,16 +316,26 @@ class LoadingEmbedder(HashEmbedder):
         return super().encode(texts)
 
 
+@contextlib.contextmanager
+def model_loading(store_dir, model):
+    """The store opened with ``model`` while warm_up is loading it (until model.ready)."""
+    with Memory.open(store_dir, embedder=model) as mem:
+        warming = threading.Thread(target=mem._backend.engine.warm_up)
+        warming.start()
+        assert model.asked.wait(60)
+        try:
+            yield mem, warming
+        finally:
+            model.ready.set()
+            warming.join(60)
+
+
 def test_recall_answers_from_the_keywords_while_the_model_loads(store_dir):
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         mem.remember("the nightly export moved to Airflow in March")
         mem.remember("orders.amount is stored in cents")
     model = LoadingEmbedder()
-    with Memory.open(store_dir, embedder=model) as mem:
-        engine = mem._backend.engine
-        warming = threading.Thread(target=engine.warm_up)
-        warming.start()
-        assert model.asked.wait(60)
+    with model_loading(store_dir, model) as (mem, warming):
         hits = mem.recall("when did the export move to Airflow?")
         assert [h.note.id for h in hits] == [1]
         assert hits.behind == ("Keyword matches only: the model is still loading. Ask again "
@@ -357,11 +354,8 @@ def test_notes_written_while_the_model_loads_are_embedded_once_it_has(store_dir)
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         mem.remember("the nightly export moved to Airflow in March")
     model = LoadingEmbedder()
-    with Memory.open(store_dir, embedder=model) as mem:
+    with model_loading(store_dir, model) as (mem, warming):
         engine = mem._backend.engine
-        warming = threading.Thread(target=engine.warm_up)
-        warming.start()
-        assert model.asked.wait(60)
         note = mem.remember("the wombat census runs on Tuesdays")  # does not wait
         assert note.id == 2
         assert [h.note.id for h in mem.recall("wombat census")] == [2]
