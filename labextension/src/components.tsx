@@ -1206,6 +1206,14 @@ function StatusLine(props: { model: MemoryModel }): JSX.Element {
         <span className="nbm-StatusStale">{trans._n('%1 stale', '%1 stale', s.stale)}</span>
       ) : null}
       <span className="nbm-StatusModel">{s.model}</span>
+      {s.model_loading ? (
+        <span className="nbm-StatusLoading">
+          {trans.__('loading the model: keyword results meanwhile')}
+        </span>
+      ) : null}
+      {typeof s.index === 'string' && s.index.startsWith('building') ? (
+        <span className="nbm-StatusIndex">{trans.__('vector index %1', s.index)}</span>
+      ) : null}
       {owner ? <span className="nbm-StatusOwner">{trans.__('owner: %1', owner)}</span> : null}
     </div>
   );

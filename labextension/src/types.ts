@@ -98,6 +98,10 @@ export interface IStatus {
   notes?: number;
   model?: string;
   model_loaded?: boolean;
+  /** The owner is loading the model: recall answers from keywords meanwhile. */
+  model_loading?: boolean;
+  /** The vector index's state, e.g. `building 45,000/100,000 (recall searches exactly meanwhile)`. */
+  index?: string;
   owner?: string;
   pid?: number;
   owner_pid?: number;
