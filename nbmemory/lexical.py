@@ -17,10 +17,8 @@ does, and the arrays already make an open a matter of reading a file.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import struct
 from array import array
 from functools import lru_cache
 from pathlib import Path
@@ -28,7 +26,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .files import atomic_write
+from .arrays import ArraysFileError, read_arrays, write_arrays
 
 try:
     import Stemmer
@@ -103,7 +101,6 @@ class LexicalIndexError(Exception):
 # rebuilt, not trusted.
 TOKENIZER = 1
 _MAGIC = b"NBMKW1\n\x00"
-_ALIGN = 64
 
 
 class _Segment:
@@ -446,45 +443,20 @@ class LexicalIndex:
     def save(self, path: Path, meta: dict) -> None:
         """Fold the delta in and write the index, with ``meta``, to ``path`` atomically."""
         segment = self.merged()
-        arrays = segment.arrays()
-        layout, offset = {}, 0
-        for name, values in arrays.items():
-            layout[name] = [values.dtype.str, len(values), offset]
-            offset += -(-values.nbytes // _ALIGN) * _ALIGN
-        header = json.dumps({"meta": meta, "tokenizer": TOKENIZER, "arrays": layout}).encode()
-
-        def write(tmp: Path) -> None:
-            with open(tmp, "wb") as out:
-                out.write(_MAGIC + struct.pack("<Q", len(header)) + header)
-                out.write(b"\0" * (-(out.tell()) % _ALIGN))
-                base = out.tell()
-                for name, values in arrays.items():
-                    out.seek(base + layout[name][2])
-                    out.write(np.ascontiguousarray(values).tobytes())
-        atomic_write(path, write)
+        write_arrays(path, _MAGIC, {**meta, "tokenizer": TOKENIZER}, segment.arrays())
         self._install(segment)
 
     @classmethod
     def load(cls, path: Path) -> tuple[LexicalIndex, dict]:
         """The index in ``path`` and the ``meta`` it was saved with."""
         try:
-            data = Path(path).read_bytes()
-            if not data.startswith(_MAGIC):
-                raise LexicalIndexError("not a keyword index file")
-            (size,) = struct.unpack_from("<Q", data, len(_MAGIC))
-            start = len(_MAGIC) + 8
-            header = json.loads(data[start:start + size])
-            if header.get("tokenizer") != TOKENIZER:
-                raise LexicalIndexError(f"made by tokenizer {header.get('tokenizer')}, "
-                                        f"this is {TOKENIZER}")
-            base = start + size + (-(start + size) % _ALIGN)
-            arrays = {name: np.frombuffer(data, np.dtype(dtype), count, base + at)
-                      for name, (dtype, count, at) in header["arrays"].items()}
-            return cls(_Segment.from_arrays(arrays)), header["meta"]
-        except LexicalIndexError as exc:
+            meta, arrays = read_arrays(path, _MAGIC, "keyword index")
+            made_by = meta.pop("tokenizer", None)
+            if made_by != TOKENIZER:
+                raise LexicalIndexError(f"made by tokenizer {made_by}, this is {TOKENIZER}")
+            return cls(_Segment.from_arrays(arrays)), meta
+        except (ArraysFileError, LexicalIndexError, KeyError, ValueError) as exc:
             raise LexicalIndexError(f"{path}: {exc}") from None
-        except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
-            raise LexicalIndexError(f"{path}: {exc}") from exc
 
 
 def _sum_by_id(id_parts: list[np.ndarray], score_parts: list[np.ndarray],

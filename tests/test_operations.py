@@ -15,7 +15,7 @@ ENGINE_ONLY = {"recall": {"log"}}
 FACADE_ONLY = {"remember": {"check", "namespace", "budget"}}
 # Public engine methods that are not operations (lifecycle, used by the owner itself).
 NOT_OPERATIONS = {"close", "warm_up", "remember_batch", "open_indexes", "writing", "set_identity",
-                  "check_embedder", "embed", "catch_up"}
+                  "check_embedder", "embed", "catch_up", "resync", "expect_model", "embed_pending"}
 
 
 def public_methods(cls) -> set[str]:
