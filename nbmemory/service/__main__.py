@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 import traceback
 
 from .protocol import (DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, IDLE_TIMEOUT_ENV, default_idle_timeout,
@@ -51,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         store = locate_store(args.store).path
-    except NbMemoryError as exc:  # a store found above the working directory, refused
-        say(f"nbmemory: {exc}")
+    except NbMemoryError as exc:  # refused (a store above the working directory), or a
+        say(f"nbmemory: {exc}")  # team store's server away: the client may start another
+        if args.store:
+            record_start_error(Path(args.store), exc)
         return 2
     try:
         idle = default_idle_timeout() if args.idle_timeout is None else args.idle_timeout
