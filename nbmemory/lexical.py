@@ -240,11 +240,6 @@ class LexicalIndex:
         held[np.fromiter(self._doc_terms, np.int64, len(self._doc_terms))] = True
         return np.flatnonzero(held)
 
-    @property
-    def delta(self) -> int:
-        """Documents added or removed since the segment was built (what a merge would fold in)."""
-        return len(self._doc_terms) + self._seg_removed
-
     def add(self, doc_id: int, text: str) -> None:
         """Index ``text`` as document ``doc_id`` (a non-negative integer: a note id)."""
         doc_id = int(doc_id)
