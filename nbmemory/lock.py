@@ -34,7 +34,7 @@ O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 PRIVATE = 0o600
 # The files nbmemory keeps in a store directory (and their temporary names): only these
 # are made private, never whatever else a user keeps next to them.
-STORE_FILE = re.compile(r"\.?(memory|vectors|keywords|owner|spawn)\..*|\.gitignore")
+STORE_FILE = re.compile(r"\.?(memory|vectors|keywords|cards|owner|spawn)\..*|\.gitignore")
 
 
 @lru_cache(maxsize=None)

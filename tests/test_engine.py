@@ -10,12 +10,13 @@ import pytest
 
 from nbmemory.config import Settings
 from nbmemory.embed import HashEmbedder
-from nbmemory.engine import KEYWORDS_FILENAME, VECTOR_FILENAME
+from nbmemory.engine import CARDS_FILENAME, KEYWORDS_FILENAME, VECTOR_FILENAME
 from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreLocked,
                              StoreTooNew)
 from nbmemory.display import status_display
 from nbmemory.memory import Memory
-from nbmemory.store import Store
+from nbmemory.models import Provenance
+from nbmemory.store import Filters, Store
 
 
 def snapshot_of(store_dir):
@@ -252,7 +253,8 @@ def test_index_catches_up_after_unsaved_writes(store_dir):
 
 @pytest.mark.parametrize("damage", ["delete", "truncate", "garbage"])
 @pytest.mark.parametrize("filename, state", [(VECTOR_FILENAME, "index"),
-                                              (KEYWORDS_FILENAME, "keywords")])
+                                              (KEYWORDS_FILENAME, "keywords"),
+                                              (CARDS_FILENAME, "cards")])
 def test_missing_or_corrupt_index_file_is_rebuilt(store_dir, damage, filename, state):
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         for i in range(30):
@@ -291,6 +293,53 @@ def test_reopen_loads_the_keyword_index_and_catches_it_up(store_dir):
         assert [h.note.id for h in mem.recall("wombat", mode="lexical")] == [21]
         assert [h.note.id for h in mem.recall("numbat", mode="lexical")] == [7]
         assert 7 not in [h.note.id for h in mem.recall("finding 6 about topic", mode="lexical")]
+
+
+def test_recall_reads_its_hits_from_the_cards_exactly_as_the_store_has_them(store_dir):
+    def everything(mem):
+        engine = mem._backend.engine
+        ids = engine.store.note_ids(Filters(statuses=()))
+        from_store = engine.store.get_notes(ids.tolist())
+        found, missing = engine.cards.cards.lines(ids.tolist())
+        return from_store, {i: engine.store.note_from_line(x) for i, x in found.items()}, missing
+
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        for i in range(40):
+            mem.remember(f"finding {i}: it's \"quoted\", on\ntwo lines, é ✓ 漢字",
+                         tags=f"t{i % 3}, shared", kind="gotcha" if i % 2 else "finding",
+                         priority="high" if i % 5 == 0 else "medium",
+                         author=None if i % 4 else f"ana{i}")
+        (store_dir.parent / "cache.py").write_text("KEY = 'x'\n")
+        mem.remember("the cache key ignores the locale", about="cache.py",
+                     provenance=Provenance(notebook="/w/explore.ipynb", cell_id="c1",
+                                                execution_count=7, cell_source="df.head()"))
+        mem.edit(3, text="finding 3, edited: the retry count is five")
+        mem.forget(4)
+        mem.purge(6)
+        question = mem.remember("does the nightly job skip weekends?", kind="question")
+        mem.confirm(question.id, "yes, since March")
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["cards"] == "loaded"
+        from_store, from_cards, missing = everything(mem)
+        assert missing == [] and from_cards == from_store
+        assert len(from_store) == 42 and from_cards[6].text == ""
+        assert from_cards[42].resolution == "confirmed" and from_cards[41].provenance == from_store[41].provenance
+        # A change since the file: the note is read from the store, and recall shows it.
+        mem.edit(8, text="finding 8 now says the pool holds twelve connections")
+        from_store, from_cards, missing = everything(mem)
+        assert missing == list(range(1, 16))  # note 8's block of 16 ids
+        assert [h.note.text for h in mem.recall("pool holds twelve connections")][:1] == [
+            "finding 8 now says the pool holds twelve connections"]
+        engine = mem._backend.engine
+        mem.remember("written after the cards were saved: a wombat")
+        engine.store.close()  # a crash: nothing saved on close
+        engine._owner.release()
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["cards"] == "loaded, 2 notes read again"
+        assert mem.recall("wombat")[0].note.text == "written after the cards were saved: a wombat"
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:  # closing wrote them
+        from_store, from_cards, missing = everything(mem)
+        assert missing == [] and from_cards == from_store and len(from_store) == 43
 
 
 class LoadingEmbedder(HashEmbedder):

@@ -32,7 +32,7 @@ from ..store import SCHEMA_VERSION, open_store
 from ..vectors import VectorIndex
 from .about import About
 from .checking import Checking
-from .indexes import Dense, Keywords, NoteState
+from .indexes import Dense, Keywords, NoteCards, NoteState
 from .journal import Entry, Journal
 from .mirror import Mirror
 from .part import Progress
@@ -104,7 +104,9 @@ class Engine:
                                  lambda: self.journal.position)
         self.dense = Dense(self.directory, self.settings, self.store,
                            lambda: self.journal.position, self.lock)
-        self.journal.projections = [self.state, self.keywords, self.dense]
+        self.cards = NoteCards(self.directory, self.settings, self.store,
+                               lambda: self.journal.position)
+        self.journal.projections = [self.state, self.keywords, self.dense, self.cards]
         self.writes, self.reads, self.recalls = Writes(self), Reads(self), Recall(self)
         self.staleness, self.about = Staleness(self), About(self)
         self.seals, self.upkeep = Snapshots(self), Upkeep(self)
@@ -116,6 +118,7 @@ class Engine:
         self.unembedded: dict[int, str] = {}
         self._index_state = "empty"
         self.keywords_state = "empty"
+        self.cards_state = "empty"
         try:
             self.open_indexes(progress)
         except BaseException:  # a store that cannot be opened is left as it was, unlocked
@@ -175,6 +178,7 @@ class Engine:
                 try:
                     self.recalls.flush_log()
                     self.keywords.save()
+                    self.cards.save()
                     self.dense.save()
                 finally:
                     self.dense.close()
@@ -256,6 +260,7 @@ class Engine:
             missing = ids if self.dense.index is None else ids[~self.dense.index.holds(ids)]
             self.unembedded = dict(self.store.texts(missing.tolist())) if len(missing) else {}
         self.keywords_state = self.keywords.open(ids, rebuild=rebuild)
+        self.cards_state = self.cards.open(len(ids), rebuild=rebuild)
 
     def catch_up(self) -> int:
         """Apply what other members of a team store committed since this process last
@@ -292,6 +297,7 @@ class Engine:
             rows = self.store.index_rows(INDEXED, changed)
             self.state.sync(changed, rows)
             self.keywords.sync(changed, rows)
+            self.cards.sync(changed)
             self.store.forget_cached(changed)
             self._identity = None
             self.recalls.forget_past()
@@ -460,6 +466,7 @@ class Engine:
                 "vectors": len(self.vectors) if self.vectors is not None else 0,
                 "lexical_docs": len(self.lexical),
                 "keywords": self.keywords_state,
+                "cards": self.cards_state,
                 "journal_position": self.store.position(),
                 "read_only": bool(getattr(self.store, "read_only", False)),
                 "schema_version": SCHEMA_VERSION,

@@ -16,18 +16,21 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .. import __version__
+from ..cards import BLOCK, Cards, CardsFileError
 from ..config import Settings
 from ..embed import model_name
 from ..events import EFFECTS, INACTIVE, INDEXED
 from ..lexical import LexicalIndex, LexicalIndexError
 from ..errors import StoreDamaged
-from ..store import DB_FILENAME, Filters, Store
+from ..models import Note
+from ..store import DB_FILENAME, SCHEMA_VERSION, Filters, Store
 from ..vectors import VectorIndex, VectorIndexError
 from .journal import Change
 
 Progress = Callable[[int, int], None]
 VECTOR_FILENAME = "vectors.usearch"
 KEYWORDS_FILENAME = "keywords.index"
+CARDS_FILENAME = "cards.index"
 
 
 class NoteState:
@@ -147,6 +150,107 @@ class Keywords:
             return
         self.index.save(self.path, {"seq": self.position(), "count": len(self.index),
                                     "nbmemory": __version__})
+        self.unsaved = 0
+
+
+class NoteCards:
+    """What a hit shows of each note (nbmemory/cards.py), and its file: recall's hits are
+    read here, not from the store. Like the keyword index, the file records the journal
+    position it reflects and is caught up on open; a change marks the note's block out of
+    date and its notes are read from the store until the block is written again (with the
+    other out-of-date ones, in one query) when the file is due, on close, and at once after
+    a purge, whose text must leave the disk. A local store's only: a team store's server
+    reads rows by their index.
+    """
+
+    def __init__(self, directory: Path, settings: Settings, store: Store,
+                 position: Callable[[], int]):
+        self.path = Path(directory) / CARDS_FILENAME
+        self.settings = settings
+        self.store = store
+        self.position = position
+        self.cards = Cards()
+        self.unsaved = 0
+        self.count = 0  # notes in the store, roughly: the file is due every twentieth
+
+    @property
+    def enabled(self) -> bool:
+        return not self.store.shared
+
+    def open(self, count: int, *, rebuild: bool = False) -> str:
+        """Load the file and mark what changed since, or build it from every note."""
+        self.count = count
+        if not self.enabled:
+            return "not kept (a team store)"
+        try:
+            if rebuild:
+                raise CardsFileError("asked to rebuild")
+            return self._load()
+        except CardsFileError as exc:
+            self.cards = Cards()
+            ids, lines = self.store.note_lines(None, BLOCK)
+            self.cards.write(ids, lines, ())
+            self.save(force=True)
+            return f"rebuilt ({exc})"
+
+    def _load(self) -> str:
+        if not self.path.exists():
+            raise CardsFileError("no cards file")
+        cards, meta = Cards.load(self.path)
+        seq = int(meta.get("seq", 0))
+        if seq > self.store.position():
+            raise CardsFileError(f"saw journal position {seq:,}, past the store's")
+        if meta.get("schema") != SCHEMA_VERSION:
+            raise CardsFileError(f"written for schema {meta.get('schema')}")
+        self.cards = cards
+        changed = self.store.changed_since(seq)
+        self.sync(changed)
+        return f"loaded, {len(changed)} notes read again" if changed else "loaded"
+
+    def notes(self, ids: Sequence[int], store: Store) -> dict[int, Note]:
+        """The notes ``ids`` (those that exist), as ``store.get_notes`` reads them (the
+        engine's store: a team store's mirror while its server is away)."""
+        if not self.enabled:
+            return store.get_notes(ids)
+        found, missing = self.cards.lines(ids)
+        notes = {i: store.note_from_line(line) for i, line in found.items()}
+        if missing:
+            notes.update(store.get_notes(missing))
+        return {i: notes[i] for i in ids if i in notes}
+
+    def apply(self, change: Change) -> None:
+        if change.note_id is None or not self.enabled:
+            return
+        self.cards.mark([change.note_id])
+        self.unsaved += 1
+        self.count += change.type == "created"
+        if change.type == "purged":
+            self.save(force=True)
+        else:
+            self._save_when_due()
+
+    def sync(self, note_ids: Sequence[int]) -> None:
+        if note_ids and self.enabled:
+            self.cards.mark(note_ids)
+            self.unsaved += len(note_ids)
+            self._save_when_due()
+
+    def _save_when_due(self) -> None:
+        if self.unsaved >= max(self.settings.save_every, self.count // 20):
+            self.save()
+
+    def save(self, force: bool = False) -> None:
+        """Read the out-of-date blocks again, then write the file (atomically) with the
+        journal position it reflects."""
+        if not self.enabled or not (force or self.unsaved):
+            return
+        blocks = sorted(self.cards.out_of_date)
+        for start in range(0, len(blocks), 10_000):
+            part = blocks[start:start + 10_000]
+            ids, lines = self.store.note_lines(part, BLOCK)
+            self.cards.write(ids, lines, part)
+        self.cards.save(self.path, {"seq": self.position(), "block": BLOCK,
+                                    "schema": SCHEMA_VERSION, "nbmemory": __version__})
         self.unsaved = 0
 
 

@@ -16,6 +16,7 @@ from ..models import Hit, Hits, Note, utcnow
 from ..ranking import MODES, nearest, rank_arrays
 from ..store import Filters, Store
 from ..vectors import DenseRows, VectorIndex
+from .indexes import NoteCards
 from .part import Part
 from .validate import MAX_K, check_count, filters_for, unicode_text
 
@@ -28,6 +29,7 @@ class _LiveView:
     """The current notes, read through the store and the in-memory indexes."""
 
     store: Store
+    cards: NoteCards
     lexical: LexicalIndex
     vectors: VectorIndex | DenseRows
     inactive: set[int]
@@ -40,7 +42,7 @@ class _LiveView:
         return {i: self.priority.get(i, "medium") for i in ids}
 
     def get_notes(self, ids: Sequence[int]) -> dict[int, Note]:
-        return self.store.get_notes(ids)
+        return self.cards.notes(ids, self.store)
 
 
 class _Without:
@@ -190,7 +192,7 @@ class Recall(Part):
             for i, score in zip(ids.tolist(), scores):
                 ranked.setdefault(int(i), round(float(score) / top, 4))
             order = list(ranked)[:k]
-            notes = self.engine.staleness.with_stale(list(self.store.get_notes(order).values()))
+            notes = self.engine.staleness.with_stale(list(self.engine.cards.notes(order, self.store).values()))
             by_id = {n.id: n for n in notes}
             hits = [Hit(by_id[i], ranked[i]) for i in order if i in by_id]
             return Hits(hits, query=f"the namespace ({len(terms)} names)")
@@ -209,7 +211,8 @@ class Recall(Part):
             limit = 2 * limit + int((~keep).sum())
 
     def live_view(self) -> _LiveView:
-        return _LiveView(self.store, self.engine.keywords.index, self.engine.vectors or _NO_VECTORS, self.engine.state.inactive,
+        return _LiveView(self.store, self.engine.cards, self.engine.keywords.index,
+                         self.engine.vectors or _NO_VECTORS, self.engine.state.inactive,
                          self.engine.state.priority)
 
     def past_view(self, name: str) -> PastView:
@@ -233,6 +236,6 @@ class Recall(Part):
                                  _Without(inactive, note_id))
             rows = [(int(i), float(s)) for i, s in zip(keys, sims)
                     if i != note_id and i not in inactive and s >= min_similarity][:k]
-            notes = self.store.get_notes([i for i, _ in rows])
+            notes = self.engine.cards.notes([i for i, _ in rows], self.store)
             return [Hit(notes[i], round(s, 4), dense=round(s, 4)) for i, s in rows]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -28,12 +28,28 @@ from .rows import Rows
 from .schema import COMPACT_FILENAME, DB_FILENAME, SCHEMA_VERSION
 
 FEW_ROWS = 16  # up to this many, insert_rows writes VALUES (see there)
+# _NOTE_COLUMNS with the times as microseconds since the epoch (exact, and quick to read).
+_CARD_COLUMNS = _NOTE_COLUMNS.replace("n.created_at", "epoch_us(n.created_at)").replace(
+    "n.updated_at", "epoch_us(n.updated_at)")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def note_from_line(line: bytes | str) -> Note:
+    """The note in a line of :meth:`Store.note_lines`, as :meth:`Store.get_notes` reads it."""
+    row = json.loads(line)
+    for at in (7, 8):
+        if row[at] is not None:
+            row[at] = _EPOCH + timedelta(microseconds=row[at])
+    if row[10] is not None:
+        row[10] = json.dumps(row[10])
+    return _note(row)
 
 
 class Store(Rows):
     """Owns one DuckDB connection. Not thread-safe: the engine serialises calls."""
 
     shared = False  # only this process writes it (a team store is shared: postgres.py)
+    note_from_line = staticmethod(note_from_line)
     # What the SQL dialects spell differently (postgres.py has PostgreSQL's).
     _ALL_TAGS = "list_has_all(n.tags, ?)"
     _CONTAINS = "contains({}, {})"
@@ -379,6 +395,15 @@ class Store(Rows):
             f"SELECT {_NOTE_COLUMNS} FROM {_NOTE_FROM} WHERE n.id IN ({_id_list(ids)})"
         ).fetchall()
         return {row[0]: _note(row) for row in rows}
+
+    def note_lines(self, blocks: Sequence[int] | None, size: int) -> tuple[np.ndarray, list[str]]:
+        """Ids (ascending) and rows as lines of JSON (:func:`note_from_line` reads them) of
+        the notes whose ``id // size`` is in ``blocks`` (None: every note); for the cards."""
+        where = "" if blocks is None else f"WHERE n.id // {int(size)} IN ({_id_list(blocks)})"
+        cols = self.con.execute(
+            f"SELECT n.id, json_array({_CARD_COLUMNS}) AS line FROM {_NOTE_FROM} {where} "
+            "ORDER BY n.id").fetchnumpy()
+        return np.asarray(cols["id"], np.int64), cols["line"].tolist()
 
     def list_notes(self, filters: Filters, *, offset: int = 0, limit: int = 50,
                    order: str = "newest") -> tuple[list[Note], int]:
