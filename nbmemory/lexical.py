@@ -458,18 +458,19 @@ def _sum_by_id(id_parts: list[np.ndarray], score_parts: list[np.ndarray],
                candidates: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Each id's summed score (float64 sums in term order, as float32), ids ascending.
 
-    Ids are unique within a part. When the matches are many for the id range they are
-    summed into a dense array indexed by id (no sort); when they are few, by np.unique.
-    Both add the same numbers in the same order, so the totals are identical.
+    Ids are unique within a part. Unless the matches are very few for the id range they
+    are summed into a dense array indexed by id (np.bincount: no sort), else by np.unique.
+    Both add the same numbers in the same order, so the totals are identical. At 1M notes
+    (122k postings a query, under an eighth of the ids: they were sorted) this took the
+    keyword channel from 5.3-6.7 ms to 5.1-5.5 ms. Reading only the rare terms' postings
+    whole (MaxScore) was tried and measured slower at 100k and at 1M: 0.7-0.9 ms against
+    0.5, 7.6-8.4 against 5.1-5.5 (it settled two queries in three at 1M, fewer at 100k).
     """
     top = max(int(ids.max()) for ids in id_parts if len(ids)) + 1
     matches = sum(len(ids) for ids in id_parts)
-    if 8 * matches >= top:
-        total = np.zeros(top, np.float64)
-        seen = np.zeros(top, bool)
-        for ids, scores in zip(id_parts, score_parts):
-            total[ids] += scores
-            seen[ids] = True
+    if 64 * matches >= top:
+        total = np.bincount(np.concatenate(id_parts), np.concatenate(score_parts), top)
+        seen = total > 0  # every match adds more than 0: idf > 0 and tf >= 1
         if candidates is not None:
             candidates = np.asarray(candidates, np.int64)
             allowed = np.zeros(top, bool)
