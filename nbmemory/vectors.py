@@ -192,20 +192,22 @@ class VectorIndex:
     (15.0 s against 19.5 s); recall asks the graph for at least 50.
 
     A loaded index copies its rows (:meth:`start_filling`), in a background thread when
-    it holds more than ``fill_below``, from ``source(keys) -> (keys, matrix)`` (the store's float32 vectors,
-    read under ``lock``) or, for a float32 graph, from usearch itself. Until a key's row
-    is there it is read when asked for, so every answer is the same as after the copy.
+    it holds more than ``fill_below``, from ``source(keys) -> (keys, matrix)`` (the store's
+    float32 vectors) or, for a float32 graph, from usearch itself; the background copy
+    reads ``source_all() -> iterator of (keys, matrix)`` in one pass if given. Until a
+    key's row is there it is read when asked for, so every answer is the same as after
+    the copy.
     """
 
     def __init__(self, ndim: int, *, connectivity: int = 16, expansion_add: int = 128,
                  expansion_search: int = 96, dtype: str = "i8", _index: Index | None = None,
-                 fill_below: int = 20_000, source=None):
+                 fill_below: int = 20_000, source=None, source_all=None):
         self.ndim = ndim
         self._index = _index if _index is not None else Index(
             ndim=ndim, metric="cos", dtype=dtype, connectivity=connectivity,
             expansion_add=expansion_add, expansion_search=expansion_search)
         self._index.expansion_search = expansion_search
-        self._source = source
+        self._source, self._source_all = source, source_all
         self._exact_graph = self._index.dtype.name == "F32"  # its vectors are the rows'
         self.rows = DenseRows(ndim, capacity=max(1024, len(self._index)))
         self._lock = threading.RLock()
@@ -249,9 +251,14 @@ class VectorIndex:
             if len(found) != len(keys):
                 missing = sorted(set(keys.tolist()) - set(np.asarray(found).tolist()))
                 raise VectorIndexError(f"no stored vector for {missing[:5]}")
+        self._put_unfilled(found, matrix)
+
+    def _put_unfilled(self, found, matrix) -> None:
         with self._lock:
             found = np.asarray(found, np.int64)
-            still = self._unfilled[found]
+            inside = found < len(self._unfilled)
+            still = np.zeros(len(found), bool)
+            still[inside] = self._unfilled[found[inside]]
             self.rows.put(found[still], np.asarray(matrix)[still])
             self._unfilled[found[still]] = False
             self._n_unfilled -= int(still.sum())
@@ -263,6 +270,16 @@ class VectorIndex:
             return np.unique(inside[self._unfilled[inside]])
 
     def _fill_all(self, keys: np.ndarray) -> None:
+        if self._source_all is not None and not self._exact_graph:
+            chunks = self._source_all()
+            try:
+                for found, matrix in chunks:
+                    if self._stop:
+                        return
+                    self._put_unfilled(found, matrix)
+            finally:
+                chunks.close()
+            keys = self._unfilled_of(keys)  # any the pass did not hold
         for start in range(0, len(keys), 5_000):
             if self._stop:
                 return
@@ -446,7 +463,7 @@ class VectorIndex:
         atomic_write(meta_path, lambda tmp: tmp.write_text(json.dumps(meta)))
 
     @classmethod
-    def load(cls, path: Path, *, expansion_search: int = 96, source=None,
+    def load(cls, path: Path, *, expansion_search: int = 96, source=None, source_all=None,
              fill_below: int = 20_000) -> tuple[VectorIndex, dict]:
         meta_path = path.with_name(path.name + ".json")
         try:
@@ -457,4 +474,4 @@ class VectorIndex:
         if index is None:
             raise VectorIndexError(f"{path}: not a usearch index")
         return cls(index.ndim, expansion_search=expansion_search, _index=index, source=source,
-                   fill_below=fill_below), meta
+                   source_all=source_all, fill_below=fill_below), meta

@@ -342,6 +342,23 @@ def test_recall_reads_its_hits_from_the_cards_exactly_as_the_store_has_them(stor
         assert missing == [] and from_cards == from_store and len(from_store) == 43
 
 
+def test_a_large_index_copies_its_rows_from_the_store_in_one_pass(store_dir, monkeypatch):
+    from nbmemory.engine.indexes import Dense
+
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        for i in range(60):
+            mem.remember(f"finding {i} about subject{i}")
+        mem.forget(3)
+        before = {i: [h.note.id for h in mem.recall(f"subject{i}", mode="dense")] for i in (5, 40)}
+    monkeypatch.setattr(Dense, "_fill_below", 10)  # as for a store of more than 20k notes
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        index = mem._backend.engine.vectors
+        index._filler.join(30)
+        assert index.filled and len(index.rows) == 60  # a forgotten note keeps its vector
+        assert {i: [h.note.id for h in mem.recall(f"subject{i}", mode="dense")]
+                for i in (5, 40)} == before
+
+
 class LoadingEmbedder(HashEmbedder):
     """A model that takes until ``ready`` is set to load, as the real one takes seconds."""
 

@@ -82,6 +82,44 @@ def test_a_loaded_index_answers_the_same_while_its_rows_are_copied(tmp_path):
     assert later.keys().tolist() == now.keys().tolist()
 
 
+def test_rows_copied_in_one_pass_keep_the_changes_made_during_the_copy(tmp_path):
+    import threading
+
+    from nbmemory.vectors import VectorIndex
+
+    rng = np.random.default_rng(3)
+    keys = np.arange(1, 3001, dtype=np.int64)
+    vectors = unit(rng, len(keys))
+    built = VectorIndex(8)
+    built.add(keys, vectors)
+    built.save(tmp_path / "v.usearch", {"seq": 1})
+    changed = threading.Event()
+
+    def source(wanted):
+        wanted = np.asarray(wanted, np.int64)
+        return wanted, vectors[wanted - 1]
+
+    def source_all():  # the store as it was when the pass began, in no particular order
+        yield keys[1000:1100], vectors[1000:1100]
+        assert changed.wait(30)
+        yield keys[:1000][::-1], vectors[:1000][::-1]  # 5 and 6 removed, 7 replaced since
+        yield keys[1100:], vectors[1100:]
+
+    index, _ = VectorIndex.load(tmp_path / "v.usearch", source=source, source_all=source_all,
+                                fill_below=10)
+    index.start_filling()
+    new = unit(rng, 2)
+    index.remove([5, 6])
+    index.add([7, 9000], new)
+    changed.set()
+    index._filler.join(30)
+    assert index.filled and len(index) == 2999 and 5 not in index and 9000 in index
+    assert np.array_equal(index.get(np.array([7, 9000, 2000])),
+                          np.vstack([new, vectors[1999:2000]]))
+    assert index.search(new[0], 1, exact=True)[0].tolist() == [7]
+    index.close()
+
+
 def test_an_index_built_in_the_background_searches_exactly_until_its_graph_is_ready():
     import threading
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -331,7 +331,7 @@ class Dense:
         s = self.settings
         return dict(connectivity=s.connectivity, expansion_add=s.expansion_add,
                     expansion_search=s.expansion_search, dtype=s.vector_dtype,
-                    source=self._stored, fill_below=self._fill_below)
+                    source=self._stored, source_all=self._all_stored, fill_below=self._fill_below)
 
     @property
     def _fill_below(self) -> int:
@@ -346,11 +346,22 @@ class Dense:
                 self._reader = self.store.reader()
             return self._reader.vectors(model_name(self.identity), np.asarray(keys).tolist())
 
+    def _all_stored(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Every indexed note's float32 vector, in one pass on a connection of its own
+        (the background copy of a large index's rows)."""
+        reader = self.store.reader()
+        try:
+            yield from reader.vector_chunks(model_name(self.identity), INDEXED)
+        finally:
+            if reader is not self.store:
+                reader.con.close()
+
     def _load(self, ids: np.ndarray) -> str:
         if not self.path.exists():
             raise VectorIndexError("no index file")
         index, meta = VectorIndex.load(self.path, expansion_search=self.settings.expansion_search,
-                                       source=self._stored, fill_below=self._fill_below)
+                                       source=self._stored, source_all=self._all_stored,
+                                       fill_below=self._fill_below)
         if meta.get("embedder") != self.identity:
             raise VectorIndexError(f"built for {meta.get('embedder')}")
         self._check_not_ahead(index, int(meta.get("seq", 0)))

@@ -54,6 +54,20 @@ class Rows:
     def has_embedding(self, model: str, content_hash: str) -> bool:
         return bool(self._by_hash("content_hash", model, [content_hash]))
 
+    def vector_chunks(self, model: str, statuses: Sequence[str],
+                      size: int = 5_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Ids and current vectors for ``model`` of every note in ``statuses``, ``size`` at
+        a time, in no particular order: one pass (at 1M notes, reading them by lists of
+        5,000 ids joined the tables once a list: 31 s, and DuckDB kept what it read)."""
+        result = self.con.execute(
+            f"SELECT n.id, e.vector FROM {_NOTE_FROM} JOIN embeddings e ON e.content_hash = "
+            "n.content_hash AND e.model = ? WHERE n.status IN (SELECT unnest(?))",
+            [model, list(statuses)])
+        while rows := result.fetchmany(size):
+            keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+            yield keys, matrix.reshape(len(rows), -1)
+
     def vectors(self, model: str, ids: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Ids and current vectors of active notes (or of ``ids``) for ``model``."""
         sql = (f"SELECT n.id, e.vector FROM {_NOTE_FROM} "
