@@ -430,15 +430,15 @@ class VectorIndex:
     def get(self, keys: np.ndarray) -> np.ndarray:
         """Vectors for ``keys`` (all must be present), one row each."""
         keys = np.asarray(keys, dtype=np.int64)
+        self._fill(keys)  # outside the lock, which the background copy needs meanwhile
         with self._lock:
-            self._fill(keys)
             return self.rows.get(keys)
 
     def similarities(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """Exact cosine similarity of ``query`` to each of ``keys``."""
         keys = np.asarray(keys, dtype=np.int64)
+        self._fill(keys)  # outside the lock, which the background copy needs meanwhile
         with self._lock:
-            self._fill(keys)
             return self.rows.similarities(query, keys)
 
     def search(self, query: np.ndarray, k: int, *, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
