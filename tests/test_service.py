@@ -811,3 +811,30 @@ def test_a_client_that_starts_an_owner_says_why_it_waits_once(store):
             assert second.notes().total == 1  # found the running owner: nothing to say
     assert said == [f"starting the memory service for {store} (it loads the embedding model "
                     "once: a few seconds)"]
+
+
+def test_an_owner_that_could_not_reach_its_team_store_says_so_by_its_exit_status(tmp_path):
+    """Owners started at once by several processes share owner.error.json: one's record can
+    replace another's before it is read. The exit status still says "unreachable", so the
+    client raises StoreUnreachable (and starts another owner later), not a generic error."""
+    import subprocess
+    import sys
+
+    from nbmemory.errors import StoreUnreachable
+    from nbmemory.service.client import _start_error
+    from nbmemory.service.protocol import EXIT_UNREACHABLE, write_info
+
+    store = tmp_path / "cache"
+    store.mkdir(mode=0o700)
+    with open(store / "owner.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; print('nbmemory: The team store postgresql://t "
+             f"is unreachable (server closed the connection)', file=sys.stderr); sys.exit({EXIT_UNREACHABLE})"],
+            stderr=log)
+        proc.wait(60)
+    write_info(store, {"pid": proc.pid + 1, "type": "StoreTooNew", "message": "another's"},
+               name="owner.error.json")
+    error = _start_error(store, proc, 0)
+    assert type(error) is StoreUnreachable
+    assert str(error) == ("The team store postgresql://t is unreachable (server closed the "
+                          f"connection) (details: {store / 'owner.log'})")

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 import traceback
 
-from .protocol import (DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, IDLE_TIMEOUT_ENV, default_idle_timeout,
-                       record_start_error)
+from .protocol import (DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, EXIT_UNREACHABLE, IDLE_TIMEOUT_ENV,
+                       default_idle_timeout, record_start_error)
 
 # Tests only: while the file this names exists, the owner holds every call before
 # computing it, as if its model were still loading (tests/test_reliability.py).
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     from ..config import locate_store
-    from ..errors import NbMemoryError, StoreLocked
+    from ..errors import NbMemoryError, StoreLocked, StoreUnreachable
     from .owner import serve
 
     try:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"nbmemory: {exc}")  # team store's server away: the client may start another
         if args.store:
             record_start_error(Path(args.store), exc)
-        return 2
+        return EXIT_UNREACHABLE if isinstance(exc, StoreUnreachable) else 2
     try:
         idle = default_idle_timeout() if args.idle_timeout is None else args.idle_timeout
         serve(store, model=args.model, idle_timeout=idle, transport=args.transport,
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     except NbMemoryError as exc:
         say(f"nbmemory: {exc}")
         record_start_error(store, exc)  # the client raises the same class, in one line
-        return 2
+        return EXIT_UNREACHABLE if isinstance(exc, StoreUnreachable) else 2
     except Exception as exc:  # noqa: BLE001 - the traceback goes to owner.log
         say(traceback.format_exc().rstrip())
         record_start_error(store, exc)

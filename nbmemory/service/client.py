@@ -30,7 +30,7 @@ from ..lock import open_private, prepare_directory, try_lock, unlock
 from ..operations import operation as lookup
 from . import codec, transport as transports
 from .control import owner_info, stop, wait_for_exit  # noqa: F401 - re-exported
-from .protocol import (EXIT_LOCKED, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
+from .protocol import (EXIT_LOCKED, EXIT_UNREACHABLE, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
                        HEADER_VERSION, LOG_NAME, PROTOCOL, SPAWN_LOCK_NAME,
                        check_private_directory, default_idle_timeout, lock_held, lock_holder,
                        read_info, read_start_error)
@@ -127,6 +127,9 @@ def _start_error(directory: Path, proc: subprocess.Popen, log_offset: int) -> Nb
         return StoreUnavailable(f"The store's owner process could not start: "
                                 f"{recorded.get('type')}: {recorded.get('message', '')} {details}")
     last = _last_log_line(directory, log_offset)
+    if proc.returncode == EXIT_UNREACHABLE:  # its record overwritten by another's
+        return StoreUnreachable(f"{last.removeprefix('nbmemory: ') or 'The team store is unreachable.'}"
+                                f" {details}")
     status = f"exit status {proc.returncode}"
     if proc.returncode < 0:
         try:

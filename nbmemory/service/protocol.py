@@ -25,6 +25,10 @@ IDLE_TIMEOUT_ENV = "NBMEMORY_IDLE_TIMEOUT"
 
 # Exit status of an owner that found another owner already in place.
 EXIT_LOCKED = 3
+# Exit status of an owner whose team store's server was unreachable: the client starts
+# another after a pause. Said by the status too, as owners started at once by several
+# processes share owner.error.json and one may overwrite another's before it is read.
+EXIT_UNREACHABLE = 4
 
 HEADER_VERSION = "X-NbMemory-Version"
 HEADER_PROTOCOL = "X-NbMemory-Protocol"
