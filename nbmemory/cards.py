@@ -60,17 +60,15 @@ class Cards:
         return found, missing
 
     def _lines_of(self, block: int) -> list[bytes] | None:
-        if block in self.out_of_date:
-            return None
+        data = None if block in self.out_of_date else self._compressed(block)
+        return zlib.decompress(data).split(b"\n") if data else None
+
+    def _compressed(self, block: int):
+        """The block's compressed lines, written since or from the file (empty: none)."""
         data = self._written.get(block)
-        if data is None:
-            if block + 1 >= len(self._offsets):
-                return None
-            start, stop = int(self._offsets[block]), int(self._offsets[block + 1])
-            if start == stop:
-                return None
-            data = self._blob[start:stop]
-        return zlib.decompress(data).split(b"\n")
+        if data is None and block + 1 < len(self._offsets):
+            data = self._blob[int(self._offsets[block]):int(self._offsets[block + 1])]
+        return data or b""
 
     def write(self, ids: np.ndarray, lines: Sequence[str], blocks: Iterable[int]) -> None:
         """Rewrite ``blocks`` with the notes in them now: ``ids`` (ascending) and their
@@ -96,9 +94,7 @@ class Cards:
         """Every line the cards hold, out of date or not (what the file holds, for tests)."""
         count = max([len(self._offsets) - 1, *(b + 1 for b in self._written)])
         for block in range(count):
-            data = self._written.get(block)
-            if data is None and block + 1 < len(self._offsets):
-                data = self._blob[int(self._offsets[block]):int(self._offsets[block + 1])]
+            data = self._compressed(block)
             if data:
                 yield from zlib.decompress(data).split(b"\n")
 
@@ -108,11 +104,7 @@ class Cards:
                      *(b + 1 for b in self.out_of_date)])
         pieces, sizes = [], np.zeros(count, np.int64)
         for block in range(count):
-            if block in self.out_of_date:
-                continue
-            data = self._written.get(block)
-            if data is None and block + 1 < len(self._offsets):
-                data = self._blob[int(self._offsets[block]):int(self._offsets[block + 1])]
+            data = None if block in self.out_of_date else self._compressed(block)
             if data:
                 pieces.append(data)
                 sizes[block] = len(data)
