@@ -8,7 +8,8 @@ notes). For each, every row writes all N into a fresh store with the real model 
 notes per second:
 
 - the model alone, as the bulk path calls it (chunks of the engine's BULK_CHUNK through the
-  thread tuner) and as one call on one thread (the embedder's interactive setting);
+  thread tuner) and as one call on one thread (the embedder's interactive setting); once it
+  runs on ONNX Runtime, also on torch (how it ran before, nbmemory/onnx_model.py);
 - ``Engine.remember_many`` in this process, and ``Memory.remember_many`` through the owner;
 - ``Memory.remember`` one note at a time through the owner (what a loop in a script does);
 - ``Memory.import_jsonl`` of an export into an empty store (vectors travel with the file) and
@@ -77,7 +78,7 @@ def measure(notes: list[dict]) -> None:
     print(f"\n{len(notes)} notes of {words:.1f} words on average")
     rows = []
     inner = SentenceTransformerEmbedder()
-    inner.encode(["warm up"])  # loads torch and the model outside the timings
+    inner.encode(["warm up"])  # loads (or exports) the model outside the timings
     tuned = ThreadTuner(inner)
     # The tuner learns which thread count is faster for bulk chunks: let it try both.
     for _ in range(2):
@@ -87,6 +88,14 @@ def measure(notes: list[dict]) -> None:
     rows.append(("model alone, bulk chunks (the tuned thread count)", len(texts), seconds))
     seconds = timed(lambda: inner.encode(texts))
     rows.append(("model alone, one call on one thread", len(texts), seconds))
+    if inner.engine == "onnx":  # the same model on torch, as it ran before the export
+        on_torch = ThreadTuner(SentenceTransformerEmbedder(runtime="torch"))
+        for _ in range(2):
+            on_torch.encode(texts[:BULK_CHUNK])
+        seconds = timed(lambda: [on_torch.encode(texts[i:i + BULK_CHUNK])
+                                 for i in range(0, len(texts), BULK_CHUNK)])
+        rows.append(("model alone on torch, bulk chunks (the tuned thread count)",
+                     len(texts), seconds))
 
     with tempfile.TemporaryDirectory(prefix="nbmemory-bench-bulk-") as tmp:
         tmp = Path(tmp)

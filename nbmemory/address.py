@@ -60,12 +60,9 @@ class Address:
 
     def cache_directory(self, environ: dict | None = None) -> Path:
         """Where this machine keeps the store's projections, owner lock and sockets: one
-        directory per address under ``NBMEMORY_CACHE_DIR`` (default ~/.cache/nbmemory)."""
-        environ = os.environ if environ is None else environ
-        base = environ.get("NBMEMORY_CACHE_DIR") or os.path.join(
-            environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "nbmemory")
+        directory per address under :func:`cache_root`."""
         digest = hashlib.sha256(self.url.encode()).hexdigest()[:16]
-        return Path(base).expanduser().resolve() / f"team-{digest}"
+        return cache_root(environ) / f"team-{digest}"
 
     def link(self, environ: dict | None = None) -> Path:
         """The local directory, created owner-only, holding this address (so that an owner
@@ -79,6 +76,15 @@ class Address:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(self.url + "\n")
         return directory
+
+
+def cache_root(environ: dict | None = None) -> Path:
+    """Where nbmemory keeps this machine's caches: ``NBMEMORY_CACHE_DIR``, by default
+    ~/.cache/nbmemory (or below ``XDG_CACHE_HOME``)."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("NBMEMORY_CACHE_DIR") or os.path.join(
+        environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "nbmemory")
+    return Path(base).expanduser().resolve()
 
 
 def linked_address(directory: Path) -> Address | None:

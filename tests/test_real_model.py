@@ -1,12 +1,17 @@
 """With the real model: findings survive a restart and come back by paraphrase and by identifier."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
+import numpy as np
+
+from nbmemory import onnx_model
+from nbmemory.embed import SentenceTransformerEmbedder
 from nbmemory.lexical import tokenize
 from nbmemory.service import stop
 
@@ -38,7 +43,8 @@ def in_new_process(store, code: str):
         ip.run_line_magic("config", "NbMemory.store = {str(store)!r}")
     """) + textwrap.dedent(code)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=300, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+                            timeout=300, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
+                                             "NBMEMORY_MODEL_CACHE": os.environ["NBMEMORY_MODEL_CACHE"]})
     stop(store)  # the kernel used the store's owner process: stop it too, a full restart
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -103,3 +109,57 @@ def test_a_fresh_owner_answers_the_first_recall_from_keywords_then_loads_the_mod
             assert mem.recall("when did the export job change schedulers", explain=True)[0].note.id == note.id
     finally:
         stop(store, timeout=60)
+
+
+TEXTS = ["", "  spaces around a finding  ", "Ünïcödé: naïve café in 東京", "token " * 700,
+         "orders.amount is in cents before March 2021", "\n\tindented\nlines\n", "x"]
+
+
+@pytest.fixture(scope="module")
+def torch_vectors():
+    return SentenceTransformerEmbedder(runtime="torch").encode(TEXTS)
+
+
+def test_the_model_runs_on_onnx_runtime_with_the_vectors_torch_gives(real_embedder,
+                                                                     torch_vectors):
+    assert real_embedder.engine == "onnx"
+    assert np.abs(real_embedder.encode(TEXTS) - torch_vectors).max() < 1e-5
+    one_by_one = np.vstack([real_embedder.encode([text]) for text in TEXTS])
+    assert np.abs(one_by_one - torch_vectors).max() < 1e-5  # padding changes nothing
+    real_embedder.set_threads(2)
+    try:
+        assert np.abs(real_embedder.encode(TEXTS) - torch_vectors).max() < 1e-5
+    finally:
+        real_embedder.set_threads(1)
+
+
+def test_a_new_process_loads_the_exported_model_without_importing_torch(real_embedder):
+    assert real_embedder.engine == "onnx"  # exported by now
+    code = ("import sys; from nbmemory.embed import make_embedder; "
+            "e = make_embedder('all-MiniLM-L6-v2'); e.encode(['a finding']); "
+            "print(e.engine, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["onnx", "False"]
+
+
+def test_a_damaged_export_is_made_again(tmp_path, monkeypatch, torch_vectors):
+    monkeypatch.setenv("NBMEMORY_MODEL_CACHE", str(tmp_path / "models"))
+    first = SentenceTransformerEmbedder()
+    assert first.engine == "onnx"
+    (exported,) = (tmp_path / "models").iterdir()
+    (exported / "model.onnx").write_bytes(b"not a model")
+    again = SentenceTransformerEmbedder()
+    assert again.engine == "onnx"
+    assert np.abs(again.encode(TEXTS) - torch_vectors).max() < 1e-5
+    assert [p.name for p in (tmp_path / "models").iterdir()] == [exported.name]
+
+
+def test_an_export_that_differs_from_torch_is_not_used(tmp_path, monkeypatch, torch_vectors):
+    monkeypatch.setenv("NBMEMORY_MODEL_CACHE", str(tmp_path / "models"))
+    monkeypatch.setattr(onnx_model, "TOLERANCE", -1.0)  # no export can pass its check
+    embedder = SentenceTransformerEmbedder()
+    assert embedder.engine == "torch"
+    assert np.abs(embedder.encode(TEXTS) - torch_vectors).max() < 1e-5
+    assert not (tmp_path / "models").exists() or not list((tmp_path / "models").iterdir())
