@@ -317,7 +317,8 @@ class VectorIndex:
 
     def _build(self, done, progress) -> None:
         fresh = self._index  # empty: nothing searches it until it is complete
-        keys = self.rows.keys().copy()
+        with self._lock:  # a concurrent add or remove would leave a key in it twice
+            keys = self.rows.keys().copy()
         for start in range(0, len(keys), 1_000):
             if self._stop:
                 return
