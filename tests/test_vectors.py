@@ -40,6 +40,26 @@ def test_exact_search_ranks_live_rows_only():
     assert np.allclose(sims, (vectors @ vectors[0])[expected], atol=1e-6)
 
 
+def test_a_large_matrix_is_held_in_half_precision_and_searched_alike(monkeypatch):
+    monkeypatch.setattr(DenseRows, "HALF_ABOVE", 2048)
+    rng = np.random.default_rng(3)
+    vectors = unit(rng, 5000, 64)
+    rows = DenseRows(64, capacity=1024)
+    rows.put(np.arange(2000), vectors[:2000])
+    assert rows._matrix.dtype == np.float32  # small: full precision
+    rows.put(np.arange(2000, 5000), vectors[2000:])  # grown past HALF_ABOVE
+    assert rows._matrix.dtype == np.float16 and rows._matrix.itemsize == 2
+    assert np.abs(rows.get(np.arange(5000)) - vectors).max() < 1e-3
+    assert rows.get(np.arange(3)).dtype == np.float32
+    rows.delete([7, 8])
+    query = vectors[7]
+    ids, sims = rows.search(query, 10)
+    exact = [i for i in np.argsort(-(vectors @ query)).tolist() if i not in (7, 8)][:10]
+    assert ids.tolist() == exact
+    assert np.abs(sims - (vectors @ query)[exact]).max() < 1e-3
+    assert np.array_equal(sims, rows.similarities(query, ids))  # one score per key
+
+
 def test_one_blas_thread_leaves_results_alone():
     rng = np.random.default_rng(2)
     m, q = unit(rng, 300, 64), unit(rng, 1, 64)[0]
