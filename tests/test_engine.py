@@ -357,6 +357,10 @@ def test_a_large_index_copies_its_rows_from_the_store_in_one_pass(store_dir, mon
         assert index.filled and len(index.rows) == 60  # a forgotten note keeps its vector
         assert {i: [h.note.id for h in mem.recall(f"subject{i}", mode="dense")]
                 for i in (5, 40)} == before
+        # The pass let DuckDB evict what it read by lowering its memory limit for a
+        # moment: the limit is back.
+        con = mem._backend.engine.store.con
+        assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "488.2 MiB"
 
 
 class LoadingEmbedder(HashEmbedder):

@@ -31,6 +31,8 @@ FEW_ROWS = 16  # up to this many, insert_rows writes VALUES (see there)
 # DuckDB keeps what it read cached up to 80% of RAM by default: at 1M notes the vectors read
 # once to fill the in-memory rows stayed, 1.6 GB. A store's reads are small after that.
 MEMORY_LIMIT = os.environ.get("NBMEMORY_DUCKDB_MEMORY", "512MB")
+# ... and what it keeps after a pass over every vector (see _Reader).
+AFTER_FULL_READ = "128MB"
 # _NOTE_COLUMNS with the times as microseconds since the epoch (exact, and quick to read).
 _CARD_COLUMNS = _NOTE_COLUMNS.replace("n.created_at", "epoch_us(n.created_at)").replace(
     "n.updated_at", "epoch_us(n.updated_at)")
@@ -446,7 +448,7 @@ class Store(Rows):
     def reader(self) -> Rows:
         """Reads of vectors on a connection of their own, for a thread beside the one that
         writes (a DuckDB connection serves one call at a time; it sees what is committed)."""
-        reader = Rows()
+        reader = _Reader()
         reader.con = self.con.cursor()
         return reader
 
@@ -504,3 +506,18 @@ class Store(Rows):
             JOIN notes n ON n.id = ver.note_id
             ORDER BY n.id""", [seq, seq, seq]).fetchall()
         return [(_note(r[:12] + _split_resolution(r[12])), r[14]) for r in rows]
+
+
+class _Reader(Rows):
+    """Rows on a cursor of their own (:meth:`Store.reader`)."""
+
+    def vector_chunks(self, model: str, statuses: Sequence[str],
+                      size: int = 5_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """As :meth:`Rows.vector_chunks`; then DuckDB lets go of the pages it read. Nothing
+        reads them again, and at 1M notes they were 0.4 GB of the owner's memory. Lowering
+        the limit for a moment evicts them (31 ms there; 2.45 -> 2.03 GB of RSS)."""
+        try:
+            yield from super().vector_chunks(model, statuses, size)
+        finally:
+            self.con.execute(f"SET memory_limit = '{AFTER_FULL_READ}'")
+            self.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
