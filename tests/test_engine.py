@@ -659,3 +659,18 @@ def test_wrong_types_get_our_own_clear_error_and_change_nothing(memory, call, me
     with pytest.raises(InvalidInput, match=message):
         call(memory)
     assert memory.status()["journal_position"] == before
+
+
+def test_note_priorities_read_like_the_dict_they_replace():
+    from nbmemory.engine.indexes import Priorities
+
+    priorities = Priorities(np.array([2, 5, 9]), np.array([0, 1, 2], np.int8))
+    assert (len(priorities), priorities.get(2), priorities.get(5), priorities.get(9)) == (
+        3, "high", "medium", "low")
+    assert priorities.get(3, "medium") == "medium" and priorities.get(10**6) is None
+    assert 5 in priorities and 3 not in priorities and -1 not in priorities
+    priorities[12] = "high"  # past the end: grows
+    priorities[5] = "low"  # replaced, not counted twice
+    assert (len(priorities), priorities.get(12), priorities.get(5)) == (4, "high", "low")
+    assert priorities.pop(2) == "high" and priorities.pop(2, "gone") == "gone"
+    assert len(priorities) == 3 and 2 not in priorities

@@ -246,8 +246,8 @@ class Engine:
             self._open_indexes(progress, rebuild)
 
     def _open_indexes(self, progress: Progress | None, rebuild: bool) -> None:
-        ids, priorities, statuses = self.store.note_states(INDEXED)
-        self.state.rebuild(ids, priorities, statuses)
+        ids, priorities, inactive = self.store.note_states(INDEXED)
+        self.state.rebuild(ids, priorities, inactive)
         self._identity = None
         self.recalls.forget_past()
         self.dense.close()

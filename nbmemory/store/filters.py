@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from ..events import EFFECTS, KEEP, status_sql
-from ..models import Note, Provenance
+from ..models import PRIORITIES, Note, Provenance
 
 def _naive(value: datetime) -> datetime:
     return value.astimezone(timezone.utc).replace(tzinfo=None)
@@ -89,6 +89,9 @@ _NOTE_COLUMNS = """
     n.updated_at, n.author, n.provenance, n.supersedes, n.resolution, n.resolution_reason
 """
 _NOTE_FROM = "notes n"
+# A note's priority as its index in PRIORITIES (Store.note_states), in either dialect.
+_PRIORITY_CODE = ("CASE priority " + " ".join(f"WHEN '{p}' THEN {i}" for i, p in
+                                               enumerate(PRIORITIES)) + " END")
 
 
 def _id_list(ids: Sequence[int]) -> str:

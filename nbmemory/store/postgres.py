@@ -29,7 +29,8 @@ from ..models import Anchor, Note
 from . import schema
 from ..address import Address
 from .duckdb import Store
-from .filters import (_NOTE_COLUMNS, _NOTE_FROM, _RESOLUTION_EVENTS, _STATUS_AFTER,
+from .filters import (_NOTE_COLUMNS, _NOTE_FROM, _PRIORITY_CODE, _RESOLUTION_EVENTS,
+                      _STATUS_AFTER,
                       _STATUS_EVENTS, _ACTIVE_AFTER, Filters, _naive, _note, _now,
                       _split_resolution)
 
@@ -171,11 +172,13 @@ class PostgresStore(Store):
         self._closed = True
         self.con.raw.close()
 
-    def note_states(self, statuses: Sequence[str]) -> tuple[np.ndarray, list[str], list[str]]:
-        rows = self.con.execute("SELECT id, priority, status FROM notes WHERE status = ANY(?) "
-                                "ORDER BY id", [list(statuses)]).fetchall()
-        return (np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows],
-                [r[2] for r in rows])
+    def note_states(self, statuses: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows = self.con.execute(
+            f"SELECT id, {_PRIORITY_CODE}, status <> 'active' FROM notes WHERE status = ANY(?) "
+            "ORDER BY id", [list(statuses)]).fetchall()
+        return (np.array([r[0] for r in rows], dtype=np.int64),
+                np.array([r[1] for r in rows], dtype=np.int8),
+                np.array([r[2] for r in rows], dtype=bool))
 
     def reader(self) -> PostgresStore:
         """The store itself: the engine fills a team store's rows on the thread that opens
