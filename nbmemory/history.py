@@ -13,7 +13,7 @@ import numpy as np
 from .lexical import LexicalIndex
 from .models import Change, Note, StaleReason
 from .store import Filters, Store
-from .vectors import DenseRows
+from .dense_rows import DenseRows
 
 
 @dataclass

@@ -45,7 +45,7 @@ def test_scores_stay_between_zero_and_one():
 
 def test_the_dense_channel_looks_past_dropped_notes_without_asking_for_all_of_them():
     from nbmemory.ranking import nearest
-    from nbmemory.vectors import DenseRows
+    from nbmemory.dense_rows import DenseRows
 
     rng = np.random.default_rng(4)
     vectors = rng.standard_normal((400, 16)).astype(np.float32)

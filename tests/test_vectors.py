@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from nbmemory.vectors import DenseRows, one_blas_thread
+from nbmemory.dense_rows import DenseRows, one_blas_thread
+from nbmemory.vectors import VectorIndexError
 
 
 def unit(rng, n, d=8):

@@ -15,8 +15,9 @@ from ..lexical import LexicalIndex
 from ..models import Hit, Hits, Note, utcnow
 from ..ranking import MODES, nearest, rank_arrays
 from ..store import Filters, Store
-from ..vectors import DenseRows, VectorIndex
-from .indexes import NoteCards
+from ..dense_rows import DenseRows
+from ..vectors import VectorIndex
+from .indexes import NoteCards, Priorities
 from .part import Part
 from .validate import MAX_K, check_count, filters_for, unicode_text
 
@@ -33,7 +34,7 @@ class _LiveView:
     lexical: LexicalIndex
     vectors: VectorIndex | DenseRows
     inactive: set[int]
-    priority: dict[int, str]
+    priority: Priorities  # id -> priority, read like a dict
 
     def candidates(self, filters: Filters) -> np.ndarray:
         return self.store.note_ids(filters)
