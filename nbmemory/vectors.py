@@ -47,6 +47,7 @@ class VectorIndex:
             ndim=ndim, metric="cos", dtype=dtype, connectivity=connectivity,
             expansion_add=expansion_add, expansion_search=expansion_search)
         self._index.expansion_search = expansion_search
+        self._viewed: Path | None = None  # the file the graph is a read-only view of
         self._source, self._source_all = source, source_all
         self._exact_graph = self._index.dtype.name == "F32"  # its vectors are the rows'
         self.rows = DenseRows(ndim, capacity=max(1024, len(self._index)))
@@ -242,6 +243,7 @@ class VectorIndex:
                 self._dirty.update(keys.tolist())
                 self.rows.put(keys, vectors)
                 return
+            self._writable()
             present = keys[self.holds(keys)]
             if len(present):
                 self._index.remove(present)
@@ -264,6 +266,7 @@ class VectorIndex:
                 self._dirty.update(keys.tolist())
                 self.rows.delete(keys.tolist())
             elif len(keys):
+                self._writable()
                 self._index.remove(keys)
                 self._forget_unfilled(keys)
                 self.rows.delete(keys.tolist())
@@ -299,20 +302,40 @@ class VectorIndex:
 
     def save(self, path: Path, meta: dict) -> None:
         """Write index and its metadata (journal position, embedder) atomically."""
+        with self._lock:
+            self._writable()  # and the view of the old file is let go before the rename
         atomic_write(path, lambda tmp: self._index.save(str(tmp)))
         meta_path = path.with_name(path.name + ".json")
         atomic_write(meta_path, lambda tmp: tmp.write_text(json.dumps(meta)))
 
+    def _writable(self) -> None:
+        """Before the first change, read a graph loaded as a view into memory."""
+        if self._viewed is None:
+            return
+        try:
+            index = Index.restore(str(self._viewed))
+        except Exception as exc:  # the file went away or was damaged since the open
+            raise VectorIndexError(f"{self._viewed}: {exc}") from exc
+        if index is None or len(index) != len(self._index):
+            raise VectorIndexError(f"{self._viewed} changed since it was opened")
+        index.expansion_search = self._index.expansion_search
+        self._index, self._viewed = index, None
+
     @classmethod
     def load(cls, path: Path, *, expansion_search: int = 96, source=None, source_all=None,
              fill_below: int = 20_000) -> tuple[VectorIndex, dict]:
+        """The index in ``path``, its graph as a view of the file (memory-mapped, read-only:
+        it opens in a millisecond, where reading 533 MB at 1M notes took 0.8-1.2 s) until
+        the first change reads it into memory."""
         meta_path = path.with_name(path.name + ".json")
         try:
             meta = json.loads(meta_path.read_text())
-            index = Index.restore(str(path))
+            index = Index.restore(str(path), view=True)
         except Exception as exc:  # missing, truncated or foreign file
             raise VectorIndexError(f"{path}: {exc}") from exc
         if index is None:
             raise VectorIndexError(f"{path}: not a usearch index")
-        return cls(index.ndim, expansion_search=expansion_search, _index=index, source=source,
-                   source_all=source_all, fill_below=fill_below), meta
+        loaded = cls(index.ndim, expansion_search=expansion_search, _index=index,
+                     source=source, source_all=source_all, fill_below=fill_below)
+        loaded._viewed = Path(path)
+        return loaded, meta

@@ -86,8 +86,7 @@ def test_a_loaded_index_answers_the_same_while_its_rows_are_copied(tmp_path):
     now, _ = VectorIndex.load(tmp_path / "v.usearch", source=source)
     now.start_filling()  # below fill_below: copied at once
     assert now.filled
-    later, _ = VectorIndex.load(tmp_path / "v.usearch", source=source)
-    later = VectorIndex(8, _index=later._index, fill_below=10, source=source)
+    later, _ = VectorIndex.load(tmp_path / "v.usearch", source=source, fill_below=10)
     later.start_filling()  # copied in the background
     later.remove([5, 6])  # changes while the copy runs
     later.add([7, 9000], unit(rng, 2))
@@ -101,6 +100,35 @@ def test_a_loaded_index_answers_the_same_while_its_rows_are_copied(tmp_path):
            [a.tolist() for a in now.search(query, 10, exact=True)]
     later.close()
     assert later.keys().tolist() == now.keys().tolist()
+
+
+def test_a_loaded_graph_is_a_view_of_its_file_until_the_first_change(tmp_path):
+    from nbmemory.vectors import VectorIndex
+
+    rng = np.random.default_rng(4)
+    keys = np.arange(1, 3001, dtype=np.int64)
+    vectors = unit(rng, len(keys))
+    built = VectorIndex(8, dtype="f32")
+    built.add(keys, vectors)
+    path = tmp_path / "v.usearch"
+    built.save(path, {"seq": 1})
+    loaded, _ = VectorIndex.load(path)
+    loaded.start_filling()
+    assert loaded._viewed == path  # memory-mapped: nothing read yet
+    assert loaded.search(vectors[41], 1)[0].tolist() == [42]
+    loaded.remove([42])  # the first change reads the graph into memory
+    loaded.add([5000], vectors[41:42])
+    assert loaded._viewed is None
+    assert loaded.search(vectors[41], 1)[0].tolist() == [5000] and 42 not in loaded
+    loaded.save(path, {"seq": 2})  # over the file the view was of
+    again, _ = VectorIndex.load(path)
+    again.start_filling()
+    assert again.search(vectors[41], 1)[0].tolist() == [5000] and len(again) == 3000
+    damaged = tmp_path / "damaged"  # replaced (not written in place: it is mapped) by a damaged file
+    damaged.write_bytes(path.read_bytes()[:1000])
+    damaged.replace(path)
+    with pytest.raises(VectorIndexError, match="v.usearch"):
+        again.add([6000], vectors[:1])
 
 
 def test_rows_copied_in_one_pass_keep_the_changes_made_during_the_copy(tmp_path):
