@@ -40,7 +40,7 @@ class _LiveView:
         return self.store.note_ids(filters)
 
     def priorities(self, ids: Sequence[int]) -> dict[int, str]:
-        return {i: self.priority.get(i, "medium") for i in ids}
+        return dict(zip(ids, self.priority.names(ids)))
 
     def get_notes(self, ids: Sequence[int]) -> dict[int, Note]:
         return self.cards.notes(ids, self.store)
