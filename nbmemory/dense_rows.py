@@ -149,8 +149,8 @@ class DenseRows:
         # copies of the old (12 s, and every page of 1.5 GB touched, when the rows of a 1M
         # store doubled at its first remember); untouched zero pages take no memory.
         size = max(1024, 2 * len(self._matrix))
-        matrix = np.zeros((size, self.ndim), self._dtype_for(size)
-                          if self._matrix.dtype == np.float32 else np.float16)
+        half = self._matrix.dtype == np.float16  # once half, always half
+        matrix = np.zeros((size, self.ndim), np.float16 if half else self._dtype_for(size))
         matrix[:self._used] = self._matrix[:self._used]
         keys = np.zeros(size, np.int64)
         keys[:self._used] = self._row_keys[:self._used]

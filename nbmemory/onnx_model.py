@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import threading
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -167,8 +168,6 @@ def export(model, source: str, *, threads: int = 1) -> OnnxModel | None:
 
             def forward(self, *values):
                 return self.model(dict(zip(names, values)))["sentence_embedding"]
-
-        import warnings
 
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")

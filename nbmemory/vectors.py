@@ -109,8 +109,14 @@ class VectorIndex:
     def _unfilled_of(self, keys: np.ndarray) -> np.ndarray:
         with self._lock:
             keys = np.asarray(keys, np.int64)
-            inside = keys[(keys >= 0) & (keys < len(self._unfilled))]
-            return np.unique(inside[self._unfilled[inside]])
+            return np.unique(keys[self._pending(keys)])
+
+    def _pending(self, keys: np.ndarray) -> np.ndarray:
+        """For each key, whether it is in the graph but not yet in the rows (hold the lock)."""
+        pending = np.zeros(len(keys), bool)
+        inside = (keys >= 0) & (keys < len(self._unfilled))
+        pending[inside] = self._unfilled[keys[inside]]
+        return pending
 
     def _fill_all(self, keys: np.ndarray) -> None:
         if self._source_all is not None and not self._exact_graph:
@@ -229,8 +235,7 @@ class VectorIndex:
         with self._lock:
             held = self.rows.holds(keys)
             if self._n_unfilled:
-                inside = (keys >= 0) & (keys < len(self._unfilled))
-                held[inside] |= self._unfilled[keys[inside]]
+                held |= self._pending(keys)
             return held
 
     def add(self, keys, vectors: np.ndarray) -> None:
@@ -296,9 +301,7 @@ class VectorIndex:
 
     def _estimated(self, query: np.ndarray, keys: np.ndarray) -> np.ndarray:
         with self._lock:
-            pending = np.zeros(len(keys), bool)
-            inside = (keys >= 0) & (keys < len(self._unfilled))
-            pending[inside] = self._unfilled[keys[inside]]
+            pending = self._pending(keys)
             sims = np.empty(len(keys), np.float32)
             if (~pending).any():
                 sims[~pending] = self.rows.similarities(query, keys[~pending])
