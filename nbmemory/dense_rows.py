@@ -3,11 +3,23 @@ exact rows beside the vector index's graph, and the vectors of a view of the pas
 
 from __future__ import annotations
 
+import ctypes
+import sys
 from contextlib import nullcontext
 
-import numpy as np
-from usearch.index import MetricKind
-from usearch.index import search as usearch_search
+if sys.platform.startswith("linux"):
+    # usearch's compiled module carries its own copy of libstdc++'s unique symbols: loaded
+    # before the system libstdc++, it made a later `import onnxruntime` (the model) die of
+    # SIGSEGV in std::codecvt (`import usearch.index; import onnxruntime`, every time).
+    # The system library loaded first, globally, serves both.
+    try:
+        ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
+    except OSError:  # pragma: no cover - a system without it has nothing to clash with
+        pass
+
+import numpy as np  # noqa: E402
+from usearch.index import MetricKind  # noqa: E402
+from usearch.index import search as usearch_search  # noqa: E402
 
 _blas = None
 

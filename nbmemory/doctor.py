@@ -293,7 +293,7 @@ def check_contents(con, directory: Path, model_name, model: str, opt: str) -> It
         yield Check("index", "fail", f"{path.name} is missing ({len(ids)} notes need vectors)", rebuild)
         return
     try:
-        from usearch.index import Index
+        from .vectors import Index  # usearch, loaded as dense_rows.py says
 
         meta = json.loads(path.with_name(path.name + ".json").read_text())
         index = Index.restore(str(path), view=True)

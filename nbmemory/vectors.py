@@ -12,10 +12,10 @@ import threading
 from pathlib import Path
 
 import numpy as np
-from usearch.index import Index
 
-from .dense_rows import DenseRows
+from .dense_rows import DenseRows  # first: it loads what usearch must not load before
 from .files import atomic_write
+from usearch.index import Index  # noqa: I001
 
 
 class VectorIndexError(Exception):

@@ -206,3 +206,16 @@ def test_an_index_built_in_the_background_searches_exactly_until_its_graph_is_re
         assert top.tolist() == [key]
     assert 10 not in index.search(vectors[9], 50)[0].tolist()
     index.close()
+
+
+def test_the_model_runtime_loads_after_the_vector_index():
+    import subprocess
+    import sys
+
+    # usearch first, as an owner that opens its store before loading the model does: a
+    # library clash made this die of SIGSEGV.
+    code = "import nbmemory.vectors, onnxruntime; print(onnxruntime.get_device())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == "CPU"
