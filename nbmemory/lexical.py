@@ -4,10 +4,10 @@ journal on open like the vector index.
 Identifiers are kept whole as well as split into stemmed parts, so ``PyObject_GC_Del``
 and ``orders.amount`` match exactly and by their pieces.
 
-The index is a *segment* (many documents in flat arrays, both ways round: per term its
-postings, per document its terms) plus the documents added since in dictionaries (the
-*delta*). A removed segment document is marked dead and its terms' document frequencies
-lowered, so scores are exactly those of an index built from scratch (tests/test_lexical).
+The index is a *segment* (many documents in flat arrays: per term its postings) plus the
+documents added since in dictionaries (the *delta*). A removed segment document is marked
+dead and its terms' document frequencies are counted again among the living when next
+used, so scores are exactly those of an index built from scratch (tests/test_lexical).
 ``save`` folds the delta in and writes one file; ``load`` reads its arrays back. At 100k
 notes (bench corpus, 2 busy cores): tokenizing every note took 6.5-7.3 s on each open,
 loading the file about 0.19 s; the file is 17.6 MB (176 bytes a note). Tantivy was not
@@ -93,6 +93,17 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+def _counts(text: str) -> tuple[dict[str, int], int]:
+    """Each term of ``text`` with how often it occurs (at most TF_CAP), and its length."""
+    terms = tokenize(text)
+    counts: dict[str, int] = {}
+    for term in terms:
+        counts[term] = counts.get(term, 0) + 1
+    if len(terms) > TF_CAP:
+        counts = {t: min(n, TF_CAP) for t, n in counts.items()}
+    return counts, len(terms)
+
+
 class LexicalIndexError(Exception):
     """The keyword index file cannot be used; rebuild it."""
 
@@ -100,91 +111,91 @@ class LexicalIndexError(Exception):
 # Bump when tokenize() changes what it makes of a text: a file of an older tokenizer is
 # rebuilt, not trusted.
 TOKENIZER = 1
+# A term's frequency in one document counts up to this (one byte a posting). BM25 has long
+# saturated there: at k1=1.2 a term 255 times in a 300-word note scores 0.6% below 1,000 times.
+TF_CAP = 255
 _MAGIC = b"NBMKW1\n\x00"
 
 
 class _Segment:
-    """Many documents in flat arrays, both ways round: per term its postings (document
-    ids ascending, term frequencies) and per document its terms (to remove it exactly and
-    to merge). Immutable once built."""
+    """Many documents in flat arrays: per term its postings (document ids ascending, term
+    frequencies), per document its length. Immutable once built.
+
+    Only this direction is kept: the other (per document its terms) doubled the file and
+    the memory (at 1M notes 210 MB, of which 102 MB were the per-document arrays) and only
+    served removals and merges, which now work from the postings.
+    """
 
     def __init__(self, terms: list[str], docs: np.ndarray, lengths: np.ndarray,
-                 doc_offsets: np.ndarray, doc_terms: np.ndarray, doc_tfs: np.ndarray,
-                 offsets: np.ndarray | None = None, post_docs: np.ndarray | None = None,
-                 post_tfs: np.ndarray | None = None):
+                 offsets: np.ndarray, post_docs: np.ndarray, post_tfs: np.ndarray):
         self.terms = terms
         self.term_ids = {t: i for i, t in enumerate(terms)}
         self.docs = docs  # ids of its documents, ascending (int64)
         self.lengths = lengths  # by document id (float32; 0 where absent)
-        self.doc_offsets = doc_offsets  # by document id: its entries' range
-        self.doc_terms, self.doc_tfs = doc_terms, doc_tfs  # int32, uint16
-        if offsets is None:  # invert: the entries are in document order, so a stable
-            # sort by term leaves each term's postings in ascending document order
-            entry_docs = np.repeat(np.arange(len(doc_offsets) - 1, dtype=np.int32),
-                                   np.diff(doc_offsets))
-            order = np.argsort(doc_terms, kind="stable")
-            post_docs, post_tfs = entry_docs[order], doc_tfs[order]
-            offsets = np.zeros(len(terms) + 1, np.int64)
-            np.cumsum(np.bincount(doc_terms, minlength=len(terms)), out=offsets[1:])
-        self.offsets, self.post_docs, self.post_tfs = offsets, post_docs, post_tfs
+        self.offsets = offsets  # by term: its postings' range
+        self.post_docs, self.post_tfs = post_docs, post_tfs  # int32, uint8
 
     @classmethod
     def empty(cls) -> _Segment:
         return cls([], np.empty(0, np.int64), np.zeros(0, np.float32), np.zeros(1, np.int64),
-                   np.empty(0, np.int32), np.empty(0, np.uint16))
+                   np.empty(0, np.int32), np.empty(0, np.uint8))
 
     @classmethod
     def build(cls, docs: Iterable[tuple[int, str]]) -> _Segment:
         """Tokenize ``docs`` (id, text; a repeated id: the last text) straight into arrays."""
         vocab: dict[str, int] = {}
         ids, sizes, lengths = [], [], []
-        entry_terms, entry_tfs = array("i"), array("H")
+        entry_terms, entry_tfs = array("i"), array("B")
         for doc_id, text in sorted(dict(docs).items()):
             if doc_id < 0:
                 raise ValueError("document ids must be non-negative")
-            counts: dict[str, int] = {}
-            for term in tokenize(text):
-                counts[term] = counts.get(term, 0) + 1
+            counts, length = _counts(text)
             ids.append(doc_id)
             sizes.append(len(counts))
-            lengths.append(sum(counts.values()))
+            lengths.append(length)
             entry_terms.extend([vocab.setdefault(t, len(vocab)) for t in counts])
-            entry_tfs.extend([min(tf, 65535) for tf in counts.values()])
-        return cls._from_entries(list(vocab), np.array(ids, np.int64), np.array(sizes, np.int64),
-                                 np.array(lengths, np.float32),
-                                 np.frombuffer(entry_terms, np.int32),
-                                 np.frombuffer(entry_tfs, np.uint16))
+            entry_tfs.extend(counts.values())
+        ids_array = np.array(ids, np.int64)
+        entry_docs = np.repeat(ids_array.astype(np.int32), np.array(sizes, np.int64))
+        return cls._from_entries(list(vocab), ids_array, np.array(lengths, np.float32),
+                                 np.frombuffer(entry_terms, np.int32), entry_docs,
+                                 np.frombuffer(entry_tfs, np.uint8))
 
     @classmethod
-    def _from_entries(cls, terms: list[str], ids: np.ndarray, sizes: np.ndarray,
-                      lengths: np.ndarray, entry_terms: np.ndarray,
-                      entry_tfs: np.ndarray) -> _Segment:
-        """From documents ``ids`` (ascending) with ``sizes`` entries each, in that order."""
-        slots = int(ids[-1]) + 1 if len(ids) else 0
-        per_slot = np.zeros(slots, np.int64)
-        per_slot[ids] = sizes
-        doc_offsets = np.zeros(slots + 1, np.int64)
-        np.cumsum(per_slot, out=doc_offsets[1:])
-        by_id = np.zeros(slots, np.float32)
+    def _from_entries(cls, terms: list[str], ids: np.ndarray, lengths: np.ndarray,
+                      e_terms: np.ndarray, e_docs: np.ndarray, e_tfs: np.ndarray) -> _Segment:
+        """From documents ``ids`` (ascending) of ``lengths`` and their entries (term,
+        document, term frequency), each term's in ascending document order (a stable sort
+        by term keeps it). Terms no entry holds are dropped."""
+        order = np.argsort(e_terms, kind="stable")
+        e_terms, e_docs, e_tfs = e_terms[order], e_docs[order], e_tfs[order]
+        counts = np.bincount(e_terms, minlength=len(terms))
+        if not counts.all():
+            terms = [t for t, n in zip(terms, counts.tolist()) if n]
+            counts = counts[counts > 0]
+        offsets = np.zeros(len(terms) + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        by_id = np.zeros(int(ids[-1]) + 1 if len(ids) else 0, np.float32)
         by_id[ids] = lengths
-        return cls(terms, ids, by_id, doc_offsets, entry_terms.astype(np.int32, copy=False),
-                   entry_tfs.astype(np.uint16, copy=False))
+        return cls(terms, ids, by_id, offsets, e_docs.astype(np.int32, copy=False),
+                   e_tfs.astype(np.uint8, copy=False))
 
     def arrays(self) -> dict[str, np.ndarray]:
         blob = "\n".join(self.terms).encode("utf-8")
         return {"terms": np.frombuffer(blob, np.uint8), "docs": self.docs,
-                "lengths": self.lengths, "doc_offsets": self.doc_offsets,
-                "doc_terms": self.doc_terms, "doc_tfs": self.doc_tfs, "offsets": self.offsets,
+                "lengths": self.lengths, "offsets": self.offsets,
                 "post_docs": self.post_docs, "post_tfs": self.post_tfs}
 
     @classmethod
     def from_arrays(cls, a: dict[str, np.ndarray]) -> _Segment:
         blob = a["terms"].tobytes().decode("utf-8")
         terms = blob.split("\n") if blob else []
-        if len(terms) + 1 != len(a["offsets"]) or len(a["doc_offsets"]) != len(a["lengths"]) + 1:
+        if len(terms) + 1 != len(a["offsets"]) or len(a["post_docs"]) != len(a["post_tfs"]):
             raise LexicalIndexError("arrays of inconsistent sizes")
-        return cls(terms, a["docs"], a["lengths"], a["doc_offsets"], a["doc_terms"],
-                   a["doc_tfs"], a["offsets"], a["post_docs"], a["post_tfs"])
+        tfs = a["post_tfs"]
+        if tfs.dtype != np.uint8:  # a file from before TF_CAP (it also holds arrays by document)
+            tfs = np.minimum(tfs, TF_CAP).astype(np.uint8)
+        return cls(terms, a["docs"], a["lengths"], a["offsets"], a["post_docs"], tfs)
 
 
 class LexicalIndex:
@@ -203,7 +214,8 @@ class LexicalIndex:
         self._alive[segment.docs] = True
         self._seg_count = len(segment.docs)
         self._seg_removed = 0
-        self._seg_df = np.diff(segment.offsets)  # lowered as segment documents are removed
+        self._seg_df: dict[int, int] = {}  # by term: its living segment documents, once
+        # segment documents were removed (counted on first use after each removal)
         self._postings: dict[str, dict[int, int]] = {}
         # Per delta term, its postings as arrays (ids, term frequencies), built on first
         # use and then extended by the documents added since (_pending), not rebuilt:
@@ -247,11 +259,8 @@ class LexicalIndex:
             raise ValueError("document ids must be non-negative")
         if doc_id in self:
             self.remove(doc_id)
-        counts: dict[str, int] = {}
-        for term in tokenize(text):
-            counts[term] = counts.get(term, 0) + 1
+        counts, length = _counts(text)
         self._doc_terms[doc_id] = counts
-        length = sum(counts.values())
         if doc_id >= len(self._lengths):
             grown = np.zeros(max(doc_id + 1, 2 * len(self._lengths)), np.float32)
             grown[:len(self._lengths)] = self._lengths
@@ -273,12 +282,10 @@ class LexicalIndex:
     def remove(self, doc_id: int) -> None:
         doc_id = int(doc_id)
         if self._in_segment(doc_id):
-            seg = self._seg
             self._alive[doc_id] = False
             self._seg_count -= 1
             self._seg_removed += 1
-            np.subtract.at(self._seg_df, seg.doc_terms[seg.doc_offsets[doc_id]:
-                                                       seg.doc_offsets[doc_id + 1]], 1)
+            self._seg_df.clear()
             self._total_len -= int(self._lengths[doc_id])
             self._lengths[doc_id] = 0
             return
@@ -297,7 +304,13 @@ class LexicalIndex:
 
     def _df(self, term: str) -> int:
         at = self._seg.term_ids.get(term)
-        return (int(self._seg_df[at]) if at is not None else 0) + len(self._postings.get(term, ()))
+        return (self._seg_df_of(at) if at is not None else 0) + len(self._postings.get(term, ()))
+
+    def _seg_df_of(self, at: int) -> int:
+        if not self._seg_removed:
+            return int(self._seg.offsets[at + 1] - self._seg.offsets[at])
+        df = self._seg_df.get(at)
+        return len(self._segment_postings(at)[0]) if df is None else df
 
     def docs_with(self, term: str) -> list[int]:
         """Ids of the documents holding ``term`` exactly (a term as :func:`tokenize` makes it)."""
@@ -308,8 +321,13 @@ class LexicalIndex:
 
     def terms(self) -> set[str]:
         """Every term some document holds."""
-        held = {t for t, df in zip(self._seg.terms, self._seg_df.tolist()) if df}
-        return held.union(self._postings)
+        seg = self._seg
+        df = np.diff(seg.offsets)
+        if self._seg_removed:
+            alive = np.zeros(len(seg.post_docs) + 1, np.int64)
+            np.cumsum(self._alive[seg.post_docs], out=alive[1:])
+            df = alive[seg.offsets[1:]] - alive[seg.offsets[:-1]]
+        return {t for t, n in zip(seg.terms, df.tolist()) if n}.union(self._postings)
 
     def _segment_postings(self, at: int) -> tuple[np.ndarray, np.ndarray]:
         seg = self._seg
@@ -319,6 +337,7 @@ class LexicalIndex:
         if self._seg_removed:
             keep = self._alive[ids]
             ids, tfs = ids[keep], tfs[keep]
+            self._seg_df[at] = len(ids)
         return ids, tfs
 
     def _delta_postings(self, term: str) -> tuple[np.ndarray, np.ndarray]:
@@ -339,8 +358,10 @@ class LexicalIndex:
         """(ids, term frequencies) of the documents holding ``term``: the segment's, the delta's."""
         parts = []
         at = self._seg.term_ids.get(term)
-        if at is not None and self._seg_df[at]:
-            parts.append(self._segment_postings(at))
+        if at is not None and (not self._seg_removed or self._seg_df.get(at, 1)):
+            ids, tfs = self._segment_postings(at)
+            if len(ids):
+                parts.append((ids, tfs))
         if term in self._postings:
             parts.append(self._delta_postings(term))
         return parts
@@ -356,13 +377,12 @@ class LexicalIndex:
         1.1-1.5 ms when every match was sorted (np.unique, then argsort), same results.
         """
         n_docs = len(self)
-        terms = [t for t in dict.fromkeys(tokenize(query)) if self._df(t)]
-        if not n_docs or not terms:
+        matched = [p for p in map(self._posting_parts, dict.fromkeys(tokenize(query))) if p]
+        if not n_docs or not matched:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         avg_len = self._total_len / n_docs
         id_parts, score_parts = [], []
-        for term in terms:
-            parts = self._posting_parts(term)
+        for parts in matched:
             df = sum(len(ids) for ids, _ in parts)
             idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
             for ids, tfs in parts:
@@ -397,43 +417,30 @@ class LexicalIndex:
     def merged(self) -> _Segment:
         """One segment of every document, the delta folded in (the index is unchanged)."""
         seg = self._seg
-        entry_docs = np.repeat(np.arange(len(seg.doc_offsets) - 1, dtype=np.int64),
-                               np.diff(seg.doc_offsets))
-        keep = self._alive[entry_docs]
-        terms = list(seg.terms)
-        vocab = dict(seg.term_ids)
-        ids = [np.flatnonzero(self._alive)]
-        sizes = [np.diff(seg.doc_offsets)[ids[0]]]
-        d_ids, d_sizes, d_terms, d_tfs = [], [], array("i"), array("H")
-        for doc_id in sorted(self._doc_terms):
-            counts = self._doc_terms[doc_id]
-            d_ids.append(doc_id)
-            d_sizes.append(len(counts))
+        terms, vocab = list(seg.terms), dict(seg.term_ids)
+        e_terms = np.repeat(np.arange(len(terms), dtype=np.int32), np.diff(seg.offsets))
+        e_docs, e_tfs = seg.post_docs, seg.post_tfs
+        if self._seg_removed:
+            keep = self._alive[e_docs]
+            e_terms, e_docs, e_tfs = e_terms[keep], e_docs[keep], e_tfs[keep]
+        d_terms, d_docs, d_tfs = array("i"), array("i"), array("B")
+        for doc_id, counts in self._doc_terms.items():
             for term, tf in counts.items():
                 at = vocab.get(term)
                 if at is None:
                     at = vocab[term] = len(terms)
                     terms.append(term)
                 d_terms.append(at)
-                d_tfs.append(min(tf, 65535))
-        all_ids = np.concatenate(ids + [np.array(d_ids, np.int64)])
-        all_sizes = np.concatenate(sizes + [np.array(d_sizes, np.int64)])
-        e_docs = np.concatenate([entry_docs[keep], np.repeat(np.array(d_ids, np.int64),
-                                                             np.array(d_sizes, np.int64))])
-        e_terms = np.concatenate([seg.doc_terms[keep], np.frombuffer(d_terms, np.int32)])
-        e_tfs = np.concatenate([seg.doc_tfs[keep], np.frombuffer(d_tfs, np.uint16)])
-        if d_ids:  # put the delta's documents in id order among the segment's
-            order = np.argsort(all_ids, kind="stable")
-            all_ids, all_sizes = all_ids[order], all_sizes[order]
-            entry_order = np.argsort(e_docs, kind="stable")
-            e_terms, e_tfs = e_terms[entry_order], e_tfs[entry_order]
-        used = np.bincount(e_terms, minlength=len(terms)) > 0
-        if not used.all():  # drop the terms no document holds any more
-            remap = np.cumsum(used) - 1
-            e_terms = remap[e_terms].astype(np.int32)
-            terms = [t for t, u in zip(terms, used.tolist()) if u]
-        return _Segment._from_entries(terms, all_ids, all_sizes, self._lengths[all_ids],
-                                      e_terms, e_tfs)
+                d_docs.append(doc_id)
+                d_tfs.append(tf)
+        if d_terms:  # the delta's entries among the segment's, in (term, document) order
+            e_terms = np.concatenate([e_terms, np.frombuffer(d_terms, np.int32)])
+            e_docs = np.concatenate([e_docs, np.frombuffer(d_docs, np.int32)])
+            e_tfs = np.concatenate([e_tfs, np.frombuffer(d_tfs, np.uint8)])
+            order = np.argsort((e_terms.astype(np.int64) << 31) | e_docs)
+            e_terms, e_docs, e_tfs = e_terms[order], e_docs[order], e_tfs[order]
+        ids = self.doc_ids()
+        return _Segment._from_entries(terms, ids, self._lengths[ids], e_terms, e_docs, e_tfs)
 
     def save(self, path: Path, meta: dict) -> None:
         """Fold the delta in and write the index, with ``meta``, to ``path`` atomically."""

@@ -165,12 +165,61 @@ def test_a_saved_and_loaded_index_scores_exactly_as_one_built_from_scratch(tmp_p
             index, meta = LexicalIndex.load(tmp_path / "kw")
             assert meta == {"seq": 7}
     fresh = LexicalIndex.build(texts.items())
-    assert len(index) == len(fresh) and index.doc_ids().tolist() == sorted(texts)
-    assert index.terms() == fresh.terms()
-    for query in words + ["watcher lock cache", "first text 12", "nothing here"]:
-        got, want = index.score(query), fresh.score(query)
+    index.save(tmp_path / "again", {})  # the removals and the delta folded in
+    again, _ = LexicalIndex.load(tmp_path / "again")
+    for got_index in (index, again):
+        assert len(got_index) == len(fresh) and got_index.doc_ids().tolist() == sorted(texts)
+        assert got_index.terms() == fresh.terms()
+        for query in words + ["watcher lock cache", "first text 12", "nothing here"]:
+            got, want = got_index.score(query), fresh.score(query)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+            assert got_index.max_score(query) == fresh.max_score(query)
+            assert sorted(got_index.docs_with(query.lower())) == \
+                sorted(fresh.docs_with(query.lower()))
+
+
+def test_a_keyword_file_of_the_layout_before_loads_and_scores_the_same(tmp_path):
+    """Files written before the postings alone were kept (both directions, two-byte term
+    frequencies) are read, not rebuilt."""
+    import numpy as np
+
+    from nbmemory.arrays import write_arrays
+    from nbmemory.lexical import _MAGIC, TOKENIZER
+
+    texts = {1: "retry the socket", 2: "socket socket owner", 5: "orders.amount in cents"}
+    index = LexicalIndex.build(texts.items())
+    index.save(tmp_path / "kw", {"seq": 3})
+    arrays = LexicalIndex.load(tmp_path / "kw")[0]._seg.arrays()
+    arrays["post_tfs"] = arrays["post_tfs"].astype(np.uint16)
+    arrays.update(doc_offsets=np.zeros(7, np.int64), doc_terms=np.zeros(9, np.int32),
+                  doc_tfs=np.ones(9, np.uint16))
+    write_arrays(tmp_path / "old", _MAGIC, {"seq": 3, "tokenizer": TOKENIZER}, arrays)
+    old, meta = LexicalIndex.load(tmp_path / "old")
+    assert meta == {"seq": 3}
+    for query in ("socket", "amount owner", "retry"):
+        got, want = old.score(query), index.score(query)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-        assert sorted(index.docs_with(query.lower())) == sorted(fresh.docs_with(query.lower()))
+
+
+def test_a_term_counts_at_most_tf_cap_times_in_one_note(tmp_path):
+    import numpy as np
+
+    from nbmemory.lexical import TF_CAP
+
+    long = "flaky " * (TF_CAP + 100) + "test"
+    capped = "flaky " * TF_CAP + "test"
+    added = LexicalIndex()
+    added.add(1, "other words")
+    added.add(2, long)
+    added.add(3, "flaky once")
+    built = LexicalIndex.build([(1, "other words"), (2, long), (3, "flaky once")])
+    built.save(tmp_path / "kw", {})
+    loaded, _ = LexicalIndex.load(tmp_path / "kw")
+    scores = [dict(zip(*(a.tolist() for a in i.score("flaky")))) for i in (added, built, loaded)]
+    assert scores[0] == scores[1] == scores[2] and set(scores[0]) == {2, 3}
+    # the note's length is its whole length; only the term's count stops at the cap
+    assert LexicalIndex.build([(2, long)])._lengths[2] == TF_CAP + 101
+    assert LexicalIndex.build([(2, capped)])._seg.post_tfs.tolist()[0] == TF_CAP
 
 
 def test_a_damaged_keyword_file_is_refused_with_its_path(tmp_path):
