@@ -168,8 +168,14 @@ class _Segment:
         document, term frequency), each term's in ascending document order (a stable sort
         by term keeps it). Terms no entry holds are dropped."""
         order = np.argsort(e_terms, kind="stable")
-        e_terms, e_docs, e_tfs = e_terms[order], e_docs[order], e_tfs[order]
-        counts = np.bincount(e_terms, minlength=len(terms))
+        return cls.assemble(terms, np.bincount(e_terms, minlength=len(terms)), ids, lengths,
+                            e_docs[order], e_tfs[order])
+
+    @classmethod
+    def assemble(cls, terms: list[str], counts: np.ndarray, ids: np.ndarray,
+                 lengths: np.ndarray, post_docs: np.ndarray, post_tfs: np.ndarray) -> _Segment:
+        """From each term's number of postings (``counts``), the postings in term order,
+        and documents ``ids`` (ascending) of ``lengths``. Terms without postings are dropped."""
         if not counts.all():
             terms = [t for t, n in zip(terms, counts.tolist()) if n]
             counts = counts[counts > 0]
@@ -177,8 +183,8 @@ class _Segment:
         np.cumsum(counts, out=offsets[1:])
         by_id = np.zeros(int(ids[-1]) + 1 if len(ids) else 0, np.float32)
         by_id[ids] = lengths
-        return cls(terms, ids, by_id, offsets, e_docs.astype(np.int32, copy=False),
-                   e_tfs.astype(np.uint8, copy=False))
+        return cls(terms, ids, by_id, offsets, post_docs.astype(np.int32, copy=False),
+                   post_tfs.astype(np.uint8, copy=False))
 
     def arrays(self) -> dict[str, np.ndarray]:
         blob = "\n".join(self.terms).encode("utf-8")
@@ -415,17 +421,25 @@ class LexicalIndex:
     # -- persistence -------------------------------------------------------------------
 
     def merged(self) -> _Segment:
-        """One segment of every document, the delta folded in (the index is unchanged)."""
+        """One segment of every document, the delta folded in (the index is unchanged).
+
+        The delta's postings are inserted where they belong among the segment's living
+        ones: nothing of the segment's size is sorted. At 1M notes, after 10,000 removals
+        and 6,000 additions: 0.32-0.34 s and 292 MB more at the peak, where one sort of
+        every posting took 2.1-3.9 s and 659 MB.
+        """
         seg = self._seg
         terms, vocab = list(seg.terms), dict(seg.term_ids)
-        e_terms = np.repeat(np.arange(len(terms), dtype=np.int32), np.diff(seg.offsets))
-        e_docs, e_tfs = seg.post_docs, seg.post_tfs
+        docs, tfs, counts = seg.post_docs, seg.post_tfs, np.diff(seg.offsets)
         if self._seg_removed:
-            keep = self._alive[e_docs]
-            e_terms, e_docs, e_tfs = e_terms[keep], e_docs[keep], e_tfs[keep]
+            keep = self._alive[docs]
+            living = np.zeros(len(keep) + 1, np.int64)
+            np.cumsum(keep, out=living[1:])
+            counts = living[seg.offsets[1:]] - living[seg.offsets[:-1]]
+            docs, tfs = docs[keep], tfs[keep]
         d_terms, d_docs, d_tfs = array("i"), array("i"), array("B")
-        for doc_id, counts in self._doc_terms.items():
-            for term, tf in counts.items():
+        for doc_id, doc_counts in self._doc_terms.items():
+            for term, tf in doc_counts.items():
                 at = vocab.get(term)
                 if at is None:
                     at = vocab[term] = len(terms)
@@ -433,14 +447,23 @@ class LexicalIndex:
                 d_terms.append(at)
                 d_docs.append(doc_id)
                 d_tfs.append(tf)
-        if d_terms:  # the delta's entries among the segment's, in (term, document) order
-            e_terms = np.concatenate([e_terms, np.frombuffer(d_terms, np.int32)])
-            e_docs = np.concatenate([e_docs, np.frombuffer(d_docs, np.int32)])
-            e_tfs = np.concatenate([e_tfs, np.frombuffer(d_tfs, np.uint8)])
-            order = np.argsort((e_terms.astype(np.int64) << 31) | e_docs)
-            e_terms, e_docs, e_tfs = e_terms[order], e_docs[order], e_tfs[order]
+        counts = np.concatenate([counts, np.zeros(len(terms) - len(counts), np.int64)])
+        if d_terms:
+            new_terms, new_docs = np.frombuffer(d_terms, np.int32), np.frombuffer(d_docs, np.int32)
+            order = np.lexsort((new_docs, new_terms))
+            new_terms, new_docs = new_terms[order], new_docs[order]
+            starts = np.zeros(len(terms) + 1, np.int64)
+            np.cumsum(counts, out=starts[1:])
+            where = np.empty(len(order), np.int64)
+            groups = np.flatnonzero(np.diff(new_terms)) + 1
+            for lo, hi in zip([0, *groups.tolist()], [*groups.tolist(), len(order)]):
+                start, stop = starts[new_terms[lo]], starts[new_terms[lo] + 1]
+                where[lo:hi] = start + np.searchsorted(docs[start:stop], new_docs[lo:hi])
+            docs = np.insert(docs, where, new_docs)
+            tfs = np.insert(tfs, where, np.frombuffer(d_tfs, np.uint8)[order])
+            counts += np.bincount(new_terms, minlength=len(terms))
         ids = self.doc_ids()
-        return _Segment._from_entries(terms, ids, self._lengths[ids], e_terms, e_docs, e_tfs)
+        return _Segment.assemble(terms, counts, ids, self._lengths[ids], docs, tfs)
 
     def save(self, path: Path, meta: dict) -> None:
         """Fold the delta in and write the index, with ``meta``, to ``path`` atomically."""
