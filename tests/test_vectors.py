@@ -113,7 +113,7 @@ def test_a_loaded_index_estimates_from_its_graph_until_its_rows_are_copied(tmp_p
     assert later.keys().tolist() == now.keys().tolist()
 
 
-def test_a_loaded_graph_is_a_view_of_its_file_until_the_first_change(tmp_path):
+def test_a_loaded_graph_stays_a_view_of_its_file_changes_go_beside_it_until_a_save(tmp_path):
     from nbmemory.vectors import VectorIndex
 
     rng = np.random.default_rng(4)
@@ -123,23 +123,40 @@ def test_a_loaded_graph_is_a_view_of_its_file_until_the_first_change(tmp_path):
     built.add(keys, vectors)
     path = tmp_path / "v.usearch"
     built.save(path, {"seq": 1})
+    assert built._viewed == path  # a saved graph is a view of its file
     loaded, _ = VectorIndex.load(path)
     loaded.start_filling()
     assert loaded._viewed == path  # memory-mapped: nothing read yet
     assert loaded.search(vectors[41], 1)[0].tolist() == [42]
-    loaded.remove([42])  # the first change reads the graph into memory
+    loaded.remove([42])
     loaded.add([5000], vectors[41:42])
-    assert loaded._viewed is None
+    fresh = unit(rng, 2)
+    loaded.add([7], fresh[:1])  # replaces a key of the view
+    loaded.add([7], fresh[1:])  # and again, in the graph beside it
+    loaded.add([6], vectors[5:6])  # the same vector as before
+    assert loaded._viewed == path  # still nothing read
     assert loaded.search(vectors[41], 1)[0].tolist() == [5000] and 42 not in loaded
-    loaded.save(path, {"seq": 2})  # over the file the view was of
+    assert loaded.search(fresh[1], 1)[0].tolist() == [7]
+    assert 7 not in loaded.search(vectors[6], 3)[0].tolist() + loaded.search(fresh[0], 3)[0].tolist()
+    assert loaded.search(vectors[5], 1)[0].tolist() == [6]
+    assert len(loaded) == 3000 and loaded.keys().tolist() == sorted({*keys.tolist(), 5000} - {42})
+    for key in keys[100:500].tolist():  # more dead than a search asks for
+        loaded.remove([key])
+    found = loaded.search(vectors[41], 50)[0]
+    assert len(found) == 50 and found[0] == 5000 and not set(found.tolist()) & set(range(101, 501))
+    loaded.save(path, {"seq": 2})  # over the file the view was of, then a view of the new one
+    assert loaded._viewed == path and loaded._delta is None and not loaded._n_dead
     again, _ = VectorIndex.load(path)
     again.start_filling()
-    assert again.search(vectors[41], 1)[0].tolist() == [5000] and len(again) == 3000
+    for index in (loaded, again):
+        assert index.search(vectors[41], 1)[0].tolist() == [5000] and len(index) == 2600
+        assert index.search(fresh[1], 1)[0].tolist() == [7] and 42 not in index
     damaged = tmp_path / "damaged"  # replaced (not written in place: it is mapped) by a damaged file
     damaged.write_bytes(path.read_bytes()[:1000])
     damaged.replace(path)
+    again.add([6000], vectors[:1])
     with pytest.raises(VectorIndexError, match="v.usearch"):
-        again.add([6000], vectors[:1])
+        again.save(path, {"seq": 3})  # the changes are folded in at the save
 
 
 def test_rows_copied_in_one_pass_keep_the_changes_made_during_the_copy(tmp_path):
