@@ -276,6 +276,34 @@ def test_settings_page_size_and_poll_interval(browser_context, lab):
         page.close()
 
 
+def test_status_says_when_the_model_loads_and_the_graph_builds(browser_context, lab):
+    """A starting owner answers from the keywords while its model loads, and a large store
+    searches exactly while its graph builds: the status line says both, and drops them
+    once the owner reports them done. The server's real status, with those two fields as
+    such an owner reports them."""
+    def starting(route):
+        response = route.fetch()
+        body = {**response.json(), "model_loading": True,
+                "index": "building 40,000/100,000 (recall searches exactly meanwhile)"}
+        route.fulfill(response=response, body=json.dumps(body))
+
+    page = open_lab(browser_context, lab, before=lambda p: p.route("**/nbmemory/status*", starting))
+    try:
+        status = page.locator(f"{PANEL} .nbm-Status")
+        expect(status.locator(".nbm-StatusLoading")).to_have_text(
+            "loading the model: keyword results meanwhile")
+        expect(status.locator(".nbm-StatusIndex")).to_have_text(
+            "vector index building 40,000/100,000 (recall searches exactly meanwhile)")
+        expect(status).to_contain_text("hash:64")  # the rest of the real status
+        page.unroute("**/nbmemory/status*")
+        refresh(page)
+        expect(status.locator(".nbm-StatusLoading")).to_have_count(0)
+        expect(status.locator(".nbm-StatusIndex")).to_have_count(0)
+        expect(status).to_contain_text("hash:64")
+    finally:
+        page.close()
+
+
 def test_version_mismatch_is_explained(browser_context, lab):
     page = browser_context.new_page()
     page.route("**/nbmemory/version*", lambda route: route.fulfill(
