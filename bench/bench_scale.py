@@ -209,6 +209,8 @@ def child_engine(spec) -> dict:
                                  queries[:spec["recalls"]])
         out["with_hits"] = sum(1 for c in counts if c)
         out["hits_mean"] = float(np.mean(counts))
+        if not spec.get("real_model"):  # what the graph proposes, to compare with exact search
+            out["top"] = [(vectors.search(q, K)[0] - 1).tolist() for q in qvecs[:spec["recalls"]]]
         if spec.get("real_model"):
             out["embed_s"] = _timed(lambda q: embedder.encode([q]), queries[:spec["recalls"]])
     status = engine.status()
@@ -326,6 +328,7 @@ def child_numpy(spec) -> dict:
     search(qvecs[0])
     out["first_recall_s"] = time.perf_counter() - start
     out["recall_s"] = _timed(search, qvecs)
+    out["top"] = [search(q).tolist() for q in qvecs]
     out["rss_after"] = memory_of()
     new = np.load(spec["vectors"])
     start = time.perf_counter()
@@ -354,6 +357,8 @@ def child_chroma(spec) -> dict:
     out["first_recall_s"] = time.perf_counter() - start
     out["first_hits"] = len(got["ids"][0])
     out["recall_s"] = _timed(lambda q: collection.query(query_embeddings=[q], n_results=K), qvecs)
+    out["top"] = [[int(i) for i in collection.query(query_embeddings=[q], n_results=K)["ids"][0]]
+                  for q in qvecs]
     out["rss_after"] = memory_of()
     new = np.load(spec["vectors"])
     start = time.perf_counter()
@@ -671,6 +676,13 @@ def report(sizes, results, disks, cosines, nq, chroma, model, percentiles) -> No
         x, y = get(r, *a), get(r, *b)
         return "n/a" if x is None or y is None else f"{x + y:.2f}"
 
+    def found(r, *path):
+        """The share of exact search's top K among a system's, over the queries."""
+        got, exact = get(r, *path), get(r, "numpy", "top")
+        if not got or not exact:
+            return "n/a"
+        return f"{np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(got, exact)]):.3f}"
+
     def rss(r, *path):
         m = get(r, *path)
         return "n/a" if not m else f"{m['VmRSS']:,.0f} / {m['VmHWM']:,.0f}"
@@ -701,6 +713,11 @@ def report(sizes, results, disks, cosines, nq, chroma, model, percentiles) -> No
          {"nbmemory": lambda r: pcts(r, "reopen", "recall_s"),
           "exact numpy": lambda r: pcts(r, "numpy", "recall_s"),
           "ChromaDB": lambda r: pcts(r, "chroma", "recall_s")}),
+        (f"of exact search's top {K}, the share a vector search finds (nbmemory: its graph's "
+         "candidates, before the keywords and the fusion)", "",
+         {"nbmemory": lambda r: found(r, "reopen", "top"),
+          "exact numpy": lambda r: found(r, "numpy", "top"),
+          "ChromaDB": lambda r: found(r, "chroma", "top")}),
         ("recall p50 / p95, incl. the query embedding (model warm), ms",
          "p50 <= 30 ms at 1M",
          {"nbmemory": lambda r: pcts(r, "model", "recall_s"),
