@@ -10,9 +10,9 @@ dead and its terms' document frequencies are counted again among the living when
 used, so scores are exactly those of an index built from scratch (tests/test_lexical).
 ``save`` folds the delta in and writes one file; ``load`` reads its arrays back. At 100k
 notes (bench corpus, 2 busy cores): tokenizing every note took 6.5-7.3 s on each open,
-loading the file about 0.19 s; the file is 17.6 MB (176 bytes a note). Tantivy was not
-tried: its tokenizer would have to keep identifiers whole and stem their parts as this one
-does, and the arrays already make an open a matter of reading a file.
+loading the file about 0.19 s; the file is 8.5 MB (85 bytes a note; 92 MB at 1M).
+Tantivy was not tried: its tokenizer would have to keep identifiers whole and stem their
+parts as this one does, and the arrays already make an open a matter of reading a file.
 """
 
 from __future__ import annotations
@@ -327,13 +327,17 @@ class LexicalIndex:
 
     def terms(self) -> set[str]:
         """Every term some document holds."""
+        living = self._living_counts()
+        return {t for t, n in zip(self._seg.terms, living.tolist()) if n}.union(self._postings)
+
+    def _living_counts(self) -> np.ndarray:
+        """Per segment term, how many of its postings are of documents not removed."""
         seg = self._seg
-        df = np.diff(seg.offsets)
-        if self._seg_removed:
-            alive = np.zeros(len(seg.post_docs) + 1, np.int64)
-            np.cumsum(self._alive[seg.post_docs], out=alive[1:])
-            df = alive[seg.offsets[1:]] - alive[seg.offsets[:-1]]
-        return {t for t, n in zip(seg.terms, df.tolist()) if n}.union(self._postings)
+        if not self._seg_removed:
+            return np.diff(seg.offsets)
+        alive = np.zeros(len(seg.post_docs) + 1, np.int64)
+        np.cumsum(self._alive[seg.post_docs], out=alive[1:])
+        return alive[seg.offsets[1:]] - alive[seg.offsets[:-1]]
 
     def _segment_postings(self, at: int) -> tuple[np.ndarray, np.ndarray]:
         seg = self._seg
@@ -430,12 +434,9 @@ class LexicalIndex:
         """
         seg = self._seg
         terms, vocab = list(seg.terms), dict(seg.term_ids)
-        docs, tfs, counts = seg.post_docs, seg.post_tfs, np.diff(seg.offsets)
+        docs, tfs, counts = seg.post_docs, seg.post_tfs, self._living_counts()
         if self._seg_removed:
             keep = self._alive[docs]
-            living = np.zeros(len(keep) + 1, np.int64)
-            np.cumsum(keep, out=living[1:])
-            counts = living[seg.offsets[1:]] - living[seg.offsets[:-1]]
             docs, tfs = docs[keep], tfs[keep]
         d_terms, d_docs, d_tfs = array("i"), array("i"), array("B")
         for doc_id, doc_counts in self._doc_terms.items():
