@@ -38,10 +38,14 @@ class VectorIndex:
     key's row is there, :meth:`get` reads it when asked for and :meth:`similarities`
     estimates it from the graph while the background copy runs.
 
-    A loaded or saved graph is a read-only view of its file: the notes added since are in
-    a small graph beside it, and the keys removed or replaced since are left out of its
-    answers, until the next save writes one graph again.
+    A loaded graph, and a saved one of at least ``VIEW_FROM`` vectors, is a read-only view
+    of its file: the notes added since are in a small graph beside it, and the keys removed
+    or replaced since are left out of its answers, until the next save writes one graph
+    again. A smaller graph is kept in memory after a save: it takes little, and folding
+    changes in at each save would add them to a graph twice.
     """
+
+    VIEW_FROM = 20_000
 
     def __init__(self, ndim: int, *, connectivity: int = 16, expansion_add: int = 128,
                  expansion_search: int = 96, dtype: str = "i8", _index: Index | None = None,
@@ -384,12 +388,13 @@ class VectorIndex:
 
     def save(self, path: Path, meta: dict) -> None:
         """Write index and its metadata (journal position, embedder) atomically. Changes
-        made beside a view are folded in here; then the graph is a view of the new file
+        made beside a view are folded in here; then a large graph is a view of the new file
         (its pages are the file's, not the process's: 533 MB at 1M notes)."""
         with self._lock:
             self._writable()  # and the view of the old file is let go before the rename
             atomic_write(path, lambda tmp: self._index.save(str(tmp)))
-            self._view(path)
+            if len(self._index) >= self.VIEW_FROM:
+                self._view(path)
         meta_path = path.with_name(path.name + ".json")
         atomic_write(meta_path, lambda tmp: tmp.write_text(json.dumps(meta)))
 

@@ -113,7 +113,8 @@ def test_a_loaded_index_estimates_from_its_graph_until_its_rows_are_copied(tmp_p
     assert later.keys().tolist() == now.keys().tolist()
 
 
-def test_a_loaded_graph_stays_a_view_of_its_file_changes_go_beside_it_until_a_save(tmp_path):
+def test_a_loaded_graph_stays_a_view_of_its_file_changes_go_beside_it_until_a_save(tmp_path,
+                                                                                   monkeypatch):
     from nbmemory.vectors import VectorIndex
 
     rng = np.random.default_rng(4)
@@ -123,7 +124,7 @@ def test_a_loaded_graph_stays_a_view_of_its_file_changes_go_beside_it_until_a_sa
     built.add(keys, vectors)
     path = tmp_path / "v.usearch"
     built.save(path, {"seq": 1})
-    assert built._viewed == path  # a saved graph is a view of its file
+    assert built._viewed is None  # a small graph stays in memory after a save
     loaded, _ = VectorIndex.load(path)
     loaded.start_filling()
     assert loaded._viewed == path  # memory-mapped: nothing read yet
@@ -144,6 +145,7 @@ def test_a_loaded_graph_stays_a_view_of_its_file_changes_go_beside_it_until_a_sa
         loaded.remove([key])
     found = loaded.search(vectors[41], 50)[0]
     assert len(found) == 50 and found[0] == 5000 and not set(found.tolist()) & set(range(101, 501))
+    monkeypatch.setattr(VectorIndex, "VIEW_FROM", 1000)  # as a large graph is
     loaded.save(path, {"seq": 2})  # over the file the view was of, then a view of the new one
     assert loaded._viewed == path and loaded._delta is None and not loaded._n_dead
     again, _ = VectorIndex.load(path)
