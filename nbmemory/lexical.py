@@ -179,8 +179,7 @@ class _Segment:
         if not counts.all():
             terms = [t for t, n in zip(terms, counts.tolist()) if n]
             counts = counts[counts > 0]
-        offsets = np.zeros(len(terms) + 1, np.int64)
-        np.cumsum(counts, out=offsets[1:])
+        offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
         by_id = np.zeros(int(ids[-1]) + 1 if len(ids) else 0, np.float32)
         by_id[ids] = lengths
         return cls(terms, ids, by_id, offsets, post_docs.astype(np.int32, copy=False),
@@ -335,8 +334,7 @@ class LexicalIndex:
         seg = self._seg
         if not self._seg_removed:
             return np.diff(seg.offsets)
-        alive = np.zeros(len(seg.post_docs) + 1, np.int64)
-        np.cumsum(self._alive[seg.post_docs], out=alive[1:])
+        alive = np.concatenate([[0], np.cumsum(self._alive[seg.post_docs], dtype=np.int64)])
         return alive[seg.offsets[1:]] - alive[seg.offsets[:-1]]
 
     def _segment_postings(self, at: int) -> tuple[np.ndarray, np.ndarray]:
@@ -427,10 +425,9 @@ class LexicalIndex:
     def merged(self) -> _Segment:
         """One segment of every document, the delta folded in (the index is unchanged).
 
-        The delta's postings are inserted where they belong among the segment's living
-        ones: nothing of the segment's size is sorted. At 1M notes, after 10,000 removals
-        and 6,000 additions: 0.32-0.34 s and 292 MB more at the peak, where one sort of
-        every posting took 2.1-3.9 s and 659 MB.
+        The delta's postings are inserted among the segment's living ones: nothing of the
+        segment's size is sorted. At 1M notes after 10,000 removals and 6,000 additions:
+        0.32-0.34 s and 292 MB at the peak, where sorting every posting took 2.1-3.9 s, 659 MB.
         """
         seg = self._seg
         terms, vocab = list(seg.terms), dict(seg.term_ids)
@@ -453,8 +450,7 @@ class LexicalIndex:
             new_terms, new_docs = np.frombuffer(d_terms, np.int32), np.frombuffer(d_docs, np.int32)
             order = np.lexsort((new_docs, new_terms))
             new_terms, new_docs = new_terms[order], new_docs[order]
-            starts = np.zeros(len(terms) + 1, np.int64)
-            np.cumsum(counts, out=starts[1:])
+            starts = np.concatenate([[0], np.cumsum(counts)])
             where = np.empty(len(order), np.int64)
             groups = np.flatnonzero(np.diff(new_terms)) + 1
             for lo, hi in zip([0, *groups.tolist()], [*groups.tolist(), len(order)]):
