@@ -18,6 +18,14 @@ from .files import atomic_write
 from usearch.index import Index  # noqa: I001
 
 
+def _flagged(flags: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """For each key, its flag in ``flags`` (a bool array by key; False beyond its end)."""
+    out = np.zeros(len(keys), bool)
+    inside = (keys >= 0) & (keys < len(flags))
+    out[inside] = flags[keys[inside]]
+    return out
+
+
 class VectorIndexError(Exception):
     """The index file cannot be used; rebuild it."""
 
@@ -112,9 +120,7 @@ class VectorIndex:
     def _put_unfilled(self, found, matrix) -> None:
         with self._lock:
             found = np.asarray(found, np.int64)
-            inside = found < len(self._unfilled)
-            still = np.zeros(len(found), bool)
-            still[inside] = self._unfilled[found[inside]]
+            still = _flagged(self._unfilled, found)
             self.rows.put(found[still], np.asarray(matrix)[still])
             self._unfilled[found[still]] = False
             self._n_unfilled -= int(still.sum())
@@ -126,10 +132,7 @@ class VectorIndex:
 
     def _pending(self, keys: np.ndarray) -> np.ndarray:
         """For each key, whether it is in the graph but not yet in the rows (hold the lock)."""
-        pending = np.zeros(len(keys), bool)
-        inside = (keys >= 0) & (keys < len(self._unfilled))
-        pending[inside] = self._unfilled[keys[inside]]
-        return pending
+        return _flagged(self._unfilled, keys)
 
     def _fill_all(self, keys: np.ndarray) -> None:
         if self._source_all is not None and not self._exact_graph:
@@ -303,8 +306,7 @@ class VectorIndex:
 
     def _forget_unfilled(self, keys: np.ndarray) -> None:
         if self._n_unfilled:
-            inside = keys[keys < len(self._unfilled)]
-            dropped = np.unique(inside[self._unfilled[inside]])
+            dropped = np.unique(keys[_flagged(self._unfilled, keys)])
             self._unfilled[dropped] = False
             self._n_unfilled -= len(dropped)
 
@@ -375,7 +377,7 @@ class VectorIndex:
                     else np.empty(0, np.int64))
             if dead is None:
                 break
-            keys = keys[~dead[np.minimum(keys, len(dead) - 1)] | (keys >= len(dead))]
+            keys = keys[~_flagged(dead, keys)]
             if len(keys) >= k or count >= len(main):
                 break
             count = min(2 * count, len(main))

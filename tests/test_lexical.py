@@ -195,7 +195,7 @@ def test_a_keyword_file_of_the_layout_before_loads_and_scores_the_same(tmp_path)
                   doc_tfs=np.ones(9, np.uint16))
     write_arrays(tmp_path / "old", _MAGIC, {"seq": 3, "tokenizer": TOKENIZER}, arrays)
     old, meta = LexicalIndex.load(tmp_path / "old")
-    assert meta == {"seq": 3}
+    assert meta == {"seq": 3} and old._seg.post_tfs.dtype == np.uint8  # converted on load
     for query in ("socket", "amount owner", "retry"):
         got, want = old.score(query), index.score(query)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
