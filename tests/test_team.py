@@ -208,6 +208,29 @@ def test_the_team_store_through_the_owner_process(team_url, tmp_path, monkeypatc
         assert mem.recall("export Airflow")[0].note.id == note.id
 
 
+def test_members_opening_a_new_team_store_at_the_same_moment_all_open_it(postgres_server):
+    """Each open creates the schema if it is missing: two at once raced to create it."""
+    for _ in range(3):
+        address = Address.parse(postgres_server.url(postgres_server.new_database()))
+        start, opened, failed = threading.Barrier(6), [], []
+
+        def open_store():
+            start.wait()
+            try:
+                opened.append(PostgresStore(address))
+            except Exception as exc:  # noqa: BLE001 - the failure is the finding
+                failed.append(exc)
+
+        threads = [threading.Thread(target=open_store) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failed and len(opened) == 6
+        for store in opened:
+            store.close()
+
+
 def test_migrations_are_applied_once_and_a_newer_store_is_refused(team_url):
     address = Address.parse(team_url)
     PostgresStore(address).close()

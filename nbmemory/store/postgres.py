@@ -128,7 +128,10 @@ class PostgresStore(Store):
         try:
             if not raw.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
                                [address.schema]).fetchone():
-                raw.execute(f"CREATE SCHEMA {address.schema}")
+                try:
+                    raw.execute(f"CREATE SCHEMA IF NOT EXISTS {address.schema}")
+                except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateSchema):
+                    pass  # another member's owner created it at the same moment
             raw.execute(f"SET search_path TO {address.schema}")
         except psycopg.errors.InsufficientPrivilege:
             raw.close()
