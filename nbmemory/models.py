@@ -71,8 +71,10 @@ class Provenance:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Provenance:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (data or {}).items() if k in names})
+        return cls(**{k: v for k, v in (data or {}).items() if k in _PROVENANCE_FIELDS})
+
+
+_PROVENANCE_FIELDS = frozenset(f.name for f in dataclasses.fields(Provenance))
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,7 @@ def note_from_line(line: bytes | str) -> Note:
     for at in (7, 8):
         if row[at] is not None:
             row[at] = _EPOCH + timedelta(microseconds=row[at])
-    if row[10] is not None:
-        row[10] = json.dumps(row[10])
-    return _note(row)
+    return _note(row, row[10] or {})
 
 
 class Store(Rows):

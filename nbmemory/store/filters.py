@@ -99,11 +99,14 @@ def _id_list(ids: Sequence[int]) -> str:
     return ", ".join(str(int(i)) for i in ids) or "NULL"
 
 
-def _note(row: tuple) -> Note:
+def _note(row: Sequence, provenance: dict | None = None) -> Note:
+    """A note from its row (_NOTE_COLUMNS); ``provenance`` when the row's is parsed already."""
+    if provenance is None and row[10]:
+        provenance = json.loads(row[10])
     return Note(
         id=row[0], text=row[1], kind=row[2], priority=row[3], tags=tuple(row[4]),
         status=row[5], version=row[6], created_at=_aware(row[7]), updated_at=_aware(row[8]),
-        author=row[9], provenance=Provenance.from_dict(json.loads(row[10]) if row[10] else None),
+        author=row[9], provenance=Provenance.from_dict(provenance),
         supersedes=row[11], resolution=row[12], resolution_reason=row[13],
     )
 
