@@ -12,6 +12,8 @@ import numpy as np
 from ..models import Anchor, Snapshot
 from .filters import _ACTIVE_AFTER, _NOTE_FROM, _STATUS_EVENTS, _aware, _naive
 
+_RECALL_LOG_COLUMNS = ("logged_at", "query", "k", "returned", "lexical", "dense", "filtered_out")
+
 
 class Rows:
     """Mixed into :class:`~.duckdb.Store` (which holds ``con`` and the caches)."""
@@ -130,11 +132,12 @@ class Rows:
     # -- recall log ---------------------------------------------------------------------
 
     def log_recalls(self, entries: Sequence[dict]) -> None:
-        """Append recall log entries (at, query, k, returned, lexical, dense, filtered_out)."""
-        self.con.executemany(
-            "INSERT INTO recall_log VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [[_naive(e["at"]), e["query"], e["k"], e["returned"], e["lexical"], e["dense"],
-              e["filtered_out"]] for e in entries])
+        """Append recall log entries (at, query, k, returned, lexical, dense, filtered_out),
+        in one statement: ``executemany`` took 77 ms for a batch of 100 (a pause in every
+        hundredth recall)."""
+        self.insert_rows("recall_log", _RECALL_LOG_COLUMNS,
+                         [[_naive(e["at"]), e["query"], e["k"], e["returned"], e["lexical"],
+                           e["dense"], e["filtered_out"]] for e in entries])
 
     def recall_stats(self) -> dict[str, int]:
         total, empty = self.con.execute(
