@@ -192,7 +192,10 @@ class DenseRows:
         with one_blas_thread():
             return vectors @ np.asarray(query, dtype=np.float32)
 
-    def search(self, query: np.ndarray, k: int, *, exact: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, query: np.ndarray, k: int, *, exact: bool = True,
+               scored: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Keys and cosines of the ``k`` nearest rows, best first (always exact, as
+        :meth:`VectorIndex.search` with ``scored``)."""
         k = min(k, self._count)
         if k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)

@@ -130,7 +130,9 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
     lex_ids, lex_scores = lexical.score(query, candidates, limit=pool)
     if mode == "dense" or qvec is not None:
         if candidates is None:
-            dense_ids, _ = nearest(vectors, qvec, pool, len(vectors) <= exact_below, drop)
+            # Unscored: the union's cosines are computed below, once.
+            dense_ids, _ = nearest(vectors, qvec, pool, len(vectors) <= exact_below, drop,
+                                   scored=False)
         else:
             sims = vectors.similarities(qvec, candidates)
             dense_ids = candidates[top_positions(sims, pool)]
@@ -160,9 +162,11 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
 
 
 def nearest(vectors: VectorIndex, qvec: np.ndarray, pool: int, exact: bool,
-            drop: Container[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+            drop: Container[int] = (), scored: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Ids and cosines of the ``pool`` nearest vectors not in ``drop``, best first, with the
-    dropped ones ranked among them (the shortest such prefix of the ranking).
+    dropped ones ranked among them (the shortest such prefix of the ranking). ``scored``
+    False: the graph's candidates, at least ``pool`` not dropped, unordered (see
+    :meth:`VectorIndex.search`).
 
     The search asks for ``pool`` and looks further only while dropped ids fill the gap:
     asking for ``pool`` plus every inactive note made a store with many superseded notes
@@ -170,11 +174,11 @@ def nearest(vectors: VectorIndex, qvec: np.ndarray, pool: int, exact: bool,
     """
     count, total = pool, len(vectors)
     while True:
-        ids, sims = vectors.search(qvec, min(count, total), exact=exact)
+        ids, sims = vectors.search(qvec, min(count, total), exact=exact, scored=scored)
         dropped = np.fromiter((i in drop for i in ids.tolist()), bool, len(ids)) if drop else None
         kept = len(ids) - (int(dropped.sum()) if dropped is not None else 0)
         if kept >= pool or count >= total:
-            if dropped is not None and kept > pool:
+            if dropped is not None and kept > pool and scored:
                 end = int(np.searchsorted(np.cumsum(~dropped), pool)) + 1
                 ids, sims = ids[:end], sims[:end]
             return ids, sims

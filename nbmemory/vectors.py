@@ -26,6 +26,15 @@ def _flagged(flags: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return out
 
 
+def _matches(index: Index, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Keys and estimated cosines of ``index``'s ``k`` nearest to ``query``."""
+    if not k:
+        return np.empty(0, np.int64), np.empty(0, np.float32)
+    found = index.search(query, k)
+    return (np.asarray(found.keys, dtype=np.int64),
+            1.0 - np.asarray(found.distances, dtype=np.float32))
+
+
 class VectorIndexError(Exception):
     """The index file cannot be used; rebuild it."""
 
@@ -105,6 +114,8 @@ class VectorIndex:
         """Copy the rows of those of ``keys`` not yet copied. The vectors are read outside
         the lock (a read from the store takes tens of milliseconds for a chunk: searches
         would wait on it); a key added or removed meanwhile keeps what that did."""
+        if not self._n_unfilled:  # every row copied: the common case, checked cheaply
+            return
         keys = self._unfilled_of(keys)
         if not len(keys):
             return
@@ -359,8 +370,14 @@ class VectorIndex:
                 sims[pending] = (graph @ np.asarray(query, np.float32)) / norms
         return sims
 
-    def search(self, query: np.ndarray, k: int, *, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Keys and cosine similarities of the ``k`` nearest vectors, best first."""
+    def search(self, query: np.ndarray, k: int, *, exact: bool = False,
+               scored: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Keys and cosine similarities of the ``k`` nearest vectors, best first.
+
+        ``scored`` False, for a caller that scores the keys from the rows itself: the
+        graph's candidates unordered, ``k`` of its own and up to ``k`` from the graph
+        beside a view, with the graph's int8 estimates of their cosines.
+        """
         if not len(self) or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         if exact or self._builder is not None:
@@ -373,17 +390,19 @@ class VectorIndex:
             main, delta, dead = self._index, self._delta, self._dead if self._n_dead else None
         count = min(k, len(main))
         while True:  # past the dead keys of a viewed graph, to k living ones
-            keys = (np.asarray(main.search(query, count).keys, dtype=np.int64) if count
-                    else np.empty(0, np.int64))
+            keys, sims = _matches(main, query, count)
             if dead is None:
                 break
-            keys = keys[~_flagged(dead, keys)]
+            living = ~_flagged(dead, keys)
+            keys, sims = keys[living], sims[living]
             if len(keys) >= k or count >= len(main):
                 break
             count = min(2 * count, len(main))
         if delta is not None and len(delta):
-            keys = np.concatenate([keys, np.asarray(delta.search(query, min(k, len(delta))).keys,
-                                                    dtype=np.int64)])
+            more = _matches(delta, query, min(k, len(delta)))
+            keys, sims = np.concatenate([keys, more[0]]), np.concatenate([sims, more[1]])
+        if not scored:
+            return keys, sims
         sims = self.similarities(query, keys)  # exact: the graph's are int8 estimates
         order = np.argsort(-sims, kind="stable")[:k]
         return keys[order], sims[order]

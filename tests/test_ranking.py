@@ -56,7 +56,7 @@ def test_the_dense_channel_looks_past_dropped_notes_without_asking_for_all_of_th
     drop = set(order[:30:2])  # 15 of the nearest 30 are gone
     asked = []
     search = rows.search
-    rows.search = lambda q, n, exact=True: (asked.append(n), search(q, n))[1]
+    rows.search = lambda q, n, exact=True, scored=True: (asked.append(n), search(q, n))[1]
     ids = nearest(rows, query, 10, True, drop)[0].tolist()
     kept = [i for i in ids if i not in drop]
     assert kept == [i for i in order if i not in drop][:10]

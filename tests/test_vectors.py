@@ -145,6 +145,11 @@ def test_a_loaded_graph_stays_a_view_of_its_file_changes_go_beside_it_until_a_sa
         loaded.remove([key])
     found = loaded.search(vectors[41], 50)[0]
     assert len(found) == 50 and found[0] == 5000 and not set(found.tolist()) & set(range(101, 501))
+    # Unscored (recall scores the union of both channels itself): both graphs' candidates.
+    proposed, estimated = loaded.search(vectors[41], 50, scored=False)
+    assert 5000 in proposed.tolist() and len(set(proposed.tolist()) - {5000}) >= 50
+    assert not set(proposed.tolist()) & {42, *range(101, 501)}
+    assert np.allclose(estimated, loaded.similarities(vectors[41], proposed), atol=1e-3)
     monkeypatch.setattr(VectorIndex, "VIEW_FROM", 1000)  # as a large graph is
     loaded.save(path, {"seq": 2})  # over the file the view was of, then a view of the new one
     assert loaded._viewed == path and loaded._delta is None and not loaded._n_dead
