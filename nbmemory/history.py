@@ -7,11 +7,12 @@ journal up to it. Views of the past are built in memory on demand and searched e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
 from .lexical import LexicalIndex
-from .models import Change, Note, StaleReason
+from .models import PRIORITIES, Change, Note, StaleReason
 from .store import Filters, Store
 from .dense_rows import DenseRows
 
@@ -44,8 +45,9 @@ class PastView:
         return np.array(sorted(i for i, n in self.notes.items() if filters.matches(n)),
                         dtype=np.int64)
 
-    def priorities(self, ids) -> dict[int, str]:
-        return {i: self.notes[i].priority for i in ids if i in self.notes}
+    def priority_codes(self, ids: Sequence[int]) -> np.ndarray:
+        """Each note's priority as its index in ``PRIORITIES``."""
+        return np.array([PRIORITIES.index(self.notes[i].priority) for i in ids], np.int8)
 
     def get_notes(self, ids) -> dict[int, Note]:
         return {i: self.notes[i] for i in ids if i in self.notes}

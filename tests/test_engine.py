@@ -15,7 +15,7 @@ from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound,
                              StoreTooNew)
 from nbmemory.display import status_display
 from nbmemory.memory import Memory
-from nbmemory.models import Provenance
+from nbmemory.models import PRIORITIES, Provenance
 from nbmemory.store import Filters, Store
 
 
@@ -674,5 +674,5 @@ def test_note_priorities_read_like_the_dict_they_replace():
     assert (len(priorities), priorities.get(12), priorities.get(5)) == (4, "high", "low")
     assert priorities.pop(2) == "high" and priorities.pop(2, "gone") == "gone"
     assert len(priorities) == 3 and 2 not in priorities
-    assert priorities.names([5, 2, 12, 10**6, -3, 9]) == ["low", "medium", "high", "medium",
-                                                          "medium", "low"]
+    codes = priorities.codes([5, 2, 12, 10**6, -3, 9])
+    assert [PRIORITIES[c] for c in codes] == ["low", "medium", "high", "medium", "medium", "low"]

@@ -47,14 +47,15 @@ class Priorities:
         code = self._codes[note_id] if 0 <= note_id < len(self._codes) else -1
         return PRIORITIES[code] if code >= 0 else default
 
-    def names(self, ids: Sequence[int], default: str = "medium") -> list[str]:
-        """The priority of each of ``ids`` (``default`` for one not held), in one lookup."""
+    def codes(self, ids: Sequence[int], default: str = "medium") -> np.ndarray:
+        """The priority of each of ``ids`` as its index in ``PRIORITIES`` (``default`` for
+        one not held), in one lookup."""
         ids = np.asarray(ids, np.int64)
         codes = np.full(len(ids), PRIORITIES.index(default), np.int8)
         inside = np.flatnonzero((ids >= 0) & (ids < len(self._codes)))
         found = self._codes[ids[inside]]
         codes[inside[found >= 0]] = found[found >= 0]
-        return [PRIORITIES[code] for code in codes.tolist()]
+        return codes
 
     def __contains__(self, note_id: int) -> bool:
         return self.get(note_id) is not None

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import Command, InvalidInput
 from ..history import PastView
 from ..lexical import LexicalIndex
-from ..models import Hit, Hits, Note, utcnow
+from ..models import PRIORITIES, Hit, Hits, Note, utcnow
 from ..ranking import MODES, nearest, rank_arrays
 from ..store import Filters, Store
 from ..dense_rows import DenseRows
@@ -22,6 +22,7 @@ from .part import Part
 from .validate import MAX_K, check_count, filters_for, unicode_text
 
 PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
+_BONUS_OF_CODE = np.array([PRIORITY_BONUS[p] for p in PRIORITIES])
 _NO_VECTORS = DenseRows.from_matrix(np.empty(0, np.int64), np.empty((0, 1), np.float32))
 
 
@@ -39,8 +40,8 @@ class _LiveView:
     def candidates(self, filters: Filters) -> np.ndarray:
         return self.store.note_ids(filters)
 
-    def priorities(self, ids: Sequence[int]) -> dict[int, str]:
-        return dict(zip(ids, self.priority.names(ids)))
+    def priority_codes(self, ids: Sequence[int]) -> np.ndarray:
+        return self.priority.codes(ids)
 
     def get_notes(self, ids: Sequence[int]) -> dict[int, Note]:
         return self.cards.notes(ids, self.store)
@@ -123,8 +124,7 @@ class Recall(Part):
             hits, previously, below = [], [], 0
             if ranked is not None and len(ranked.ids):
                 ids = ranked.ids.tolist()
-                priority_of = view.priorities(ids)
-                bonus = np.array([PRIORITY_BONUS[priority_of[i]] for i in ids])
+                bonus = _BONUS_OF_CODE[view.priority_codes(ranked.ids)]
                 scores = ranked.score + bonus  # float64, as the sum of two Python floats
                 # Best first, ties by id; only the head is looked at.
                 for at in np.lexsort((ranked.ids, -scores)).tolist():
