@@ -143,6 +143,8 @@ def child(args) -> None:
     start = time.perf_counter()
     engine = Engine(Path(args.store), settings=Settings(), embedder=LookupEmbedder(known))
     opened = time.perf_counter() - start
+    if engine.vectors is not None:  # recall on the graph, not the exact search meanwhile:
+        engine.vectors.wait()  # the first open builds it in the background, then saves it
     out = {"open_s": opened, "cases": {}, "phases": {}}
     for q in queries[:5]:  # warm up
         engine.recall(q, k=K, log=False)
