@@ -37,6 +37,7 @@ from nbmemory.config import Settings  # noqa: E402
 from nbmemory.embed import SentenceTransformerEmbedder  # noqa: E402
 from nbmemory.engine import Engine, content_hash  # noqa: E402
 from nbmemory.store import Store  # noqa: E402
+from nbmemory.store.rows import encode_vector  # noqa: E402
 
 
 class CachedEmbedder:
@@ -80,8 +81,11 @@ def size_of(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def bulk_load(directory: Path, texts: list[str], vectors: np.ndarray, model: str) -> None:
-    """Write N notes straight into a fresh store, as an import would."""
+def bulk_load(directory: Path, texts: list[str], vectors: np.ndarray, model: str,
+              legacy: bool = False) -> None:
+    """Write N notes straight into a fresh store, as an import would. ``legacy``: float32
+    vectors and no half-precision marker, as a store written before it, which older
+    revisions open too (each needs its own copy: opening it with this tree adds the marker)."""
     import pandas as pd
 
     directory.mkdir(parents=True, mode=0o700)
@@ -104,7 +108,8 @@ def bulk_load(directory: Path, texts: list[str], vectors: np.ndarray, model: str
                                        "tags": [[f"t{i % 20}"] for i in ids], "author": "bench",
                                        "created_at": now, "provenance": "{}", "seq": ids}),
         "embeddings": pd.DataFrame({"content_hash": hashes, "model": model.rsplit(":", 1)[0],
-                                    "vector": [v.tobytes() for v in vectors]}),
+                                    "vector": [v.astype(np.float32).tobytes() if legacy
+                                               else encode_vector(v) for v in vectors]}),
         "events": pd.DataFrame({"seq": ids, "occurred_at": now, "note_id": ids, "type": "created",
                                 "actor": "bench", "request_id": None, "data": None}),
     }
@@ -115,6 +120,8 @@ def bulk_load(directory: Path, texts: list[str], vectors: np.ndarray, model: str
             store.con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM frame")
             store.con.unregister("frame")
         store.con.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?)", [model])
+        if legacy:  # a store that revisions from before half-precision vectors open too
+            store.con.execute("DELETE FROM migrations WHERE name = 'm004_half_precision_vectors'")
     store.close()
 
 

@@ -283,15 +283,20 @@ def main() -> None:
                         **versions}
         loads, results = [], {}
         for n in sizes:
-            store = work / f"store-{n}"
-            bulk_load(store, notes[:n], matrix[:n], model)
+            # One copy of the same store per revision, in a format every revision reads.
+            stores = {name: work / f"store-{n}-{i}" for i, name in enumerate(versions)}
+            first = next(iter(stores.values()))
+            bulk_load(first, notes[:n], matrix[:n], model, legacy=len(versions) > 1)
+            for store in list(stores.values())[1:]:
+                shutil.copytree(first, store)
             print(f"{n:,} notes: first open builds the indexes...", file=sys.stderr)
-            run_child(HERE.parent, store, queries_file, vectors_file, False)  # not measured
+            for name, code in versions.items():  # not measured
+                run_child(code, stores[name], queries_file, vectors_file, False)
             for r in range(args.rounds):
                 loads.append(os.getloadavg()[0])
                 for name, code in versions.items():
                     print(f"  round {r + 1}: {name}", file=sys.stderr)
-                    got = run_child(code, store, queries_file, vectors_file,
+                    got = run_child(code, stores[name], queries_file, vectors_file,
                                     args.profile and r == 0)
                     slot = results.setdefault((n, name), {"cases": {}, "phases": [], "hits": got["hits"],
                                                           "profile": None})

@@ -26,7 +26,8 @@ from .sharing import Subset
 from .store import SCHEMA_VERSION, Store
 
 FORMAT = "nbmemory-export"
-FORMAT_VERSION = 1
+# 2: vectors in half precision (store/rows.py); version 1 files still import.
+FORMAT_VERSION = 2
 POLICIES = ("skip", "replace", "keep-both")
 # Derived or operational tables that an export leaves out.
 NOT_EXPORTED = {"migrations", "meta", "recall_log"}

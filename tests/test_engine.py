@@ -10,13 +10,14 @@ import pytest
 
 from nbmemory.config import Settings
 from nbmemory.embed import HashEmbedder
-from nbmemory.engine import CARDS_FILENAME, KEYWORDS_FILENAME, VECTOR_FILENAME
+from nbmemory.engine import CARDS_FILENAME, KEYWORDS_FILENAME, VECTOR_FILENAME, content_hash
 from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreLocked,
                              StoreTooNew)
 from nbmemory.display import status_display
 from nbmemory.memory import Memory
 from nbmemory.models import PRIORITIES, Provenance
 from nbmemory.store import Filters, Store
+from nbmemory.store.rows import as_stored
 
 
 def snapshot_of(store_dir):
@@ -546,7 +547,31 @@ def test_vectors_match_the_embedder(engine):
     note_text = "vectors are normalised"
     engine.remember(note_text)
     keys, matrix = engine.store.vectors("hash", [1])
-    np.testing.assert_allclose(matrix[0], HashEmbedder().encode([note_text])[0], rtol=1e-6)
+    expected = HashEmbedder().encode([note_text])[0]
+    # Kept in half precision: within float16's rounding of the embedder's vector, and
+    # exactly what the index was given, so a rebuilt index scores as the live one.
+    np.testing.assert_allclose(matrix[0], expected, atol=1e-3)
+    np.testing.assert_array_equal(matrix[0], as_stored(expected))
+    (blob,) = engine.store.con.execute("SELECT vector FROM embeddings").fetchone()
+    assert len(blob) == 4 + 2 * len(expected)
+
+
+def test_vectors_written_in_full_precision_before_still_read(engine):
+    """A store from before half precision holds float32 rows; new rows sit beside them."""
+    texts = ["written before half precision", "written after it"]
+    for text in texts:
+        engine.remember(text)
+    old = HashEmbedder().encode(texts[:1])[0]
+    engine.store.con.execute("UPDATE embeddings SET vector = ? WHERE content_hash = ?",
+                             [old.astype(np.float32).tobytes(), content_hash(texts[0])])
+    keys, matrix = engine.store.vectors("hash")
+    assert keys.tolist() == [1, 2]
+    np.testing.assert_array_equal(matrix[0], old)
+    np.testing.assert_array_equal(matrix[1], as_stored(HashEmbedder().encode(texts[1:])[0]))
+    chunks = list(engine.store.vector_chunks("hash", ["active"]))
+    assert sorted(k for keys, _ in chunks for k in keys.tolist()) == [1, 2]
+    np.testing.assert_array_equal(
+        engine.store.vectors_by_hash("hash", [content_hash(texts[0])])[content_hash(texts[0])], old)
 
 
 def test_same_model_name_with_other_dims_is_a_mismatch(store_dir):

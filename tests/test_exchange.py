@@ -1,10 +1,12 @@
 """Export to JSON Lines and Markdown, import back with conflict policies."""
 
+import base64
 import hashlib
 import json
 import os
 import time
 
+import numpy as np
 import pytest
 
 from nbmemory.embed import HashEmbedder
@@ -462,3 +464,24 @@ def test_an_import_resumed_after_a_crash_counts_every_text_it_embedded(tmp_path)
         summary = mem.import_jsonl(tmp_path / "all.jsonl", request_id="import-1")
         assert (summary["added"], summary["embedded"]) == (600, 600)
         assert mem.status()["vectors"] == 601
+
+
+def test_a_file_from_before_half_precision_vectors_imports_them_as_written(memory, tmp_path):
+    """Version 1 files hold float32 vectors; they are kept as they are, not re-embedded."""
+    note = memory.remember("the loader retries a parquet read three times")
+    memory.export_jsonl(tmp_path / "new.jsonl")
+    full = HashEmbedder().encode([note.text])[0].astype(np.float32)
+    lines = []
+    for line in (tmp_path / "new.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["type"] == "header":
+            record.update(format_version=1, schema=3)
+        elif record["type"] == "row" and record["table"] == "embeddings":
+            record["row"]["vector"] = base64.b64encode(full.tobytes()).decode()
+        lines.append(json.dumps(record))
+    (tmp_path / "old.jsonl").write_text("\n".join(lines) + "\n")
+    with Memory.open(tmp_path / "copy", embedder=HashEmbedder()) as copy:
+        assert copy.import_jsonl(tmp_path / "old.jsonl") == {"restored": 1, "embedded": 0}
+        store = copy._backend.engine.store
+        np.testing.assert_array_equal(store.vectors("hash")[1][0], full)
+        assert [h.note.text for h in copy.recall("loader retries parquet")] == [note.text]

@@ -296,7 +296,8 @@ def test_a_store_from_before_anchors_is_migrated(ws, monkeypatch):
         assert mem.remember("src/resolver.py retries forever").anchors[0].target == "src/resolver.py"
         applied = mem._backend.engine.store.con.execute(
             "SELECT name FROM migrations ORDER BY name").fetchall()
-    assert applied == [("m001_create_notes",), ("m002_anchors",), ("m003_embeddings_by_hash",)]
+    assert applied == [("m001_create_notes",), ("m002_anchors",), ("m003_embeddings_by_hash",),
+                       ("m004_half_precision_vectors",)]
 
 
 def test_a_retried_remember_is_applied_once_with_its_anchors(ws, mem):

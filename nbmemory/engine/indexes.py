@@ -24,6 +24,7 @@ from ..lexical import LexicalIndex, LexicalIndexError
 from ..errors import StoreDamaged
 from ..models import PRIORITIES, Note
 from ..store import DB_FILENAME, SCHEMA_VERSION, Filters, Store
+from ..store.rows import as_stored
 from ..vectors import VectorIndex, VectorIndexError
 from .journal import Change
 
@@ -325,7 +326,7 @@ class Dense:
         added = [c for c in changes if c.vector is not None]
         if added:
             self.add(np.array([c.note_id for c in added], np.int64),
-                     np.vstack([c.vector for c in added]), count=len(changes))
+                     as_stored(np.vstack([c.vector for c in added])), count=len(changes))
         else:
             self.unsaved += len(changes)
         purged = [c.note_id for c in changes if c.type == "purged"]

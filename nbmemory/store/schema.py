@@ -107,5 +107,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         "m003_embeddings_by_hash",
         "CREATE INDEX embeddings_by_hash ON embeddings (content_hash);",
     ),
+    (
+        # No change to the tables: from here vectors are written in half precision
+        # (store/rows.py), which an older nbmemory would misread, so it refuses the store.
+        "m004_half_precision_vectors",
+        "",
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
