@@ -403,6 +403,47 @@ class LexicalIndex:
                  else top_positions(totals, limit))
         return unique[order], totals[order]
 
+    def idf(self, term: str) -> float:
+        """BM25's inverse document frequency of ``term`` (a term as :func:`tokenize` makes it)."""
+        df = self._df(term)
+        return math.log(1.0 + (len(self) - df + 0.5) / (df + 0.5))
+
+    def score_at(self, weights: dict[str, float], ids: np.ndarray) -> np.ndarray:
+        """The BM25 score of each of ``ids`` (indexed documents) for the terms of
+        ``weights``, each term's part times its weight; 0 for a document holding none.
+
+        Each document is looked up in the term's postings, so the cost grows with
+        ``len(ids)`` and the number of terms, not with how many documents hold them (the
+        feedback terms of ranking.py are scored this way on a recall's candidates).
+        """
+        ids = np.asarray(ids, np.int64)
+        total = np.zeros(len(ids), np.float64)
+        if not len(self) or not len(ids):
+            return total.astype(np.float32)
+        lengths = np.zeros(len(ids), np.float32)
+        known = ids < len(self._lengths)
+        lengths[known] = self._lengths[ids[known]]
+        norm = self.k1 * (1.0 - self.b + self.b * lengths / (self._total_len / len(self)))
+        in_segment = np.zeros(len(ids), bool)
+        inside = ids < len(self._alive)
+        in_segment[inside] = self._alive[ids[inside]]
+        id_list = ids.tolist()
+        seg = self._seg
+        for term, weight in weights.items():
+            tfs = np.zeros(len(ids), np.float64)
+            at = seg.term_ids.get(term)
+            if at is not None:
+                docs = seg.post_docs[seg.offsets[at]:seg.offsets[at + 1]]
+                where = np.minimum(np.searchsorted(docs, ids), len(docs) - 1)
+                found = in_segment & (docs[where] == ids)
+                tfs[found] = seg.post_tfs[seg.offsets[at] + where[found]]
+            posting = self._postings.get(term)
+            if posting:  # the delta's documents (none of them is alive in the segment)
+                tfs += np.fromiter((posting.get(i, 0) for i in id_list), np.float64, len(ids))
+            if tfs.any():
+                total += weight * self.idf(term) * tfs * (self.k1 + 1.0) / (tfs + norm)
+        return total.astype(np.float32)
+
     def max_score(self, query: str) -> float:
         """The score of a document of average length holding each query term once.
 

@@ -1,3 +1,6 @@
+import numpy as np
+import pytest
+
 from nbmemory.lexical import LexicalIndex, tokenize
 
 
@@ -236,3 +239,25 @@ def test_a_damaged_keyword_file_is_refused_with_its_path(tmp_path):
     (tmp_path / "kw").write_bytes(b"garbage" * 10)
     with pytest.raises(LexicalIndexError, match="not a keyword index file"):
         LexicalIndex.load(tmp_path / "kw")
+
+
+def test_scoring_given_documents_gives_the_scores_of_a_search_for_them():
+    """score_at (feedback terms on a recall's candidates) against score, on an index whose
+    documents are in the segment, removed from it, re-added to the delta and only in it."""
+    texts = {i: f"lock {'watcher ' * (i % 3)}races note {i} orders.amount" for i in range(40)}
+    texts[7] = "nothing in common"
+    index = LexicalIndex.build(texts.items())
+    index.remove(3)
+    index.add(5, "the watcher races the lock twice: lock lock")
+    index.add(50, "a watcher only in the delta")
+    ids = np.array([0, 1, 2, 3, 5, 7, 50, 39, 99], np.int64)
+    for query in ("watcher", "lock", "orders.amount", "absent"):
+        found = dict(zip(*(a.tolist() for a in index.score(query))))
+        expected = [found.get(i, 0.0) for i in ids.tolist()]
+        weights = dict.fromkeys(tokenize(query), 1.0)  # orders.amount: three terms
+        assert index.score_at(weights, ids) == pytest.approx(expected, rel=1e-6), query
+    both = index.score_at({"watcher": 0.25, "lock": 2.0}, ids)
+    assert both == pytest.approx(0.25 * index.score_at({"watcher": 1.0}, ids) +
+                                 2.0 * index.score_at({"lock": 1.0}, ids), rel=1e-6)
+    assert both[3] == 0.0 and both[-1] == 0.0  # removed, never indexed
+    assert index.idf("absent") > index.idf("watcher") > 0
