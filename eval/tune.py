@@ -17,6 +17,14 @@ to the better overall recall@10.
 
 5-fold cross-validation (folds stratified by slice): the setting is chosen on four folds
 and scored on the fifth; the table shows the held-out folds' metrics pooled.
+
+Then, with those constants as ranking.py has them, the keyword feedback
+(``ranking.with_feedback``: how many of the first pass's best notes, how many of their
+words, and their weight) is cross-validated on the same candidates and folds, with "no
+feedback" among the settings. The worst margin does not tell feedback settings apart (it
+sits on a slice feedback barely moves: identifiers' MRR with the cosines weakened), so a
+setting is judged by its overall recall@10 in the worse of the two conditions, among those
+that lose at most MRR_SLACK of MRR on any slice in either condition against no feedback.
 """
 
 from __future__ import annotations
@@ -33,7 +41,9 @@ sys.path.insert(0, str(HERE.parent))
 
 import run  # noqa: E402  (eval/run.py)
 from nbmemory.engine import PRIORITY_BONUS  # noqa: E402
-from nbmemory.ranking import KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL, fuse, rank  # noqa: E402
+from nbmemory.ranking import (  # noqa: E402
+    FEEDBACK_NOTES, FEEDBACK_TERMS, FEEDBACK_WEIGHT, KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL,
+    fuse, keyword_weight, mix, rank, with_feedback)
 
 POOL = 100
 WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
@@ -41,10 +51,14 @@ STARTS = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 WIDTHS = (0.1, 0.15, 0.25, 0.35)
 FOLDS = 5
 NOISE = 0.1
+MRR_SLACK = 0.005
+FEEDBACK = [None] + list(itertools.product((2, 3, 5), (5, 10, 15, 20),
+                                           (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)))
 
 
-def candidates(notes: list[dict], queries: list[dict]) -> list[dict]:
-    """Per query: eval ids, normalised lexical scores, cosines and priority bonuses."""
+def candidates(notes: list[dict], queries: list[dict]) -> tuple[list[dict], object, dict]:
+    """Per query: eval ids, store ids, normalised lexical scores (no feedback), cosines and
+    priority bonuses; and the keyword index and the notes' texts by store id, for feedback."""
     with tempfile.TemporaryDirectory(prefix="nbmemory-tune-") as tmp:
         loaded = run.load_store(notes, queries, Path(tmp) / "store")
         engine = loaded.engine
@@ -56,11 +70,15 @@ def candidates(notes: list[dict], queries: list[dict]) -> list[dict]:
                         pool=POOL, exact_below=engine.settings.exact_below)
             ids = [loaded.ids[r.note_id] for r in rows]
             out.append({"ids": ids, "type": query["type"], "relevant": query["relevant"],
+                        "query": query["query"], "sid": np.array([r.note_id for r in rows]),
                         "lexical": np.array([r.lexical for r in rows], np.float32),
                         "dense": np.array([r.dense for r in rows], np.float32),
                         "bonus": np.array([bonus[i] for i in ids], np.float32)})
+        text = {n["id"]: n["text"] for n in notes}
+        texts = {sid: text[eid] for sid, eid in loaded.ids.items()}
+        lexical = engine.lexical
         loaded.close()
-    return out
+    return out, lexical, texts
 
 
 def weakened(rows: list[dict], seed: int = 0) -> list[dict]:
@@ -92,7 +110,10 @@ def metrics(rows: list[dict], scorer) -> np.ndarray:
 
 def margin(rows: list[dict], scorer, channels: dict) -> tuple[float, float]:
     """(worst slice margin over the better channel on recall@10 and MRR, overall recall@10)."""
-    values = metrics(rows, scorer)
+    return margin_of(metrics(rows, scorer), rows, channels)
+
+
+def margin_of(values: np.ndarray, rows: list[dict], channels: dict) -> tuple[float, float]:
     worst = np.inf
     for kind in run.SLICES:
         chosen = np.array([r["type"] == kind for r in rows])
@@ -135,9 +156,73 @@ def folds(rows: list[dict]) -> list[int]:
     return fold
 
 
+def feedback_scorer(setting, lexical, texts: dict):
+    """Hybrid with the keyword feedback of ``setting`` (notes, terms, weight), or none."""
+    def score(r):
+        w = keyword_weight(r["lexical"])
+        first = mix(r["lexical"], r["dense"], w)
+        if setting is None or w == 0:
+            return first
+        notes, terms, weight = setting
+        blended = with_feedback(r["query"], lexical, r["sid"], first, r["lexical"],
+                                lambda ids: {i: texts[i] for i in ids},
+                                notes=notes, terms=terms, weight=weight)
+        return mix(blended, r["dense"], w)
+    return score
+
+
+def tune_feedback(rows: list[dict], noisy: list[dict], fold: list[int], lexical, texts) -> None:
+    """Cross-validate the feedback settings (FEEDBACK; see the module docstring)."""
+    conditions = (rows, noisy)
+    values = {(setting, c): metrics(cond, feedback_scorer(setting, lexical, texts))
+              for setting in FEEDBACK for c, cond in enumerate(conditions)}
+
+    def choose_among(chosen: list[int]):
+        kinds = np.array([rows[i]["type"] for i in chosen])
+
+        def key(setting):
+            """(allowed, worst recall@10 over the conditions); allowed: on no slice, in
+            neither condition, is MRR more than MRR_SLACK below no feedback's."""
+            mrr_loss, recall = 0.0, np.inf
+            for c in range(len(conditions)):
+                got, base = values[setting, c][chosen], values[None, c][chosen]
+                recall = min(recall, got[:, 2].mean())
+                for kind in run.SLICES:
+                    at = kinds == kind
+                    if at.any():
+                        mrr_loss = max(mrr_loss, base[at, 3].mean() - got[at, 3].mean())
+            return mrr_loss <= MRR_SLACK, round(recall, 4)
+        return max(FEEDBACK, key=key), key
+
+    print("\nkeyword feedback (notes, words, weight), by recall@10 at no cost in MRR:")
+    cv = {}
+    for k in range(FOLDS):
+        train = [i for i, f in enumerate(fold) if f != k]
+        test = [i for i, f in enumerate(fold) if f == k]
+        setting, key = choose_among(train)
+        for c in range(len(conditions)):
+            cv.update({(i, c): values[setting, c][i] for i in test})
+        print(f"fold {k}: chose {setting} (train recall@10, the worse condition's, "
+              f"{key(setting)[1]:.3f}; without feedback {key(None)[1]:.3f})")
+    final, key = choose_among(list(range(len(rows))))
+    print(f"on all queries: {final} (recall@10, the worse condition's, {key(final)[1]:.3f}; "
+          f"without feedback {key(None)[1]:.3f}); ranking.py has "
+          f"{(FEEDBACK_NOTES, FEEDBACK_TERMS, FEEDBACK_WEIGHT)}")
+    for c, label in enumerate(("as measured", "dense weakened")):
+        pooled = np.array([cv[i, c] for i in range(len(rows))])
+        print(f"  {label}: recall@10 / MRR per slice")
+        for name, table in (("no feedback", values[None, c]), ("feedback (CV)", pooled),
+                            ("feedback (final)", values[final, c])):
+            cells = []
+            for kind in (*run.SLICES, "all"):
+                chosen = np.array([kind in ("all", r["type"]) for r in rows])
+                cells.append(f"{kind} {table[chosen, 2].mean():.3f}/{table[chosen, 3].mean():.3f}")
+            print(f"    {name:<16} " + "  ".join(cells))
+
+
 def main() -> None:
     notes, queries = run.load_set()
-    rows = candidates(notes, queries)
+    rows, lexical, texts = candidates(notes, queries)
     noisy = weakened(rows)
     fold = folds(rows)
     held_out: dict[int, np.ndarray] = {}
@@ -168,6 +253,7 @@ def main() -> None:
                 chosen = np.array([kind in ("all", r["type"]) for r in condition])
                 cells.append(f"{kind} {values[chosen, 2].mean():.3f}/{values[chosen, 3].mean():.3f}")
             print(f"  {name:<15} " + "  ".join(cells))
+    tune_feedback(rows, noisy, fold, lexical, texts)
 
 
 if __name__ == "__main__":

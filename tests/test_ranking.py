@@ -63,3 +63,45 @@ def test_the_dense_channel_looks_past_dropped_notes_without_asking_for_all_of_th
     assert ids == order[:len(ids)] and ids[-1] not in drop  # a prefix ending on the 10th kept
     assert max(asked) < 100
     assert nearest(rows, query, 10, True, set(order[:395]))[0].tolist() == order  # all of it
+
+
+def _feedback_case(query):
+    from nbmemory.dense_rows import DenseRows
+    from nbmemory.lexical import LexicalIndex
+    from nbmemory.ranking import rank_arrays
+
+    texts = {1: "moved the nightly export from cron to the airflow scheduler",
+             2: "the airflow scheduler retries a failed dag three times",  # no query word
+             3: "the export of invoices runs weekly",
+             4: "export to csv is slow for wide tables",
+             5: "nightly backups are kept for a week",
+             6: "penguin bill length by species"}
+    lexical = LexicalIndex.build(texts.items())
+    # Every cosine the same: the order is the keyword channel's.
+    rows = DenseRows.from_matrix(np.array(list(texts)), np.ones((len(texts), 4), np.float32) / 2)
+    qvec = np.ones(4, np.float32) / 2
+
+    def ranked(with_texts, mode="hybrid"):
+        got = rank_arrays(query, qvec, lexical, rows, candidates=None, pool=10, exact_below=100,
+                          mode=mode, texts=(lambda ids: {i: texts[i] for i in ids}) if with_texts else None)
+        return {int(i): (float(s), float(lx)) for i, s, lx in zip(got.ids, got.score, got.lexical)}
+    return ranked
+
+
+def test_keyword_feedback_lifts_a_note_sharing_the_best_notes_words_but_not_the_querys():
+    from nbmemory.ranking import FEEDBACK_NOTES
+
+    ranked = _feedback_case("when did we move the nightly export")
+    before, after = ranked(False), ranked(True)
+    assert before[2][1] == 0.0 < after[2][1]
+    assert after[2][0] > before[2][0]
+    first = sorted(before, key=lambda i: -before[i][0])[:FEEDBACK_NOTES]
+    assert 1 in first and 2 not in first
+    assert all(after[i][1] == before[i][1] for i in first)  # the notes it learnt from keep theirs
+    assert all(0.0 <= s <= 1.0 and 0.0 <= lx <= 1.0 for s, lx in after.values())
+    assert ranked(True, "lexical") == ranked(False, "lexical")  # the channels stay themselves
+
+
+def test_no_keyword_feedback_for_a_query_ranked_by_meaning_alone():
+    ranked = _feedback_case("which bird has the longest beak")  # shares no word with the notes
+    assert ranked(True) == ranked(False)

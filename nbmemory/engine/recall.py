@@ -120,7 +120,9 @@ class Recall(Part):
                 ranked = rank_arrays(query, qvec, view.lexical, view.vectors,
                                      candidates=candidates, pool=max(10 * k, 50),
                                      exact_below=self.engine.settings.exact_below,
-                                     drop=view.inactive, mode=mode)
+                                     drop=view.inactive, mode=mode,
+                                     texts=lambda ids: {i: n.text for i, n in
+                                                        view.get_notes(ids).items()})
             hits, previously, below = [], [], 0
             if ranked is not None and len(ranked.ids):
                 ids = ranked.ids.tolist()
