@@ -128,9 +128,9 @@ def test_readme_screenshot_from_a_real_session(browser_context, tmp_path):
     """docs/panel.png: notes remembered in a notebook (so with their cell and execution
     count), the real model, and a stale badge from a CSV that changed afterwards."""
     # A project folder as an analyst has one (its store in .nbmemory/), at a short path:
-    # the status line shows it.
-    project = Path(tempfile.gettempdir()) / "ana" / "orders-project"
-    shutil.rmtree(project.parent, ignore_errors=True)
+    # the status line shows it. A directory of its own: a fixed /tmp/ana was removed whole,
+    # whatever else someone kept there.
+    project = Path(tempfile.mkdtemp(prefix="ana-")) / "orders-project"
     lab = start_lab(tmp_path, model=DEFAULT_MODEL, root=project, store=project / ".nbmemory")
     try:
         (lab.root / "data").mkdir()
