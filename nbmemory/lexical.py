@@ -314,7 +314,11 @@ class LexicalIndex:
         if not self._seg_removed:
             return int(self._seg.offsets[at + 1] - self._seg.offsets[at])
         df = self._seg_df.get(at)
-        return len(self._segment_postings(at)[0]) if df is None else df
+        if df is None:  # counted, not gathered: keyword feedback asks for many terms' idf
+            seg = self._seg
+            df = self._seg_df[at] = int(np.count_nonzero(
+                self._alive[seg.post_docs[seg.offsets[at]:seg.offsets[at + 1]]]))
+        return df
 
     def docs_with(self, term: str) -> list[int]:
         """Ids of the documents holding ``term`` exactly (a term as :func:`tokenize` makes it)."""
