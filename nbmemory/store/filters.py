@@ -49,21 +49,26 @@ class Filters:
                 and (self.ids is None or note.id in self.ids)
                 and (not self.authors or note.author in self.authors))
 
-    def sql(self, all_tags: str = "list_has_all(n.tags, ?)") -> tuple[str, list[Any]]:
-        """A WHERE clause and its parameters; ``all_tags`` is how the store's SQL says
-        "the note has all these tags"."""
+    def sql(self, all_tags: str = "list_has_all(n.tags, ?)", each_tag: str | None = None,
+            one_of: str = "{} IN (SELECT unnest(?))") -> tuple[str, list[Any]]:
+        """A WHERE clause and its parameters, in the store's SQL: ``all_tags`` says "the note
+        has all these tags" (a list); ``each_tag``, if given, "the note has this tag", once
+        per tag instead; ``one_of`` "this column is one of these values" (a list)."""
         clauses, params = [], []
         if self.statuses:
-            clauses.append("n.status IN (SELECT unnest(?))")
+            clauses.append(one_of.format("n.status"))
             params.append(list(self.statuses))
-        if self.tags:
+        if self.tags and each_tag:
+            clauses.extend([each_tag] * len(self.tags))
+            params.extend(self.tags)
+        elif self.tags:
             clauses.append(all_tags)
             params.append(list(self.tags))
         if self.kinds:
-            clauses.append("n.kind IN (SELECT unnest(?))")
+            clauses.append(one_of.format("n.kind"))
             params.append(list(self.kinds))
         if self.priorities:
-            clauses.append("n.priority IN (SELECT unnest(?))")
+            clauses.append(one_of.format("n.priority"))
             params.append(list(self.priorities))
         if self.since:
             clauses.append("n.created_at >= ?")
@@ -75,7 +80,7 @@ class Filters:
             clauses.append("n.id IN (SELECT unnest(?::BIGINT[]))")
             params.append(list(self.ids))
         if self.authors:
-            clauses.append("n.author IN (SELECT unnest(?))")
+            clauses.append(one_of.format("n.author"))
             params.append(list(self.authors))
         return (" AND ".join(clauses) or "TRUE"), params
 
