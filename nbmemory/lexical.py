@@ -451,29 +451,6 @@ class LexicalIndex:
                                         len(ids))
         factor = np.array([weights[t] * self.idf(t) for t in terms], np.float64)[:, None]
         return (factor * tfs * (self.k1 + 1.0) / (tfs + norm)).sum(axis=0).astype(np.float32)
-        lengths = np.zeros(len(ids), np.float32)
-        known = ids < len(self._lengths)
-        lengths[known] = self._lengths[ids[known]]
-        norm = self.k1 * (1.0 - self.b + self.b * lengths / (self._total_len / len(self)))
-        in_segment = np.zeros(len(ids), bool)
-        inside = ids < len(self._alive)
-        in_segment[inside] = self._alive[ids[inside]]
-        id_list = ids.tolist()
-        seg = self._seg
-        for term, weight in weights.items():
-            tfs = np.zeros(len(ids), np.float64)
-            at = seg.term_ids.get(term)
-            if at is not None:
-                docs = seg.post_docs[seg.offsets[at]:seg.offsets[at + 1]]
-                where = np.minimum(np.searchsorted(docs, ids), len(docs) - 1)
-                found = in_segment & (docs[where] == ids)
-                tfs[found] = seg.post_tfs[seg.offsets[at] + where[found]]
-            posting = self._postings.get(term)
-            if posting:  # the delta's documents (none of them is alive in the segment)
-                tfs += np.fromiter((posting.get(i, 0) for i in id_list), np.float64, len(ids))
-            if tfs.any():
-                total += weight * self.idf(term) * tfs * (self.k1 + 1.0) / (tfs + norm)
-        return total.astype(np.float32)
 
     def max_score(self, query: str) -> float:
         """The score of a document of average length holding each query term once.
