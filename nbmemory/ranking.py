@@ -141,8 +141,8 @@ def feedback_terms(texts: Sequence[str], weights: np.ndarray, lexical: LexicalIn
         for term, count in Counter(terms).items():
             if term not in exclude:
                 totals[term] = totals.get(term, 0.0) + share * count / len(terms)
-    scored = sorted(((v * lexical.idf(t), t) for t, v in totals.items()), key=lambda p: (-p[0], p[1]))
-    best = [(t, v) for v, t in scored[:n] if v > 0]
+    scored = sorted((-v * lexical.idf(t), t) for t, v in totals.items())  # ties: by term
+    best = [(t, -v) for v, t in scored[:n] if v < 0]
     total = sum(v for _, v in best)
     return {t: v / total for t, v in best}
 
@@ -154,9 +154,9 @@ def with_feedback(query: str, lexical: LexicalIndex, ids: np.ndarray, first: np.
     """``keyword`` (the candidates' keyword shares) blended with how well each candidate
     matches the :func:`feedback_terms` (``terms`` of them) of the ``notes`` best by
     ``first`` (not in ``drop``): (1 - ``weight``) * share + ``weight`` * feedback score /
-    the best candidate's, so still on 0..1. The notes the terms came from keep their share: blended,
-    they matched their own terms best and were reshuffled among themselves, which cost
-    recall@1 4 points on eval/'s natural questions."""
+    the best candidate's, so still on 0..1. The notes the terms came from keep their
+    share: blended, they matched their own terms best and were reshuffled among
+    themselves, which cost recall@1 4 points on eval/'s natural questions."""
     best = [at for at in top_positions(first, notes + 8).tolist()
             if int(ids[at]) not in drop][:notes]
     if not best:
