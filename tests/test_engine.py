@@ -701,3 +701,14 @@ def test_note_priorities_read_like_the_dict_they_replace():
     assert len(priorities) == 3 and 2 not in priorities
     codes = priorities.codes([5, 2, 12, 10**6, -3, 9])
     assert [PRIORITIES[c] for c in codes] == ["low", "medium", "high", "medium", "medium", "low"]
+
+
+def test_a_filter_of_several_tags_keeps_the_notes_holding_all_of_them(memory):
+    both = memory.remember("amount is in cents", tags="orders,units").id
+    orders = memory.remember("amount is summed per order", tags="orders").id
+    units = memory.remember("amount units differ by year", tags="units,legacy").id
+    assert [h.note.id for h in memory.recall("amount", tags="orders,units", min_score=-1)] == [both]
+    assert {h.note.id for h in memory.recall("amount", tags="units", min_score=-1)} == {both, units}
+    assert {n.id for n in memory.notes(tags="orders").notes} == {both, orders}
+    assert [n.id for n in memory.notes(tags="orders,units").notes] == [both]
+    assert len(memory.recall("amount", tags="orders,legacy", min_score=-1)) == 0

@@ -44,13 +44,3 @@ def test_similar_notes_are_found_past_revoked_ones(memory):
     similar = memory.similar(ids[0], k=3, min_similarity=-1)
     assert sorted(h.note.id for h in similar) == ids[28:]
 
-
-def test_a_filter_of_several_tags_keeps_the_notes_holding_all_of_them(memory):
-    both = memory.remember("amount is in cents", tags="orders,units").id
-    orders = memory.remember("amount is summed per order", tags="orders").id
-    units = memory.remember("amount units differ by year", tags="units,legacy").id
-    assert [h.note.id for h in memory.recall("amount", tags="orders,units", min_score=-1)] == [both]
-    assert {h.note.id for h in memory.recall("amount", tags="units", min_score=-1)} == {both, units}
-    assert {n.id for n in memory.notes(tags="orders").notes} == {both, orders}
-    assert [n.id for n in memory.notes(tags="orders,units").notes] == [both]
-    assert len(memory.recall("amount", tags="orders,legacy", min_score=-1)) == 0

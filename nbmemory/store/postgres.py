@@ -86,6 +86,8 @@ class PostgresStore(Store):
 
     shared = True
     _ALL_TAGS = "n.tags @> ?::varchar[]"
+    _EACH_TAG = None
+    _ONE_OF = "{} IN (SELECT unnest(?))"
     _CONTAINS = "strpos({}, {}) > 0"
     _WITHOUT_REASON = "data - 'reason'"
 
@@ -304,7 +306,7 @@ class PostgresStore(Store):
                     copy.write_row(row)
 
     def note_ids(self, filters: Filters) -> np.ndarray:
-        where, params = filters.sql(all_tags=self._ALL_TAGS)
+        where, params = self._where(filters)
         rows = self.con.execute(
             f"SELECT n.id FROM {_NOTE_FROM} WHERE {where} ORDER BY n.id", params).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
