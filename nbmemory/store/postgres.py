@@ -85,9 +85,7 @@ class PostgresStore(Store):
     """One team store: a schema in a PostgreSQL database, reached through libpq."""
 
     shared = True
-    _ALL_TAGS = "n.tags @> ?::varchar[]"
-    _EACH_TAG = None
-    _ONE_OF = "{} IN (SELECT unnest(?))"
+    _FILTER_SQL = {"all_tags": "n.tags @> ?::varchar[]"}
     _CONTAINS = "strpos({}, {}) > 0"
     _WITHOUT_REASON = "data - 'reason'"
 
@@ -306,7 +304,7 @@ class PostgresStore(Store):
                     copy.write_row(row)
 
     def note_ids(self, filters: Filters) -> np.ndarray:
-        where, params = self._where(filters)
+        where, params = filters.sql(**self._FILTER_SQL)
         rows = self.con.execute(
             f"SELECT n.id FROM {_NOTE_FROM} WHERE {where} ORDER BY n.id", params).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
