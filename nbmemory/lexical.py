@@ -27,6 +27,7 @@ import numpy as np
 from .arrays import ArraysFileError, read_arrays, write_arrays
 from .tokenizer import TOKENIZER, tokenize  # noqa: F401  (tokenize: imported from here too)
 
+
 def top_positions(scores: np.ndarray, n: int) -> np.ndarray:
     """Positions of the ``n`` largest ``scores``, best first, ties by position: the first
     ``n`` of a stable descending argsort, in time linear in ``len(scores)``."""

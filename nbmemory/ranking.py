@@ -158,6 +158,7 @@ def with_feedback(query: str, lexical: LexicalIndex, ids: np.ndarray, first: np.
     the best candidate's, so still on 0..1. The notes the terms came from keep their
     share: blended, they matched their own terms best and were reshuffled among
     themselves, which cost recall@1 4 points on eval/'s natural questions."""
+    # A few more than ``notes``, so that inactive notes among the best do not leave none.
     best = [at for at in top_positions(first, notes + 8).tolist()
             if int(ids[at]) not in drop][:notes]
     if not best:
