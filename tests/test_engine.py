@@ -364,6 +364,29 @@ def test_a_large_index_copies_its_rows_from_the_store_in_one_pass(store_dir, mon
         assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "488.2 MiB"
 
 
+def test_the_copy_of_the_rows_survives_duckdb_refusing_to_let_go_of_its_pages(store_dir, monkeypatch):
+    """At 1M notes a bulk write beside the copy made DuckDB refuse the moment's lower limit
+    ("could not free up enough memory"); that ended the copy's thread with an exception."""
+    from nbmemory.engine.indexes import Dense
+    from nbmemory.store import duckdb as duckdb_store
+
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        for i in range(30):
+            mem.remember(f"finding {i} about subject{i}")
+    monkeypatch.setattr(Dense, "_fill_below", 10)
+    monkeypatch.setattr(duckdb_store, "AFTER_FULL_READ", "a limit DuckDB refuses")
+    failures = []
+    monkeypatch.setattr(threading, "excepthook", failures.append)
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        index = mem._backend.engine.vectors
+        index._filler.join(30)
+        assert failures == [] and index.filled and len(index.rows) == 30
+        assert [h.note.text for h in mem.recall("subject7", mode="dense")][:1] == [
+            "finding 7 about subject7"]
+        con = mem._backend.engine.store.con
+        assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "488.2 MiB"
+
+
 class LoadingEmbedder(HashEmbedder):
     """A model that takes until ``ready`` is set to load, as the real one takes seconds."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -507,12 +507,14 @@ class Store(Rows):
 
 class _Reader(Rows):
     """Rows on a cursor of their own (:meth:`Store.reader`). After a pass over every vector,
-    a moment's lower limit makes DuckDB let go of the pages it read: nothing reads them
-    again (at 1M notes 0.4 GB of the owner's memory; 31 ms)."""
+    a moment's lower limit makes DuckDB let go of the pages it read (at 1M notes 0.4 GB of the
+    owner's memory; 31 ms); while a bulk write holds more, DuckDB refuses it ("could not free
+    up enough memory"), which ended the copy of the rows before its last step."""
 
     def vector_chunks(self, *args, **kwargs) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         try:
             yield from super().vector_chunks(*args, **kwargs)
         finally:
-            self.con.execute(f"SET memory_limit = '{AFTER_FULL_READ}'")
+            with suppress(duckdb.Error):
+                self.con.execute(f"SET memory_limit = '{AFTER_FULL_READ}'")
             self.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
