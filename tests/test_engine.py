@@ -331,6 +331,8 @@ def test_recall_reads_its_hits_from_the_cards_exactly_as_the_store_has_them(stor
         assert missing == list(range(1, 16))  # note 8's block of 16 ids
         assert [h.note.text for h in mem.recall("pool holds twelve connections")][:1] == [
             "finding 8 now says the pool holds twelve connections"]
+        from_store, from_cards, missing = everything(mem)  # that recall read the block again
+        assert missing == [] and from_cards == from_store
         engine = mem._backend.engine
         mem.remember("written after the cards were saved: a wombat")
         engine.store.close()  # a crash: nothing saved on close
@@ -341,6 +343,36 @@ def test_recall_reads_its_hits_from_the_cards_exactly_as_the_store_has_them(stor
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:  # closing wrote them
         from_store, from_cards, missing = everything(mem)
         assert missing == [] and from_cards == from_store and len(from_store) == 43
+
+
+def test_recalls_after_writes_read_their_hits_from_the_cards_not_the_store(store_dir, monkeypatch):
+    """The first recall that needs a block written since the cards file reads every such
+    block again, in one query; the recalls after it read none. Before, every recall read
+    such hits from the store until the file was due (500 changes, or a twentieth of it)."""
+    from nbmemory.store.duckdb import Store
+
+    reads, recalling = [], []
+    get_notes = Store.get_notes
+    monkeypatch.setattr(Store, "get_notes", lambda self, ids: (
+        reads.append(list(ids)) if recalling and len(ids) else None) or get_notes(self, ids))
+
+    def first_hit(mem, query):
+        recalling.append(query)
+        try:
+            return mem.recall(query, mode="lexical")[0].note.text
+        finally:
+            recalling.pop()
+
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember_many([{"text": f"finding {i} about subject{i}"} for i in range(40)])
+        mem.remember_many([{"text": f"imported {i}: a wombat in burrow{i}"} for i in range(40)])
+        for i in (3, 17, 29):
+            assert first_hit(mem, f"burrow{i}") == f"imported {i}: a wombat in burrow{i}"
+        assert not mem._backend.engine.cards.cards.out_of_date
+        mem.edit(45, text="imported 4: the wombat moved to burrow99")
+        for _ in range(3):
+            assert first_hit(mem, "burrow99") == "imported 4: the wombat moved to burrow99"
+    assert reads == []
 
 
 def test_a_large_index_copies_its_rows_from_the_store_in_one_pass(store_dir, monkeypatch):

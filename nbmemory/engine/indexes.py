@@ -260,6 +260,12 @@ class NoteCards:
         if not self.enabled:
             return store.get_notes(ids)
         found, missing = self.cards.lines(ids)
+        if missing and self.cards.out_of_date and store is self.store:
+            # Every out-of-date block in the one scan a miss costs anyway, rather than the
+            # misses from the store on every recall until the file is due (at 1M notes
+            # every 50k changes; 2.1 ms a read there).
+            self.refresh()
+            found, missing = self.cards.lines(ids)
         notes = {i: store.note_from_line(line) for i, line in found.items()}
         if missing:
             notes.update(store.get_notes(missing))
@@ -286,16 +292,21 @@ class NoteCards:
         if self.unsaved >= max(self.settings.save_every, self.count // 20):
             self.save()
 
-    def save(self, force: bool = False) -> None:
-        """Read the out-of-date blocks again, then write the file (atomically) with the
-        journal position it reflects."""
-        if not self.enabled or not (force or self.unsaved):
-            return
+    def refresh(self) -> None:
+        """Read the out-of-date blocks again from the store (in memory; the file is
+        written when due)."""
         blocks = sorted(self.cards.out_of_date)
         for start in range(0, len(blocks), 10_000):
             part = blocks[start:start + 10_000]
             ids, lines = self.store.note_lines(part, BLOCK)
             self.cards.write(ids, lines, part)
+
+    def save(self, force: bool = False) -> None:
+        """Read the out-of-date blocks again, then write the file (atomically) with the
+        journal position it reflects."""
+        if not self.enabled or not (force or self.unsaved):
+            return
+        self.refresh()
         self.cards.save(self.path, {"seq": self.position(), "block": BLOCK,
                                     "schema": SCHEMA_VERSION, "nbmemory": __version__})
         self.unsaved = 0

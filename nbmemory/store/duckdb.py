@@ -169,11 +169,9 @@ class Store(Rows):
                      at: datetime, request_id: str | None = None,
                      data: dict | None = None) -> int:
         seq = self.position() + 1  # the engine serialises writers
-        self.con.execute(
-            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [seq, _naive(at), note_id, type, actor, request_id,
-             json.dumps(data) if data else None],
-        )
+        self.con.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [seq, _naive(at), note_id, type, actor, request_id,
+                          json.dumps(data) if data else None])
         return seq
 
     def event(self, seq: int) -> Event:
@@ -325,9 +323,7 @@ class Store(Rows):
         """A new note row; its content arrives with :meth:`insert_version`."""
         self.con.execute(
             "INSERT INTO notes (id, uid, status, version, supersedes, created_at, updated_at) "
-            "VALUES (?, ?, ?, 0, ?, ?, ?)",
-            [note_id, uid, status, supersedes, _naive(at), _naive(at)],
-        )
+            "VALUES (?, ?, ?, 0, ?, ?, ?)", [note_id, uid, status, supersedes, _naive(at), _naive(at)])
 
     def insert_version(self, note_id: int, *, text: str, content_hash: str, kind: str,
                        priority: str, tags: Sequence[str], author: str | None,
@@ -400,7 +396,9 @@ class Store(Rows):
     def note_lines(self, blocks: Sequence[int] | None, size: int) -> tuple[np.ndarray, list[str]]:
         """Ids (ascending) and rows as lines of JSON (:func:`note_from_line` reads them) of
         the notes whose ``id // size`` is in ``blocks`` (None: every note); for the cards."""
-        where = "" if blocks is None else f"WHERE n.id // {int(size)} IN ({_id_list(blocks)})"
+        where = "" if blocks is None else (  # the range first: DuckDB skips row groups outside it
+            f"WHERE n.id BETWEEN {min(blocks) * size} AND {(max(blocks) + 1) * size - 1} "
+            f"AND n.id // {int(size)} IN ({_id_list(blocks)})")
         cols = self.con.execute(
             f"SELECT n.id, json_array({_CARD_COLUMNS}) AS line FROM {_NOTE_FROM} {where} "
             "ORDER BY n.id").fetchnumpy()
