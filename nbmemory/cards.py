@@ -6,8 +6,8 @@ which plans no index scan for these): ten hits by ``id IN (...)`` 2.7 ms, by ``r
 20 ms, one statement per id 16 ms, and the scan grows with the store. Here ``BLOCK``
 consecutive ids share a block, its lines compressed with zlib: the bench corpus's 26 MB of
 rows take 8 MB (16 to a block; 32 saved 8% more and cost twice the time to read), and a
-block decompresses in about 25 us. A change to a note marks its block out of date; the
-notes of such a block are read from the store until the block is written again.
+block decompresses in about 25 us. A change to a note marks its block out of date until
+the block is written again (engine/indexes.py: by the first recall that needs it).
 """
 
 from __future__ import annotations

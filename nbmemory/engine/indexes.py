@@ -204,10 +204,10 @@ class NoteCards:
     """What a hit shows of each note (nbmemory/cards.py), and its file: recall's hits are
     read here, not from the store. Like the keyword index, the file records the journal
     position it reflects and is caught up on open; a change marks the note's block out of
-    date and its notes are read from the store until the block is written again (with the
-    other out-of-date ones, in one query) when the file is due, on close, and at once after
-    a purge, whose text must leave the disk. A local store's only: a team store's server
-    reads rows by their index.
+    date, and the first recall that needs one reads every out-of-date block again, in one
+    query. The file is written when due, on close, and at once after a purge, whose text
+    must leave the disk. A local store's only: a team store's server reads rows by their
+    index.
     """
 
     def __init__(self, directory: Path, settings: Settings, store: Store,
