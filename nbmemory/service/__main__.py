@@ -4,6 +4,7 @@ run an owner."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -80,10 +81,8 @@ def leave(code: int) -> None:
     stop soon after the first call, made the shutdown abort in the model runtime's native
     code ("terminate called without an active exception", exit -6; 6 owners in 12)."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # the disk may be full
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(code)
 
 
