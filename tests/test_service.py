@@ -783,8 +783,8 @@ def test_an_owner_stopped_while_its_model_loads_exits_cleanly(store):
                                   "--idle-timeout", "300"], stderr=subprocess.PIPE,
                                  env={**os.environ, "HF_HUB_OFFLINE": "1"})
         try:
-            wait_for(lambda: (owner_info(store) or {}).get("pid") == owner.pid or owner.poll(),
-                     timeout=60, what="the owner to serve")
+            wait_for(lambda: (owner_info(store) or {}).get("pid") == owner.pid or
+                     owner.poll() is not None, timeout=60, what="the owner to serve")
             with Memory.open(store) as mem:  # the owner just started: no model yet
                 if attempt == 0:
                     mem.remember("the nightly export moved to Airflow in March")
@@ -795,6 +795,7 @@ def test_an_owner_stopped_while_its_model_loads_exits_cleanly(store):
             if owner.poll() is None:
                 owner.kill()
         assert (owner.returncode, b"terminate called" in err) == (0, False), err.decode()[-400:]
+
 
 def test_long_work_reports_progress_across_the_socket(mem, tmp_path):
     """Import, export and reindex in the owner drive a progress bar in the client."""
