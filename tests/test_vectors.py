@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from nbmemory.dense_rows import DenseRows, one_blas_thread
+from nbmemory.dense_rows import DenseRows, one_blas_thread, widened
 from nbmemory.vectors import VectorIndexError
 
 
@@ -59,6 +59,14 @@ def test_a_large_matrix_is_held_in_half_precision_and_searched_alike(monkeypatch
     assert ids.tolist() == exact
     assert np.abs(sims - (vectors @ query)[exact]).max() < 1e-3
     assert np.array_equal(sims, rows.similarities(query, ids))  # one score per key
+
+
+def test_half_precision_rows_are_widened_to_the_very_same_floats():
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    finite = halves[np.isfinite(halves)].reshape(-1, 8)  # zeros, subnormals, both signs
+    assert np.array_equal(widened(finite).view(np.uint32),
+                          finite.astype(np.float32).view(np.uint32))
+    assert widened(finite).dtype == np.float32 and widened(finite).shape == finite.shape
 
 
 def test_one_blas_thread_leaves_results_alone():
