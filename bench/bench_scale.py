@@ -34,7 +34,9 @@ what ``%memory import`` does) on a copy of the store and ``remember_many`` of th
 notes with their vectors given, each followed by a first recall. Exact numpy search
 (matrix @ q, argpartition, one BLAS thread through threadpoolctl as nbmemory does) and
 ChromaDB (bench_core.bench_chroma builds it; a child reopens it) get the same vectors
-and queries. The page cache is warm for every reopen (the files were just written):
+and queries. Last, one child opens both nbmemory and ChromaDB and asks each query of
+each in turn, three times over: the comparison the 100k target reads, as the machine's
+drift falls on both alike. The page cache is warm for every reopen (the files were just written):
 these are warm reopens. Every number is wall-clock time on whatever else the machine
 is doing: run it on a quiet machine. Linux only (/proc for RSS).
 """
@@ -59,6 +61,7 @@ ROOT = HERE.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 K = 10
+ALTERNATING_PASSES = 3
 REAL = 100_000  # notes with real vectors in bench/.cache
 CORPUS = REAL + 200  # the corpus bench_core.py caches: 100k notes, 200 held out
 IMPORT = 10_000  # notes in "an import"
@@ -82,7 +85,8 @@ SUFFIXES = ("(seen again)", "in most cases", "for now", "as of this release", "o
 AT_100K = {"generate": (0.9, 0), "bulk load": (20.3, 3), "first open": (118.4, 2),
            "reopen + recalls": (11.2, 2), "model recalls": (28.8, 20), "disk": (0.1, 0),
            "owner": (19.6, 12), "import": (126.2, 3), "remember_many": (40.7, 3),
-           "numpy": (17.4, 15), "chroma build": (92.9, 1), "chroma reopen": (37.1, 30)}
+           "numpy": (17.4, 15), "chroma build": (92.9, 1), "chroma reopen": (37.1, 30),
+           "alternating": (10.0, 3)}
 BUILDS = {"first open", "import", "chroma build"}
 
 _T0 = time.perf_counter()
@@ -376,8 +380,40 @@ def child_chroma(spec) -> dict:
     return out
 
 
+def child_alternating(spec) -> dict:
+    """nbmemory and ChromaDB in one process, query by query in turn (which goes first
+    alternating by query and by pass), ``ALTERNATING_PASSES`` times over the queries: the
+    machine's drift, which moved either's p50 by a millisecond between two children run a
+    minute apart, then falls on both alike."""
+    from nbmemory.config import Settings
+    from nbmemory.engine import Engine  # before chromadb (dense_rows.py says why)
+
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    queries, qvecs = _queries(spec)
+    engine = Engine(Path(spec["store"]), settings=Settings(),
+                    embedder=LookupEmbedder(dict(zip(queries, qvecs))))
+    client = chromadb.PersistentClient(path=spec["path"],
+                                       settings=ChromaSettings(anonymized_telemetry=False))
+    collection = client.get_collection("bench", embedding_function=None)
+    if engine.vectors is not None:
+        engine.vectors.wait()
+    ask = {"nbmemory": lambda q, v: engine.recall(q, k=K),
+           "chroma": lambda q, v: collection.query(query_embeddings=[v], n_results=K)}
+    out: dict = {"nbmemory": [], "chroma": []}
+    for turn in range(ALTERNATING_PASSES):
+        for i, (query, qvec) in enumerate(zip(queries, qvecs)):
+            for name in sorted(ask, reverse=(i + turn) % 2 == 1):
+                start = time.perf_counter()
+                ask[name](query, qvec)
+                out[name].append(time.perf_counter() - start)
+    engine.close()
+    return out
+
+
 CHILDREN = {"engine": child_engine, "service": child_service, "import": child_import,
-            "numpy": child_numpy, "chroma": child_chroma}
+            "numpy": child_numpy, "chroma": child_chroma, "alternating": child_alternating}
 
 
 def run_child(kind: str, spec: dict, work: Path) -> dict:
@@ -636,6 +672,11 @@ def main() -> None:
                 r["chroma"] = run_child("chroma", {**common, "path": str(here / "chroma"), "n": n,
                                                    "vectors": str(here / "import.npy")}, work)
                 mark("chroma reopen", t)
+                t = time.perf_counter()
+                say(f"{n:,}: nbmemory and ChromaDB recalls in turn, in one process")
+                r["alternating"] = run_child("alternating", {**spec, "path": str(here / "chroma")},
+                                             work)
+                mark("alternating", t)
             del vectors, import_vectors
             if not args.keep:
                 shutil.rmtree(here, ignore_errors=True)
@@ -718,6 +759,10 @@ def report(sizes, results, disks, cosines, nq, chroma, model, percentiles) -> No
          {"nbmemory": lambda r: pcts(r, "reopen", "recall_s"),
           "exact numpy": lambda r: pcts(r, "numpy", "recall_s"),
           "ChromaDB": lambda r: pcts(r, "chroma", "recall_s")}),
+        (f"  the same, nbmemory and ChromaDB in turn query by query in one process "
+         f"({ALTERNATING_PASSES} passes), ms", "at 100k: nbmemory p50 <= ChromaDB p50",
+         {"nbmemory": lambda r: pcts(r, "alternating", "nbmemory"),
+          "ChromaDB": lambda r: pcts(r, "alternating", "chroma")}),
         (f"of exact search's top {K}, the share a vector search finds (nbmemory: the best {K} "
          f"of the {max(10 * K, 50)} its graph proposes to recall, before keywords and fusion)", "",
          {"nbmemory": lambda r: found(r, "reopen", "top"),
@@ -765,8 +810,9 @@ def report(sizes, results, disks, cosines, nq, chroma, model, percentiles) -> No
           "ChromaDB": lambda r: "n/a" if get(r, "chroma_build", "disk") is None
           else f"{r['chroma_build']['disk'] / 1e6:,.0f}"}),
     ]
-    source_of = {"nbmemory": ("first", "reopen", "model", "service", "import", "remember_many"),
-                 "exact numpy": ("numpy",), "ChromaDB": ("chroma",)}
+    source_of = {"nbmemory": ("first", "reopen", "model", "service", "import", "remember_many",
+                              "alternating"),
+                 "exact numpy": ("numpy",), "ChromaDB": ("chroma", "alternating")}
     print(f"\n{os.cpu_count()} cores, 1-min load average now {os.getloadavg()[0]:.2f}; model "
           f"{model}; {nq} queries, k={K}; notes beyond {REAL:,} are perturbed copies "
           f"(sigma {SIGMA:.4f}" + (", mean cosine to source " + ", ".join(
@@ -834,11 +880,15 @@ def report(sizes, results, disks, cosines, nq, chroma, model, percentiles) -> No
             reopen = get(r, "reopen", "open_s")
             targets.append(("100,000: reopen <= 0.5 s", reopen,
                             reopen is not None and reopen <= 0.5, "s"))
-            ours, theirs = get(r, "reopen", "recall_s"), get(r, "chroma", "recall_s")
+            ours, theirs = get(r, "alternating", "nbmemory"), get(r, "alternating", "chroma")
+            how = "in turn in one process"
+            if not (ours and theirs):  # no alternating run: the two children
+                ours, theirs = get(r, "reopen", "recall_s"), get(r, "chroma", "recall_s")
+                how = "in two children"
             if ours and theirs:
                 a, b = percentiles(ours)[0], percentiles(theirs)[0]
                 targets.append((f"100,000: recall p50 with the vector given ({a:.1f} ms) no slower "
-                                f"than ChromaDB's query ({b:.1f} ms)", a, a <= b, "ms"))
+                                f"than ChromaDB's query ({b:.1f} ms), {how}", a, a <= b, "ms"))
             else:
                 targets.append(("100,000: recall with the vector given vs ChromaDB", None,
                                 False, ""))
