@@ -1,5 +1,7 @@
 """Fusion of the lexical and dense channels (numbers only; eval/ measures the ranking)."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -105,3 +107,34 @@ def test_keyword_feedback_lifts_a_note_sharing_the_best_notes_words_but_not_the_
 def test_no_keyword_feedback_for_a_query_ranked_by_meaning_alone():
     ranked = _feedback_case("which bird has the longest beak")  # shares no word with the notes
     assert ranked(True) == ranked(False)
+
+
+def test_the_dense_search_beside_the_keywords_hands_back_its_result_and_its_error():
+    from nbmemory.dense_rows import DenseRows
+    from nbmemory.lexical import LexicalIndex
+    from nbmemory.ranking import beside, rank_arrays
+
+    assert beside(divmod, 7, 2).result() == (3, 1)
+    rows = DenseRows.from_matrix(np.arange(1, 4), np.eye(3, 4, dtype=np.float32))
+    lexical = LexicalIndex.build([(1, "nightly export"), (2, "airflow dag"), (3, "penguins")])
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the vector file is unreadable")
+    rows.search = broken  # a failing search in the second thread reaches the one recalling
+    with pytest.raises(RuntimeError, match="the vector file is unreadable"):
+        rank_arrays("export", np.eye(1, 4, dtype=np.float32)[0], lexical, rows, candidates=None,
+                    pool=10, exact_below=100)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_process_gets_its_own_second_thread():
+    from nbmemory.ranking import beside
+
+    assert beside(os.getpid).result() == os.getpid()  # the parent's thread exists now
+    child = os.fork()
+    if child == 0:  # a thread does not survive a fork: waiting on the parent's would hang
+        try:
+            os._exit(0 if beside(os.getpid).result(timeout=30) == os.getpid() else 1)
+        finally:
+            os._exit(2)
+    assert os.waitpid(child, 0)[1] == 0
