@@ -56,9 +56,9 @@ FEEDBACK = [None] + list(itertools.product((2, 3, 5), (5, 10, 15, 20),
                                            (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)))
 
 
-def candidates(notes: list[dict], queries: list[dict]) -> tuple[list[dict], object, dict]:
+def candidates(notes: list[dict], queries: list[dict]) -> tuple[list[dict], object]:
     """Per query: eval ids, store ids, normalised lexical scores (no feedback), cosines and
-    priority bonuses; and the keyword index and the notes' texts by store id, for feedback."""
+    priority bonuses; and the keyword index, for feedback."""
     with tempfile.TemporaryDirectory(prefix="nbmemory-tune-") as tmp:
         loaded = run.load_store(notes, queries, Path(tmp) / "store")
         engine = loaded.engine
@@ -74,11 +74,9 @@ def candidates(notes: list[dict], queries: list[dict]) -> tuple[list[dict], obje
                         "lexical": np.array([r.lexical for r in rows], np.float32),
                         "dense": np.array([r.dense for r in rows], np.float32),
                         "bonus": np.array([bonus[i] for i in ids], np.float32)})
-        text = {n["id"]: n["text"] for n in notes}
-        texts = {sid: text[eid] for sid, eid in loaded.ids.items()}
         lexical = engine.lexical
         loaded.close()
-    return out, lexical, texts
+    return out, lexical
 
 
 def weakened(rows: list[dict], seed: int = 0) -> list[dict]:
@@ -156,7 +154,7 @@ def folds(rows: list[dict]) -> list[int]:
     return fold
 
 
-def feedback_scorer(setting, lexical, texts: dict):
+def feedback_scorer(setting, lexical):
     """Hybrid with the keyword feedback of ``setting`` (notes, terms, weight), or none."""
     def score(r):
         w = keyword_weight(r["lexical"])
@@ -165,16 +163,15 @@ def feedback_scorer(setting, lexical, texts: dict):
             return first
         notes, terms, weight = setting
         blended = with_feedback(r["query"], lexical, r["sid"], first, r["lexical"],
-                                lambda ids: {i: texts[i] for i in ids},
                                 notes=notes, terms=terms, weight=weight)
         return mix(blended, r["dense"], w)
     return score
 
 
-def tune_feedback(rows: list[dict], noisy: list[dict], fold: list[int], lexical, texts) -> None:
+def tune_feedback(rows: list[dict], noisy: list[dict], fold: list[int], lexical) -> None:
     """Cross-validate the feedback settings (FEEDBACK; see the module docstring)."""
     conditions = (rows, noisy)
-    values = {(setting, c): metrics(cond, feedback_scorer(setting, lexical, texts))
+    values = {(setting, c): metrics(cond, feedback_scorer(setting, lexical))
               for setting in FEEDBACK for c, cond in enumerate(conditions)}
 
     def choose_among(chosen: list[int]):
@@ -222,7 +219,7 @@ def tune_feedback(rows: list[dict], noisy: list[dict], fold: list[int], lexical,
 
 def main() -> None:
     notes, queries = run.load_set()
-    rows, lexical, texts = candidates(notes, queries)
+    rows, lexical = candidates(notes, queries)
     noisy = weakened(rows)
     fold = folds(rows)
     held_out: dict[int, np.ndarray] = {}
@@ -253,7 +250,7 @@ def main() -> None:
                 chosen = np.array([kind in ("all", r["type"]) for r in condition])
                 cells.append(f"{kind} {values[chosen, 2].mean():.3f}/{values[chosen, 3].mean():.3f}")
             print(f"  {name:<15} " + "  ".join(cells))
-    tune_feedback(rows, noisy, fold, lexical, texts)
+    tune_feedback(rows, noisy, fold, lexical)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,14 @@ journal on open like the vector index.
 Identifiers are kept whole as well as split into stemmed parts, so ``PyObject_GC_Del``
 and ``orders.amount`` match exactly and by their pieces.
 
-The index is a *segment* (many documents in flat arrays: per term its postings) plus the
-documents added since in dictionaries (the *delta*). A removed segment document is marked
+The index is a *segment* (many documents in flat arrays: per term its postings, per
+document its terms; see lexical_segment.py) plus the documents added since in dictionaries (the *delta*). A removed segment document is marked
 dead and its terms' document frequencies are counted again among the living when next
 used, so scores are exactly those of an index built from scratch (tests/test_lexical).
 ``save`` folds the delta in and writes one file; ``load`` reads its arrays back. At 100k
 notes (bench corpus, 2 busy cores): tokenizing every note took 6.5-7.3 s on each open,
-loading the file about 0.19 s; the file is 8.5 MB (85 bytes a note; 92 MB at 1M).
+loading the file about 0.19 s; the file was 8.5 MB with the postings alone (85 bytes a note;
+92 MB at 1M); the per-document direction took it to 15.3 MB at 100k (load 13 -> 20 ms).
 Tantivy was not tried: its tokenizer would have to keep identifiers whole and stem their
 parts as this one does, and the arrays already make an open a matter of reading a file.
 """
@@ -25,6 +26,7 @@ from typing import Iterable
 import numpy as np
 
 from .arrays import ArraysFileError, read_arrays, write_arrays
+from .lexical_segment import TF_CAP, Segment, SegmentError, term_counts  # noqa: F401  (TF_CAP: imported from here too)
 from .tokenizer import TOKENIZER, tokenize  # noqa: F401  (tokenize: imported from here too)
 
 
@@ -43,111 +45,11 @@ def top_positions(scores: np.ndarray, n: int) -> np.ndarray:
     return chosen[np.lexsort((chosen, -scores[chosen]))]
 
 
-def _counts(text: str) -> tuple[dict[str, int], int]:
-    """Each term of ``text`` with how often it occurs (at most TF_CAP), and its length."""
-    terms = tokenize(text)
-    counts: dict[str, int] = {}
-    for term in terms:
-        counts[term] = counts.get(term, 0) + 1
-    if len(terms) > TF_CAP:
-        counts = {t: min(n, TF_CAP) for t, n in counts.items()}
-    return counts, len(terms)
-
-
 class LexicalIndexError(Exception):
     """The keyword index file cannot be used; rebuild it."""
 
 
-# A term's frequency in one document counts up to this (one byte a posting). BM25 has long
-# saturated there: at k1=1.2 a term 255 times in a 300-word note scores 0.6% below 1,000 times.
-TF_CAP = 255
 _MAGIC = b"NBMKW1\n\x00"
-
-
-class _Segment:
-    """Many documents in flat arrays: per term its postings (document ids ascending, term
-    frequencies), per document its length. Immutable once built.
-
-    Only this direction is kept: the other (per document its terms) doubled the file and
-    the memory (at 1M notes 210 MB, of which 102 MB were the per-document arrays) and only
-    served removals and merges, which now work from the postings.
-    """
-
-    def __init__(self, terms: list[str], docs: np.ndarray, lengths: np.ndarray,
-                 offsets: np.ndarray, post_docs: np.ndarray, post_tfs: np.ndarray):
-        self.terms = terms
-        self.term_ids = {t: i for i, t in enumerate(terms)}
-        self.docs = docs  # ids of its documents, ascending (int64)
-        self.lengths = lengths  # by document id (float32; 0 where absent)
-        self.offsets = offsets  # by term: its postings' range
-        self.post_docs, self.post_tfs = post_docs, post_tfs  # int32, uint8
-
-    @classmethod
-    def empty(cls) -> _Segment:
-        return cls([], np.empty(0, np.int64), np.zeros(0, np.float32), np.zeros(1, np.int64),
-                   np.empty(0, np.int32), np.empty(0, np.uint8))
-
-    @classmethod
-    def build(cls, docs: Iterable[tuple[int, str]]) -> _Segment:
-        """Tokenize ``docs`` (id, text; a repeated id: the last text) straight into arrays."""
-        vocab: dict[str, int] = {}
-        ids, sizes, lengths = [], [], []
-        entry_terms, entry_tfs = array("i"), array("B")
-        for doc_id, text in sorted(dict(docs).items()):
-            if doc_id < 0:
-                raise ValueError("document ids must be non-negative")
-            counts, length = _counts(text)
-            ids.append(doc_id)
-            sizes.append(len(counts))
-            lengths.append(length)
-            entry_terms.extend([vocab.setdefault(t, len(vocab)) for t in counts])
-            entry_tfs.extend(counts.values())
-        ids_array = np.array(ids, np.int64)
-        entry_docs = np.repeat(ids_array.astype(np.int32), np.array(sizes, np.int64))
-        return cls._from_entries(list(vocab), ids_array, np.array(lengths, np.float32),
-                                 np.frombuffer(entry_terms, np.int32), entry_docs,
-                                 np.frombuffer(entry_tfs, np.uint8))
-
-    @classmethod
-    def _from_entries(cls, terms: list[str], ids: np.ndarray, lengths: np.ndarray,
-                      e_terms: np.ndarray, e_docs: np.ndarray, e_tfs: np.ndarray) -> _Segment:
-        """From documents ``ids`` (ascending) of ``lengths`` and their entries (term,
-        document, term frequency), each term's in ascending document order (a stable sort
-        by term keeps it). Terms no entry holds are dropped."""
-        order = np.argsort(e_terms, kind="stable")
-        return cls.assemble(terms, np.bincount(e_terms, minlength=len(terms)), ids, lengths,
-                            e_docs[order], e_tfs[order])
-
-    @classmethod
-    def assemble(cls, terms: list[str], counts: np.ndarray, ids: np.ndarray,
-                 lengths: np.ndarray, post_docs: np.ndarray, post_tfs: np.ndarray) -> _Segment:
-        """From each term's number of postings (``counts``), the postings in term order,
-        and documents ``ids`` (ascending) of ``lengths``. Terms without postings are dropped."""
-        if not counts.all():
-            terms = [t for t, n in zip(terms, counts.tolist()) if n]
-            counts = counts[counts > 0]
-        offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
-        by_id = np.zeros(int(ids[-1]) + 1 if len(ids) else 0, np.float32)
-        by_id[ids] = lengths
-        return cls(terms, ids, by_id, offsets, post_docs.astype(np.int32, copy=False),
-                   post_tfs.astype(np.uint8, copy=False))
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        blob = "\n".join(self.terms).encode("utf-8")
-        return {"terms": np.frombuffer(blob, np.uint8), "docs": self.docs,
-                "lengths": self.lengths, "offsets": self.offsets,
-                "post_docs": self.post_docs, "post_tfs": self.post_tfs}
-
-    @classmethod
-    def from_arrays(cls, a: dict[str, np.ndarray]) -> _Segment:
-        blob = a["terms"].tobytes().decode("utf-8")
-        terms = blob.split("\n") if blob else []
-        if len(terms) + 1 != len(a["offsets"]) or len(a["post_docs"]) != len(a["post_tfs"]):
-            raise LexicalIndexError("arrays of inconsistent sizes")
-        tfs = a["post_tfs"]
-        if tfs.dtype != np.uint8:  # a file from before TF_CAP (it also holds arrays by document)
-            tfs = np.minimum(tfs, TF_CAP).astype(np.uint8)
-        return cls(terms, a["docs"], a["lengths"], a["offsets"], a["post_docs"], tfs)
 
 
 class LexicalIndex:
@@ -157,10 +59,10 @@ class LexicalIndex:
     k1 = 1.2
     b = 0.75
 
-    def __init__(self, segment: _Segment | None = None) -> None:
-        self._install(segment or _Segment.empty())
+    def __init__(self, segment: Segment | None = None) -> None:
+        self._install(segment or Segment.empty())
 
-    def _install(self, segment: _Segment) -> None:
+    def _install(self, segment: Segment) -> None:
         self._seg = segment
         self._alive = np.zeros(len(segment.lengths), bool)  # segment documents not removed
         self._alive[segment.docs] = True
@@ -183,7 +85,7 @@ class LexicalIndex:
     def build(cls, docs: Iterable[tuple[int, str]]) -> LexicalIndex:
         """An index of ``docs`` (id, text), tokenized straight into a segment: about a
         third of the memory and time of adding them one by one."""
-        return cls(_Segment.build(docs))
+        return cls(Segment.build(docs))
 
     def __len__(self) -> int:
         return self._seg_count + len(self._doc_terms)
@@ -210,7 +112,7 @@ class LexicalIndex:
             raise ValueError("document ids must be non-negative")
         if doc_id in self:
             self.remove(doc_id)
-        counts, length = _counts(text)
+        counts, length = term_counts(text)
         self._doc_terms[doc_id] = counts
         if doc_id >= len(self._lengths):
             grown = np.zeros(max(doc_id + 1, 2 * len(self._lengths)), np.float32)
@@ -225,7 +127,7 @@ class LexicalIndex:
 
     def add_many(self, docs: Iterable[tuple[int, str]]) -> None:
         if not len(self):
-            self._install(_Segment.build(docs))
+            self._install(Segment.build(docs))
             return
         for doc_id, text in docs:
             self.add(doc_id, text)
@@ -359,13 +261,29 @@ class LexicalIndex:
         df = self._df(term)
         return math.log(1.0 + (len(self) - df + 0.5) / (df + 0.5))
 
+    def terms_of(self, doc_id: int) -> dict[str, int]:
+        """The terms of an indexed document with how often each occurs (at most TF_CAP);
+        empty for a document not indexed."""
+        counts = self._doc_terms.get(doc_id)
+        if counts is not None or not self._in_segment(doc_id):
+            return counts or {}
+        seg, at = self._seg, int(doc_id)
+        start, stop = int(seg.fwd_offsets[at]), int(seg.fwd_offsets[at + 1])
+        return dict(zip(map(seg.terms.__getitem__, seg.fwd_terms[start:stop].tolist()),
+                        seg.fwd_tfs[start:stop].tolist()))
+
+    def length(self, doc_id: int) -> int:
+        """How many terms the document has (0 if not indexed)."""
+        return int(self._lengths[doc_id]) if 0 <= doc_id < len(self._lengths) else 0
+
     def score_at(self, weights: dict[str, float], ids: np.ndarray) -> np.ndarray:
         """The BM25 score of each of ``ids`` (indexed documents) for the terms of
         ``weights``, each term's part times its weight; 0 for a document holding none.
 
-        Each document is looked up in the term's postings, so the cost grows with
-        ``len(ids)`` and the number of terms, not with how many documents hold them (the
-        feedback terms of ranking.py are scored this way on a recall's candidates).
+        Each document's own terms are matched against those of ``weights``, so the cost
+        grows with ``len(ids)``, not with how many documents hold the terms (the feedback
+        terms of ranking.py are scored this way on a recall's candidates: at 100k notes
+        0.20 ms where searching each term's postings for every candidate took 0.33).
         """
         ids = np.asarray(ids, np.int64)
         terms = list(weights)
@@ -375,27 +293,24 @@ class LexicalIndex:
         known = ids < len(self._lengths)
         lengths[known] = self._lengths[ids[known]]
         norm = self.k1 * (1.0 - self.b + self.b * lengths / (self._total_len / len(self)))
-        in_segment = np.zeros(len(ids), bool)
-        inside = ids < len(self._alive)
-        in_segment[inside] = self._alive[ids[inside]]
-        id_list = ids.tolist()
+        tfs = np.zeros((len(terms), len(ids)), np.float32)  # by term and document
         seg = self._seg
-        # Searched as the postings' own type: int64 ids made every search convert the
-        # term's whole posting list first (16 us a term at 100k notes instead of 2).
-        keys = ids.astype(seg.post_docs.dtype)
-        tfs = np.zeros((len(terms), len(ids)), np.float32)  # only lookups in the loop
-        for row, term in enumerate(terms):
-            at = seg.term_ids.get(term)
-            if at is not None:
-                start, stop = int(seg.offsets[at]), int(seg.offsets[at + 1])
-                docs = seg.post_docs[start:stop]
-                where = np.minimum(docs.searchsorted(keys), stop - start - 1)
-                found = in_segment & (docs[where] == keys)
-                tfs[row, found] = seg.post_tfs[start + where[found]]
-            posting = self._postings.get(term)
-            if posting:  # the delta's documents (none of them is alive in the segment)
-                tfs[row] += np.fromiter((posting.get(i, 0) for i in id_list), np.float32,
-                                        len(ids))
+        inside = ids < len(self._alive)
+        at = np.flatnonzero(inside)
+        at = at[self._alive[ids[at]]]
+        numbers = np.array([seg.term_ids.get(t, -1) for t in terms], np.int64)
+        if len(at) and (numbers >= 0).any():
+            where, column = seg.entries(ids[at])
+            held = seg.fwd_terms[where]
+            rows = np.argsort(numbers)
+            slot = np.minimum(np.searchsorted(numbers[rows], held), len(terms) - 1)
+            hit = numbers[rows][slot] == held
+            tfs[rows[slot[hit]], at[column[hit]]] = seg.fwd_tfs[where[hit]]
+        if self._doc_terms:  # the delta's documents (none of them is alive in the segment)
+            for column, doc_id in enumerate(ids.tolist()):
+                counts = self._doc_terms.get(doc_id)
+                if counts:
+                    tfs[:, column] = [counts.get(t, 0) for t in terms]
         factor = np.array([weights[t] * self.idf(t) for t in terms], np.float64)[:, None]
         return (factor * tfs * (self.k1 + 1.0) / (tfs + norm)).sum(axis=0).astype(np.float32)
 
@@ -417,21 +332,31 @@ class LexicalIndex:
 
     # -- persistence -------------------------------------------------------------------
 
-    def merged(self) -> _Segment:
+    def merged(self) -> Segment:
         """One segment of every document, the delta folded in (the index is unchanged).
 
-        The delta's postings are inserted among the segment's living ones: nothing of the
-        segment's size is sorted. At 1M notes after 10,000 removals and 6,000 additions:
-        0.32-0.34 s and 292 MB at the peak, where sorting every posting took 2.1-3.9 s, 659 MB.
+        The delta's entries are inserted among the segment's living ones, in both
+        directions: nothing of the segment's size is sorted. At 1M notes after 10,000
+        removals and 6,000 additions (postings alone): 0.32-0.34 s and 292 MB at the
+        peak, where sorting every posting took 2.1-3.9 s, 659 MB.
         """
         seg = self._seg
         terms, vocab = list(seg.terms), dict(seg.term_ids)
         docs, tfs, counts = seg.post_docs, seg.post_tfs, self._living_counts()
+        fwd_terms, fwd_tfs, sizes = seg.fwd_terms, seg.fwd_tfs, np.diff(seg.fwd_offsets)
         if self._seg_removed:
             keep = self._alive[docs]
             docs, tfs = docs[keep], tfs[keep]
+            keep = np.repeat(self._alive, sizes)
+            fwd_terms, fwd_tfs = fwd_terms[keep], fwd_tfs[keep]
+        living = np.flatnonzero(self._alive)
+        size_of = np.zeros(len(self._lengths), np.int64)  # by id: its number of entries
+        size_of[living] = sizes[living]
+        added = sorted(self._doc_terms)
         d_terms, d_docs, d_tfs = array("i"), array("i"), array("B")
-        for doc_id, doc_counts in self._doc_terms.items():
+        for doc_id in added:
+            doc_counts = self._doc_terms[doc_id]
+            size_of[doc_id] = len(doc_counts)
             for term, tf in doc_counts.items():
                 at = vocab.get(term)
                 if at is None:
@@ -443,6 +368,11 @@ class LexicalIndex:
         counts = np.concatenate([counts, np.zeros(len(terms) - len(counts), np.int64)])
         if d_terms:
             new_terms, new_docs = np.frombuffer(d_terms, np.int32), np.frombuffer(d_docs, np.int32)
+            new_tfs = np.frombuffer(d_tfs, np.uint8)
+            firsts = np.concatenate([[0], np.cumsum(sizes[living])])
+            at_doc = firsts[np.searchsorted(living, np.array(added, np.int64))]
+            where = np.repeat(at_doc, size_of[added])
+            fwd_terms, fwd_tfs = np.insert(fwd_terms, where, new_terms), np.insert(fwd_tfs, where, new_tfs)
             order = np.lexsort((new_docs, new_terms))
             new_terms, new_docs = new_terms[order], new_docs[order]
             starts = np.concatenate([[0], np.cumsum(counts)])
@@ -452,10 +382,10 @@ class LexicalIndex:
                 start, stop = starts[new_terms[lo]], starts[new_terms[lo] + 1]
                 where[lo:hi] = start + np.searchsorted(docs[start:stop], new_docs[lo:hi])
             docs = np.insert(docs, where, new_docs)
-            tfs = np.insert(tfs, where, np.frombuffer(d_tfs, np.uint8)[order])
-            counts += np.bincount(new_terms, minlength=len(terms))
+            tfs = np.insert(tfs, where, new_tfs[order])
         ids = self.doc_ids()
-        return _Segment.assemble(terms, counts, ids, self._lengths[ids], docs, tfs)
+        return Segment.assemble(terms, ids, self._lengths[ids], fwd_terms, size_of[ids], fwd_tfs,
+                                postings=(docs, tfs))
 
     def save(self, path: Path, meta: dict) -> None:
         """Fold the delta in and write the index, with ``meta``, to ``path`` atomically."""
@@ -471,8 +401,8 @@ class LexicalIndex:
             made_by = meta.pop("tokenizer", None)
             if made_by != TOKENIZER:
                 raise LexicalIndexError(f"made by tokenizer {made_by}, this is {TOKENIZER}")
-            return cls(_Segment.from_arrays(arrays)), meta
-        except (ArraysFileError, LexicalIndexError, KeyError, ValueError) as exc:
+            return cls(Segment.from_arrays(arrays)), meta
+        except (ArraysFileError, LexicalIndexError, SegmentError, KeyError, ValueError) as exc:
             raise LexicalIndexError(f"{path}: {exc}") from None
 
 

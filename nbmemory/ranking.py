@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Container, NamedTuple, Sequence
 
@@ -132,19 +131,20 @@ def mix(lexical: np.ndarray, dense: np.ndarray, w: float) -> np.ndarray:
         w * np.asarray(lexical, np.float32)
 
 
-def feedback_terms(texts: Sequence[str], weights: np.ndarray, lexical: LexicalIndex,
+def feedback_terms(ids: Sequence[int], weights: np.ndarray, lexical: LexicalIndex,
                    exclude: Container[str], n: int = FEEDBACK_TERMS) -> dict[str, float]:
-    """The ``n`` terms that best characterise ``texts`` (notes, each of ``weights``) apart
+    """The ``n`` terms that best characterise the notes ``ids`` (each of ``weights``) apart
     from ``exclude``, with weights summing to 1: per term, the sum over the notes of the
-    note's share of ``weights`` times the term's share of the note's terms, times its idf."""
+    note's share of ``weights`` times the term's share of the note's terms, times its idf.
+    The notes' terms are the keyword index's (a note's own text is not tokenized again)."""
     shares = np.asarray(weights, np.float64)
     shares = shares / shares.sum() if shares.sum() > 0 else np.full(len(shares), 1 / len(shares))
     totals: dict[str, float] = {}
-    for text, share in zip(texts, shares.tolist()):
-        terms = tokenize(text)
-        for term, count in Counter(terms).items():
+    for doc_id, share in zip(ids, shares.tolist()):
+        length = lexical.length(doc_id)
+        for term, count in lexical.terms_of(doc_id).items():
             if term not in exclude:
-                totals[term] = totals.get(term, 0.0) + share * count / len(terms)
+                totals[term] = totals.get(term, 0.0) + share * count / length
     scored = sorted((-v * lexical.idf(t), t) for t, v in totals.items())  # ties: by term
     best = [(t, -v) for v, t in scored[:n] if v < 0]
     total = sum(v for _, v in best)
@@ -152,8 +152,7 @@ def feedback_terms(texts: Sequence[str], weights: np.ndarray, lexical: LexicalIn
 
 
 def with_feedback(query: str, lexical: LexicalIndex, ids: np.ndarray, first: np.ndarray,
-                  keyword: np.ndarray, texts: Callable[[list[int]], dict[int, str]],
-                  drop: Container[int] = (), notes: int = FEEDBACK_NOTES,
+                  keyword: np.ndarray, drop: Container[int] = (), notes: int = FEEDBACK_NOTES,
                   terms: int = FEEDBACK_TERMS, weight: float = FEEDBACK_WEIGHT) -> np.ndarray:
     """``keyword`` (the candidates' keyword shares) blended with how well each candidate
     matches the :func:`feedback_terms` (``terms`` of them) of the ``notes`` best by
@@ -166,8 +165,7 @@ def with_feedback(query: str, lexical: LexicalIndex, ids: np.ndarray, first: np.
             if int(ids[at]) not in drop][:notes]
     if not best:
         return keyword
-    found = texts([int(ids[at]) for at in best])
-    words = feedback_terms([found.get(int(ids[at]), "") for at in best], first[best], lexical,
+    words = feedback_terms([int(ids[at]) for at in best], first[best], lexical,
                            set(tokenize(query)), terms)
     extra = lexical.score_at(words, ids) if words else np.zeros(0, np.float32)
     top = float(extra.max()) if len(extra) else 0.0
@@ -182,23 +180,22 @@ def with_feedback(query: str, lexical: LexicalIndex, ids: np.ndarray, first: np.
 def rank(query: str, qvec: np.ndarray | None, lexical: LexicalIndex, vectors: VectorIndex, *,
          candidates: np.ndarray | None, pool: int, exact_below: int,
          drop: Container[int] = (), mode: str = "hybrid",
-         texts: Callable[[list[int]], dict[int, str]] | None = None) -> list[Scored]:
+         feedback: bool = False) -> list[Scored]:
     """Candidates scored by both channels, unsorted (see :func:`rank_arrays`)."""
     return rank_arrays(query, qvec, lexical, vectors, candidates=candidates, pool=pool,
-                       exact_below=exact_below, drop=drop, mode=mode, texts=texts).rows()
+                       exact_below=exact_below, drop=drop, mode=mode, feedback=feedback).rows()
 
 
 def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
                 vectors: VectorIndex, *, candidates: np.ndarray | None, pool: int,
                 exact_below: int, drop: Container[int] = (), mode: str = "hybrid",
-                texts: Callable[[list[int]], dict[int, str]] | None = None) -> Ranked:
+                feedback: bool = False) -> Ranked:
     """The best ``pool`` candidates of each channel, each scored by both, in id order.
 
     ``candidates`` (sorted ids) restricts the search and makes the dense channel exact.
     ``drop``: ids the caller will leave out (notes no longer active); the dense channel
     looks further, until it has ``pool`` others, so that they do not crowd them out.
-    ``texts`` (ids -> their texts): the notes' texts, for keyword feedback in hybrid mode;
-    without it there is none.
+    ``feedback``: keyword feedback (:func:`with_feedback`) in hybrid mode.
 
     The work grows with ``pool``, not with the store: each channel keeps its best
     ``pool`` by selection (no sort of every match) and only the union of the two is
@@ -244,8 +241,8 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         return Ranked(union, {"lexical": lex, "dense": dense}[mode], lex, dense)
     w = keyword_weight(lex)
     score = mix(lex, dense, w)
-    if w > 0 and texts is not None:
-        lex = with_feedback(query, lexical, union, score, lex, texts, drop)
+    if w > 0 and feedback:
+        lex = with_feedback(query, lexical, union, score, lex, drop)
         score = mix(lex, dense, w)
     return Ranked(union, score, lex, dense)
 

@@ -179,6 +179,16 @@ def test_a_saved_and_loaded_index_scores_exactly_as_one_built_from_scratch(tmp_p
             assert got_index.max_score(query) == fresh.max_score(query)
             assert sorted(got_index.docs_with(query.lower())) == \
                 sorted(fresh.docs_with(query.lower()))
+        # each note's own terms, read back for keyword feedback, whichever way they got there
+        from nbmemory.lexical import term_counts
+        for doc in range(0, 305):
+            assert got_index.terms_of(doc) == term_counts(texts.get(doc, ""))[0]
+            assert got_index.length(doc) == fresh.length(doc)
+        weights = {t: 1.0 / (n + 1) for n, t in enumerate(sorted(fresh.terms())[:9] + ["absent"])}
+        every = np.arange(0, 305)  # removed, never added and beyond the last id as well
+        assert np.array_equal(got_index.score_at(weights, every), fresh.score_at(weights, every))
+        holding = [d for d in every.tolist() if set(fresh.terms_of(d)) & set(weights)]
+        assert np.flatnonzero(got_index.score_at(weights, every)).tolist() == holding != []
 
 
 def test_a_keyword_file_of_the_layout_before_loads_and_scores_the_same(tmp_path):
@@ -202,6 +212,9 @@ def test_a_keyword_file_of_the_layout_before_loads_and_scores_the_same(tmp_path)
     for query in ("socket", "amount owner", "retry"):
         got, want = old.score(query), index.score(query)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert all(old.terms_of(i) == index.terms_of(i) != {} for i in texts)  # from the postings
+    assert np.array_equal(old.score_at({"socket": 1.0}, np.arange(7)),
+                          index.score_at({"socket": 1.0}, np.arange(7)))
 
 
 def test_a_term_counts_at_most_tf_cap_times_in_one_note(tmp_path):

@@ -83,9 +83,9 @@ def _feedback_case(query):
     rows = DenseRows.from_matrix(np.array(list(texts)), np.ones((len(texts), 4), np.float32) / 2)
     qvec = np.ones(4, np.float32) / 2
 
-    def ranked(with_texts, mode="hybrid"):
+    def ranked(feedback, mode="hybrid"):
         got = rank_arrays(query, qvec, lexical, rows, candidates=None, pool=10, exact_below=100,
-                          mode=mode, texts=(lambda ids: {i: texts[i] for i in ids}) if with_texts else None)
+                          mode=mode, feedback=feedback)
         return {int(i): (float(s), float(lx)) for i, s, lx in zip(got.ids, got.score, got.lexical)}
     return ranked
 

@@ -47,24 +47,6 @@ class _LiveView:
         return self.cards.notes(ids, self.store)
 
 
-class _Read:
-    """A view's notes, each read once per recall: the keyword feedback's notes are mostly
-    among the hits."""
-
-    def __init__(self, view):
-        self.view = view
-        self.read: dict[int, Note] = {}
-
-    def notes(self, ids: Sequence[int]) -> dict[int, Note]:
-        missing = [i for i in ids if i not in self.read]
-        if missing:
-            self.read.update(self.view.get_notes(missing))
-        return {i: self.read[i] for i in ids if i in self.read}
-
-    def texts(self, ids: Sequence[int]) -> dict[int, str]:
-        return {i: note.text for i, note in self.notes(ids).items()}
-
-
 class _Without:
     """``ids`` and one more id, for ``in`` (no copy of a large set per call)."""
 
@@ -127,7 +109,6 @@ class Recall(Part):
             elif mode != "lexical" and self.engine.unembedded:
                 self.engine.embed_pending()
             view = self.live_view() if as_of is None else self.past_view(as_of)
-            read = _Read(view)
             ranked = None
             if len(view.vectors):
                 candidates = view.candidates(filters) if filters.narrows else None
@@ -139,8 +120,7 @@ class Recall(Part):
                 ranked = rank_arrays(query, qvec, view.lexical, view.vectors,
                                      candidates=candidates, pool=max(10 * k, 50),
                                      exact_below=self.engine.settings.exact_below,
-                                     drop=view.inactive, mode=mode,
-                                     texts=read.texts)
+                                     drop=view.inactive, mode=mode, feedback=True)
             hits, previously, below = [], [], 0
             if ranked is not None and len(ranked.ids):
                 ids = ranked.ids.tolist()
@@ -159,8 +139,9 @@ class Recall(Part):
                         below += 1
                         continue
                     hits.append((note_id, score, at))
-            notes = read.notes([i for i, _, _ in hits + previously])
-            found = list(notes.values())
+            wanted = list(dict.fromkeys(i for i, _, _ in hits + previously))
+            notes = view.get_notes(wanted)
+            found = [notes[i] for i in wanted if i in notes]
             found = (self.engine.staleness.with_stale(found, variables) if as_of is None
                      else self.engine.seals.as_sealed(found, self.engine.seals.named(as_of)))
             by_id = {n.id: n for n in found}
