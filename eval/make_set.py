@@ -34,7 +34,8 @@ SOURCES = {"codebase": ("cb", SOURCE / "codebase.txt"),
            "pandas": ("pd", SOURCE / "pandas.txt"),
            "sql": ("sq", SOURCE / "sql.txt"),
            "stdlib": ("py", SOURCE / "stdlib.txt"),
-           "team": ("tm", SOURCE / "team.txt")}
+           "team": ("tm", SOURCE / "team.txt"),
+           "chat": ("ch", SOURCE / "chat.txt")}
 KINDS = {"finding", "gotcha", "decision", "question", "reference", "procedure"}
 PRIORITIES = {"high", "medium", "low"}
 TYPES = {"paraphrase", "identifier", "natural"}

@@ -200,6 +200,19 @@ def summarise(queries: list[dict], runs: dict) -> dict:
     return table
 
 
+def by_domain(queries: list[dict], runs: dict, kind: str = "natural") -> dict:
+    """{domain: {mode: recall@10}} over the queries of one slice: where each channel is the
+    weaker one (on the chat turns the two channels are close; elsewhere dense leads)."""
+    values = per_query(queries, runs)
+    out: dict = {}
+    for domain in dict.fromkeys(q["domain"] for q in queries if q["type"] == kind):
+        chosen = np.array([q["type"] == kind and q["domain"] == domain for q in queries])
+        out[domain] = {"queries": int(chosen.sum()), **{
+            mode: float(matrix[chosen, METRICS.index("recall@10")].mean())
+            for mode, matrix in values.items()}}
+    return out
+
+
 def threshold_report(queries: list[dict], runs: dict, threshold: float,
                      sweep: Sequence[float] = (0.15, 0.2, 0.25, 0.3, 0.35)) -> dict:
     """What a fused-score cutoff would hide among the top 10 hybrid hits.
@@ -272,6 +285,7 @@ def evaluate(notes: list[dict], queries: list[dict], embedder=None) -> dict:
             loaded.close()
     threshold = Settings().min_score
     return {"table": summarise(queries, runs), "timings": loaded.timings,
+            "natural_by_domain": by_domain(queries, runs),
             "threshold": threshold_report(queries, runs, threshold), "runs": runs,
             "notes": len(notes), "queries": len(queries)}
 
@@ -296,6 +310,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{mode} {t[f'recall_ms_{mode}']:.1f} ms" for mode in MODES))
     print()
     print(format_table(result["table"]))
+    print()
+    print("natural questions by domain, recall@10: " + "; ".join(
+        f"{domain} ({m['queries']}) " + "/".join(f"{m[mode]:.3f}" for mode in MODES)
+        for domain, m in result["natural_by_domain"].items()) + f" ({'/'.join(MODES)})")
     print()
     print(f"default threshold min_score={th['min_score']}: hides {th['hidden']} of "
           f"{th['relevant_in_top10']} relevant hybrid hits in the top {K} "

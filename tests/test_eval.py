@@ -35,7 +35,8 @@ BY_ID = {note["id"]: note for note in NOTES}
 def test_set_is_large_enough_and_has_three_slices():
     assert len(NOTES) >= 2000 and len(QUERIES) >= 500
     domains = Counter(note["domain"] for note in NOTES)
-    assert set(domains) == {"codebase", "dataset", "penguins", "pandas", "sql", "stdlib", "team"}
+    assert set(domains) == {"codebase", "dataset", "penguins", "pandas", "sql", "stdlib", "team",
+                            "chat"}
     assert min(domains.values()) >= 250, domains
     types = Counter(query["type"] for query in QUERIES)
     assert types["paraphrase"] >= 80 and types["identifier"] >= 80, types
