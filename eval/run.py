@@ -201,8 +201,8 @@ def summarise(queries: list[dict], runs: dict) -> dict:
 
 
 def by_domain(queries: list[dict], runs: dict, kind: str = "natural") -> dict:
-    """{domain: {mode: recall@10}} over the queries of one slice: where each channel is the
-    weaker one (on the chat turns the two channels are close; elsewhere dense leads)."""
+    """{domain: {mode: recall@10}} over the queries of one slice, to see in which kind of
+    store each channel is the weaker one."""
     values = per_query(queries, runs)
     out: dict = {}
     for domain in dict.fromkeys(q["domain"] for q in queries if q["type"] == kind):
