@@ -171,8 +171,9 @@ def test_empty_recalls_are_counted(memory):
 
 
 def test_the_recall_log_counts_what_each_channel_found(memory):
-    memory.remember("orders.amount is in cents before 2021")
-    memory.remember("the watcher races acquire_lock")
+    # Two authors: one author's second note would follow the first and share its keywords.
+    memory.remember("orders.amount is in cents before 2021", author="ana")
+    memory.remember("the watcher races acquire_lock", author="ben")
     memory.recall("orders.amount cents")
     memory.recall("zebra quokka")
     engine = memory._backend.engine
@@ -767,3 +768,31 @@ def test_a_filter_of_several_tags_keeps_the_notes_holding_all_of_them(memory):
     assert {n.id for n in memory.notes(tags="orders").notes} == {both, orders}
     assert [n.id for n in memory.notes(tags="orders,units").notes] == [both]
     assert len(memory.recall("amount", tags="orders,legacy", min_score=-1)) == 0
+
+
+def test_a_note_follows_its_authors_previous_one_whether_written_now_or_read_on_open(memory, engine):
+    from datetime import datetime, timedelta, timezone
+
+    from nbmemory.engine.indexes import Neighbours
+    from nbmemory.store.filters import NEIGHBOUR_GAP_S
+
+    memory_ids = [memory.remember(text, author=who).id for text, who in [
+        ("the nightly export moved to airflow", "ana"), ("it retries a failed dag three times", "ana"),
+        ("penguin bills are longest in gentoos", "ben"), ("and the export now runs at 02:00", "ana")]]
+    first, second, other, fourth = memory_ids
+    written = engine.state.neighbours
+    expected = {first: -1, second: first, other: -1, fourth: second}
+    assert {i: int(written.before[i]) for i in memory_ids} == expected
+    assert int(written.after[first]) == second and int(written.after[other]) == -1
+    engine.open_indexes()  # the same links, read from the store
+    read = engine.state.neighbours
+    assert {i: int(read.before[i]) for i in memory_ids} == expected
+    assert {i: int(read.after[i]) for i in memory_ids} == {first: second, second: fourth,
+                                                           other: -1, fourth: -1}
+    # A note written after a longer gap follows none.
+    later = Neighbours()
+    start = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+    later.created(1, "ana", start)
+    later.created(2, "ana", start + timedelta(seconds=NEIGHBOUR_GAP_S))
+    later.created(3, "ana", start + timedelta(seconds=2 * NEIGHBOUR_GAP_S + 1))
+    assert later.before[1:4].tolist() == [-1, 1, -1]

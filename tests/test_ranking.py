@@ -109,6 +109,52 @@ def test_no_keyword_feedback_for_a_query_ranked_by_meaning_alone():
     assert ranked(True) == ranked(False)
 
 
+def test_a_message_answering_in_its_predecessors_words_rises_but_never_above_it():
+    from types import SimpleNamespace
+
+    from nbmemory.dense_rows import DenseRows
+    from nbmemory.lexical import LexicalIndex
+    from nbmemory.ranking import CONTEXT_WEIGHT, rank_arrays
+
+    texts = {1: "Maya: how are things with Callum since the row about the bills?",
+             2: "Sam: just passive aggressive notes stuck on the fridge",  # follows 1
+             3: "Sam: the bills are split three ways now",
+             4: "Maya: Callum is coming to the wedding",
+             5: "Sam: the fridge broke again last week"}
+    lexical = LexicalIndex.build(texts.items())
+    cosines = np.array([0.5, 0.3, 0.5, 0.6, 0.6], np.float32)  # 2 is not among meaning's best 2
+    vectors = np.zeros((len(texts), 4), np.float32)
+    vectors[:, 0], vectors[:, 1] = cosines, np.sqrt(1 - cosines ** 2)
+    rows = DenseRows.from_matrix(np.array(list(texts)), vectors)
+    before, after = np.full(6, -1), np.full(6, -1)
+    before[2], after[1] = 1, 2
+    neighbours = SimpleNamespace(before=before, after=after)
+
+    def ranked(mode="hybrid", with_neighbours=True):
+        got = rank_arrays("how has Callum behaved since the bills row", np.eye(4, dtype=np.float32)[0],
+                          lexical, rows, candidates=None, pool=2, exact_below=100, mode=mode,
+                          neighbours=neighbours if with_neighbours else None)
+        return {int(i): (float(s), float(lx)) for i, s, lx in zip(got.ids, got.score, got.lexical)}
+
+    alone, read_after = ranked(with_neighbours=False), ranked()
+    assert 2 not in alone  # its own words match nothing: not even a candidate
+    assert read_after[2][1] == pytest.approx(CONTEXT_WEIGHT * read_after[1][1])
+    assert read_after[1][0] > read_after[2][0] > read_after[5][0]  # rises, but not above 1
+    assert read_after[1][1] == alone[1][1]  # the note it follows keeps its own share
+    assert ranked("lexical") == ranked("lexical", False)  # the channels stay themselves
+
+
+def test_context_never_gives_a_note_more_than_the_note_it_follows():
+    from nbmemory.ranking import with_context
+
+    ids = np.array([1, 2, 3, 7])
+    before = np.array([-1, -1, 1, 2, -1, -1, -1, 5])  # 2 follows 1, 3 follows 2, 7 follows 5
+    got = with_context(ids, np.array([0.5, 0.45, 0.0, 0.3], np.float32), before, weight=0.5)
+    # 2: its own 0.45 plus half of 0.5 is capped at 0.5; 3: half of 0.45; 7: 5 is not a
+    # candidate, so it keeps its own.
+    assert got.tolist() == pytest.approx([0.5, 0.5, 0.225, 0.3])
+
+
 def test_the_dense_search_beside_the_keywords_hands_back_its_result_and_its_error():
     from nbmemory.dense_rows import DenseRows
     from nbmemory.lexical import LexicalIndex

@@ -246,8 +246,8 @@ class Engine:
             self._open_indexes(progress, rebuild)
 
     def _open_indexes(self, progress: Progress | None, rebuild: bool) -> None:
-        ids, priorities, inactive = self.store.note_states(INDEXED)
-        self.state.rebuild(ids, priorities, inactive)
+        ids, priorities, inactive, follows = self.store.note_states(INDEXED)
+        self.state.rebuild(ids, priorities, inactive, follows)
         self._identity = None
         self.recalls.forget_past()
         self.dense.close()

@@ -27,6 +27,7 @@ from ..store import DB_FILENAME, SCHEMA_VERSION, Filters, Store
 from ..store.rows import as_stored
 from ..vectors import VectorIndex, VectorIndexError
 from .journal import Change
+from .neighbours import Neighbours
 
 Progress = Callable[[int, int], None]
 VECTOR_FILENAME = "vectors.usearch"
@@ -82,16 +83,20 @@ class Priorities:
 
 
 class NoteState:
-    """Status and priority of every indexed note, for ranking and "previously believed"."""
+    """Status, priority and neighbours of every indexed note, for ranking and "previously
+    believed"."""
 
     def __init__(self) -> None:
         self.inactive: set[int] = set()
         self.priority = Priorities()
+        self.neighbours = Neighbours()
 
-    def rebuild(self, ids: np.ndarray, priorities: np.ndarray, inactive: np.ndarray) -> None:
+    def rebuild(self, ids: np.ndarray, priorities: np.ndarray, inactive: np.ndarray,
+                follows: np.ndarray) -> None:
         """From ``Store.note_states``."""
         self.priority = Priorities(ids, priorities)
         self.inactive = set(ids[inactive].tolist())
+        self.neighbours = Neighbours(ids, follows)
 
     def sync(self, note_ids: Sequence[int], rows: Sequence[tuple]) -> None:
         """Bring ``note_ids`` in line with their ``Store.index_rows`` (absent: not indexed)."""
@@ -106,6 +111,8 @@ class NoteState:
     def apply(self, change: Change) -> None:
         if change.priority is not None:
             self.priority[change.note_id] = change.priority
+        if change.type == "created" and change.at is not None:
+            self.neighbours.created(change.note_id, change.author, change.at)
         effect = EFFECTS.get(change.type)
         if effect is None or not effect.status:
             return

@@ -31,6 +31,8 @@ class Change:
     text: str | None = None  # created, or edited with a new text
     priority: str | None = None  # created, or edited
     vector: np.ndarray | None = None  # with ``text``: its embedding
+    author: str | None = None  # created: who wrote it, and when
+    at: datetime | None = None
 
 
 class Projection(Protocol):
@@ -66,7 +68,7 @@ class Entry:
         :meth:`Store.create_notes` takes it; ``vectors`` by text (none: embedded later)."""
         self.store.create_notes(rows)
         self.changes += [Change(r["seq"], "created", r["note_id"], r["text"], r["priority"],
-                                vectors.get(r["text"])) for r in rows]
+                                vectors.get(r["text"]), r.get("author"), r["at"]) for r in rows]
 
 
 class Journal:

@@ -120,7 +120,8 @@ class Recall(Part):
                 ranked = rank_arrays(query, qvec, view.lexical, view.vectors,
                                      candidates=candidates, pool=max(10 * k, 50),
                                      exact_below=self.engine.settings.exact_below,
-                                     drop=view.inactive, mode=mode, feedback=True)
+                                     drop=view.inactive, mode=mode, feedback=True,
+                                     neighbours=self.engine.state.neighbours)
             hits, previously, below = [], [], 0
             if ranked is not None and len(ranked.ids):
                 ids = ranked.ids.tolist()

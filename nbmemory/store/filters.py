@@ -102,6 +102,13 @@ _NOTE_FROM = "notes n"
 # A note's priority as its index in PRIORITIES (Store.note_states), in either dialect.
 _PRIORITY_CODE = ("CASE priority " + " ".join(f"WHEN '{p}' THEN {i}" for i, p in
                                                enumerate(PRIORITIES)) + " END")
+# Notes written one after the other by one author count as neighbours (ranking.with_context)
+# while the gap between them is at most this.
+NEIGHBOUR_GAP_S = 600
+# The note written just before each one by the same author within NEIGHBOUR_GAP_S, or -1;
+# ``{seconds}`` is the dialect's spelling of a timestamp difference in seconds.
+_FOLLOWS = ("CASE WHEN {seconds} <= " + str(NEIGHBOUR_GAP_S) + " THEN lag(id) OVER w ELSE -1 END")
+_BY_AUTHOR = "WINDOW w AS (PARTITION BY author ORDER BY id)"
 
 
 def _id_list(ids: Sequence[int]) -> str:

@@ -29,7 +29,8 @@ from ..models import Anchor, Note
 from . import schema
 from ..address import Address
 from .duckdb import Store
-from .filters import (_NOTE_COLUMNS, _NOTE_FROM, _PRIORITY_CODE, _RESOLUTION_EVENTS,
+from .filters import (_BY_AUTHOR, _FOLLOWS, _NOTE_COLUMNS, _NOTE_FROM, _PRIORITY_CODE,
+                      _RESOLUTION_EVENTS,
                       _STATUS_AFTER,
                       _STATUS_EVENTS, _ACTIVE_AFTER, Filters, _naive, _note, _now,
                       _split_resolution)
@@ -175,13 +176,17 @@ class PostgresStore(Store):
         self._closed = True
         self.con.raw.close()
 
-    def note_states(self, statuses: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def note_states(self, statuses: Sequence[str]
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        follows = _FOLLOWS.format(
+            seconds="extract(epoch FROM created_at - lag(created_at) OVER w)")
         rows = self.con.execute(
-            f"SELECT id, {_PRIORITY_CODE}, status <> 'active' FROM notes WHERE status = ANY(?) "
-            "ORDER BY id", [list(statuses)]).fetchall()
+            f"SELECT id, {_PRIORITY_CODE}, status <> 'active', {follows} FROM notes "
+            f"WHERE status = ANY(?) {_BY_AUTHOR} ORDER BY id", [list(statuses)]).fetchall()
         return (np.array([r[0] for r in rows], dtype=np.int64),
                 np.array([r[1] for r in rows], dtype=np.int8),
-                np.array([r[2] for r in rows], dtype=bool))
+                np.array([r[2] for r in rows], dtype=bool),
+                np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64))
 
     def reader(self) -> PostgresStore:
         """The store itself: the engine fills a team store's rows on the thread that opens
