@@ -171,9 +171,8 @@ def test_empty_recalls_are_counted(memory):
 
 
 def test_the_recall_log_counts_what_each_channel_found(memory):
-    # Two authors: one author's second note would follow the first and share its keywords.
-    memory.remember("orders.amount is in cents before 2021", author="ana")
-    memory.remember("the watcher races acquire_lock", author="ben")
+    memory.remember("orders.amount is in cents before 2021")
+    memory.remember("the watcher races acquire_lock")
     memory.recall("orders.amount cents")
     memory.recall("zebra quokka")
     engine = memory._backend.engine

@@ -114,34 +114,36 @@ def test_a_message_answering_in_its_predecessors_words_rises_but_never_above_it(
 
     from nbmemory.dense_rows import DenseRows
     from nbmemory.lexical import LexicalIndex
-    from nbmemory.ranking import CONTEXT_WEIGHT, rank_arrays
+    from nbmemory.ranking import rank_arrays
 
     texts = {1: "Maya: how are things with Callum since the row about the bills?",
-             2: "Sam: just passive aggressive notes stuck on the fridge",  # follows 1
-             3: "Sam: the bills are split three ways now",
+             2: "Sam: Callum? just passive aggressive notes stuck on the fridge",  # follows 1
+             3: "Sam: the fridge broke again last week",  # follows 2, shares no query word
              4: "Maya: Callum is coming to the wedding",
-             5: "Sam: the fridge broke again last week"}
+             5: "Sam: the bills are split three ways now"}
     lexical = LexicalIndex.build(texts.items())
-    cosines = np.array([0.5, 0.3, 0.5, 0.6, 0.6], np.float32)  # 2 is not among meaning's best 2
+    cosines = np.array([0.5, 0.3, 0.6, 0.6, 0.5], np.float32)  # meaning's best 2: 3 and 4
     vectors = np.zeros((len(texts), 4), np.float32)
     vectors[:, 0], vectors[:, 1] = cosines, np.sqrt(1 - cosines ** 2)
     rows = DenseRows.from_matrix(np.array(list(texts)), vectors)
     before, after = np.full(6, -1), np.full(6, -1)
-    before[2], after[1] = 1, 2
+    before[2], after[1], before[3], after[2] = 1, 2, 2, 3
     neighbours = SimpleNamespace(before=before, after=after)
+    query, qvec = "how has Callum behaved since the bills row", np.eye(4, dtype=np.float32)[0]
 
-    def ranked(mode="hybrid", with_neighbours=True):
-        got = rank_arrays("how has Callum behaved since the bills row", np.eye(4, dtype=np.float32)[0],
-                          lexical, rows, candidates=None, pool=2, exact_below=100, mode=mode,
-                          neighbours=neighbours if with_neighbours else None)
+    def ranked(mode="hybrid", with_neighbours=True, drop=()):
+        got = rank_arrays(query, qvec, lexical, rows, candidates=None, pool=2, exact_below=100,
+                          mode=mode, drop=drop, neighbours=neighbours if with_neighbours else None)
         return {int(i): (float(s), float(lx)) for i, s, lx in zip(got.ids, got.score, got.lexical)}
 
     alone, read_after = ranked(with_neighbours=False), ranked()
-    assert 2 not in alone  # its own words match nothing: not even a candidate
-    assert read_after[2][1] == pytest.approx(CONTEXT_WEIGHT * read_after[1][1])
-    assert read_after[1][0] > read_after[2][0] > read_after[5][0]  # rises, but not above 1
+    assert 2 not in alone  # below the keyword pool on its one shared word, far in meaning
+    assert read_after[1][0] > read_after[2][0] > read_after[4][0]  # rises, but not above 1
+    assert read_after[2][1] > read_after[4][1]  # the same own word as 4, and 1's context
+    assert read_after[3][1] == 0.0  # its neighbour's words do not lift a note sharing none
     assert read_after[1][1] == alone[1][1]  # the note it follows keeps its own share
     assert ranked("lexical") == ranked("lexical", False)  # the channels stay themselves
+    assert 2 not in ranked(drop={1})  # a forgotten note lends its words to none
 
 
 def test_context_never_gives_a_note_more_than_the_note_it_follows():
@@ -149,10 +151,14 @@ def test_context_never_gives_a_note_more_than_the_note_it_follows():
 
     ids = np.array([1, 2, 3, 7])
     before = np.array([-1, -1, 1, 2, -1, -1, -1, 5])  # 2 follows 1, 3 follows 2, 7 follows 5
-    got = with_context(ids, np.array([0.5, 0.45, 0.0, 0.3], np.float32), before, weight=0.5)
-    # 2: its own 0.45 plus half of 0.5 is capped at 0.5; 3: half of 0.45; 7: 5 is not a
-    # candidate, so it keeps its own.
-    assert got.tolist() == pytest.approx([0.5, 0.5, 0.225, 0.3])
+    got = with_context(ids, np.array([0.5, 0.45, 0.1, 0.3], np.float32), before, weight=0.5)
+    # 2: its own 0.45 plus half of 0.5 is capped at 0.5; 3: 0.1 plus half of 0.45; 7: 5 is
+    # not a candidate, so it keeps its own.
+    assert got.tolist() == pytest.approx([0.5, 0.5, 0.325, 0.3])
+    assert with_context(ids, np.array([0.5, 0.45, 0.1, 0.3], np.float32), before, drop={2},
+                        weight=0.5).tolist() == pytest.approx([0.5, 0.5, 0.1, 0.3])
+    assert with_context(ids, np.array([0.5, 0.45, 0.0, 0.3], np.float32), before,
+                        weight=0.5)[2] == 0.0  # a note sharing no query word borrows none
 
 
 def test_the_dense_search_beside_the_keywords_hands_back_its_result_and_its_error():
