@@ -231,11 +231,21 @@ class LexicalIndex:
         """Ids and BM25 scores of matching documents, best first (ties: lower id first).
 
         ``candidates`` (int64 ids) restricts the result to those documents; ``limit``
-        keeps the best ``limit``. The scores are summed into an array indexed by id and
-        the best are selected, not sorted: at 100k notes (bench/bench_recall.py's corpus,
-        about 10k postings per query) a recall's ``limit=100`` took 0.45-0.7 ms against
-        1.1-1.5 ms when every match was sorted (np.unique, then argsort), same results.
+        keeps the best ``limit``. The best are selected, not sorted: at 100k notes
+        (bench/bench_recall.py's corpus, about 10k postings per query) a recall's
+        ``limit=100`` took 0.45-0.7 ms against 1.1-1.5 ms when every match was sorted
+        (np.unique, then argsort), same results.
         """
+        ids, totals = self.matches(query, candidates)
+        order = (np.argsort(-totals, kind="stable") if limit is None
+                 else top_positions(totals, limit))
+        return ids[order], totals[order]
+
+    def matches(self, query: str,
+                candidates: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Every document matching a term of ``query`` (of ``candidates``, when given),
+        ids ascending, and its BM25 score: what :meth:`score` selects from, and where a
+        caller looks up any other document's score (0 where it matches nothing)."""
         n_docs = len(self)
         matched = [p for p in map(self._posting_parts, dict.fromkeys(tokenize(query))) if p]
         if not n_docs or not matched:
@@ -249,12 +259,7 @@ class LexicalIndex:
                 norm = self.k1 * (1.0 - self.b + self.b * self._lengths[ids] / avg_len)
                 id_parts.append(ids)
                 score_parts.append(idf * tfs * (self.k1 + 1.0) / (tfs + norm))
-        unique, totals = _sum_by_id(id_parts, score_parts, candidates)
-        if not len(unique):
-            return np.empty(0, np.int64), np.empty(0, np.float32)
-        order = (np.argsort(-totals, kind="stable") if limit is None
-                 else top_positions(totals, limit))
-        return unique[order], totals[order]
+        return _sum_by_id(id_parts, score_parts, candidates)
 
     def idf(self, term: str) -> float:
         """BM25's inverse document frequency of ``term`` (a term as :func:`tokenize` makes it)."""

@@ -274,3 +274,22 @@ def test_scoring_given_documents_gives_the_scores_of_a_search_for_them():
                                  2.0 * index.score_at({"lock": 1.0}, ids), rel=1e-6)
     assert both[3] == 0.0 and both[-1] == 0.0  # removed, never indexed
     assert index.idf("absent") > index.idf("watcher") > 0
+
+
+def test_every_match_ascending_is_what_a_search_selects_from():
+    """matches (where recall looks up the notes written after the keyword channel's best)
+    holds every matching document once, ids ascending, with the score a search gives it;
+    candidates restrict it as they restrict a search."""
+    texts = {i: f"lock {'watcher ' * (i % 3)}races note {i}" for i in range(30)}
+    texts[7] = "nothing in common"
+    index = LexicalIndex.build(texts.items())
+    index.remove(4)
+    index.add(40, "a watcher only in the delta")
+    for query, candidates in (("watcher races", None), ("lock", np.array([2, 4, 7, 9, 40])),
+                              ("absent", None)):
+        ids, scores = index.matches(query, candidates)
+        found = dict(zip(*(a.tolist() for a in index.score(query, candidates))))
+        assert ids.tolist() == sorted(found) and scores.tolist() == [found[i] for i in sorted(found)]
+    ids, _ = index.matches("watcher")
+    assert 4 not in ids.tolist() and 7 not in ids.tolist() and 40 in ids.tolist()
+    assert index.matches("absent")[0].tolist() == []
