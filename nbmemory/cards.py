@@ -4,10 +4,12 @@ in memory and in a file: recall reads its hits here instead of asking DuckDB.
 DuckDB reads rows by scanning, whatever the filter. Measured at 100k notes (DuckDB 2.0,
 which plans no index scan for these): ten hits by ``id IN (...)`` 2.7 ms, by ``rowid IN``
 20 ms, one statement per id 16 ms, and the scan grows with the store. Here ``BLOCK``
-consecutive ids share a block, its lines compressed with zlib: the bench corpus's 26 MB of
-rows take 8 MB (16 to a block; 32 saved 8% more and cost twice the time to read), and a
-block decompresses in about 25 us. A change to a note marks its block out of date until
-the block is written again (engine/indexes.py: by the first recall that needs it).
+consecutive ids share a block, its lines compressed with zlib. A hit costs its block's
+decompression: on the bench corpus's 26 MB of rows (bench_scale at 100k, 2,000 random
+notes) blocks of 4, 8 and 16 took 10.2, 8.7 and 7.9 MB and 6, 10 and 16 us a hit; 8 saves a
+recall of ten hits about 0.07 ms for 0.9 MB a 100k notes. A change to a note marks its
+block out of date until the block is written again (engine/indexes.py: by the first
+recall that needs it). A file of another block size is built again on open.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 
 from .arrays import ArraysFileError, read_arrays, write_arrays
 
-BLOCK = 16
+BLOCK = 8
 _MAGIC = b"NBMCARDS1\n"
 
 

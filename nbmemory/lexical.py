@@ -266,6 +266,21 @@ class LexicalIndex:
         df = self._df(term)
         return math.log(1.0 + (len(self) - df + 0.5) / (df + 0.5))
 
+    def idfs(self, terms: list[str]) -> np.ndarray:
+        """:meth:`idf` of each of ``terms``, in array operations (keyword feedback asks for
+        a hundred or more on every recall)."""
+        seg = self._seg
+        at = np.array([seg.term_ids.get(t, -1) for t in terms], np.int64)
+        df = np.zeros(len(terms), np.float64)
+        known = at >= 0
+        if self._seg_removed:
+            df[known] = [self._seg_df_of(a) for a in at[known].tolist()]
+        else:
+            df[known] = seg.offsets[at[known] + 1] - seg.offsets[at[known]]
+        if self._postings:
+            df += [len(self._postings.get(t, ())) for t in terms]
+        return np.log(1.0 + (len(self) - df + 0.5) / (df + 0.5))
+
     def terms_of(self, doc_id: int) -> dict[str, int]:
         """The terms of an indexed document with how often each occurs (at most TF_CAP);
         empty for a document not indexed."""
@@ -304,19 +319,23 @@ class LexicalIndex:
         at = np.flatnonzero(inside)
         at = at[self._alive[ids[at]]]
         numbers = np.array([seg.term_ids.get(t, -1) for t in terms], np.int64)
-        if len(at) and (numbers >= 0).any():
+        known = numbers >= 0
+        if len(at) and known.any():
             where, column = seg.entries(ids[at])
-            held = seg.fwd_terms[where]
-            rows = np.argsort(numbers)
-            slot = np.minimum(np.searchsorted(numbers[rows], held), len(terms) - 1)
-            hit = numbers[rows][slot] == held
-            tfs[rows[slot[hit]], at[column[hit]]] = seg.fwd_tfs[where[hit]]
+            # Each entry's row in ``tfs`` plus one (0: not a weighted term), looked up by
+            # term number, not searched for among the terms (feedback's score_at at 100k
+            # notes, ~190 candidates: 0.13 -> 0.09 ms).
+            row_of = np.zeros(len(seg.terms), np.int32)
+            row_of[numbers[known]] = np.flatnonzero(known) + 1
+            row = row_of[seg.fwd_terms[where]]
+            hit = row > 0
+            tfs[row[hit] - 1, at[column[hit]]] = seg.fwd_tfs[where[hit]]
         if self._doc_terms:  # the delta's documents (none of them is alive in the segment)
             for column, doc_id in enumerate(ids.tolist()):
                 counts = self._doc_terms.get(doc_id)
                 if counts:
                     tfs[:, column] = [counts.get(t, 0) for t in terms]
-        factor = np.array([weights[t] * self.idf(t) for t in terms], np.float64)[:, None]
+        factor = (np.array([weights[t] for t in terms], np.float64) * self.idfs(terms))[:, None]
         return (factor * tfs * (self.k1 + 1.0) / (tfs + norm)).sum(axis=0).astype(np.float32)
 
     def max_score(self, query: str) -> float:

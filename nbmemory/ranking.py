@@ -178,7 +178,9 @@ def feedback_terms(ids: Sequence[int], weights: np.ndarray, lexical: LexicalInde
         for term, count in lexical.terms_of(doc_id).items():
             if term not in exclude:
                 totals[term] = totals.get(term, 0.0) + share * count / length
-    scored = sorted((-v * lexical.idf(t), t) for t, v in totals.items())  # ties: by term
+    terms = list(totals)
+    values = np.array([totals[t] for t in terms]) * lexical.idfs(terms)
+    scored = sorted(zip((-values).tolist(), terms))  # ties: by term
     best = [(t, -v) for v, t in scored[:n] if v < 0]
     total = sum(v for _, v in best)
     return {t: v / total for t, v in best}
@@ -241,18 +243,17 @@ def _followers(ids: np.ndarray, after: np.ndarray, drop: Container[int] = ()) ->
     return following[following >= 0]
 
 
-def _with_followers(ids: np.ndarray, matched: np.ndarray, after: np.ndarray,
-                    vectors: VectorIndex, drop: Container[int]) -> np.ndarray:
-    """The keyword channel's best ``ids`` and the notes written right after them that match
-    the query too (are in ``matched``, ascending): a reply that shares one word with the
-    question may rank below the pool on its own (:func:`with_context`)."""
-    following = np.setdiff1d(_followers(ids, after, drop), ids)
-    if len(following) and len(matched):
+def _add_followers(pooled: np.ndarray, matched: np.ndarray, after: np.ndarray,
+                   vectors: VectorIndex, drop: Container[int]) -> None:
+    """Add to the keyword channel's candidates (``pooled``: a flag for each of the query's
+    ``matched`` notes, ascending) the notes written right after them that match the query
+    too: a reply that shares one word with the question may rank below the pool on its own
+    (:func:`with_context`)."""
+    following = _followers(matched[pooled], after, drop)
+    if len(following):
         at = np.minimum(np.searchsorted(matched, following), len(matched) - 1)
-        following = following[matched[at] == following]
-        following = following[vectors.holds(following)]
-        return np.concatenate([ids, following])
-    return ids
+        at = at[matched[at] == following]
+        pooled[at[vectors.holds(matched[at])]] = True
 
 
 def rank(query: str, qvec: np.ndarray | None, lexical: LexicalIndex, vectors: VectorIndex, *,
@@ -292,9 +293,11 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         searching = beside(nearest, vectors, qvec, pool, len(vectors) <= exact_below, drop,
                            scored=False)
     matched, bm25 = lexical.matches(query, candidates)
-    lex_ids = matched[top_positions(bm25, pool)]
-    if neighbours is not None and mode == "hybrid" and len(lex_ids):
-        lex_ids = _with_followers(lex_ids, matched, neighbours.after, vectors, drop)
+    pooled = np.zeros(len(matched), bool)  # the keyword channel's candidates among them
+    pooled[top_positions(bm25, pool)] = True
+    if neighbours is not None and mode == "hybrid" and len(matched):
+        _add_followers(pooled, matched, neighbours.after, vectors, drop)
+    lex_ids = matched[pooled]
     if searching is not None:
         dense_ids, _ = searching.result()
     elif mode == "dense" or qvec is not None:
@@ -318,7 +321,7 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         # The keyword channel's own candidates only: a dense candidate below its pool keeps
         # 0 (its exact share as well scored recall@10 0.850 against 0.853 on eval/).
         at = np.minimum(np.searchsorted(matched, union), len(matched) - 1)
-        found = (matched[at] == union) & np.isin(union, lex_ids, assume_unique=True)
+        found = (matched[at] == union) & pooled[at]
         lex[found] = bm25[at[found]]
         lex = np.minimum(lex / scale, 1.0)
     if mode != "hybrid":

@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 
+from nbmemory.cards import BLOCK
 from nbmemory.config import Settings
 from nbmemory.embed import HashEmbedder
 from nbmemory.engine import CARDS_FILENAME, KEYWORDS_FILENAME, VECTOR_FILENAME, content_hash
@@ -296,6 +297,23 @@ def test_reopen_loads_the_keyword_index_and_catches_it_up(store_dir):
         assert 7 not in [h.note.id for h in mem.recall("finding 6 about topic", mode="lexical")]
 
 
+def test_a_cards_file_of_another_block_size_is_built_again(store_dir):
+    """Files written before the blocks shrank to BLOCK are rebuilt on open, not misread."""
+    from nbmemory.arrays import read_arrays, write_arrays
+    from nbmemory.cards import _MAGIC
+
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        for i in range(3 * BLOCK):
+            mem.remember(f"finding {i} about the connection pool")
+    path = store_dir / CARDS_FILENAME
+    meta, arrays = read_arrays(path, _MAGIC, "cards")
+    write_arrays(path, _MAGIC, {**meta, "block": 2 * BLOCK}, dict(arrays))
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["cards"] == f"rebuilt (blocks of {2 * BLOCK}, this version uses {BLOCK})"
+        hits = mem.recall(f"finding {BLOCK + 1} about the connection pool", k=1)
+        assert [h.note.text for h in hits] == [f"finding {BLOCK + 1} about the connection pool"]
+
+
 def test_recall_reads_its_hits_from_the_cards_exactly_as_the_store_has_them(store_dir):
     def everything(mem):
         engine = mem._backend.engine
@@ -328,7 +346,7 @@ def test_recall_reads_its_hits_from_the_cards_exactly_as_the_store_has_them(stor
         # A change since the file: the note is read from the store, and recall shows it.
         mem.edit(8, text="finding 8 now says the pool holds twelve connections")
         from_store, from_cards, missing = everything(mem)
-        assert missing == list(range(1, 16))  # note 8's block of 16 ids
+        assert missing == [i for i in range(1, 43) if i // BLOCK == 8 // BLOCK]  # 8's block
         assert [h.note.text for h in mem.recall("pool holds twelve connections")][:1] == [
             "finding 8 now says the pool holds twelve connections"]
         from_store, from_cards, missing = everything(mem)  # that recall read the block again
