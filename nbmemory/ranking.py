@@ -98,9 +98,9 @@ KEYWORD_WEIGHT = 0.7
 TRUST_FROM = 0.4
 TRUST_FULL = 0.55
 # Keyword feedback from the first pass's best notes (see the module docstring).
-FEEDBACK_NOTES = 3
+FEEDBACK_NOTES = 5
 FEEDBACK_TERMS = 15
-FEEDBACK_WEIGHT = 0.5
+FEEDBACK_WEIGHT = 0.4
 # Context from the note written just before (see the module docstring; the gap that makes
 # two notes neighbours is store.filters.NEIGHBOUR_GAP_S).
 CONTEXT_WEIGHT = 0.35
