@@ -2,7 +2,7 @@
 (what a query's terms score), per document its terms (what keyword feedback reads).
 
 The per-document direction had been dropped to save memory, when only removals and merges
-used it. Keyword feedback (ranking.py) now reads it on every hybrid recall: the three best
+used it. Keyword feedback (ranking.py) now reads it on every hybrid recall: the best
 notes' terms, then every candidate's terms matched against the fifteen feedback terms. At
 100k notes (bench_scale's corpus, 2 cores) that took the feedback inside a recall from 0.94 ms
 (the notes read and tokenized again, each term's postings searched for every candidate) to
