@@ -38,6 +38,7 @@ from __future__ import annotations
 import itertools
 import sys
 import tempfile
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
@@ -147,7 +148,7 @@ def hybrid_scorer(lexical, before: np.ndarray, fusion=CURRENT_FUSION,
 CHANNELS = {"lexical": lambda r: r["lexical"], "dense": lambda r: r["dense"]}
 
 
-class Stage:
+class Stage(ABC):
     """One constant's options, every query's metrics under each option in both conditions
     (computed once), and the cross-validated choice among them."""
 
@@ -161,8 +162,9 @@ class Stage:
         self.channels = [{name: metrics(rows, s) for name, s in CHANNELS.items()}
                          for rows in conditions]
 
+    @abstractmethod
     def key(self, option, chosen: np.ndarray) -> tuple:
-        raise NotImplementedError
+        """How good ``option`` is on the queries ``chosen`` (larger is better)."""
 
     def choose(self, chosen: np.ndarray):
         return max(self.options, key=lambda o: self.key(o, chosen))
