@@ -263,12 +263,11 @@ class LexicalIndex:
 
     def idf(self, term: str) -> float:
         """BM25's inverse document frequency of ``term`` (a term as :func:`tokenize` makes it)."""
-        df = self._df(term)
-        return math.log(1.0 + (len(self) - df + 0.5) / (df + 0.5))
+        return float(self.idfs([term])[0])
 
     def idfs(self, terms: list[str]) -> np.ndarray:
         """:meth:`idf` of each of ``terms``, in array operations (keyword feedback asks for
-        a hundred or more on every recall)."""
+        a hundred or more on every recall); a term no document holds has the idf of df 0."""
         seg = self._seg
         at = np.array([seg.term_ids.get(t, -1) for t in terms], np.int64)
         df = np.zeros(len(terms), np.float64)
@@ -345,14 +344,9 @@ class LexicalIndex:
         no document contains still counts, at the idf of a term in no document: a note
         that shares one common word with a long query has matched a small part of it.
         """
-        n_docs = len(self)
-        if not n_docs:
+        if not len(self):
             return 0.0
-        total = 0.0
-        for term in dict.fromkeys(tokenize(query)):
-            df = self._df(term)
-            total += math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-        return total
+        return float(self.idfs(list(dict.fromkeys(tokenize(query)))).sum())
 
     # -- persistence -------------------------------------------------------------------
 

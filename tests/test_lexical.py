@@ -295,14 +295,22 @@ def test_every_match_ascending_is_what_a_search_selects_from():
     assert index.matches("absent")[0].tolist() == []
 
 
-def test_idfs_in_one_pass_are_the_idfs_one_by_one():
-    """Keyword feedback takes a hundred idfs a recall in one pass: the same numbers as idf,
-    for terms of the segment, of documents removed from it, of the delta, and unknown."""
+def test_idfs_in_one_pass_count_the_documents_holding_each_term():
+    """Keyword feedback takes a hundred idfs a recall in one pass: BM25's idf of the
+    documents holding each term now, for terms of the segment, of documents removed from
+    it, of the delta, and unknown."""
+    import math
+
     texts = {i: f"lock {'watcher ' * (i % 3)}races note{i % 4}" for i in range(30)}
     index = LexicalIndex.build(texts.items())
     index.remove(2)
     index.remove(5)
     index.add(40, "a watcher only in the delta, with a brandnew word")
     terms = ["watcher", "lock", "note1", "brandnew", "absent", *tokenize("races")]
-    assert index.idfs(terms).tolist() == pytest.approx([index.idf(t) for t in terms], rel=1e-12)
+    n = len(index)
+    expected = [math.log(1 + (n - len(index.docs_with(t)) + 0.5) / (len(index.docs_with(t)) + 0.5))
+                for t in terms]
+    assert index.idfs(terms).tolist() == pytest.approx(expected, rel=1e-12)
+    assert [index.idf(t) for t in terms] == pytest.approx(expected, rel=1e-12)
+    assert len(index.docs_with("watcher")) < 20 and index.docs_with("absent") == []
     assert index.idfs([]).tolist() == []
