@@ -18,7 +18,6 @@ parts as this one does, and the arrays already make an open a matter of reading 
 
 from __future__ import annotations
 
-import math
 from array import array
 from pathlib import Path
 from typing import Iterable
@@ -254,7 +253,7 @@ class LexicalIndex:
         id_parts, score_parts = [], []
         for parts in matched:
             df = sum(len(ids) for ids, _ in parts)
-            idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            idf = _idf(n_docs, df)
             for ids, tfs in parts:
                 norm = self.k1 * (1.0 - self.b + self.b * self._lengths[ids] / avg_len)
                 id_parts.append(ids)
@@ -263,7 +262,7 @@ class LexicalIndex:
 
     def idf(self, term: str) -> float:
         """BM25's inverse document frequency of ``term`` (a term as :func:`tokenize` makes it)."""
-        return float(self.idfs([term])[0])
+        return float(_idf(len(self), self._df(term)))
 
     def idfs(self, terms: list[str]) -> np.ndarray:
         """:meth:`idf` of each of ``terms``, in array operations (keyword feedback asks for
@@ -278,7 +277,7 @@ class LexicalIndex:
             df[known] = seg.offsets[at[known] + 1] - seg.offsets[at[known]]
         if self._postings:
             df += [len(self._postings.get(t, ())) for t in terms]
-        return np.log(1.0 + (len(self) - df + 0.5) / (df + 0.5))
+        return _idf(len(self), df)
 
     def terms_of(self, doc_id: int) -> dict[str, int]:
         """The terms of an indexed document with how often each occurs (at most TF_CAP);
@@ -346,7 +345,7 @@ class LexicalIndex:
         """
         if not len(self):
             return 0.0
-        return float(self.idfs(list(dict.fromkeys(tokenize(query)))).sum())
+        return sum(self.idf(term) for term in dict.fromkeys(tokenize(query)))
 
     # -- persistence -------------------------------------------------------------------
 
@@ -422,6 +421,12 @@ class LexicalIndex:
             return cls(Segment.from_arrays(arrays)), meta
         except (ArraysFileError, LexicalIndexError, SegmentError, KeyError, ValueError) as exc:
             raise LexicalIndexError(f"{path}: {exc}") from None
+
+
+def _idf(n_docs: int, df):
+    """BM25's inverse document frequency of a term ``df`` of ``n_docs`` documents hold (a
+    number or an array of them)."""
+    return np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
 def _sum_by_id(id_parts: list[np.ndarray], score_parts: list[np.ndarray],
