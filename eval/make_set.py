@@ -3,7 +3,9 @@
 Notes are written as ``key | kind | priority | tags | text`` (one file per domain) and
 queries as ``type | domain | key,key | query`` (``queries*.txt``); keys are mnemonic so
 queries stay readable, and this script numbers each domain's notes (cb-001, ds-001, ...)
-in file order. It refuses to write a set whose queries point at unknown notes, and checks
+in file order, and gives each note the ``store`` it would live in if its author kept one
+store per project: its domain, or for a chat message its conversation (the key's prefix,
+``c1_...``). It refuses to write a set whose queries point at unknown notes, and checks
 each query type's promise against nbmemory's own tokenizer:
 
 - paraphrase: shares no token with any of its relevant notes;
@@ -52,6 +54,11 @@ def rows(path: Path, fields: int):
         yield number, parts
 
 
+def store_of(domain: str, key: str) -> str:
+    """A domain's notes share a store; each chat (keys ``c1_...``, ``c2_...``) has its own."""
+    return f"{domain} {key.split('_')[0]}" if domain == "chat" else domain
+
+
 def share(query: str, note: str) -> tuple[set[str], float]:
     """The query's tokens that the note holds, and their share of the query's tokens."""
     words = set(tokenize(query))
@@ -89,7 +96,7 @@ def build() -> tuple[list[dict], list[dict], list[str]]:
             count += 1
             note = {"id": f"{prefix}-{count:03d}", "text": text, "kind": kind,
                     "priority": priority, "tags": [t.strip() for t in tags.split(",")],
-                    "domain": domain}
+                    "domain": domain, "store": store_of(domain, key)}
             notes.append(note)
             by_key[key] = dict(note, key=key)
     queries, problems = [], []

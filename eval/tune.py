@@ -2,17 +2,20 @@
 
     python eval/tune.py            # each stage's choice, its folds and what it scores held out
 
-Every query is ranked once by both channels in a real store (the candidate pool of
+Every query is ranked once by both channels in a real store, once with every note in one
+store and once with a store per source (``run.by_store``: a project, a conversation; the
+candidate pool of
 ``Engine.recall`` with k=10: the best 100 of each channel and the notes written right after
 the keyword channel's best, each candidate scored by both); the rules are then compared on
 those scores as recall applies them (``ranking.rank_arrays``: context from the note before,
 the fusion, keyword feedback), with the priority bonus.
 
 Slices: paraphrase, identifier, natural, and the natural questions about eval/'s chats apart
-("chat"). Each stage is judged in two conditions, the channels as they are and the dense
-channel weakened (Gaussian noise of sd 0.1 on every cosine, fixed seed): on eval/ MiniLM
-beats BM25 on natural questions, while on held-out conversational questions BM25 beat it by
-19 points of recall@10; a rule must hold up either way. 5-fold cross-validation (folds
+("chat"). Each stage is judged in four conditions: each way of storing the notes, with the
+channels as they are and with the dense channel weakened (Gaussian noise of sd 0.1 on every
+cosine, fixed seed): on eval/ MiniLM beats BM25 on natural questions, while on held-out
+conversational questions (ten stores, one a conversation) BM25 beat it by 19 points of
+recall@10; a rule must hold up either way. 5-fold cross-validation (folds
 stratified by slice): an option is chosen on four folds and scored on the fifth; the tables
 show the held-out folds' metrics pooled beside the option chosen on all queries.
 
@@ -20,13 +23,13 @@ show the held-out folds' metrics pooled beside the option chosen on all queries.
    and where it is full; 144 settings), with the feedback and context as ranking.py has
    them. A setting is judged by its worst margin over the better single channel: for each
    slice and metric (recall@10, MRR), hybrid minus max(lexical, dense), the smallest in
-   either condition, so a rule that helps one kind of query by hurting another loses. Ties
+   any condition, so a rule that helps one kind of query by hurting another loses. Ties
    go to the better overall recall@10.
 2. The keyword feedback (``ranking.with_feedback``: how many of the first pass's best notes,
    how many of their words, and their weight; 72 settings and none), with ranking.py's
    fusion and context. The worst margin does not tell them apart (it sits on a slice
-   feedback barely moves), so a setting is judged by its overall recall@10 in the worse
-   condition, among those that on no slice, in neither condition, lose more than
+   feedback barely moves), so a setting is judged by its overall recall@10 in the worst
+   condition, among those that on no slice, in no condition, lose more than
    MRR_SLACK of MRR against none.
 3. The context from the note written before (``ranking.with_context``; eval/'s notes are
    written in file order, so each chat message follows the one before it): CONTEXT
@@ -63,17 +66,21 @@ MRR_SLACK = 0.005
 FEEDBACK = [None] + list(itertools.product((2, 3, 5), (5, 10, 15, 20),
                                            (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)))
 CONTEXT = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)
+CONDITIONS = ("one store", "one store, dense weakened", "a store per source",
+              "a store per source, dense weakened")
 
 
-def candidates(notes: list[dict], queries: list[dict]) -> tuple[list[dict], object, np.ndarray]:
+def candidates(notes: list[dict], queries: list[dict]) -> list[dict]:
     """Per query: eval ids, store ids, normalised lexical scores (no feedback, no context;
-    0 outside the keyword channel's pool, as recall has them), cosines and priority bonuses; the keyword index, for feedback; and the note each note
-    follows (by store id, -1: none), for context. The pool is recall's: with the notes
-    written right after the keyword channel's best."""
+    0 outside the keyword channel's pool, as recall has them), cosines and priority
+    bonuses, with its store's keyword index (for feedback) and the note each note follows
+    (by store id, -1: none; for context). The pool is recall's: with the notes written right
+    after the keyword channel's best."""
     with tempfile.TemporaryDirectory(prefix="nbmemory-tune-") as tmp:
         loaded = run.load_store(notes, queries, Path(tmp) / "store")
         engine = loaded.engine
         neighbours = engine.state.neighbours
+        lexical, before = engine.lexical, neighbours.before.copy()
         bonus = {n["id"]: PRIORITY_BONUS[n["priority"]] for n in notes}
         out = []
         for query in queries:
@@ -93,10 +100,19 @@ def candidates(notes: list[dict], queries: list[dict]) -> tuple[list[dict], obje
                         "lexical": np.minimum(own / scale, 1.0).astype(np.float32)
                         if scale > 0 else np.zeros(len(sid), np.float32),
                         "dense": np.array([r.dense for r in rows], np.float32),
-                        "bonus": np.array([bonus[i] for i in ids], np.float32)})
-        lexical, before = engine.lexical, neighbours.before.copy()
+                        "bonus": np.array([bonus[i] for i in ids], np.float32),
+                        "index": lexical, "before": before})
         loaded.close()
-    return out, lexical, before
+    return out
+
+
+def split_candidates(notes: list[dict], queries: list[dict]) -> list[dict]:
+    """:func:`candidates` with one store per source (``run.by_store``), in query order."""
+    out: list = [None] * len(queries)
+    for group_notes, group_queries, positions in run.by_store(notes, queries):
+        for at, row in zip(positions, candidates(group_notes, group_queries)):
+            out[at] = row
+    return out
 
 
 def weakened(rows: list[dict], seed: int = 0) -> list[dict]:
@@ -126,20 +142,20 @@ CURRENT_FUSION = (KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL)
 CURRENT_FEEDBACK = (FEEDBACK_NOTES, FEEDBACK_TERMS, FEEDBACK_WEIGHT)
 
 
-def hybrid_scorer(lexical, before: np.ndarray, fusion=CURRENT_FUSION,
-                  feedback=CURRENT_FEEDBACK, context: float = CONTEXT_WEIGHT):
+def hybrid_scorer(fusion=CURRENT_FUSION, feedback=CURRENT_FEEDBACK,
+                  context: float = CONTEXT_WEIGHT):
     """Hybrid as recall ranks (``ranking.rank_arrays``): context from the note before at
     weight ``context``, the fusion of ``fusion`` (weight, start, full), then keyword
     feedback of ``feedback`` (notes, terms, weight) or none."""
     def score(r):
-        lex = with_context(r["sid"], r["lexical"], before, weight=context) if context \
+        lex = with_context(r["sid"], r["lexical"], r["before"], weight=context) if context \
             else r["lexical"]
         w = keyword_weight(lex, *fusion)
         first = mix(lex, r["dense"], w)
         if feedback is None or w == 0:
             return first
         notes, terms, weight = feedback
-        blended = with_feedback(r["query"], lexical, r["sid"], first, lex,
+        blended = with_feedback(r["query"], r["index"], r["sid"], first, lex,
                                 notes=notes, terms=terms, weight=weight)
         return mix(blended, r["dense"], w)
     return score
@@ -149,7 +165,7 @@ CHANNELS = {"lexical": lambda r: r["lexical"], "dense": lambda r: r["dense"]}
 
 
 class Stage(ABC):
-    """One constant's options, every query's metrics under each option in both conditions
+    """One constant's options, every query's metrics under each option in every condition
     (computed once), and the cross-validated choice among them."""
 
     def __init__(self, title: str, options: list, scorer_of, current,
@@ -184,7 +200,7 @@ class Stage(ABC):
         final = self.choose(everything)
         print(f"  on all queries: {final} ({self.describe(final)}); "
               f"ranking.py has {self.current} ({self.describe(self.current)})")
-        for c, label in enumerate(("as measured", "dense weakened")):
+        for c, label in enumerate(CONDITIONS):
             print(f"  {label}: recall@5 / recall@10 / MRR per slice")
             rows = {**self.channels[c],
                     "held out (CV)": np.array([held_out[i, c] for i in range(n)]),
@@ -207,8 +223,8 @@ class Stage(ABC):
 
 
 class ByMargin(Stage):
-    """(worst margin over the better channel on any slice, recall@10 or MRR, in either
-    condition; overall recall@10 in the worse condition)."""
+    """(worst margin over the better channel on any slice, recall@10 or MRR, in any
+    condition; overall recall@10 in the worst condition)."""
 
     key_names = ("worst margin", "recall@10")
 
@@ -227,8 +243,8 @@ class ByMargin(Stage):
 
 
 class ByRecall(Stage):
-    """(loses at most MRR_SLACK of MRR against ``baseline`` on every slice in both
-    conditions; overall recall@10 in the worse condition)."""
+    """(loses at most MRR_SLACK of MRR against ``baseline`` on every slice in every
+    conditions; overall recall@10 in the worst condition)."""
 
     key_names = ("allowed", "recall@10")
 
@@ -264,18 +280,18 @@ def fusion_settings() -> list[tuple]:
 
 def main() -> None:
     notes, queries = run.load_set()
-    rows, lexical, before = candidates(notes, queries)
-    conditions, fold = (rows, weakened(rows)), folds(rows)
+    one, split = candidates(notes, queries), split_candidates(notes, queries)
+    conditions, fold = (one, weakened(one), split, weakened(split)), folds(one)
     print(f"{len(notes)} notes, {len(queries)} queries")
     ByMargin("1. fusion (keyword weight, from, full), by the worst margin over the better "
              "channel", fusion_settings(),
-             lambda option: hybrid_scorer(lexical, before, fusion=option),
+             lambda option: hybrid_scorer(fusion=option),
              CURRENT_FUSION, conditions, fold).report()
     ByRecall("2. keyword feedback (notes, words, weight), by recall@10 at no cost in MRR",
-             FEEDBACK, lambda option: hybrid_scorer(lexical, before, feedback=option),
+             FEEDBACK, lambda option: hybrid_scorer(feedback=option),
              CURRENT_FEEDBACK, conditions, fold, baseline=None).report()
     ByRecall("3. context from the note before (weight), by recall@10 at no cost in MRR",
-             list(CONTEXT), lambda option: hybrid_scorer(lexical, before, context=option),
+             list(CONTEXT), lambda option: hybrid_scorer(context=option),
              CONTEXT_WEIGHT, conditions, fold, baseline=0.0).report()
 
 

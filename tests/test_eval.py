@@ -1,8 +1,8 @@
 """The retrieval evaluation set (eval/): its shape, and hybrid recall measured on it with the real model.
 
-The ranking test loads all notes into a real store with the default model once (about a
-minute on two busy cores) and compares the three recall modes; ``python eval/run.py``
-prints the same numbers as a table.
+The ranking tests load all notes into a real store with the default model (about a minute
+on two busy cores), and again into a store per project and per conversation, and compare
+the three recall modes; ``python eval/run.py [--stores]`` prints the same numbers as a table.
 """
 
 import importlib.util
@@ -66,6 +66,25 @@ def test_notes_and_queries_are_well_formed():
             assert BY_ID[note_id]["domain"] == query["domain"], (query["query"], note_id)
 
 
+def test_each_project_and_each_conversation_is_a_store_of_its_own():
+    stores = Counter(note["store"] for note in NOTES)
+    chats = {store: n for store, n in stores.items() if store.startswith("chat ")}
+    assert len(chats) == 7 and min(chats.values()) >= 150, chats
+    assert {s for s in stores if s not in chats} == {n["domain"] for n in NOTES} - {"chat"}
+    groups = run.by_store(NOTES, QUERIES)
+    assert sum(len(queries) for _, queries, _ in groups) == len(QUERIES)
+    for notes, queries, _ in groups:
+        held = {note["id"] for note in notes}
+        assert all(set(q["relevant"]) <= held for q in queries)
+
+
+def test_a_query_whose_notes_are_in_two_stores_is_refused():
+    notes = [dict(NOTES[0]), dict(NOTES[1], store="elsewhere")]
+    query = {"query": "q", "relevant": [notes[0]["id"], notes[1]["id"]], "type": "natural"}
+    with pytest.raises(ValueError, match="its notes are in"):
+        run.by_store(notes, [query])
+
+
 def test_paraphrase_queries_share_no_keyword_with_their_notes():
     for query in QUERIES:
         if query["type"] != "paraphrase":
@@ -108,16 +127,33 @@ def result(real_embedder):
     return run.evaluate(NOTES, QUERIES, embedder=real_embedder)
 
 
-@pytest.mark.model
-@pytest.mark.parametrize("kind", ["paraphrase", "identifier", "natural"])
-def test_hybrid_is_at_least_as_good_as_the_better_channel_on_every_slice(result, kind):
+@pytest.fixture(scope="module")
+def split_result(real_embedder):
+    return run.evaluate(NOTES, QUERIES, embedder=real_embedder, split=True)
+
+
+def assert_hybrid_holds(table: dict, kind: str) -> None:
     """Within one query's worth (1/n): finer differences are one hit moving by one rank."""
-    table = result["table"]
     one_query = 1 / table["hybrid"][kind]["queries"]
     for metric in ("recall@1", "recall@5", "recall@10", "mrr"):
         best = max(table["lexical"][kind][metric], table["dense"][kind][metric])
         assert table["hybrid"][kind][metric] >= best - one_query, (kind, metric, table[
             "hybrid_minus_best"][kind])
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("kind", ["paraphrase", "identifier", "natural"])
+def test_hybrid_is_at_least_as_good_as_the_better_channel_on_every_slice(result, kind):
+    assert_hybrid_holds(result["table"], kind)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("kind", ["paraphrase", "identifier", "natural"])
+def test_hybrid_holds_with_a_store_per_project_and_per_conversation(split_result, kind):
+    """As nbmemory keeps stores by default (one per project) and as the held-out set keeps
+    each conversation: fewer, more alike notes per store change every word's idf."""
+    assert split_result["stores"] == 14
+    assert_hybrid_holds(split_result["table"], kind)
 
 
 @pytest.mark.model
