@@ -31,6 +31,20 @@ on eval/ (2,029 notes; recall@10 with all-MiniLM-L6-v2):
   natural questions against BM25's 0.749 and dense's 0.655. Of the soft-OR rules with a
   lower floor, none kept both margins: each lost to one channel somewhere.
 
+The start and full were chosen again, 0.4 / 0.55 -> 0.35 / 0.45, once eval/ also kept a store
+per project and per conversation (``eval/run.py --stores``: as nbmemory keeps stores by default
+and as the held-out set keeps each conversation) and BM25's ``b`` went to 0.1 (see
+:class:`LexicalIndex`). In a small store of alike notes an answer's keyword match covers less of
+its question (the chats' best match: median 0.55 of the query in one store, 0.41 in their own),
+so the old start left keywords out where the cosine was weak: with the cosines weakened and a
+store per conversation, hybrid scored 0.686 on the chats against BM25's 0.724. ``eval/tune.py``
+now keeps only the settings that hold tests/test_eval.py's rule as measured in both layouts and
+takes the best worst margin among them; four folds of five chose (0.7, 0.35, 0.45). Recall@10
+before -> after (with ``b``), ``eval/run.py``: one store 0.849 -> 0.851 (chats 0.852 -> 0.866,
+paraphrases 0.622 -> 0.612: one query), a store per source 0.873 -> 0.886 (chats 0.823 ->
+0.852); with the cosines weakened (tune.py) 0.738 -> 0.779 and 0.745 -> 0.786 (the chats, one
+store each: 0.686 -> 0.747; BM25 alone 0.757).
+
 Keyword feedback (:func:`with_feedback`). Where keywords count (w > 0), the ``FEEDBACK_TERMS``
 words that best characterise the ``FEEDBACK_NOTES`` best notes of that first pass (their
 share of each note's words times idf, the query's own words left out) are looked up in
@@ -99,8 +113,8 @@ from .vectors import VectorIndex
 MODES = ("hybrid", "lexical", "dense")
 # Chosen by eval/tune.py (cross-validated on eval/; see the module docstring).
 KEYWORD_WEIGHT = 0.7
-TRUST_FROM = 0.4
-TRUST_FULL = 0.55
+TRUST_FROM = 0.35
+TRUST_FULL = 0.45
 # Keyword feedback from the first pass's best notes (see the module docstring).
 FEEDBACK_NOTES = 5
 FEEDBACK_TERMS = 15
