@@ -58,9 +58,9 @@ sys.path.insert(0, str(HERE.parent))
 import run  # noqa: E402  (eval/run.py)
 from nbmemory.engine import PRIORITY_BONUS  # noqa: E402
 from nbmemory.lexical import LexicalIndex  # noqa: E402
-from nbmemory.ranking import (  # noqa: E402
-    CONTEXT_WEIGHT, FEEDBACK_NOTES, FEEDBACK_TERMS, FEEDBACK_WEIGHT, KEYWORD_WEIGHT, TRUST_FROM,
-    TRUST_FULL, keyword_weight, mix, rank, with_context, with_feedback)
+from nbmemory.ranking import FEEDBACK as CURRENT_FEEDBACK  # noqa: E402
+from nbmemory.ranking import FUSION as CURRENT_FUSION  # noqa: E402
+from nbmemory.ranking import CONTEXT_WEIGHT, hybrid, rank  # noqa: E402
 from nbmemory.tokenizer import tokenize  # noqa: E402
 
 POOL = 100
@@ -154,26 +154,16 @@ def part_of(row: dict) -> str:
 
 
 PARTS = (*run.SLICES, "chat")
-CURRENT_FUSION = (KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL)
-CURRENT_FEEDBACK = (FEEDBACK_NOTES, FEEDBACK_TERMS, FEEDBACK_WEIGHT)
 
 
 def hybrid_scorer(fusion=CURRENT_FUSION, feedback=CURRENT_FEEDBACK,
                   context: float = CONTEXT_WEIGHT):
-    """Hybrid as recall ranks (``ranking.rank_arrays``): context from the note before at
-    weight ``context``, the fusion of ``fusion`` (weight, start, full), then keyword
-    feedback of ``feedback`` (notes, terms, weight) or none."""
+    """Hybrid as recall ranks it (``ranking.hybrid``), with the fusion of ``fusion`` (weight,
+    start, full), keyword feedback of ``feedback`` (notes, terms, weight) or none, and context
+    from the note before at weight ``context``."""
     def score(r):
-        lex = with_context(r["sid"], r["lexical"], r["before"], weight=context) if context \
-            else r["lexical"]
-        w = keyword_weight(lex, *fusion)
-        first = mix(lex, r["dense"], w)
-        if feedback is None or w == 0:
-            return first
-        notes, terms, weight = feedback
-        blended = with_feedback(r["query"], r["index"], r["sid"], first, lex,
-                                notes=notes, terms=terms, weight=weight)
-        return mix(blended, r["dense"], w)
+        return hybrid(r["query"], r["index"], r["sid"], r["lexical"], r["dense"], r["before"],
+                      fusion=fusion, feedback=feedback, context=context)[0]
     return score
 
 

@@ -119,6 +119,8 @@ TRUST_FULL = 0.45
 FEEDBACK_NOTES = 5
 FEEDBACK_TERMS = 15
 FEEDBACK_WEIGHT = 0.4
+FUSION = (KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL)
+FEEDBACK = (FEEDBACK_NOTES, FEEDBACK_TERMS, FEEDBACK_WEIGHT)
 # Context from the note written just before (see the module docstring; the gap that makes
 # two notes neighbours is store.filters.NEIGHBOUR_GAP_S).
 CONTEXT_WEIGHT = 0.35
@@ -344,14 +346,30 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         lex = np.minimum(lex / scale, 1.0)
     if mode != "hybrid":
         return Ranked(union, {"lexical": lex, "dense": dense}[mode], lex, dense)
-    if neighbours is not None:
-        lex = with_context(union, lex, neighbours.before, drop)
-    w = keyword_weight(lex)
-    score = mix(lex, dense, w)
-    if w > 0 and feedback:
-        lex = with_feedback(query, lexical, union, score, lex, drop)
-        score = mix(lex, dense, w)
+    score, lex = hybrid(query, lexical, union, lex, dense,
+                        neighbours.before if neighbours is not None else None, drop,
+                        feedback=FEEDBACK if feedback else None)
     return Ranked(union, score, lex, dense)
+
+
+def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarray,
+           dense: np.ndarray, before: np.ndarray | None = None, drop: Container[int] = (), *,
+           fusion: tuple[float, float, float] = FUSION,
+           feedback: tuple[int, int, float] | None = FEEDBACK,
+           context: float = CONTEXT_WEIGHT) -> tuple[np.ndarray, np.ndarray]:
+    """Hybrid scores of the candidates ``ids`` (ascending) from their keyword shares and
+    cosines, and their keyword shares as fused: context from the note before (``before``;
+    None: none), the fusion (:func:`fuse`'s weight, start, full), then keyword feedback
+    (notes, terms, weight; None: none). eval/tune.py varies the constants."""
+    if before is not None and context:
+        keyword = with_context(ids, keyword, before, drop, context)
+    w = keyword_weight(keyword, *fusion)
+    score = mix(keyword, dense, w)
+    if w > 0 and feedback is not None:
+        notes, terms, weight = feedback
+        keyword = with_feedback(query, lexical, ids, score, keyword, drop, notes, terms, weight)
+        score = mix(keyword, dense, w)
+    return score, keyword
 
 
 _second: tuple[int, ThreadPoolExecutor] | None = None  # (its process, the thread)
