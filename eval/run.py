@@ -281,7 +281,8 @@ def format_table(table: dict) -> str:
     return "\n".join(lines).rstrip()
 
 
-def by_store(notes: list[dict], queries: list[dict]) -> list[tuple[list[dict], list[dict], list[int]]]:
+def by_store(notes: list[dict],
+             queries: list[dict]) -> list[tuple[list[dict], list[dict], list[int]]]:
     """The notes and queries of each note's ``store`` (a query goes where its notes are),
     with the queries' positions in ``queries``."""
     store_of = {note["id"]: note["store"] for note in notes}
