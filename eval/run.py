@@ -10,7 +10,7 @@ with the default sentence-transformers model (``Memory.remember_many``, after th
 embeddings are computed in one batch), then every query in eval/queries.jsonl is recalled
 with ``k=10`` and ``min_score=-1`` (nothing is hidden) in each of the three modes. With
 ``--stores`` each source gets a store of its own (``by_store``: a project's notes, or one
-conversation, 169-300 notes each, as the held-out set keeps each conversation) and each
+conversation, 169-300 notes each; the held-out set is ten stores of about 590) and each
 query is asked of its own: the same notes, but each word's rarity is counted among fewer,
 more alike notes, so the keyword channel's scores (and the fusion's trust in them) differ.
 

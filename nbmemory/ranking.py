@@ -33,7 +33,7 @@ on eval/ (2,029 notes; recall@10 with all-MiniLM-L6-v2):
 
 The start and full were chosen again, 0.4 / 0.55 -> 0.35 / 0.45, once eval/ also kept a store
 per project and per conversation (``eval/run.py --stores``: as nbmemory keeps stores by default
-and as the held-out set keeps each conversation) and BM25's ``b`` went to 0.1 (see
+and as the held-out set keeps its notes, in ten stores) and BM25's ``b`` went to 0.1 (see
 :class:`LexicalIndex`). In a small store of alike notes an answer's keyword match covers less of
 its question (the chats' best match: median 0.55 of the query in one store, 0.41 in their own),
 so the old start left keywords out where the cosine was weak: with the cosines weakened and a

@@ -150,8 +150,8 @@ def test_hybrid_is_at_least_as_good_as_the_better_channel_on_every_slice(result,
 @pytest.mark.model
 @pytest.mark.parametrize("kind", ["paraphrase", "identifier", "natural"])
 def test_hybrid_holds_with_a_store_per_project_and_per_conversation(split_result, kind):
-    """As nbmemory keeps stores by default (one per project) and as the held-out set keeps
-    each conversation: fewer, more alike notes per store change every word's idf."""
+    """As nbmemory keeps stores by default (one per project), and as the held-out set is ten
+    stores: fewer, more alike notes per store change every word's idf."""
     assert split_result["stores"] == 14
     assert_hybrid_holds(split_result["table"], kind)
 
