@@ -24,7 +24,7 @@ show the held-out folds' metrics pooled beside the option chosen on all queries.
    judged on the keyword channel alone as the feedback is below, in both layouts: a
    parameter of the channel, chosen for the channel.
 1. The fusion (``ranking.fuse``: the keyword weight, from which share of the query it starts
-   and where it is full; 144 settings), with the feedback and context as ranking.py has
+   and where it is full; 168 settings), with the feedback and context as ranking.py has
    them. A setting is judged by its worst margin over the better single channel: for each
    slice and metric (recall@10, MRR), hybrid minus max(lexical, dense), the smallest in
    any condition, so a rule that helps one kind of query by hurting another loses; among
@@ -64,7 +64,7 @@ from nbmemory.ranking import CONTEXT_WEIGHT, hybrid, rank  # noqa: E402
 from nbmemory.tokenizer import tokenize  # noqa: E402
 
 POOL = 100
-WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 STARTS = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 WIDTHS = (0.1, 0.15, 0.25, 0.35)
 FOLDS = 5
