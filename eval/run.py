@@ -299,6 +299,16 @@ def by_store(notes: list[dict],
     return list(groups.values())
 
 
+def per_store(notes: list[dict], queries: list[dict], results) -> list:
+    """``results(notes, queries)`` (an item per query) for each store's notes and queries
+    (``by_store``), the items in the order of ``queries``."""
+    out: list = [None] * len(queries)
+    for group_notes, group_queries, positions in by_store(notes, queries):
+        for at, item in zip(positions, results(group_notes, group_queries)):
+            out[at] = item
+    return out
+
+
 def evaluate(notes: list[dict], queries: list[dict], embedder=None, split: bool = False) -> dict:
     """Every query recalled in every mode, with the notes in one store, or with ``split`` in
     one store per source (``by_store``: as an analyst keeps one per project, and as each
@@ -307,24 +317,27 @@ def evaluate(notes: list[dict], queries: list[dict], embedder=None, split: bool 
         from nbmemory.embed import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
-    groups = by_store(notes, queries) if split else [(notes, queries, list(range(len(queries))))]
-    runs: dict = {mode: [None] * len(queries) for mode in MODES}
+    timings: list[dict] = []  # each store's
     with tempfile.TemporaryDirectory(prefix="nbmemory-eval-") as tmp:
-        for n, (group_notes, group_queries, positions) in enumerate(groups):
-            loaded = load_store(group_notes, group_queries, Path(tmp) / f"store{n}",
+        def recalled(group_notes: list[dict], group_queries: list[dict]) -> list[dict]:
+            loaded = load_store(group_notes, group_queries, Path(tmp) / f"store{len(timings)}",
                                 embedder=embedder)
+            timings.append(loaded.timings)
             try:
-                for mode, rows in rank_all(loaded, group_queries).items():
-                    for at, row in zip(positions, rows):
-                        runs[mode][at] = row
+                runs = rank_all(loaded, group_queries)
             finally:
                 loaded.close()
+            return [dict(zip(runs, rows)) for rows in zip(*runs.values())]
+
+        by_query = per_store(notes, queries, recalled) if split else recalled(notes, queries)
+    runs = {mode: [hits[mode] for hits in by_query] for mode in MODES}
     threshold = Settings().min_score
-    timings = loaded.timings if len(groups) == 1 else None  # one store's would pass for all
-    return {"table": summarise(queries, runs), "timings": timings,
+    return {"table": summarise(queries, runs),
+            # one store's timings of many would pass for the whole run's
+            "timings": timings[0] if len(timings) == 1 else None,
             "natural_by_domain": by_domain(queries, runs),
             "threshold": threshold_report(queries, runs, threshold), "runs": runs,
-            "notes": len(notes), "queries": len(queries), "stores": len(groups)}
+            "notes": len(notes), "queries": len(queries), "stores": len(timings)}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

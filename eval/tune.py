@@ -118,15 +118,6 @@ def candidates(notes: list[dict], queries: list[dict], embedder=None,
     return out
 
 
-def split_candidates(notes: list[dict], queries: list[dict], **kwargs) -> list[dict]:
-    """:func:`candidates` with one store per source (``run.by_store``), in query order."""
-    out: list = [None] * len(queries)
-    for group_notes, group_queries, positions in run.by_store(notes, queries):
-        for at, row in zip(positions, candidates(group_notes, group_queries, **kwargs)):
-            out[at] = row
-    return out
-
-
 def weakened(rows: list[dict], seed: int = 0) -> list[dict]:
     """``rows`` (one a query, in query order) with noise added to every cosine, the same for a
     query and a note whichever pool or store holds the note, so that settings whose candidate
@@ -272,7 +263,7 @@ class ByMargin(Stage):
 
 class ByRecall(Stage):
     """(loses at most MRR_SLACK of MRR against ``baseline`` on every slice in every
-    conditions; overall recall@10 in the worst condition)."""
+    condition; overall recall@10 in the worst condition)."""
 
     key_names = ("allowed", "recall@10")
 
@@ -313,7 +304,8 @@ def main() -> None:
     embedder = run.PrecomputedEmbedder(SentenceTransformerEmbedder(),
                                        [n["text"] for n in notes] + [q["query"] for q in queries])
     layouts = {b: (candidates(notes, queries, embedder, b),
-                   split_candidates(notes, queries, embedder=embedder, b=b)) for b in BM25_B}
+                   run.per_store(notes, queries, lambda n, q, b=b: candidates(n, q, embedder, b)))
+               for b in BM25_B}
     one, split = layouts[LexicalIndex.b]
     conditions, fold = (one, weakened(one), split, weakened(split)), folds(one)
     print(f"{len(notes)} notes, {len(queries)} queries")
