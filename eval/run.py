@@ -166,6 +166,15 @@ def per_query(queries: list[dict], runs: dict) -> dict[str, np.ndarray]:
             for mode, rows in runs.items()}
 
 
+def shortfalls(hybrid: Sequence[float], lexical: Sequence[float], dense: Sequence[float],
+               queries: int) -> list[str]:
+    """The metrics (means in METRICS order) on which hybrid falls more than one query's worth
+    (1 / ``queries``) below the better channel: the rule tests/test_eval.py holds recall to on
+    every slice, and eval/tune.py its choices. Finer differences are one hit moving by one rank."""
+    return [name for name, h, lx, d in zip(METRICS, hybrid, lexical, dense)
+            if h < max(lx, d) - 1 / queries]
+
+
 def bootstrap(values: np.ndarray, seed: int = 13) -> tuple[np.ndarray, np.ndarray]:
     """95% percentile intervals of the column means of ``values`` (queries x metrics)."""
     rng = np.random.default_rng(seed)

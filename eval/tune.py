@@ -251,13 +251,12 @@ class ByMargin(Stage):
         for c, label in enumerate(self.labels):
             if "weakened" in label:
                 continue
-            values = self.values[option, c]
+            values, channels = self.values[option, c], self.channels[c]
             for kind in run.SLICES:
                 at = chosen & (self.types == kind)
-                for j in range(len(run.METRICS)) if at.any() else ():
-                    best = max(ch[at, j].mean() for ch in self.channels[c].values())
-                    if values[at, j].mean() < best - 1 / at.sum():
-                        return False
+                if at.any() and run.shortfalls(values[at].mean(0), channels["lexical"][at].mean(0),
+                                               channels["dense"][at].mean(0), int(at.sum())):
+                    return False
         return True
 
 
