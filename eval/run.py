@@ -42,7 +42,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from nbmemory.config import Settings  # noqa: E402
 from nbmemory.memory import Memory  # noqa: E402
-from nbmemory.ranking import MODES  # noqa: E402
+from nbmemory.ranking import MODES, TRUST_FROM, TRUST_FULL  # noqa: E402
 
 K = 10
 CUTOFFS = (1, 5, 10)
@@ -148,6 +148,17 @@ def rank_all(loaded: Loaded, queries: list[dict], modes: Sequence[str] = MODES) 
     return runs
 
 
+def coverage(loaded: Loaded, queries: list[dict]) -> list[float]:
+    """Per query, the share of it (idf-weighted) that its best keyword match covers: what sets
+    the fusion's keyword weight (``ranking.keyword_weight``, before context)."""
+    lexical, out = loaded.engine.lexical, []
+    for query in queries:
+        _, scores = lexical.matches(query["query"], None)
+        scale = lexical.max_score(query["query"])
+        out.append(min(1.0, float(scores.max()) / scale) if len(scores) and scale > 0 else 0.0)
+    return out
+
+
 def query_metrics(ranked: Sequence[str], relevant: Sequence[str]) -> dict[str, float]:
     relevant = set(relevant)
     out = {}
@@ -224,6 +235,25 @@ def by_domain(queries: list[dict], runs: dict, kind: str = "natural") -> dict:
         out[domain] = {"queries": int(chosen.sum()), **{
             mode: float(matrix[chosen, METRICS.index("recall@10")].mean())
             for mode, matrix in values.items()}}
+    return out
+
+
+def by_coverage(queries: list[dict], runs: dict, covered: list[float],
+                kind: str = "natural") -> dict:
+    """{band: {mode: recall@10}} over the queries of one slice, by how much of each its best
+    keyword match covers (``coverage``): below ``TRUST_FROM`` the fusion ranks by the cosine
+    alone, from ``TRUST_FULL`` keywords have their full weight. Where hybrid trails keywords
+    alone, this says in which band."""
+    values = per_query(queries, runs)
+    bands = {f"under {TRUST_FROM}": (0.0, TRUST_FROM), f"{TRUST_FROM}-{TRUST_FULL}":
+             (TRUST_FROM, TRUST_FULL), f"{TRUST_FULL} and over": (TRUST_FULL, 2.0)}
+    out: dict = {}
+    for band, (lo, hi) in bands.items():
+        chosen = np.array([q["type"] == kind and lo <= c < hi for q, c in zip(queries, covered)])
+        if chosen.any():
+            out[band] = {"queries": int(chosen.sum()), **{
+                mode: float(matrix[chosen, METRICS.index("recall@10")].mean())
+                for mode, matrix in values.items()}}
     return out
 
 
@@ -334,6 +364,7 @@ def evaluate(notes: list[dict], queries: list[dict], embedder=None, split: bool 
             timings.append(loaded.timings)
             try:
                 runs = rank_all(loaded, group_queries)
+                runs["coverage"] = coverage(loaded, group_queries)
             finally:
                 loaded.close()
             return [dict(zip(runs, rows)) for rows in zip(*runs.values())]
@@ -345,6 +376,7 @@ def evaluate(notes: list[dict], queries: list[dict], embedder=None, split: bool 
             # one store's timings of many would pass for the whole run's
             "timings": timings[0] if len(timings) == 1 else None,
             "natural_by_domain": by_domain(queries, runs),
+            "natural_by_coverage": by_coverage(queries, runs, [h["coverage"] for h in by_query]),
             "threshold": threshold_report(queries, runs, threshold), "runs": runs,
             "notes": len(notes), "queries": len(queries), "stores": len(timings)}
 
@@ -377,6 +409,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("natural questions by domain, recall@10: " + "; ".join(
         f"{domain} ({m['queries']}) " + "/".join(f"{m[mode]:.3f}" for mode in MODES)
         for domain, m in result["natural_by_domain"].items()) + f" ({'/'.join(MODES)})")
+    print("natural questions by the share of the question their best keyword match covers, "
+          "recall@10: " + "; ".join(
+              f"{band} ({m['queries']}) " + "/".join(f"{m[mode]:.3f}" for mode in MODES)
+              for band, m in result["natural_by_coverage"].items()) + f" ({'/'.join(MODES)})")
     print()
     print(f"default threshold min_score={th['min_score']}: hides {th['hidden']} of "
           f"{th['relevant_in_top10']} relevant hybrid hits in the top {K} "

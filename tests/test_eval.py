@@ -140,6 +140,20 @@ def test_the_rule_allows_one_query_below_the_better_channel_and_no_more():
     assert run.shortfalls(hybrid, lexical, dense, 40) == []  # one query's worth: 0.025
 
 
+def test_questions_are_grouped_by_how_much_of_them_keywords_cover():
+    from nbmemory.ranking import TRUST_FROM, TRUST_FULL
+
+    queries = [{"type": "natural", "relevant": ["a"]}, {"type": "natural", "relevant": ["b"]},
+               {"type": "natural", "relevant": ["c"]}, {"type": "paraphrase", "relevant": ["d"]}]
+    found, missed = [("a", 1.0), ("b", 1.0), ("c", 1.0), ("d", 1.0)], [("x", 1.0)] * 4
+    runs = {"hybrid": [[h] for h in found], "lexical": [[found[0]], [missed[1]], [found[2]],
+                                                      [found[3]]]}
+    bands = run.by_coverage(queries, runs, [TRUST_FROM - 0.01, TRUST_FROM, TRUST_FULL, 0.0])
+    assert [(m["queries"], m["hybrid"], m["lexical"]) for m in bands.values()] == [
+        (1, 1.0, 1.0), (1, 1.0, 0.0), (1, 1.0, 1.0)]  # the paraphrase is not counted
+    assert list(bands)[0] == f"under {TRUST_FROM}"
+
+
 def assert_hybrid_holds(table: dict, kind: str) -> None:
     """Every metric within one query's worth of the better channel (``run.shortfalls``)."""
     means = {mode: [table[mode][kind][m] for m in run.METRICS] for mode in run.MODES}
