@@ -4,6 +4,7 @@
     python eval/run.py --json     # the same numbers as JSON
     python eval/run.py --misses   # also list the queries hybrid gets wrong at rank 1
     python eval/run.py --stores   # one store per source (14) instead of one for every note
+    python eval/run.py --set DIR  # your own notes.jsonl and queries.jsonl (eval/README.md)
 
 The notes in eval/notes.jsonl are remembered into a temporary store through ``Memory.open``
 with the default sentence-transformers model (``Memory.remember_many``, after their
@@ -58,7 +59,26 @@ def load_jsonl(path: Path) -> list[dict]:
 
 
 def load_set(directory: Path = HERE) -> tuple[list[dict], list[dict]]:
-    return load_jsonl(directory / "notes.jsonl"), load_jsonl(directory / "queries.jsonl")
+    """The notes and queries of ``directory``'s notes.jsonl and queries.jsonl, with what a set
+    of one's own may leave out filled in (a note's kind, priority, tags, domain and store; a
+    query's type and domain). Missing ids, texts or relevant notes are refused by line."""
+    notes, queries = (load_jsonl(directory / "notes.jsonl"),
+                      load_jsonl(directory / "queries.jsonl"))
+    for name, rows, needed in (("notes", notes, ("id", "text")),
+                               ("queries", queries, ("query", "relevant"))):
+        for line, row in enumerate(rows, 1):
+            missing = [key for key in needed if not row.get(key)]
+            if missing:
+                raise SystemExit(f"{directory / name}.jsonl line {line}: no {' or '.join(missing)}")
+    known = {note["id"] for note in notes}
+    for line, query in enumerate(queries, 1):
+        unknown = [r for r in query["relevant"] if r not in known]
+        if unknown:
+            raise SystemExit(f"{directory / 'queries'}.jsonl line {line}: no note {unknown[0]!r}")
+    notes = [{"kind": "finding", "priority": "medium", "tags": [], "domain": "", "store": "",
+              **note} for note in notes]
+    queries = [{"type": "natural", "domain": "", **query} for query in queries]
+    return notes, queries
 
 
 class PrecomputedEmbedder:
@@ -388,8 +408,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="list queries whose first hybrid hit is not relevant")
     parser.add_argument("--stores", action="store_true",
                         help="one store per source (a project, a conversation), not one for all")
+    parser.add_argument("--set", type=Path, default=HERE, metavar="DIR",
+                        help="a directory with notes.jsonl and queries.jsonl of your own (see "
+                             "eval/README.md); default: eval/'s")
     args = parser.parse_args(argv)
-    notes, queries = load_set()
+    notes, queries = load_set(args.set)
     result = evaluate(notes, queries, split=args.stores)
     if args.json:
         print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=2))
@@ -407,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(format_table(result["table"]))
     print()
     print("natural questions by domain, recall@10: " + "; ".join(
-        f"{domain} ({m['queries']}) " + "/".join(f"{m[mode]:.3f}" for mode in MODES)
+        f"{domain or '(none)'} ({m['queries']}) " + "/".join(f"{m[mode]:.3f}" for mode in MODES)
         for domain, m in result["natural_by_domain"].items()) + f" ({'/'.join(MODES)})")
     print("natural questions by the share of the question their best keyword match covers, "
           "recall@10: " + "; ".join(

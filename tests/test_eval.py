@@ -154,6 +154,45 @@ def test_questions_are_grouped_by_how_much_of_them_keywords_cover():
     assert list(bands)[0] == f"under {TRUST_FROM}"
 
 
+def write_set(directory: Path, notes: list[dict], queries: list[dict]) -> Path:
+    directory.mkdir()
+    for name, rows in (("notes", notes), ("queries", queries)):
+        (directory / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return directory
+
+
+def test_a_set_of_ones_own_needs_only_ids_texts_queries_and_answers(tmp_path, capsys):
+    """``run.py --set DIR``: anyone's questions over anyone's notes, through the same code
+    (a held-out set stays where it is and still gets the table)."""
+    from nbmemory.embed import HashEmbedder
+
+    notes = [{"id": "a1", "text": "the nightly export moved to Airflow in March", "store": "a"},
+             {"id": "a2", "text": "Airflow retries a failed task twice", "store": "a"},
+             {"id": "b1", "text": "penguin bill depth is in millimetres", "store": "b"}]
+    queries = [{"query": "when did the nightly export move", "relevant": ["a1"]},
+               {"query": "units of bill depth", "relevant": ["b1"]}]
+    loaded = run.load_set(write_set(tmp_path / "mine", notes, queries))
+    assert loaded[0][0] == {**notes[0], "kind": "finding", "priority": "medium", "tags": [],
+                            "domain": ""}
+    assert {q["type"] for q in loaded[1]} == {"natural"}
+    result = run.evaluate(*loaded, embedder=HashEmbedder(), split=True)
+    assert result["stores"] == 2 and result["table"]["hybrid"]["natural"]["queries"] == 2
+    assert result["table"]["lexical"]["all"]["recall@1"] == 1.0
+    assert sum(m["queries"] for m in result["natural_by_coverage"].values()) == 2
+
+
+@pytest.mark.parametrize("notes, queries, message", [
+    ([{"id": "a1"}], [], "notes.jsonl line 1: no text"),
+    ([{"id": "a1", "text": "x"}], [{"query": "x", "relevant": []}],
+     "queries.jsonl line 1: no relevant"),
+    ([{"id": "a1", "text": "x"}], [{"query": "x", "relevant": ["a1", "a9"]}],
+     "queries.jsonl line 1: no note 'a9'"),
+])
+def test_a_set_with_a_hole_is_refused_by_line(tmp_path, notes, queries, message):
+    with pytest.raises(SystemExit, match=message):
+        run.load_set(write_set(tmp_path / "mine", notes, queries))
+
+
 def assert_hybrid_holds(table: dict, kind: str) -> None:
     """Every metric within one query's worth of the better channel (``run.shortfalls``)."""
     means = {mode: [table[mode][kind][m] for m in run.METRICS] for mode in run.MODES}
