@@ -109,6 +109,16 @@ def _note_header(note: Note, score: float | None = None) -> str:
     return f"{header}  {marker}" if marker else header
 
 
+def fusion_line(fusion: dict[str, float]) -> str:
+    """How a hybrid recall's scores were made, in words (explain mode)."""
+    w, bonus = fusion["weight"], fusion["priority"]
+    formula = f"{1 - w:.2f} x dense + {w:.2f} x lexical" if w > 0 else "dense"
+    return (f"score = {formula} (+{bonus:g} high priority, -{bonus:g} low). Keyword weight "
+            f"{w:.2f}: the best keyword match covers {fusion['covered']:.0%} of the query's "
+            f"weighted words (keywords count from {fusion['from']:.0%}, fully from "
+            f"{fusion['full']:.0%}).")
+
+
 def hits_text(hits: Hits, *, provenance: bool = False) -> str:
     lines = [f"({hits.behind})"] if hits.behind else []
     if not len(hits):
@@ -123,6 +133,8 @@ def hits_text(hits: Hits, *, provenance: bool = False) -> str:
                 lines.append("     " + _from(hit.note))
                 if hit.note.anchors:
                     lines.append("     about " + anchors_line(hit.note))
+    if hits.explain and hits.fusion:
+        lines.append(fusion_line(hits.fusion))
     if hits.filtered_out:
         lines.append(f"({hits.filtered_out} more below the score threshold; "
                      "lower it with --min-score)")
@@ -150,6 +162,8 @@ def hits_html(hits: Hits, *, provenance: bool = False) -> str:
         out = _table(headers, rows, raw=(len(headers) - 1,))
     if hits.behind:
         out = f'<p class="nbm-muted">{html.escape(hits.behind)}</p>' + out
+    if hits.explain and hits.fusion:
+        out += f'<p class="nbm-muted">{html.escape(fusion_line(hits.fusion))}</p>'
     if hits.filtered_out:
         out += (f'<p class="nbm-muted">{hits.filtered_out} more below the score threshold; '
                 "lower it with <code>--min-score</code>.</p>")
@@ -166,7 +180,8 @@ class ShownHits(Hits):
     def __init__(self, hits: Hits, *, provenance: bool = False):
         super().__init__(hits, query=hits.query, filtered_out=hits.filtered_out,
                          previously=hits.previously, explain=hits.explain,
-                         behind=getattr(hits, "behind", None))
+                         behind=getattr(hits, "behind", None),
+                         fusion=getattr(hits, "fusion", None))
         self.provenance = provenance
 
     def _repr_html_(self) -> str:

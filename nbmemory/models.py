@@ -209,18 +209,22 @@ class Hits(list):
 
     ``filtered_out`` counts candidates a score threshold hid; ``previously`` holds revoked
     notes that would have matched ("previously believed ..."); ``behind`` says why the
-    answer may miss recent notes (a team store's server was unreachable).
+    answer may miss recent notes (a team store's server was unreachable). ``fusion``
+    (explain mode, hybrid): how the scores were made: the keyword ``weight``, the share of
+    the query its best keyword match ``covered``, the shares keywords count ``from`` and
+    are ``full`` at, their ``most`` weight, and the ``priority`` bonus (+ high, - low).
     """
 
     def __init__(self, hits=(), *, query: str = "", filtered_out: int = 0,
                  previously: tuple[Hit, ...] = (), explain: bool = False,
-                 behind: str | None = None):
+                 behind: str | None = None, fusion: dict[str, float] | None = None):
         super().__init__(hits)
         self.query = query
         self.filtered_out = filtered_out
         self.previously = tuple(previously)
         self.explain = explain
         self.behind = behind
+        self.fusion = fusion
 
     @property
     def notes(self) -> list[Note]:
@@ -234,6 +238,7 @@ class Hits(list):
             "previously": [h.to_dict() for h in self.previously],
             "explain": self.explain,
             "behind": self.behind,
+            "fusion": self.fusion,
         }
 
     @classmethod
@@ -245,6 +250,7 @@ class Hits(list):
             previously=tuple(Hit.from_dict(h) for h in data.get("previously") or ()),
             explain=bool(data.get("explain")),
             behind=data.get("behind"),
+            fusion=data.get("fusion"),
         )
 
     def to_dataframe(self):

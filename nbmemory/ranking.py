@@ -134,12 +134,15 @@ class Scored(NamedTuple):
 
 
 class Ranked(NamedTuple):
-    """The candidates of one query and their scores, one array each, in id order."""
+    """The candidates of one query and their scores, one array each, in id order; in hybrid
+    mode also the query's keyword weight and how much of it its best keyword match covers."""
 
     ids: np.ndarray
     score: np.ndarray
     lexical: np.ndarray
     dense: np.ndarray
+    weight: float = 0.0
+    covered: float = 0.0
 
     def rows(self) -> list[Scored]:
         return [Scored(int(i), float(s), float(lx), float(d))
@@ -346,30 +349,32 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         lex = np.minimum(lex / scale, 1.0)
     if mode != "hybrid":
         return Ranked(union, {"lexical": lex, "dense": dense}[mode], lex, dense)
-    score, lex = hybrid(query, lexical, union, lex, dense,
-                        neighbours.before if neighbours is not None else None, drop,
-                        feedback=FEEDBACK if feedback else None)
-    return Ranked(union, score, lex, dense)
+    score, lex, weight, covered = hybrid(query, lexical, union, lex, dense,
+                                         neighbours.before if neighbours is not None else None,
+                                         drop, feedback=FEEDBACK if feedback else None)
+    return Ranked(union, score, lex, dense, weight, covered)
 
 
 def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarray,
            dense: np.ndarray, before: np.ndarray | None = None, drop: Container[int] = (), *,
            fusion: tuple[float, float, float] = FUSION,
            feedback: tuple[int, int, float] | None = FEEDBACK,
-           context: float = CONTEXT_WEIGHT) -> tuple[np.ndarray, np.ndarray]:
+           context: float = CONTEXT_WEIGHT) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Hybrid scores of the candidates ``ids`` (ascending) from their keyword shares and
-    cosines, and their keyword shares as fused: context from the note before (``before``;
-    None: none), the fusion (:func:`fuse`'s weight, start, full), then keyword feedback
-    (notes, terms, weight; None: none). eval/tune.py varies the constants."""
+    cosines, their keyword shares as fused, the keyword weight and the best share it was set
+    by: context from the note before (``before``; None: none), the fusion (:func:`fuse`'s
+    weight, start, full), then keyword feedback (notes, terms, weight; None: none).
+    eval/tune.py varies the constants."""
     if before is not None and context:
         keyword = with_context(ids, keyword, before, drop, context)
+    covered = float(np.max(keyword)) if len(keyword) else 0.0
     w = keyword_weight(keyword, *fusion)
     score = mix(keyword, dense, w)
     if w > 0 and feedback is not None:
         notes, terms, weight = feedback
         keyword = with_feedback(query, lexical, ids, score, keyword, drop, notes, terms, weight)
         score = mix(keyword, dense, w)
-    return score, keyword
+    return score, keyword, w, covered
 
 
 _second: tuple[int, ThreadPoolExecutor] | None = None  # (its process, the thread)

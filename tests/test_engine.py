@@ -14,7 +14,7 @@ from nbmemory.embed import HashEmbedder
 from nbmemory.engine import CARDS_FILENAME, KEYWORDS_FILENAME, VECTOR_FILENAME, content_hash
 from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreLocked,
                              StoreTooNew)
-from nbmemory.display import status_display
+from nbmemory.display import hits_text, status_display
 from nbmemory.memory import Memory
 from nbmemory.models import PRIORITIES, Provenance
 from nbmemory.store import Filters, Store
@@ -160,6 +160,30 @@ def test_explain_gives_channel_scores(memory):
     hit = memory.recall("PyObject_GC_Del", explain=True)[0]
     assert hit.lexical > 0.5 and -1 <= hit.dense <= 1
     assert memory.recall("PyObject_GC_Del")[0].lexical is None
+
+
+def test_explain_says_how_each_score_was_made(memory):
+    """The per-hit channel scores, the keyword weight and the priority bonus give back the
+    score shown: the scale min_score cuts on is one a user can check."""
+    memory.remember("the nightly export moved to Airflow in March")
+    memory.remember("Airflow retries a failed task twice", priority="high")
+    memory.remember("a note about penguins", priority="low")
+    hits = memory.recall("when did the nightly export move to Airflow", explain=True,
+                         min_score=-1)
+    fusion = hits.fusion
+    assert fusion["covered"] > 0.45 and fusion["weight"] == 0.7
+    bonus = {"high": fusion["priority"], "medium": 0.0, "low": -fusion["priority"]}
+    for hit in hits:
+        made = ((1 - fusion["weight"]) * max(hit.dense, 0.0) + fusion["weight"] * hit.lexical
+                + bonus[hit.note.priority])
+        assert abs(hit.score - made) < 1e-3, (hit, fusion)
+    assert "score = 0.30 x dense + 0.70 x lexical (+0.02 high priority, -0.02 low). Keyword " \
+        "weight 0.70: the best keyword match covers" in hits_text(hits)
+    quiet = memory.recall("penguins that wander", explain=True, min_score=-1)
+    assert quiet.fusion["weight"] == 0.0 and "score = dense (+0.02" in hits_text(quiet)
+    assert all(abs(h.score - max(h.dense, 0.0) - bonus[h.note.priority]) < 1e-3 for h in quiet)
+    assert memory.recall("Airflow").fusion is None  # not asked to explain
+    assert memory.recall("Airflow", explain=True, mode="lexical").fusion is None
 
 
 def test_empty_recalls_are_counted(memory):

@@ -81,7 +81,7 @@ def test_recall_returns_hits_with_html_and_text(ip):
     assert isinstance(hits, Hits) and len(hits) == 1
     html = hits._repr_html_()
     assert "&lt;b&gt;before&lt;/b&gt;" in html and "<b>before</b>" not in html
-    assert "lexical" in html
+    assert "lexical" in html and "Keyword weight" in html
     from IPython.lib.pretty import pretty
 
     assert pretty(hits).startswith("#1  ")

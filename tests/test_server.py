@@ -169,6 +169,9 @@ async def test_recall_finds_notes_and_applies_filters(api):
     assert hits["hits"][0]["note"]["tags"] == ["locks"]
     code, hits = await api("recall", query="acquire_lock", tags="orders", min_score=0)
     assert all(h["note"]["tags"] == ["orders"] for h in hits["hits"])
+    assert hits["fusion"] is None
+    code, hits = await api("recall", query="acquire_lock", explain="true")
+    assert hits["hits"][0]["lexical"] > 0 and hits["fusion"]["weight"] == 0.7
 
 
 async def test_stale_listing_and_verify(api, store_dir):

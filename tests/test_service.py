@@ -85,8 +85,10 @@ def test_codec_round_trips_every_domain_object():
                 (Anchor("file", "data/orders.csv", {"sha": "ab"}),),
                 (StaleReason("content_changed", "data/orders.csv", "hash differs"),))
     hit = Hit(note, 0.91, 0.5, 0.8)
+    fusion = {"weight": 0.7, "covered": 0.52, "from": 0.35, "full": 0.45, "most": 0.7,
+              "priority": 0.02}
     hits = Hits([hit], query="order units", filtered_out=2, previously=(Hit(note, 0.3),),
-                explain=True)
+                explain=True, fusion=fusion)
     values = {
         "note": note, "hit": hit, "page": Page([note], 12, 0, 1),
         "snapshot": Snapshot("before", 9, at, "why", "ana", 4),
@@ -97,8 +99,8 @@ def test_codec_round_trips_every_domain_object():
     assert back == {**values, "tags": ["a", "b"]}
     decoded = codec.decode(json.loads(json.dumps(codec.encode(hits))))
     assert isinstance(decoded, Hits) and list(decoded) == [hit]
-    assert (decoded.query, decoded.filtered_out, decoded.previously, decoded.explain) == \
-        ("order units", 2, (Hit(note, 0.3),), True)
+    assert (decoded.query, decoded.filtered_out, decoded.previously, decoded.explain,
+            decoded.fusion) == ("order units", 2, (Hit(note, 0.3),), True, fusion)
     assert codec.encode_arguments({"progress": print, "k": 3}) == {"k": 3}
     with pytest.raises(TypeError, match="Cannot send a object to the store's owner"):
         codec.encode(object())
@@ -171,6 +173,7 @@ def test_every_call_works_through_the_owner(mem, store):
     hits = mem.recall("orders.amount cents", explain=True, since=datetime(2020, 1, 1,
                                                                          tzinfo=timezone.utc))
     assert isinstance(hits, Hits) and hits[0].note == note and hits[0].lexical is not None
+    assert hits.fusion["weight"] == 0.7  # how the score was made reaches a kernel too
     other = mem.remember("orders.amount is in cents before 2021 and in euros after")
     assert [h.note.id for h in mem.similar(other.id, k=3)] == [note.id]
     edited = mem.edit(note.id, text="orders.amount is in cents before March 2021")

@@ -13,7 +13,7 @@ from ..errors import Command, InvalidInput
 from ..history import PastView
 from ..lexical import LexicalIndex
 from ..models import PRIORITIES, Hit, Hits, Note, utcnow
-from ..ranking import MODES, nearest, rank_arrays
+from ..ranking import KEYWORD_WEIGHT, MODES, TRUST_FROM, TRUST_FULL, nearest, rank_arrays
 from ..store import Filters, Store
 from ..dense_rows import DenseRows
 from ..vectors import VectorIndex
@@ -22,6 +22,15 @@ from .part import Part
 from .validate import MAX_K, check_count, filters_for, unicode_text
 
 PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
+
+
+def _fusion(ranked) -> dict[str, float] | None:
+    """How a hybrid recall's score was made, for explain mode (``Hits.fusion``)."""
+    if ranked is None or not len(ranked.ids):
+        return None
+    return {"weight": round(ranked.weight, 4), "covered": round(ranked.covered, 4),
+            "from": TRUST_FROM, "full": TRUST_FULL, "most": KEYWORD_WEIGHT,
+            "priority": PRIORITY_BONUS["high"]}
 _BONUS_OF_CODE = np.array([PRIORITY_BONUS[p] for p in PRIORITIES])
 _NO_VECTORS = DenseRows.from_matrix(np.empty(0, np.int64), np.empty((0, 1), np.float32))
 
@@ -154,7 +163,8 @@ class Recall(Part):
                         for i, score, at in rows]
 
             result = Hits(make(hits), query=query, filtered_out=below,
-                          previously=tuple(make(previously)), explain=explain)
+                          previously=tuple(make(previously)), explain=explain,
+                          fusion=_fusion(ranked) if explain and mode == "hybrid" else None)
             if loading:
                 result.behind = MODEL_LOADING
             if log:
