@@ -155,28 +155,22 @@ def load_store(notes: list[dict], queries: list[dict], directory: Path, embedder
 
 
 def rank_all(loaded: Loaded, queries: list[dict], modes: Sequence[str] = MODES) -> dict:
-    """For each mode, per query: the eval ids and fused scores of the top ``K`` hits."""
-    runs = {}
+    """For each mode, per query: the eval ids and fused scores of the top ``K`` hits; and
+    ``coverage``: the share of each query its best keyword match covers, as hybrid recall's
+    fusion saw it (``Hits.fusion``; it sets the keyword weight)."""
+    runs: dict = {"coverage": [0.0] * len(queries)}
     for mode in modes:
         start = time.perf_counter()
         rows = []
-        for query in queries:
-            hits = loaded.engine.recall(query["query"], k=K, min_score=-1.0, mode=mode)
+        for at, query in enumerate(queries):
+            hits = loaded.engine.recall(query["query"], k=K, min_score=-1.0, mode=mode,
+                                        explain=mode == "hybrid")
             rows.append([(loaded.ids[h.note.id], h.score) for h in hits])
+            if hits.fusion:
+                runs["coverage"][at] = hits.fusion["covered"]
         loaded.timings[f"recall_ms_{mode}"] = 1000 * (time.perf_counter() - start) / len(queries)
         runs[mode] = rows
     return runs
-
-
-def coverage(loaded: Loaded, queries: list[dict]) -> list[float]:
-    """Per query, the share of it (idf-weighted) that its best keyword match covers: what sets
-    the fusion's keyword weight (``ranking.keyword_weight``, before context)."""
-    lexical, out = loaded.engine.lexical, []
-    for query in queries:
-        _, scores = lexical.matches(query["query"], None)
-        scale = lexical.max_score(query["query"])
-        out.append(min(1.0, float(scores.max()) / scale) if len(scores) and scale > 0 else 0.0)
-    return out
 
 
 def query_metrics(ranked: Sequence[str], relevant: Sequence[str]) -> dict[str, float]:
@@ -261,9 +255,9 @@ def by_domain(queries: list[dict], runs: dict, kind: str = "natural") -> dict:
 def by_coverage(queries: list[dict], runs: dict, covered: list[float],
                 kind: str = "natural") -> dict:
     """{band: {mode: recall@10}} over the queries of one slice, by how much of each its best
-    keyword match covers (``coverage``): below ``TRUST_FROM`` the fusion ranks by the cosine
-    alone, from ``TRUST_FULL`` keywords have their full weight. Where hybrid trails keywords
-    alone, this says in which band."""
+    keyword match covers (``rank_all``'s ``coverage``): below ``TRUST_FROM`` the fusion ranks
+    by the cosine alone, from ``TRUST_FULL`` keywords have their full weight. Where hybrid
+    trails keywords alone, this says in which band."""
     values = per_query(queries, runs)
     bands = {f"under {TRUST_FROM}": (0.0, TRUST_FROM), f"{TRUST_FROM}-{TRUST_FULL}":
              (TRUST_FROM, TRUST_FULL), f"{TRUST_FULL} and over": (TRUST_FULL, 2.0)}
@@ -384,7 +378,6 @@ def evaluate(notes: list[dict], queries: list[dict], embedder=None, split: bool 
             timings.append(loaded.timings)
             try:
                 runs = rank_all(loaded, group_queries)
-                runs["coverage"] = coverage(loaded, group_queries)
             finally:
                 loaded.close()
             return [dict(zip(runs, rows)) for rows in zip(*runs.values())]

@@ -22,6 +22,8 @@ from .part import Part
 from .validate import MAX_K, check_count, filters_for, unicode_text
 
 PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
+_BONUS_OF_CODE = np.array([PRIORITY_BONUS[p] for p in PRIORITIES])
+_NO_VECTORS = DenseRows.from_matrix(np.empty(0, np.int64), np.empty((0, 1), np.float32))
 
 
 def _fusion(ranked) -> dict[str, float] | None:
@@ -31,8 +33,6 @@ def _fusion(ranked) -> dict[str, float] | None:
     return {"weight": round(ranked.weight, 4), "covered": round(ranked.covered, 4),
             "from": TRUST_FROM, "full": TRUST_FULL, "most": KEYWORD_WEIGHT,
             "priority": PRIORITY_BONUS["high"]}
-_BONUS_OF_CODE = np.array([PRIORITY_BONUS[p] for p in PRIORITIES])
-_NO_VECTORS = DenseRows.from_matrix(np.empty(0, np.int64), np.empty((0, 1), np.float32))
 
 
 @dataclass(frozen=True)
