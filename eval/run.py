@@ -256,9 +256,8 @@ def by_coverage(queries: list[dict], runs: dict, covered: list[float],
                 kind: str = "natural") -> dict:
     """{band: {mode: recall@10}} over the queries of one slice, by how much of each its best
     keyword match covers (``rank_all``'s ``coverage``): below ``TRUST_FROM`` the fusion ranks
-    by the cosine alone, from ``TRUST_FULL`` keywords have their full weight (in a store whose
-    notes are alike, lower: ``ranking.fusion_for``). Where hybrid trails keywords alone, this
-    says in which band."""
+    by the cosine alone, from ``TRUST_FULL`` keywords have their full weight. Where hybrid
+    trails keywords alone, this says in which band."""
     values = per_query(queries, runs)
     bands = {f"under {TRUST_FROM}": (0.0, TRUST_FROM), f"{TRUST_FROM}-{TRUST_FULL}":
              (TRUST_FROM, TRUST_FULL), f"{TRUST_FULL} and over": (TRUST_FULL, 2.0)}

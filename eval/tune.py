@@ -31,10 +31,6 @@ show the held-out folds' metrics pooled beside the option chosen on all queries.
    the settings that keep tests/test_eval.py's rule where the cosines are as measured
    (every metric of every query type within one query of the better channel). Ties go
    to the better overall recall@10.
-1b. Where a store's notes are alike (``ranking.fusion_for``: a chat's messages), the window
-   the fusion's start and full move to (13 settings, the last one not moving), judged as
-   the fusion is on the two conditions with a store per source (in one store of every
-   source the notes are not alike, and nothing moves).
 2. The keyword feedback (``ranking.with_feedback``: how many of the first pass's best notes,
    how many of their words, and their weight; 72 settings and none), with ranking.py's
    fusion and context. The worst margin does not tell them apart (it sits on a slice
@@ -64,16 +60,13 @@ from nbmemory.engine import PRIORITY_BONUS  # noqa: E402
 from nbmemory.lexical import LexicalIndex  # noqa: E402
 from nbmemory.ranking import FEEDBACK as CURRENT_FEEDBACK  # noqa: E402
 from nbmemory.ranking import FUSION as CURRENT_FUSION  # noqa: E402
-from nbmemory.ranking import ALIKE_WINDOW, TRUST_FROM, TRUST_FULL  # noqa: E402
-from nbmemory.ranking import CONTEXT_WEIGHT, alike, fusion_for, hybrid, rank  # noqa: E402
+from nbmemory.ranking import CONTEXT_WEIGHT, hybrid, rank  # noqa: E402
 from nbmemory.tokenizer import tokenize  # noqa: E402
 
 POOL = 100
 WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 STARTS = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 WIDTHS = (0.1, 0.15, 0.25, 0.35)
-ALIKE_STARTS = (0.0, 0.1, 0.2, 0.25)
-ALIKE_WIDTHS = (0.1, 0.2, 0.35)
 FOLDS = 5
 NOISE = 0.1
 MRR_SLACK = 0.005
@@ -89,10 +82,10 @@ def candidates(notes: list[dict], queries: list[dict], embedder=None,
                b: float | None = None) -> list[dict]:
     """Per query: eval ids, store ids, normalised lexical scores (no feedback, no context;
     0 outside the keyword channel's pool, as recall has them), cosines and priority
-    bonuses, with its store's keyword index (for feedback), the note each note follows
-    (by store id, -1: none; for context) and how alike the store's notes are. The pool is
-    recall's: with the notes written right after the keyword channel's best. ``b``: BM25's
-    length normalisation, if not the keyword index's own."""
+    bonuses, with its store's keyword index (for feedback) and the note each note follows
+    (by store id, -1: none; for context). The pool is recall's: with the notes written right
+    after the keyword channel's best. ``b``: BM25's length normalisation, if not the
+    keyword index's own."""
     with tempfile.TemporaryDirectory(prefix="nbmemory-tune-") as tmp:
         loaded = run.load_store(notes, queries, Path(tmp) / "store", embedder=embedder)
         engine = loaded.engine
@@ -101,7 +94,6 @@ def candidates(notes: list[dict], queries: list[dict], embedder=None,
         neighbours = engine.state.neighbours
         lexical, before = engine.lexical, neighbours.before.copy()
         bonus = {n["id"]: PRIORITY_BONUS[n["priority"]] for n in notes}
-        similar = alike(engine.vectors)
         out = []
         for query in queries:
             qvec = engine.embedder.encode([query["query"]])[0]
@@ -121,7 +113,7 @@ def candidates(notes: list[dict], queries: list[dict], embedder=None,
                         if scale > 0 else np.zeros(len(sid), np.float32),
                         "dense": np.array([r.dense for r in rows], np.float32),
                         "bonus": np.array([bonus[i] for i in ids], np.float32),
-                        "index": lexical, "before": before, "alike": similar})
+                        "index": lexical, "before": before})
         loaded.close()
     return out
 
@@ -156,15 +148,13 @@ PARTS = (*run.SLICES, "chat")
 
 
 def hybrid_scorer(fusion=CURRENT_FUSION, feedback=CURRENT_FEEDBACK,
-                  context: float = CONTEXT_WEIGHT, alike_window=ALIKE_WINDOW):
+                  context: float = CONTEXT_WEIGHT):
     """Hybrid as recall ranks it (``ranking.hybrid``), with the fusion of ``fusion`` (weight,
-    start, full; its window moved towards ``alike_window`` in a store of alike notes,
-    ``ranking.fusion_for``), keyword feedback of ``feedback`` (notes, terms, weight) or none,
-    and context from the note before at weight ``context``."""
+    start, full), keyword feedback of ``feedback`` (notes, terms, weight) or none, and context
+    from the note before at weight ``context``."""
     def score(r):
         return hybrid(r["query"], r["index"], r["sid"], r["lexical"], r["dense"], r["before"],
-                      fusion=fusion_for(r["alike"], fusion, alike_window), feedback=feedback,
-                      context=context)[0]
+                      fusion=fusion, feedback=feedback, context=context)[0]
     return score
 
 
@@ -306,12 +296,6 @@ def fusion_settings() -> list[tuple]:
             for weight, start, width in itertools.product(WEIGHTS, STARTS, WIDTHS)]
 
 
-def alike_windows() -> list[tuple]:
-    return [(start, round(start + width, 2))
-            for start, width in itertools.product(ALIKE_STARTS, ALIKE_WIDTHS)] + \
-        [(TRUST_FROM, TRUST_FULL)]
-
-
 def main() -> None:
     from nbmemory.embed import SentenceTransformerEmbedder
 
@@ -331,10 +315,6 @@ def main() -> None:
              "channel", fusion_settings(),
              lambda option: hybrid_scorer(fusion=option),
              CURRENT_FUSION, conditions, fold).report()
-    ByMargin("1b. the window where a store's notes are alike (from, full), by the worst margin "
-             "over the better channel with a store per source", alike_windows(),
-             lambda option: hybrid_scorer(alike_window=option), ALIKE_WINDOW, conditions[2:],
-             fold, labels=CONDITIONS[2:]).report()
     ByRecall("2. keyword feedback (notes, words, weight), by recall@10 at no cost in MRR",
              FEEDBACK, lambda option: hybrid_scorer(feedback=option),
              CURRENT_FEEDBACK, conditions, fold, baseline=None).report()

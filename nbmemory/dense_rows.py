@@ -60,19 +60,6 @@ def one_blas_thread():
     return _blas.limit(limits=1) if _blas else nullcontext()
 
 
-def _unit_sum(matrix: np.ndarray, dtype=np.float32) -> np.ndarray:
-    """The sum of the rows of ``matrix``, as stored in ``dtype``, scaled to unit length (a
-    zero row adds nothing), a block at a time: temporaries the size of 100k rows cost
-    seconds of page faults here."""
-    total = np.zeros(matrix.shape[1], np.float64)
-    with one_blas_thread():
-        for at in range(0, len(matrix), 4096):
-            rows = matrix[at:at + 4096].astype(dtype).astype(np.float32, copy=False)
-            norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-            total += np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0) @ rows
-    return total
-
-
 class DenseRows:
     """Vectors by key in one growable matrix, for exact search and fast lookups.
 
@@ -105,7 +92,6 @@ class DenseRows:
         self._count = 0
         self._used = 0
         self._keys: np.ndarray | None = None
-        self._total = np.zeros(ndim, np.float64)  # the sum of the live rows as unit vectors
 
     @classmethod
     def _dtype_for(cls, capacity: int):
@@ -167,21 +153,18 @@ class DenseRows:
         count = int(new.sum())
         while self._used + count > len(self._matrix):
             self._grow()
-        self._total -= _unit_sum(self._matrix[rows[~new]])
         rows[new] = np.arange(self._used, self._used + count)
         self._row_of[keys[new]] = rows[new]
         self._row_keys[rows[new]], self._alive[rows[new]] = keys[new], True
         self._used += count
         self._count += count
         self._matrix[rows] = vectors
-        self._total += _unit_sum(vectors, self._matrix.dtype)
 
     def delete(self, keys) -> None:
         self._keys = None
         for key in keys:
             key = int(key)
             if key in self:
-                self._total -= _unit_sum(self._matrix[self._row_of[key]][None])
                 self._alive[self._row_of[key]] = False
                 self._row_of[key] = -1
                 self._count -= 1
@@ -210,13 +193,6 @@ class DenseRows:
         self._used = len(live)
         self._row_of[:] = -1
         self._row_of[self._row_keys[:self._used]] = np.arange(self._used)
-
-    def mean_cosine(self) -> float:
-        """The average cosine between two different rows (0 below two): how alike the
-        vectors are. From the sum of the rows as unit vectors, kept as rows come and go:
-        |sum|^2 is every pair's cosine counted twice plus each row's own 1."""
-        n = self._count
-        return float((self._total @ self._total - n) / (n * (n - 1))) if n > 1 else 0.0
 
     def get(self, keys: np.ndarray) -> np.ndarray:
         rows = self.rows_of(keys)

@@ -116,14 +116,7 @@ def fusion_line(fusion: dict[str, float]) -> str:
     return (f"score = {formula} (+{bonus:g} high priority, -{bonus:g} low). Keyword weight "
             f"{w:.2f}: the best keyword match covers {fusion['covered']:.0%} of the query's "
             f"weighted words (keywords count from {fusion['from']:.0%}, fully from "
-            f"{fusion['full']:.0%}{_alike(fusion)}).")
-
-
-def _alike(fusion: dict[str, float]) -> str:
-    if "alike" not in fusion:
-        return ""
-    return (f"; lower than in most stores, as this store's notes are alike: the average "
-            f"cosine between two is {fusion['alike']:.2f}")
+            f"{fusion['full']:.0%}).")
 
 
 def hits_text(hits: Hits, *, provenance: bool = False) -> str:

@@ -212,9 +212,7 @@ class Hits(list):
     answer may miss recent notes (a team store's server was unreachable). ``fusion``
     (explain mode, hybrid): how the scores were made: the keyword ``weight``, the share of
     the query its best keyword match ``covered``, the shares keywords count ``from`` and
-    are ``full`` at, their ``most`` weight, and the ``priority`` bonus (+ high, - low);
-    ``alike``, in a store whose notes are alike enough to have lowered ``from`` and ``full``:
-    the average cosine between two of them.
+    are ``full`` at, their ``most`` weight, and the ``priority`` bonus (+ high, - low).
     """
 
     def __init__(self, hits=(), *, query: str = "", filtered_out: int = 0,

@@ -45,26 +45,6 @@ paraphrases 0.622 -> 0.612: one query), a store per source 0.873 -> 0.886 (chats
 0.852); with the cosines weakened (tune.py) 0.738 -> 0.779 and 0.745 -> 0.786 (the chats, one
 store each: 0.686 -> 0.747; BM25 alone 0.757).
 
-Stores whose notes are alike (:func:`fusion_for`). In a store whose notes all lean one way in
-the model's space, as a conversation's messages do (the average cosine between two of eval/'s
-chat messages, each chat its own store: 0.33-0.41; between two findings of its analysts'
-stores: 0.12-0.25), the cosine tells the notes apart less well, and the few words a question
-shares with its answer are the better evidence. There the window moves to ``ALIKE_WINDOW``:
-keywords count from the first shared word and fully from 35% of the query. It moves linearly
-as the store's average cosine goes from ``ALIKE_FROM`` to ``ALIKE_FULL``, limits set between
-eval/'s two groups of stores; a store of fewer than ``ALIKE_NOTES`` notes is not judged. The
-average is kept as vectors come and go (:meth:`DenseRows.mean_cosine`). Measured with
-``python eval/run.py --stores``: the chats' recall@10 0.852 -> 0.904 (paired +0.052 [+0.027,
-+0.080]), MRR 0.590 -> 0.623, all 1,121 queries 0.886 -> 0.906; with the cosines weakened
-(eval/tune.py) the chats 0.747 -> 0.848, where keywords alone score 0.757: hybrid had trailed
-its keyword channel there and now leads it by 9 points. One store of every source averages 0.10
-and ranks as before. The same window in the analysts' stores would cost their paraphrases
-0.16-0.38 of MRR (a paraphrase's everyday words match wrong notes), so it moves only where the
-notes are alike. ``eval/tune.py`` chose the window (stage 1b). The threshold: ``min_score`` 0.2
-now hides 12 of the 1,360 relevant top-10 hits (6 of 1,331 before, none at rank 1) and 1,142
-of the 9,850 others (945): a note sharing no word with a question that others match scores
-0.3 of its cosine.
-
 Keyword feedback (:func:`with_feedback`). Where keywords count (w > 0), the ``FEEDBACK_TERMS``
 words that best characterise the ``FEEDBACK_NOTES`` best notes of that first pass (their
 share of each note's words times idf, the query's own words left out) are looked up in
@@ -141,13 +121,6 @@ FEEDBACK_TERMS = 15
 FEEDBACK_WEIGHT = 0.4
 FUSION = (KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL)
 FEEDBACK = (FEEDBACK_NOTES, FEEDBACK_TERMS, FEEDBACK_WEIGHT)
-# In a store whose notes are alike, keywords count from lower (see the module docstring):
-# the start and full move towards ALIKE_WINDOW as the store's average cosine between two
-# notes goes from ALIKE_FROM to ALIKE_FULL, once it holds ALIKE_NOTES.
-ALIKE_WINDOW = (0.0, 0.35)
-ALIKE_FROM = 0.26
-ALIKE_FULL = 0.32
-ALIKE_NOTES = 50
 # Context from the note written just before (see the module docstring; the gap that makes
 # two notes neighbours is store.filters.NEIGHBOUR_GAP_S).
 CONTEXT_WEIGHT = 0.35
@@ -162,8 +135,7 @@ class Scored(NamedTuple):
 
 class Ranked(NamedTuple):
     """The candidates of one query and their scores, one array each, in id order; in hybrid
-    mode also the query's keyword weight, how much of it its best keyword match covers, the
-    fusion that set the weight (:func:`fusion_for`) and how alike the store's notes are."""
+    mode also the query's keyword weight and how much of it its best keyword match covers."""
 
     ids: np.ndarray
     score: np.ndarray
@@ -171,8 +143,6 @@ class Ranked(NamedTuple):
     dense: np.ndarray
     weight: float = 0.0
     covered: float = 0.0
-    fusion: tuple[float, float, float] = FUSION
-    alike: float = 0.0
 
     def rows(self) -> list[Scored]:
         return [Scored(int(i), float(s), float(lx), float(d))
@@ -190,22 +160,6 @@ def keyword_weight(lexical: np.ndarray, weight: float = KEYWORD_WEIGHT,
     ``full``, clipped to 0..1."""
     best = float(np.max(lexical)) if len(lexical) else 0.0
     return weight * min(1.0, max(0.0, (best - start) / (full - start)))
-
-
-def alike(vectors) -> float:
-    """How alike a store's notes are: the average cosine between two of them, 0 below
-    ``ALIKE_NOTES`` (too few to tell)."""
-    return vectors.mean_cosine() if len(vectors) >= ALIKE_NOTES else 0.0
-
-
-def fusion_for(similarity: float, fusion: tuple[float, float, float] = FUSION,
-               window: tuple[float, float] = ALIKE_WINDOW) -> tuple[float, float, float]:
-    """``fusion`` (weight, start, full) for a store whose notes are this alike (``similarity``:
-    :func:`alike`): its start and full moved towards ``window`` by how far ``similarity`` is
-    from ``ALIKE_FROM`` to ``ALIKE_FULL``."""
-    a = min(1.0, max(0.0, (similarity - ALIKE_FROM) / (ALIKE_FULL - ALIKE_FROM)))
-    weight, start, full = fusion
-    return weight, start + a * (window[0] - start), full + a * (window[1] - full)
 
 
 def fuse(lexical: np.ndarray, dense: np.ndarray, weight: float = KEYWORD_WEIGHT,
@@ -395,12 +349,10 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         lex = np.minimum(lex / scale, 1.0)
     if mode != "hybrid":
         return Ranked(union, {"lexical": lex, "dense": dense}[mode], lex, dense)
-    similar = alike(vectors)
-    fusion = fusion_for(similar)
-    before = neighbours.before if neighbours is not None else None
-    score, lex, weight, covered = hybrid(query, lexical, union, lex, dense, before, drop,
-                                         fusion=fusion, feedback=FEEDBACK if feedback else None)
-    return Ranked(union, score, lex, dense, weight, covered, fusion, similar)
+    score, lex, weight, covered = hybrid(query, lexical, union, lex, dense,
+                                         neighbours.before if neighbours is not None else None,
+                                         drop, feedback=FEEDBACK if feedback else None)
+    return Ranked(union, score, lex, dense, weight, covered)
 
 
 def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarray,

@@ -241,12 +241,6 @@ class VectorIndex:
     def __len__(self) -> int:
         return len(self.rows) + self._n_unfilled
 
-    def mean_cosine(self) -> float:
-        """The average cosine between two of the vectors (see :meth:`DenseRows.mean_cosine`);
-        while a loaded index's rows are still being copied, over those copied so far."""
-        with self._lock:
-            return self.rows.mean_cosine()
-
     def __contains__(self, key: int) -> bool:
         key = int(key)
         return key in self.rows or (0 <= key < len(self._unfilled) and bool(self._unfilled[key]))

@@ -17,7 +17,6 @@ from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound,
 from nbmemory.display import hits_text, status_display
 from nbmemory.memory import Memory
 from nbmemory.models import PRIORITIES, Provenance
-from nbmemory.ranking import ALIKE_FULL, TRUST_FROM
 from nbmemory.store import Filters, Store
 from nbmemory.store.rows import as_stored
 
@@ -185,37 +184,6 @@ def test_explain_says_how_each_score_was_made(memory):
     assert all(abs(h.score - max(h.dense, 0.0) - bonus[h.note.priority]) < 1e-3 for h in quiet)
     assert memory.recall("Airflow").fusion is None  # not asked to explain
     assert memory.recall("Airflow", explain=True, mode="lexical").fusion is None
-
-
-class Leaning(HashEmbedder):
-    """Hash vectors that all lean one way, as a chat's messages do with a real model."""
-
-    def encode(self, texts):
-        lean = np.zeros(self.dims, np.float32)
-        lean[0] = 1.0
-        vectors = super().encode(texts) + lean
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
-
-@pytest.mark.parametrize("embedder, alike", [(HashEmbedder(), False), (Leaning(), True)])
-def test_in_a_store_of_alike_notes_a_few_shared_words_count(tmp_path, embedder, alike):
-    """A question sharing one telling word with its answer (under TRUST_FROM of it): ranked
-    by meaning alone among diverse notes, with keywords in a store whose notes are alike,
-    and explain says why."""
-    with Memory.open(tmp_path / "store", embedder=embedder, settings=None) as memory:
-        texts = [f"Maya: plan{i} trip{i} cake{i} dog{i}" for i in range(60)]
-        memory.remember_many([{"text": text} for text in
-                              texts + ["Maya: the regatta got moved to the last week of June"]])
-        hits = memory.recall("when will the crew be ready to race at the regatta this summer",
-                             explain=True, min_score=-1)
-    assert hits.fusion["covered"] < TRUST_FROM
-    assert (hits.fusion["weight"] > 0) is alike
-    assert ("alike" in hits.fusion) is alike
-    assert ("as this store's notes are alike: the average cosine between two is"
-            in hits_text(hits)) is alike
-    if alike:
-        assert hits.fusion["from"] < TRUST_FROM and hits.fusion["alike"] > ALIKE_FULL
-        assert hits[0].note.text.startswith("Maya: the regatta")
 
 
 def test_empty_recalls_are_counted(memory):

@@ -5,10 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from nbmemory.dense_rows import DenseRows
-from nbmemory.ranking import (ALIKE_FROM, ALIKE_FULL, ALIKE_NOTES, ALIKE_WINDOW, FUSION,
-                              KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL, alike, fuse, fusion_for,
-                              keyword_weight)
+from nbmemory.ranking import KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL, fuse, keyword_weight
 
 
 def test_a_query_whose_keywords_match_little_is_ranked_by_meaning_alone():
@@ -26,30 +23,6 @@ def test_a_partial_keyword_match_counts_once_the_query_is_covered_enough():
     w = keyword_weight(lexical)
     assert 0 < w < KEYWORD_WEIGHT
     assert fused == pytest.approx((1 - w) * dense + w * lexical)
-
-
-def test_in_a_store_of_alike_notes_keywords_count_from_lower():
-    """Where notes are alike (a chat's messages), a question's few shared words count: the
-    window moves from TRUST_FROM..TRUST_FULL to ALIKE_WINDOW as the store's average cosine
-    goes from ALIKE_FROM to ALIKE_FULL, and a store of diverse findings keeps FUSION."""
-    assert fusion_for(0.0) == fusion_for(ALIKE_FROM) == FUSION
-    assert fusion_for(ALIKE_FULL) == fusion_for(0.9) == (KEYWORD_WEIGHT, *ALIKE_WINDOW)
-    weight, start, full = fusion_for((ALIKE_FROM + ALIKE_FULL) / 2)
-    assert weight == KEYWORD_WEIGHT
-    assert ALIKE_WINDOW[0] < start < TRUST_FROM and ALIKE_WINDOW[1] < full < TRUST_FULL
-    partial = np.array([0.0, TRUST_FROM - 0.1])  # a third of the question matched
-    assert keyword_weight(partial, *FUSION) == 0.0
-    assert keyword_weight(partial, *fusion_for(ALIKE_FULL)) > 0.3
-
-
-def test_how_alike_a_store_is_counts_once_it_holds_enough_notes():
-    rng = np.random.default_rng(2)
-    one_way = rng.standard_normal((ALIKE_NOTES, 8)) * 0.1 + 1.0
-    rows = DenseRows(8)
-    rows.put(np.arange(ALIKE_NOTES - 1), one_way[:-1])
-    assert alike(rows) == 0.0  # too few to tell
-    rows.put(np.array([ALIKE_NOTES - 1]), one_way[-1:])
-    assert alike(rows) == pytest.approx(rows.mean_cosine()) and alike(rows) > 0.9
 
 
 def test_a_full_keyword_match_lifts_a_note_but_cosine_still_orders_ties():

@@ -41,35 +41,6 @@ def test_exact_search_ranks_live_rows_only():
     assert np.allclose(sims, (vectors @ vectors[0])[expected], atol=1e-6)
 
 
-def average_cosine(matrix):
-    m = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
-    n = len(m)
-    return ((m @ m.T).sum() - n) / (n * (n - 1))
-
-
-@pytest.mark.parametrize("half", [False, True])
-def test_how_alike_the_rows_are_is_kept_as_rows_come_and_go(monkeypatch, half):
-    """The average cosine between two rows (how alike a store's notes are, which the fusion
-    reads) is the one computed from scratch after puts, replacements and deletes."""
-    if half:
-        monkeypatch.setattr(DenseRows, "HALF_ABOVE", 16)
-    rng = np.random.default_rng(5)
-    rows = DenseRows(8, capacity=4)
-    assert rows.mean_cosine() == 0.0
-    alike = unit(rng, 300) + 2 * unit(rng, 1)  # every row leans one way
-    rows.put(np.arange(300), 3 * alike)  # length does not count, only direction
-    assert rows._matrix.dtype == (np.float16 if half else np.float32)
-    assert rows.mean_cosine() == pytest.approx(average_cosine(alike), abs=1e-3)
-    assert rows.mean_cosine() > 0.5
-    other = unit(rng, 100)
-    rows.put(np.arange(100), other)  # replaced
-    rows.delete(range(250, 300))
-    now = np.vstack([other, alike[100:250]])
-    assert rows.mean_cosine() == pytest.approx(average_cosine(now), abs=1e-3)
-    rows.delete(range(1, 250))
-    assert len(rows) == 1 and rows.mean_cosine() == 0.0
-
-
 def test_a_large_matrix_is_held_in_half_precision_and_searched_alike(monkeypatch):
     monkeypatch.setattr(DenseRows, "HALF_ABOVE", 2048)
     rng = np.random.default_rng(3)

@@ -13,7 +13,7 @@ from ..errors import Command, InvalidInput
 from ..history import PastView
 from ..lexical import LexicalIndex
 from ..models import PRIORITIES, Hit, Hits, Note, utcnow
-from ..ranking import MODES, TRUST_FROM, nearest, rank_arrays
+from ..ranking import KEYWORD_WEIGHT, MODES, TRUST_FROM, TRUST_FULL, nearest, rank_arrays
 from ..store import Filters, Store
 from ..dense_rows import DenseRows
 from ..vectors import VectorIndex
@@ -30,13 +30,9 @@ def _fusion(ranked) -> dict[str, float] | None:
     """How a hybrid recall's score was made, for explain mode (``Hits.fusion``)."""
     if ranked is None or not len(ranked.ids):
         return None
-    most, start, full = ranked.fusion
-    fusion = {"weight": round(ranked.weight, 4), "covered": round(ranked.covered, 4),
-              "from": round(start, 4), "full": round(full, 4), "most": most,
-              "priority": PRIORITY_BONUS["high"]}
-    if start < TRUST_FROM:  # the store's notes are alike enough to move the window
-        fusion["alike"] = round(ranked.alike, 4)
-    return fusion
+    return {"weight": round(ranked.weight, 4), "covered": round(ranked.covered, 4),
+            "from": TRUST_FROM, "full": TRUST_FULL, "most": KEYWORD_WEIGHT,
+            "priority": PRIORITY_BONUS["high"]}
 
 
 @dataclass(frozen=True)
