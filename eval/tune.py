@@ -31,6 +31,9 @@ show the held-out folds' metrics pooled beside the option chosen on all queries.
    the settings that keep tests/test_eval.py's rule where the cosines are as measured
    (every metric of every query type within one query of the better channel). Ties go
    to the better overall recall@10.
+1b. Below the start (``ranking.lifted``): how many of the notes closest in meaning keep their
+   places while keywords lift the others under them, or none (keywords do not count below
+   the start), judged as the fusion is.
 2. The keyword feedback (``ranking.with_feedback``: how many of the first pass's best notes,
    how many of their words, and their weight; 72 settings and none), with ranking.py's
    fusion and context. The worst margin does not tell them apart (it sits on a slice
@@ -60,7 +63,7 @@ from nbmemory.engine import PRIORITY_BONUS  # noqa: E402
 from nbmemory.lexical import LexicalIndex  # noqa: E402
 from nbmemory.ranking import FEEDBACK as CURRENT_FEEDBACK  # noqa: E402
 from nbmemory.ranking import FUSION as CURRENT_FUSION  # noqa: E402
-from nbmemory.ranking import CONTEXT_WEIGHT, hybrid, rank  # noqa: E402
+from nbmemory.ranking import CONTEXT_WEIGHT, LIFT_BELOW, hybrid, rank  # noqa: E402
 from nbmemory.tokenizer import tokenize  # noqa: E402
 
 POOL = 100
@@ -73,6 +76,7 @@ MRR_SLACK = 0.005
 FEEDBACK = [None] + list(itertools.product((2, 3, 5), (5, 10, 15, 20),
                                            (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)))
 CONTEXT = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)
+LIFT = (None, 1, 2, 3, 4, 5, 6, 8)
 BM25_B = (0.1, 0.2, 0.3, 0.5, 0.75)
 CONDITIONS = ("one store", "one store, dense weakened", "a store per source",
               "a store per source, dense weakened")
@@ -148,13 +152,14 @@ PARTS = (*run.SLICES, "chat")
 
 
 def hybrid_scorer(fusion=CURRENT_FUSION, feedback=CURRENT_FEEDBACK,
-                  context: float = CONTEXT_WEIGHT):
+                  context: float = CONTEXT_WEIGHT, lift: int | None = LIFT_BELOW):
     """Hybrid as recall ranks it (``ranking.hybrid``), with the fusion of ``fusion`` (weight,
-    start, full), keyword feedback of ``feedback`` (notes, terms, weight) or none, and context
-    from the note before at weight ``context``."""
+    start, full), keyword feedback of ``feedback`` (notes, terms, weight) or none, context
+    from the note before at weight ``context``, and below the start keywords lifting notes
+    under the cosine's ``lift`` best (None: not at all)."""
     def score(r):
         return hybrid(r["query"], r["index"], r["sid"], r["lexical"], r["dense"], r["before"],
-                      fusion=fusion, feedback=feedback, context=context)[0]
+                      fusion=fusion, feedback=feedback, context=context, lift=lift)[0]
     return score
 
 
@@ -315,6 +320,10 @@ def main() -> None:
              "channel", fusion_settings(),
              lambda option: hybrid_scorer(fusion=option),
              CURRENT_FUSION, conditions, fold).report()
+    ByMargin("1b. below the start, keywords lift notes under the cosine's best (how many keep "
+             "their places; None: keywords do not count there), by the worst margin over the "
+             "better channel", list(LIFT), lambda option: hybrid_scorer(lift=option),
+             LIFT_BELOW, conditions, fold).report()
     ByRecall("2. keyword feedback (notes, words, weight), by recall@10 at no cost in MRR",
              FEEDBACK, lambda option: hybrid_scorer(feedback=option),
              CURRENT_FEEDBACK, conditions, fold, baseline=None).report()

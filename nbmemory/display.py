@@ -111,12 +111,18 @@ def _note_header(note: Note, score: float | None = None) -> str:
 
 def fusion_line(fusion: dict[str, float]) -> str:
     """How a hybrid recall's scores were made, in words (explain mode)."""
-    w, bonus = fusion["weight"], fusion["priority"]
+    w, bonus, below = fusion["weight"], fusion["priority"], fusion.get("below", 0)
+    covers = (f"the best keyword match covers {fusion['covered']:.0%} of the query's weighted "
+              f"words")
+    priority = f"(+{bonus:g} high priority, -{bonus:g} low)"
+    if below:
+        return (f"score = dense for the {below} notes closest in meaning; for the others "
+                f"dense + {w / (1 - w):.2f} x lexical, kept below those {below} {priority}. "
+                f"Keyword weight {w:.2f}: {covers}, under the {fusion['from']:.0%} from which "
+                f"keywords are mixed in (fully from {fusion['full']:.0%}).")
     formula = f"{1 - w:.2f} x dense + {w:.2f} x lexical" if w > 0 else "dense"
-    return (f"score = {formula} (+{bonus:g} high priority, -{bonus:g} low). Keyword weight "
-            f"{w:.2f}: the best keyword match covers {fusion['covered']:.0%} of the query's "
-            f"weighted words (keywords count from {fusion['from']:.0%}, fully from "
-            f"{fusion['full']:.0%}).")
+    return (f"score = {formula} {priority}. Keyword weight {w:.2f}: {covers} (keywords count "
+            f"from {fusion['from']:.0%}, fully from {fusion['full']:.0%}).")
 
 
 def hits_text(hits: Hits, *, provenance: bool = False) -> str:

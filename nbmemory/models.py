@@ -212,7 +212,9 @@ class Hits(list):
     answer may miss recent notes (a team store's server was unreachable). ``fusion``
     (explain mode, hybrid): how the scores were made: the keyword ``weight``, the share of
     the query its best keyword match ``covered``, the shares keywords count ``from`` and
-    are ``full`` at, their ``most`` weight, and the ``priority`` bonus (+ high, - low).
+    are ``full`` at, their ``most`` weight, the ``priority`` bonus (+ high, - low), and how
+    many notes closest in meaning kept their places ``below`` which keywords lifted the
+    others (0 unless the query's best keyword match covered less than ``from``).
     """
 
     def __init__(self, hits=(), *, query: str = "", filtered_out: int = 0,

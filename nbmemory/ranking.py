@@ -45,6 +45,27 @@ paraphrases 0.622 -> 0.612: one query), a store per source 0.873 -> 0.886 (chats
 0.852); with the cosines weakened (tune.py) 0.738 -> 0.779 and 0.745 -> 0.786 (the chats, one
 store each: 0.686 -> 0.747; BM25 alone 0.757).
 
+Below the start (:func:`lifted`). Where a query's best keyword match covers less than
+``TRUST_FROM`` of it, keywords are not mixed in, but no longer ignored: the ``LIFT_BELOW`` notes
+closest in meaning keep their places and cosines, and every other note scores its cosine plus
+w / (1 - w) times its keyword share after feedback (w rising from 0 to ``KEYWORD_WEIGHT`` as
+the best share goes from 0 to the start: the order the mix itself would give), eased to stay
+under the sixth best cosine (:func:`ease_under`). A paraphrase's wrong keyword matches can then
+only fill the places below those six, while a conversational question's answer, sharing a word
+or two with it where the cosine is weak, comes up into the top ten; the feedback's words (from
+the best notes of the first pass) bring up some answers in other words too. Measured on
+``eval/tune.py``'s candidates, paired: recall@1 unchanged everywhere; recall@10 a store per
+source, chats 0.852 -> 0.886 [+0.018, +0.052], paraphrases 0.724 -> 0.755, other natural
+questions 0.920 -> 0.927, all 0.886 -> 0.904; one store, chats 0.866 -> 0.879 [+0.003, +0.024],
+paraphrases 0.612 -> 0.617, all 0.851 -> 0.857; with the cosines weakened, the chats in their
+own stores 0.747 -> 0.799 [+0.030, +0.076], where keywords alone score 0.757 and hybrid had
+trailed them. MRR moves by +0.001 to +0.008. ``eval/tune.py`` (stage 1b: none, or 1-8 kept)
+chose 6 on all queries; its folds chose 3, 6, 5, 6 and none, as the one-store paraphrases sit
+at the rule's edge (one query under dense): with 4 kept, chats gained more (+3.7 a store per
+source, +6.6 weakened) but the one-store paraphrases fell to 1.5 queries under dense. The
+threshold hides what it did: ``min_score`` 0.2, none of 1,277 relevant top-10 hits in one store
+and 6 of 1,355 a store per source, none at rank 1.
+
 Keyword feedback (:func:`with_feedback`). Where keywords count (w > 0), the ``FEEDBACK_TERMS``
 words that best characterise the ``FEEDBACK_NOTES`` best notes of that first pass (their
 share of each note's words times idf, the query's own words left out) are looked up in
@@ -121,6 +142,10 @@ FEEDBACK_TERMS = 15
 FEEDBACK_WEIGHT = 0.4
 FUSION = (KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL)
 FEEDBACK = (FEEDBACK_NOTES, FEEDBACK_TERMS, FEEDBACK_WEIGHT)
+# Below the start, keywords lift notes to just under the cosine's LIFT_BELOW best (see the
+# module docstring); within LIFT_EASE of that cosine a lifted score slows, so order is kept.
+LIFT_BELOW = 6
+LIFT_EASE = 0.05
 # Context from the note written just before (see the module docstring; the gap that makes
 # two notes neighbours is store.filters.NEIGHBOUR_GAP_S).
 CONTEXT_WEIGHT = 0.35
@@ -170,9 +195,10 @@ def fuse(lexical: np.ndarray, dense: np.ndarray, weight: float = KEYWORD_WEIGHT,
     :func:`keyword_weight`: 0 while the query's best keyword match covers less than
     ``start`` of it (idf-weighted), rising to ``weight`` once one covers ``full``. So a
     question in other words than its note, whose only keyword matches are one or two
-    everyday words in wrong notes, is ranked by meaning alone and scores its cosine; a
-    question sharing some of its words with a note mixes both; an identifier lookup is
-    mostly keywords, and the cosine orders the notes holding it.
+    everyday words in wrong notes, is ranked by meaning and scores its cosine (in recall,
+    its keyword matches may still rise, but only below the notes closest in meaning:
+    :func:`lifted`); a question sharing some of its words with a note mixes both; an
+    identifier lookup is mostly keywords, and the cosine orders the notes holding it.
 
     One w per query keeps the score absolute (0..1, the same scale for every query), so
     ``min_score`` means the same whatever the query; a per-note weight or per-query
@@ -359,22 +385,61 @@ def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarr
            dense: np.ndarray, before: np.ndarray | None = None, drop: Container[int] = (), *,
            fusion: tuple[float, float, float] = FUSION,
            feedback: tuple[int, int, float] | None = FEEDBACK,
-           context: float = CONTEXT_WEIGHT) -> tuple[np.ndarray, np.ndarray, float, float]:
+           context: float = CONTEXT_WEIGHT,
+           lift: int | None = LIFT_BELOW) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Hybrid scores of the candidates ``ids`` (ascending) from their keyword shares and
     cosines, their keyword shares as fused, the keyword weight and the best share it was set
     by: context from the note before (``before``; None: none), the fusion (:func:`fuse`'s
-    weight, start, full), then keyword feedback (notes, terms, weight; None: none).
-    eval/tune.py varies the constants."""
+    weight, start, full), then keyword feedback (notes, terms, weight; None: none); below the
+    start, keywords lift notes under the cosine's ``lift`` best (:func:`lifted`; None: they
+    do not count). eval/tune.py varies the constants."""
     if before is not None and context:
         keyword = with_context(ids, keyword, before, drop, context)
     covered = float(np.max(keyword)) if len(keyword) else 0.0
     w = keyword_weight(keyword, *fusion)
+    if w == 0 and covered > 0 and lift and len(ids) > lift:
+        weight, start, _ = fusion
+        w = weight * min(1.0, covered / start) if start > 0 else weight
+        return (*lifted(query, lexical, ids, keyword, dense, w, lift, drop, feedback), w,
+                covered)
     score = mix(keyword, dense, w)
     if w > 0 and feedback is not None:
         notes, terms, weight = feedback
         keyword = with_feedback(query, lexical, ids, score, keyword, drop, notes, terms, weight)
         score = mix(keyword, dense, w)
     return score, keyword, w, covered
+
+
+def lifted(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarray,
+           dense: np.ndarray, w: float, below: int, drop: Container[int] = (),
+           feedback: tuple[int, int, float] | None = FEEDBACK) -> tuple[np.ndarray, np.ndarray]:
+    """Scores and keyword shares where the query's best keyword match covers too little of it
+    for keywords to be trusted: the ``below`` notes closest in meaning score their cosine and
+    keep their places; every other note scores its cosine plus ``w / (1 - w)`` times its
+    keyword share (after feedback: the order of the mix at weight ``w``), eased to stay under
+    the ``below``-th best cosine (:func:`ease_under`)."""
+    cosine = np.clip(np.asarray(dense, np.float32), 0.0, 1.0)
+    if feedback is not None:
+        notes, terms, weight = feedback
+        keyword = with_feedback(query, lexical, ids, mix(keyword, dense, w), keyword, drop,
+                                notes, terms, weight)
+    kept = top_positions(cosine, below)
+    score = ease_under(cosine + w / (1.0 - w) * np.asarray(keyword, np.float32),
+                       float(cosine[kept[-1]]))
+    score[kept] = cosine[kept]
+    return score, keyword
+
+
+def ease_under(scores: np.ndarray, cap: float, ease: float = LIFT_EASE) -> np.ndarray:
+    """``scores`` as they are up to ``cap - ease``, then rising ever more slowly towards
+    ``cap`` without reaching it: the order is kept, and nothing passes ``cap``."""
+    knee = cap - ease
+    over = scores > knee
+    out = scores.astype(np.float32, copy=True)
+    # Hyperbolic rather than exponential: 3 over the knee still ends 0.0008 under the cap,
+    # where float32 would round an exponential onto it.
+    out[over] = cap - ease / (1.0 + (scores[over] - knee) / ease)
+    return out
 
 
 _second: tuple[int, ThreadPoolExecutor] | None = None  # (its process, the thread)

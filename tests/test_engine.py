@@ -17,6 +17,7 @@ from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound,
 from nbmemory.display import hits_text, status_display
 from nbmemory.memory import Memory
 from nbmemory.models import PRIORITIES, Provenance
+from nbmemory.ranking import LIFT_BELOW
 from nbmemory.store import Filters, Store
 from nbmemory.store.rows import as_stored
 
@@ -184,6 +185,28 @@ def test_explain_says_how_each_score_was_made(memory):
     assert all(abs(h.score - max(h.dense, 0.0) - bonus[h.note.priority]) < 1e-3 for h in quiet)
     assert memory.recall("Airflow").fusion is None  # not asked to explain
     assert memory.recall("Airflow", explain=True, mode="lexical").fusion is None
+
+
+def test_below_the_start_keywords_lift_notes_under_the_closest_in_meaning(memory):
+    """A question sharing one telling word with a note, too little of it to mix keywords in:
+    the LIFT_BELOW notes closest in meaning keep their places and scores, the note with the
+    word rises to just under them (it was last by meaning), and explain says so."""
+    n = LIFT_BELOW
+    for i in range(n + 2):
+        memory.remember(f"what did they do about the car on the way home {i}")
+    memory.remember("the lighthouse keeper did retire")
+    query = "what did they say about the lighthouse on the hill"
+    hits = memory.recall(query, explain=True, min_score=-1, k=n + 3)
+    fusion = hits.fusion
+    assert fusion["covered"] < fusion["from"] and fusion["below"] == n and fusion["weight"] > 0
+    assert hits[n].note.text == "the lighthouse keeper did retire"
+    assert all(abs(h.score - h.dense) < 1e-6 for h in hits[:n])  # as by meaning alone
+    assert hits[n - 1].score > hits[n].score > hits[n + 1].score
+    assert hits[n].dense == min(h.dense for h in hits)  # last by meaning
+    assert (f"score = dense for the {n} notes closest in meaning; for the others dense + "
+            in hits_text(hits))
+    assert f"kept below those {n} (+0.02 high priority" in hits_text(hits)
+    assert "under the 35% from which keywords are mixed in (fully from 45%)." in hits_text(hits)
 
 
 def test_empty_recalls_are_counted(memory):

@@ -5,7 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from nbmemory.ranking import KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL, fuse, keyword_weight
+from nbmemory.ranking import (KEYWORD_WEIGHT, LIFT_EASE, TRUST_FROM, TRUST_FULL, ease_under, fuse,
+                              keyword_weight, lifted)
 
 
 def test_a_query_whose_keywords_match_little_is_ranked_by_meaning_alone():
@@ -23,6 +24,25 @@ def test_a_partial_keyword_match_counts_once_the_query_is_covered_enough():
     w = keyword_weight(lexical)
     assert 0 < w < KEYWORD_WEIGHT
     assert fused == pytest.approx((1 - w) * dense + w * lexical)
+
+
+def test_eased_scores_keep_their_order_and_stay_under_the_cap():
+    scores = np.array([0.1, 0.5 - LIFT_EASE, 0.47, 0.5, 0.9, 3.0], np.float32)
+    eased = ease_under(scores, 0.5)
+    assert eased[:2].tolist() == pytest.approx(scores[:2].tolist())  # below the knee: as they are
+    assert np.all(np.diff(eased) > 0) and eased.max() < 0.5
+
+
+def test_below_the_start_the_closest_in_meaning_keep_their_places():
+    """Keyword shares lift notes, in the mix's order, to just under the cosine's n-th best;
+    those n keep their cosines (no index: no keyword feedback)."""
+    dense = np.array([0.9, 0.8, 0.7, 0.2, 0.3, 0.25], np.float32)
+    keyword = np.array([0.0, 0.0, 0.0, 0.5, 0.0, 0.1], np.float32)
+    score, shares = lifted("q", None, np.arange(6), keyword, dense, 0.6, 2, feedback=None)
+    assert score[:2].tolist() == pytest.approx([0.9, 0.8])
+    assert np.argsort(-score).tolist() == [0, 1, 3, 2, 5, 4]  # 3 lifted past 2, never past 1
+    assert score[3] < 0.8 and shares.tolist() == keyword.tolist()
+    assert score[4] == pytest.approx(0.3)  # no keyword, not near the cap: its cosine
 
 
 def test_a_full_keyword_match_lifts_a_note_but_cosine_still_orders_ties():
