@@ -255,9 +255,10 @@ def by_domain(queries: list[dict], runs: dict, kind: str = "natural") -> dict:
 def by_coverage(queries: list[dict], runs: dict, covered: list[float],
                 kind: str = "natural") -> dict:
     """{band: {mode: recall@10}} over the queries of one slice, by how much of each its best
-    keyword match covers (``rank_all``'s ``coverage``): below ``TRUST_FROM`` the fusion ranks
-    by the cosine alone, from ``TRUST_FULL`` keywords have their full weight. Where hybrid
-    trails keywords alone, this says in which band."""
+    keyword match covers (``rank_all``'s ``coverage``): below ``TRUST_FROM`` the notes closest
+    in meaning come first and keywords only lift the others (``ranking.lifted``), from
+    ``TRUST_FULL`` keywords have their full weight. Where hybrid trails keywords alone, this
+    says in which band."""
     values = per_query(queries, runs)
     bands = {f"under {TRUST_FROM}": (0.0, TRUST_FROM), f"{TRUST_FROM}-{TRUST_FULL}":
              (TRUST_FROM, TRUST_FULL), f"{TRUST_FULL} and over": (TRUST_FULL, 2.0)}
