@@ -121,6 +121,22 @@ def test_a_loaded_index_estimates_from_its_graph_until_its_rows_are_copied(tmp_p
     assert later.keys().tolist() == now.keys().tolist()
 
 
+def test_every_vector_added_in_one_batch_is_found_by_the_graph():
+    from nbmemory.vectors import VectorIndex
+
+    rng = np.random.default_rng(4)
+    keys = np.arange(1, 3001, dtype=np.int64)
+    vectors = unit(rng, len(keys))
+    added = VectorIndex(8, dtype="f32")
+    added.add(keys, vectors)  # a bulk remember into a graph (parallel insertion lost ~4)
+    built = VectorIndex.build(8, keys[:2000], vectors[:2000], dtype="f32")  # a small rebuild
+    for index, n in ((added, 3000), (built, 2000)):
+        assert not index.building
+        lost = [k for k, v in zip(keys[:n].tolist(), vectors[:n])
+                if index.search(v, 1)[0].tolist() != [k]]
+        assert lost == []
+
+
 def test_a_loaded_graph_stays_a_view_of_its_file_changes_go_beside_it_until_a_save(tmp_path,
                                                                                    monkeypatch):
     from nbmemory.vectors import VectorIndex
