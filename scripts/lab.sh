@@ -6,4 +6,9 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 VENV=${NBMEMORY_VENV:-.venv}
 export HF_HUB_OFFLINE=1
-exec "$VENV/bin/jupyter" lab --notebook-dir=notebooks "$@"
+ARGS=()
+if [ "$(id -u)" = 0 ]; then  # a container's user: Jupyter refuses root without the flag
+  echo "==> running as root: starting JupyterLab with --allow-root" >&2
+  ARGS+=(--allow-root)
+fi
+exec "$VENV/bin/jupyter" lab --notebook-dir=notebooks ${ARGS[@]+"${ARGS[@]}"} "$@"
