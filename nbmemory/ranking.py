@@ -160,7 +160,9 @@ class Scored(NamedTuple):
 
 class Ranked(NamedTuple):
     """The candidates of one query and their scores, one array each, in id order; in hybrid
-    mode also the query's keyword weight and how much of it its best keyword match covers."""
+    mode also the query's keyword weight, how much of it its best keyword match covers, and
+    how many notes closest in meaning kept their places while keywords lifted the others
+    (:func:`lifted`; 0: the mix ranked them all)."""
 
     ids: np.ndarray
     score: np.ndarray
@@ -168,6 +170,7 @@ class Ranked(NamedTuple):
     dense: np.ndarray
     weight: float = 0.0
     covered: float = 0.0
+    kept: int = 0
 
     def rows(self) -> list[Scored]:
         return [Scored(int(i), float(s), float(lx), float(d))
@@ -375,10 +378,10 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         lex = np.minimum(lex / scale, 1.0)
     if mode != "hybrid":
         return Ranked(union, {"lexical": lex, "dense": dense}[mode], lex, dense)
-    score, lex, weight, covered = hybrid(query, lexical, union, lex, dense,
-                                         neighbours.before if neighbours is not None else None,
-                                         drop, feedback=FEEDBACK if feedback else None)
-    return Ranked(union, score, lex, dense, weight, covered)
+    score, lex, weight, covered, kept = hybrid(
+        query, lexical, union, lex, dense, neighbours.before if neighbours is not None else None,
+        drop, feedback=FEEDBACK if feedback else None)
+    return Ranked(union, score, lex, dense, weight, covered, kept)
 
 
 def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarray,
@@ -386,13 +389,14 @@ def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarr
            fusion: tuple[float, float, float] = FUSION,
            feedback: tuple[int, int, float] | None = FEEDBACK,
            context: float = CONTEXT_WEIGHT,
-           lift: int | None = LIFT_BELOW) -> tuple[np.ndarray, np.ndarray, float, float]:
+           lift: int | None = LIFT_BELOW) -> tuple[np.ndarray, np.ndarray, float, float, int]:
     """Hybrid scores of the candidates ``ids`` (ascending) from their keyword shares and
-    cosines, their keyword shares as fused, the keyword weight and the best share it was set
-    by: context from the note before (``before``; None: none), the fusion (:func:`fuse`'s
-    weight, start, full), then keyword feedback (notes, terms, weight; None: none); below the
-    start, keywords lift notes under the cosine's ``lift`` best (:func:`lifted`; None: they
-    do not count). eval/tune.py varies the constants."""
+    cosines, their keyword shares as fused, the keyword weight, the best share it was set by,
+    and how many notes kept their places while keywords lifted the others (0: none): context
+    from the note before (``before``; None: none), the fusion (:func:`fuse`'s weight, start,
+    full), then keyword feedback (notes, terms, weight; None: none); below the start,
+    keywords lift notes under the cosine's ``lift`` best (:func:`lifted`; None: they do not
+    count). eval/tune.py varies the constants."""
     if before is not None and context:
         keyword = with_context(ids, keyword, before, drop, context)
     covered = float(np.max(keyword)) if len(keyword) else 0.0
@@ -401,13 +405,13 @@ def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarr
         weight, start, _ = fusion
         w = weight * min(1.0, covered / start) if start > 0 else weight
         return (*lifted(query, lexical, ids, keyword, dense, w, lift, drop, feedback), w,
-                covered)
+                covered, lift)
     score = mix(keyword, dense, w)
     if w > 0 and feedback is not None:
         notes, terms, weight = feedback
         keyword = with_feedback(query, lexical, ids, score, keyword, drop, notes, terms, weight)
         score = mix(keyword, dense, w)
-    return score, keyword, w, covered
+    return score, keyword, w, covered, 0
 
 
 def lifted(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarray,

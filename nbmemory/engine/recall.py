@@ -13,8 +13,7 @@ from ..errors import Command, InvalidInput
 from ..history import PastView
 from ..lexical import LexicalIndex
 from ..models import PRIORITIES, Hit, Hits, Note, utcnow
-from ..ranking import (KEYWORD_WEIGHT, LIFT_BELOW, MODES, TRUST_FROM, TRUST_FULL, nearest,
-                       rank_arrays)
+from ..ranking import KEYWORD_WEIGHT, MODES, TRUST_FROM, TRUST_FULL, nearest, rank_arrays
 from ..store import Filters, Store
 from ..dense_rows import DenseRows
 from ..vectors import VectorIndex
@@ -31,10 +30,9 @@ def _fusion(ranked) -> dict[str, float] | None:
     """How a hybrid recall's score was made, for explain mode (``Hits.fusion``)."""
     if ranked is None or not len(ranked.ids):
         return None
-    lifting = ranked.weight > 0 and ranked.covered < TRUST_FROM  # ranking.lifted
     return {"weight": round(ranked.weight, 4), "covered": round(ranked.covered, 4),
             "from": TRUST_FROM, "full": TRUST_FULL, "most": KEYWORD_WEIGHT,
-            "below": LIFT_BELOW if lifting else 0, "priority": PRIORITY_BONUS["high"]}
+            "below": ranked.kept, "priority": PRIORITY_BONUS["high"]}
 
 
 @dataclass(frozen=True)
