@@ -11,7 +11,8 @@ import os
 import sys
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic import (Magics, line_cell_magic, line_magic, magics_class,
+                                no_var_expand)
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 from traitlets import Bool, Float, Int, Unicode, default, observe
@@ -185,6 +186,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
               help="keep the result of cell [N] (its execution count) as the evidence")
     @argument("text", nargs="*", help="the finding itself; in %%remember the cell body")
     @line_cell_magic
+    @no_var_expand
     def remember(self, line: str, cell: str | None = None):
         """Store a finding: %remember [-p high] [-t a,b] [-k kind] [--about X] text
 
@@ -283,6 +285,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
     @argument("--mine", action="store_true", help="only notes you wrote (a team store)")
     @argument("query", nargs="*", help="what you want to know, in any words")
     @line_magic
+    @no_var_expand
     def recall(self, line: str):
         """Find notes by meaning and by keyword: %recall [-k N] [-t tags] [--kind K] query
 
@@ -334,6 +337,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
     @argument("--yes", action="store_true", help="with --purge: do not ask")
     @argument("ids", nargs="*", help="ids of the notes to forget")
     @line_magic
+    @no_var_expand
     def forget(self, line: str):
         """Forget notes (reversible): %forget ID [ID ...]; undo with %memory reinstate ID
 
@@ -374,6 +378,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
               help="what changed from snapshot A to snapshot B (default: now)")
     @argument("name", nargs="*", help="snapshot name (no spaces); with --diff: A [B]")
     @line_magic
+    @no_var_expand
     def snapshot(self, line: str):
         """Seal what you know now: %snapshot NAME [-m message]
 
@@ -400,6 +405,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
     # -- %memory --------------------------------------------------------------------------
 
     @line_magic
+    @no_var_expand
     def memory(self, line: str):
         """Status and upkeep of the store.
 

@@ -62,6 +62,22 @@ def test_remember_line_form_keeps_quotes_and_options(ip):
     assert hits[0].note.provenance.source == "ipython"
 
 
+def test_magics_keep_dollars_and_braces_as_typed(ip):
+    # IPython would put variables and expressions in place of $name and {expr}.
+    ip.user_ns["amount"] = 42
+    run(ip, "remember price is $amount in USD, {amount} and {1+1}; costs $5")
+    run(ip, "remember -t $amount", "format with '{:>10}' and ${amount}")
+    run(ip, "snapshot price-{amount} -m \"cost $amount\"")
+    hits, _ = run(ip, "recall price $amount {amount}")
+    assert {h.note.text for h in hits} == {
+        "price is $amount in USD, {amount} and {1+1}; costs $5",
+        "format with '{:>10}' and ${amount}"}
+    assert [h.note.tags for h in hits if h.note.text.startswith("format")] == [("$amount",)]
+    assert hits.query == "price $amount {amount}"
+    _, out = run(ip, "snapshot --list")
+    assert "price-{amount}" in out.stdout and "cost $amount" in out.stdout
+
+
 def test_remember_cell_form_uses_the_body(ip):
     run(ip, "remember -t locks", "acquire_lock() must run first.\nThe watcher races it.")
     note = run(ip, "recall watcher")[0][0].note
