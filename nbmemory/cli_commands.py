@@ -120,7 +120,7 @@ def cmd_recall(mem, args) -> None:
 
     if args.as_of:
         print(f"As of snapshot {args.as_of!r}:")
-    print(hits_text(hits, provenance=args.provenance))
+    print(hits_text(hits, provenance=args.provenance, show="nbmemory show {0}"))
 
 
 def cmd_edit(mem, args) -> None:

@@ -60,11 +60,18 @@ def _lines_html(text: str) -> str:
     return html.escape(text).replace("\n", "<br>")
 
 
-def _clamped_html(text: str) -> str:
+def _cut(text: str) -> int:
+    """Where a long note's start ends (at a space near CLAMP), or its length if it is short."""
     if len(text) <= CLAMP + CLAMP // 3:
-        return _lines_html(text)
+        return len(text)
     cut = text.rfind(" ", 0, CLAMP)
-    cut = cut if cut > CLAMP // 2 else CLAMP
+    return cut if cut > CLAMP // 2 else CLAMP
+
+
+def _clamped_html(text: str) -> str:
+    cut = _cut(text)
+    if cut == len(text):
+        return _lines_html(text)
     rest = text[cut:]
     return (f'{_lines_html(text[:cut])}<details class="nbm-more"><summary class="nbm-muted">'
             f"… {len(rest):,} more characters</summary>{_lines_html(rest)}</details>")
@@ -125,7 +132,18 @@ def fusion_line(fusion: dict[str, float]) -> str:
             f"from {fusion['from']:.0%}, fully from {fusion['full']:.0%}).")
 
 
-def hits_text(hits: Hits, *, provenance: bool = False) -> str:
+def _clamped_text(note: Note, show: str | None) -> str:
+    cut = _cut(note.text)
+    if cut == len(note.text):
+        return _wrap(note.text)
+    more = f"… {len(note.text) - cut:,} more characters"
+    return _wrap(note.text[:cut].rstrip()) + "\n     " + (
+        f"{more}: {show.format(note.id)}" if show else more)
+
+
+def hits_text(hits: Hits, *, provenance: bool = False, show: str | None = None) -> str:
+    """Hits as a terminal shows them; a long note shows its start, and ``show`` (e.g.
+    ``"nbmemory show {0}"``) says how to see the rest."""
     lines = [f"({hits.behind})"] if hits.behind else []
     if not len(hits):
         lines.append(f"No notes match {hits.query!r}.")
@@ -134,7 +152,7 @@ def hits_text(hits: Hits, *, provenance: bool = False) -> str:
             lines.append(_note_header(hit.note, hit.score))
             if hits.explain:
                 lines.append(f"     lexical {hit.lexical:.3f}  dense {hit.dense:.3f}")
-            lines.append(_wrap(hit.note.text))
+            lines.append(_clamped_text(hit.note, show))
             if provenance:
                 lines.append("     " + _from(hit.note))
                 if hit.note.anchors:

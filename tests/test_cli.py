@@ -95,6 +95,18 @@ def test_remember_and_recall_json_and_text(nbm):
     assert r.code == 0 and r.json["hits"] == []
 
 
+def test_recall_shows_the_start_of_a_long_note_and_how_to_see_it_all(nbm):
+    long = "retry budget " + " ".join(f"word{i}" for i in range(3000))
+    nbm("remember", "-", stdin=long)
+    r = nbm("recall", "retry", "budget")
+    assert r.code == 0
+    start = " ".join(line.strip() for line in r.out.splitlines()[1:-1])
+    assert long.startswith(start) and 500 < len(start) < 700
+    assert r.out.splitlines()[-1] == (
+        f"     … {len(long) - len(start):,} more characters: nbmemory show 1")
+    assert "word2999" in nbm("show", "1").out
+
+
 def test_global_options_work_after_the_command(nbm, store_dir):
     nbm("remember", "a finding about parquet files")
     r = cli.main(["list", "--json", "--store", str(store_dir)])
