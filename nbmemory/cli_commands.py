@@ -180,7 +180,7 @@ def purge(mem, args) -> None:
 
 
 def cmd_reinstate(mem, args) -> None:
-    notes = [mem.reinstate(i) for i in args.ids]
+    notes = mem.reinstate(args.ids)
     if args.json:
         return emit_json({"reinstated": [n.to_dict() for n in notes]})
     print(f"Reinstated {', '.join(f'#{n.id}' for n in notes)}.")

@@ -38,9 +38,8 @@ class MemoryCommands:
         ids = parse_ids(rest)
         if not ids:
             raise UsageError("Give the id of the note to reinstate: %memory reinstate 12")
-        for note_id in ids:
-            note = self.mem.reinstate(note_id)
-            print(f"Reinstated #{note.id}.")
+        notes = self.mem.reinstate(ids)
+        print(f"Reinstated {', '.join(f'#{n.id}' for n in notes)}.")
 
     def _memory_insert(self, rest: str):
         ids = parse_ids(rest)

@@ -356,7 +356,10 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
 
     def _purge(self, ids: list[int], *, confirmed: bool) -> None:
         with usage_errors():
-            notes = [self.mem.get(i) for i in ids]
+            notes = [self.mem.get(i) for i in dict.fromkeys(ids)]
+        purged = [f"#{n.id}" for n in notes if n.status == "purged"]
+        if purged:
+            raise UsageError(f"Already purged: {', '.join(purged)}. Nothing was erased.")
         if not confirmed:
             listed = ", ".join(f"#{n.id}" for n in notes)
             answer = input(f"Erase {listed} permanently (text and vectors; cannot be undone)? "

@@ -294,10 +294,11 @@ class Memory:
         return self._call("forget", note_ids=ids, actor=actor,
                           request_id=request_id)
 
-    def reinstate(self, note_id: int, *, actor: str | None = None,
-                  request_id: str | None = None) -> Note:
-        """Bring back a forgotten (revoked) note."""
-        return self._call("reinstate", note_id=note_id, actor=actor,
+    def reinstate(self, note_id: int | Iterable[int], *, actor: str | None = None,
+                  request_id: str | None = None) -> Note | list[Note]:
+        """Bring back a forgotten (revoked) note, or several (a list back; all or none)."""
+        many = hasattr(note_id, "__iter__") and not isinstance(note_id, (str, bytes, dict))
+        return self._call("reinstate", note_id=list(note_id) if many else note_id, actor=actor,
                           request_id=request_id)
 
     def purge(self, note_id: int, *, actor: str | None = None,

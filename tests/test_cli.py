@@ -127,13 +127,18 @@ def test_list_show_history_forget_reinstate(nbm):
     assert r.code == 0 and [n["status"] for n in r.json["forgotten"]] == ["revoked", "revoked"]
     r = nbm("forget", "2")
     assert r.code == 1
-    assert one_line(r.err) == ("nbmemory: Cannot forget note #2: it is revoked; reinstate it "
-                               "first with nbmemory reinstate 2.")
+    assert one_line(r.err) == ("nbmemory: Note #2 is already forgotten; nbmemory reinstate 2 "
+                               "brings it back.")
     r = nbm("list", "--status", "revoked", "--json")
     assert [n["id"] for n in r.json["notes"]] == [3, 2]
 
-    r = nbm("reinstate", "2", "--json")
-    assert r.code == 0 and r.json["reinstated"][0]["status"] == "active"
+    # All or none: one id that cannot come back keeps the others forgotten.
+    r = nbm("reinstate", "2", "999")
+    assert r.code == 1 and one_line(r.err).startswith("nbmemory: No note #999.")
+    r = nbm("reinstate", "2", "2", "--json")
+    assert r.code == 0 and [n["status"] for n in r.json["reinstated"]] == ["active"]
+    r = nbm("reinstate", "3", "2")
+    assert (r.code, one_line(r.err)) == (1, "nbmemory: Cannot reinstate note #2: it is active.")
     r = nbm("reinstate", "3")
     assert (r.code, r.out.strip()) == (0, "Reinstated #3.")
 

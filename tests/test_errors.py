@@ -44,5 +44,4 @@ def test_a_notebook_is_told_the_magic_through_the_owner(tmp_path):
         with pytest.raises(Conflict) as caught:
             mem.forget(note.id)
     assert caught.value.render(syntax.MAGIC) == (
-        f"Cannot forget note #{note.id}: it is revoked; reinstate it first with "
-        f"%memory reinstate {note.id}.")
+        f"Note #{note.id} is already forgotten; %memory reinstate {note.id} brings it back.")

@@ -129,7 +129,20 @@ def test_forgetting_several_notes_suggests_one_undo_that_works_when_pasted(ip):
     _, out = run(ip, "forget 1 2 3")
     assert out.stdout.strip() == "Forgot #1, #2, #3. Undo with: %memory reinstate 1 2 3"
     _, out = run(ip, out.stdout.strip().split("Undo with: %")[1])
-    assert out.stdout.split() == ["Reinstated", "#1.", "Reinstated", "#2.", "Reinstated", "#3."]
+    assert out.stdout.strip() == "Reinstated #1, #2, #3."
+
+
+def test_a_note_named_twice_is_forgotten_and_reinstated_once(ip):
+    run(ip, "remember the watcher races the lock")
+    _, out = run(ip, "forget 1 1")
+    assert out.stdout.strip() == "Forgot #1. Undo with: %memory reinstate 1"
+    with pytest.raises(UsageError, match=r"^Note #1 is already forgotten; %memory reinstate 1 "
+                                         r"brings it back\.$"):
+        run(ip, "forget 1")
+    _, out = run(ip, "memory reinstate 1 1")
+    assert out.stdout.strip() == "Reinstated #1."
+    assert [e.type for e in ip.magics_manager.registry["NbMemory"].mem.history(1)] == [
+        "created", "revoked", "reinstated"]
 
 
 def test_forget_and_reinstate(ip):
@@ -225,6 +238,9 @@ def test_purge_asks_for_confirmation(ip, monkeypatch):
     assert len(run(ip, "recall api key")[0]) == 0
     _, out = run(ip, "memory history 1")
     assert "purged" in out.stdout
+    monkeypatch.setattr("builtins.input", lambda prompt: pytest.fail("asked again"))
+    with pytest.raises(UsageError, match=r"^Already purged: #1\. Nothing was erased\.$"):
+        run(ip, "forget --purge 1")
 
 
 def test_export_and_import_magics(ip, tmp_path):

@@ -295,16 +295,20 @@ class Writes(Part):
         note = self.store.get_notes([note_id]).get(note_id)
         if note is None:
             raise NotFound(no_note(note_id))
-        if note.status != status:
-            hint, then = {"revoked": ("reinstate it first with {0}",
-                                      Command("reinstate", (note_id,))),
-                          "superseded": ("change the note that superseded it instead", None),
-                          "purged": ("it was purged and cannot come back", None),
-                          "refuted": ("reopen it first with {0}", Command("reopen", (note_id,))),
-                          "active": ("it is active", None)}[note.status]
-            raise Conflict(f"Cannot {action} note #{note_id}: it is {note.status}; {hint}.",
-                           *([then] if then else []))
-        return note
+        if note.status == status:
+            return note
+        if note.status == "revoked" and action == "forget":
+            raise Conflict(f"Note #{note_id} is already forgotten; {{0}} brings it back.",
+                           Command("reinstate", (note_id,)))
+        why, then = {"revoked": ("is revoked; reinstate it first with {0}",
+                                 Command("reinstate", (note_id,))),
+                     "superseded": ("is superseded; change the note that superseded it instead",
+                                    None),
+                     "purged": ("was purged and cannot come back", None),
+                     "refuted": ("is refuted; reopen it first with {0}",
+                                 Command("reopen", (note_id,))),
+                     "active": ("is active", None)}[note.status]
+        raise Conflict(f"Cannot {action} note #{note_id}: it {why}.", *([then] if then else []))
 
     def _done_before(self, request_id: str | None, note_id: int) -> Note | None:
         """The note as it is now when ``request_id`` was already applied (a resent write)."""
@@ -317,7 +321,7 @@ class Writes(Part):
         """Revoke notes: hidden from recall, kept in history, reversible with reinstate."""
         if isinstance(note_ids, (str, bytes)) or not hasattr(note_ids, "__iter__"):
             note_ids = [note_ids]
-        ids = [valid_id(i) for i in note_ids]
+        ids = list(dict.fromkeys(valid_id(i) for i in note_ids))
         if not ids:
             raise InvalidInput("Give the id of the note to forget, e.g. {0}",
                                Command("forget", (12,)))
@@ -333,17 +337,26 @@ class Writes(Part):
             notes = self.store.get_notes(ids)
             return [notes[i] for i in ids]
 
-    def reinstate(self, note_id: int, *, actor: str | None = None,
-                  request_id: str | None = None) -> Note:
-        """Bring back a forgotten (revoked) note."""
+    def reinstate(self, note_id: int | Iterable[int], *, actor: str | None = None,
+                  request_id: str | None = None) -> Note | list[Note]:
+        """Bring back forgotten (revoked) notes: one id gives its note, several a list, and
+        either all of them come back or none does."""
+        single = isinstance(note_id, (str, bytes)) or not hasattr(note_id, "__iter__")
+        ids = list(dict.fromkeys(valid_id(i) for i in ([note_id] if single else note_id)))
+        if not ids:
+            raise InvalidInput("Give the id of the note to reinstate, e.g. {0}",
+                               Command("reinstate", (12,)))
         with self.lock:
-            if (done := self._done_before(request_id, note_id)) is not None:
-                return done
-            self.require_status(note_id, "revoked", "reinstate")
-            with self.engine.writing() as entry:
-                entry.append("reinstated", note_id, actor=actor or default_author(),
-                             at=utcnow(), request_id=request_id)
-            return self.engine.reads.get(note_id)
+            if not (request_id and self.store.request_event(request_id) is not None):
+                for one in ids:
+                    self.require_status(one, "revoked", "reinstate")
+                at, actor = utcnow(), actor or default_author()
+                with self.engine.writing() as entry:
+                    for one in ids:
+                        entry.append("reinstated", one, actor=actor, at=at,
+                                     request_id=request_id)
+            notes = [self.engine.reads.get(one) for one in ids]
+            return notes[0] if single else notes
 
     def purge(self, note_id: int, *, actor: str | None = None,
               request_id: str | None = None) -> Note:
