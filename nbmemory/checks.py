@@ -24,6 +24,9 @@ DEFAULT_BUDGET = 1.0  # seconds a check may run
 MAX_VALUE = 200  # characters of a value kept
 
 
+_PAST_BUDGET = "ran past its budget"
+
+
 class CheckTimeout(Exception):
     """A check ran past its budget."""
 
@@ -39,6 +42,11 @@ class Outcome:
 
     def to_dict(self) -> dict[str, str]:
         return {k: v for k, v in self.__dict__.items() if v}
+
+    @property
+    def trouble(self) -> str:
+        """What kept an error from giving a value, to follow the expression in a sentence."""
+        return self.error if self.error.startswith(_PAST_BUDGET) else f"raised {self.error}"
 
 
 def parse(expression: str) -> ast.Expression:
@@ -131,7 +139,7 @@ def _result(value: Any, shown: Any) -> Outcome:
 
 def _error(exc: BaseException, budget: float) -> Outcome:
     if isinstance(exc, CheckTimeout):
-        return Outcome("error", error=f"ran past its budget of {budget:g} s")
+        return Outcome("error", error=f"{_PAST_BUDGET} of {budget:g} s")
     return Outcome("error", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:MAX_VALUE])
 
 
@@ -166,7 +174,7 @@ def _in_thread(run, budget: float) -> Outcome:
     worker.start()
     worker.join(budget)
     if worker.is_alive():
-        return Outcome("error", error=f"ran past its budget of {budget:g} s (left running "
+        return Outcome("error", error=f"{_PAST_BUDGET} of {budget:g} s (left running "
                                       "in the background)")
     if "error" in box:
         return _error(box["error"], budget)

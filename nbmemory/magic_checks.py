@@ -22,7 +22,7 @@ def describe(note_id: int, expression: str, outcome: evaluation.Outcome) -> str:
     if outcome.status == "failed":
         return f"#{note_id} FAILS: {expression} is now False (value {outcome.value})"
     if outcome.status == "error":
-        return f"#{note_id} could not be checked: {expression} raised {outcome.error}"
+        return f"#{note_id} could not be checked: {expression} {outcome.trouble}"
     return f"#{note_id} not checked: {expression} ({outcome.why})"
 
 

@@ -78,7 +78,7 @@ def _checked(expression: str, namespace: Mapping[str, Any] | None, budget: float
     outcome = evaluation.evaluate(expression, namespace, budget=budget)
     if outcome.status != "passed":
         said = {"failed": f"is False here (value {outcome.value})",
-                "error": f"raised {outcome.error}", "skipped": outcome.why}[outcome.status]
+                "error": outcome.trouble, "skipped": f"cannot run ({outcome.why})"}[outcome.status]
         raise InvalidInput(f"The check {expression.strip()!r} {said}; the note was not "
                            "stored. Fix the check or the finding.")
     return evaluation.check_anchor(expression, namespace, outcome)

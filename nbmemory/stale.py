@@ -211,10 +211,11 @@ class StaleChecker:
             raise InvalidInput(f"--about {item}: {exc}. The note was not stored.") from None
         if anchor is None:
             what = "matches" if is_glob(str(item)) else "exists"
+            looked = ("" if os.path.isabs(os.path.expanduser(str(item))) else
+                      f" (looked in {', '.join(dict.fromkeys(str(r) for r in roots))})")
             raise InvalidInput(
-                f"--about {item}: nothing {what} there (looked in "
-                f"{', '.join(str(r) for r in roots)}). Check the path, or for a variable run "
-                "the cell that defines it first. The note was not stored.")
+                f"--about {item}: nothing {what} there{looked}. Check the path, or for a "
+                "variable run the cell that defines it first. The note was not stored.")
         return anchor
 
     # -- checking ---------------------------------------------------------------------------

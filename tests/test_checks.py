@@ -1,6 +1,8 @@
 """Findings that check themselves: checks written, refused, re-run, failed as stale
 reasons, trusted; in the API, in an InteractiveShell and in a real kernel (nbclient)."""
 
+import re
+
 import nbformat
 import pytest
 from IPython.core.error import UsageError
@@ -68,6 +70,16 @@ def test_a_check_must_hold_to_be_remembered(memory):
         memory.remember("mean over 10", check="orders.amount.mean() > 10", namespace=ns)
     with pytest.raises(InvalidInput, match="pass namespace=globals()"):
         memory.remember("x", check=CHECK)
+    with pytest.raises(InvalidInput, match=r"^The check 'missing > 1' cannot run \(missing not "
+                                           r"defined here\); the note was not stored"):
+        memory.remember("x", check="missing > 1", namespace=ns)
+    with pytest.raises(InvalidInput, match=r"^The check 'orders.nope > 1' raised "
+                                           r"AttributeError: .*; the note was not stored"):
+        memory.remember("x", check="orders.nope > 1", namespace=ns)
+    endless = "all(True for _ in iter(int, 1))"
+    with pytest.raises(InvalidInput, match=re.escape(
+            f"The check {endless!r} ran past its budget of 0.2 s; the note was not stored")):
+        memory.remember("x", check=endless, namespace=ns, budget=0.2)
     assert memory.notes().total == 0
     note = memory.remember("orders.amount has under 5% nulls", check=CHECK, namespace=ns)
     [item] = memory.checks()
@@ -278,7 +290,7 @@ def test_checks_in_a_real_kernel(tmp_path):
         assert outputs(nb, 6) == f"#1 FAILS: {CHECK} is now False (value 0.25)\n"
         assert outputs(nb, 7) == f"nbmemory: #1 holds: {CHECK} (value 0.0)\n"
         # past its budget: stopped, reported, and the cell goes on
-        assert outputs(nb, 9) == ("#2 could not be checked: slow() raised ran past its budget "
+        assert outputs(nb, 9) == ("#2 could not be checked: slow() ran past its budget "
                                   "of 0.5 s\nthe kernel goes on\n")
         # raises: an outcome, not a traceback
         assert outputs(nb, 11).startswith("#3 could not be checked: orders.amount.sum() > 0 "

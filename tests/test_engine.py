@@ -786,6 +786,7 @@ def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir)
     (lambda m: m.forget([True]), "not True"),
     (lambda m: m.get("1"), "not '1'"),
     (lambda m: m.reinstate(0), "No note #0: note ids start at 1"),
+    (lambda m: m.forget(10**23), f"No note #{10**23}. Recall or list notes"),
     (lambda m: m.remember(b"x"), "The note is bytes; decode it to text first"),
     (lambda m: m.remember(42), "The note must be text, not int"),
     (lambda m: m.remember("ok \ud800 text"), "not valid Unicode"),

@@ -183,6 +183,9 @@ def test_about_something_that_does_not_exist_is_refused_and_nothing_stored(ws, m
         mem.remember("about a missing file", about=["data/nope.csv"])
     with pytest.raises(InvalidInput, match=r"--about data/\*\.xlsx: nothing matches there"):
         mem.remember("about a glob matching nothing", about=["data/*.xlsx"])
+    with pytest.raises(InvalidInput) as caught:  # an absolute path was looked for only there
+        mem.remember("about a missing absolute path", about=[str(ws / "none.csv")])
+    assert str(caught.value).startswith(f"--about {ws / 'none.csv'}: nothing exists there. ")
     assert mem.notes().total == 1
 
 

@@ -71,7 +71,8 @@ def note_id(value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InvalidInput(f"A note id is a whole number like 12, not {value!r}")
     if not 1 <= int(value) <= MAX_NOTE_ID:
-        raise InvalidInput(f"No note #{value}: note ids start at 1")
+        raise InvalidInput(f"No note #{value}: note ids start at 1" if value < 1 else
+                           no_note(value))
     return int(value)
 
 
