@@ -45,16 +45,15 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
                          help="Seconds an owner this kernel starts waits for requests before "
                               "exiting (0: never). None: NBMEMORY_IDLE_TIMEOUT, else "
                               "1800.").tag(config=True)
-    k = Int(5, help="How many notes %recall shows by default.").tag(config=True)
+    k = Int(5, min=1, help="How many notes %recall shows by default.").tag(config=True)
     team_store = Unicode("", help="Where %memory share copies notes: a team store's "
                                   "postgresql:// address (or a store directory)."
                          ).tag(config=True)
-    similar = Int(3, help="How many similar notes to show after %remember (0 hides them).").tag(config=True)
-    min_score = Float(Settings.min_score, help="Recall hides notes scoring below this "
-                                               "(and says how many). Scores are 0..1: "
-                                               "the cosine, mixed with the keyword share "
-                                               "when the query's words match a note "
-                                               "well.").tag(config=True)
+    similar = Int(3, min=0, help="How many similar notes to show after %remember (0 hides them).").tag(config=True)
+    min_score = Float(Settings.min_score, min=-1.0, max=1.0,
+                      help="Recall hides notes scoring below this (and says how many). Scores "
+                           "are 0..1: the cosine, mixed with the keyword share when the "
+                           "query's words match a note well.").tag(config=True)
     ambient = Bool(True, help="After each cell, one line names the notes about the files it "
                               "read, the anchored variables it used or the error it "
                               "raised (%memory ambient on|off|status).").tag(config=True)

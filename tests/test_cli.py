@@ -445,6 +445,9 @@ def test_help_documents_the_exit_codes():
     (["remember", "-k", "idea", "x"], 2, "nbmemory: Unknown kind 'idea'; use one of: finding, gotcha"),
     (["remember", "-t", "two words", "x"], 2, "Tag 'two words' contains a space"),
     (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
+    (["recall", "--min-score", "5", "x"], 2, "nbmemory: min_score is a score from -1 to 1"),
+    (["list", "--status", "bogus"], 2, "nbmemory: Unknown status 'bogus'; use one or more of: "
+                                       "active, revoked, superseded, refuted, purged"),
 ])
 def test_errors_are_one_line_with_an_exit_code(store_dir, argv, code, message):
     r = shell("--store", str(store_dir), *argv, stdin="")

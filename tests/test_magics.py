@@ -111,6 +111,8 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("recall", "Nothing to recall about"),
     ("recall -k 0 x", "k must be at least 1"),
     ("recall --since yesterday x", "Cannot read the time 'yesterday'"),
+    ("recall --min-score 5 x", r"min_score is a score from -1 to 1 .*, not 5\.0$"),
+    ("memory list --status nope", "Unknown status 'nope'; use one or more of: active, revoked"),
     ("forget", "Give the id of the note to forget"),
     ("forget abc", "'abc' is not a note id"),
     ("forget 99", "No note #99"),
@@ -121,6 +123,15 @@ def test_recall_returns_hits_with_html_and_text(ip):
 def test_errors_are_one_line_usage_errors(ip, line, message):
     with pytest.raises(UsageError, match=message):
         run(ip, line)
+
+
+@pytest.mark.parametrize("setting", ["k = 0", "similar = -5", "min_score = 5"])
+def test_settings_out_of_range_are_refused_when_set(ip, setting, caplog):
+    name = setting.split()[0]
+    before = getattr(ip.magics_manager.registry["NbMemory"], name)
+    ip.run_line_magic("config", f"NbMemory.{setting}")  # %config logs what it refused
+    assert f"The value of the '{name}' trait of a NbMemory instance should not be" in caplog.text
+    assert getattr(ip.magics_manager.registry["NbMemory"], name) == before
 
 
 def test_forgetting_several_notes_suggests_one_undo_that_works_when_pasted(ip):

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Sequence
 
 from ..errors import InvalidInput, NotFound
-from ..models import Event, Note, Page
+from ..models import STATUSES, Event, Note, Page
 from ..store import Filters
 from .part import Part
 from .validate import check_page, filters_for, no_note
@@ -36,6 +36,10 @@ class Reads(Part):
         if order not in ("newest", "oldest", "priority"):
             raise InvalidInput(f"Unknown order {order!r}; use newest, oldest or priority")
         statuses = (status,) if isinstance(status, str) else tuple(status)
+        unknown = [s for s in statuses if s not in STATUSES]
+        if unknown:
+            raise InvalidInput(f"Unknown status {unknown[0]!r}; use one or more of: "
+                               f"{', '.join(STATUSES)}")
         filters = filters_for(tags=tags, kind=kind, priority=priority, since=since,
                               until=until, statuses=statuses, author=author)
         with self.lock:

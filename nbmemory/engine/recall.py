@@ -108,6 +108,10 @@ class Recall(Part):
             raise InvalidInput(f"Unknown mode {mode!r}; use one of: {', '.join(MODES)}")
         query = query.strip()
         threshold = self.engine.settings.min_score if min_score is None else min_score
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or \
+                not -1 <= threshold <= 1:
+            raise InvalidInput(f"min_score is a score from -1 to 1 (recall hides the notes "
+                               f"scoring below it; 0.2 by default), not {threshold!r}")
         filters = filters_for(tags=tags, kind=kind, priority=priority, since=since, until=until,
                               author=author)
         with self.lock:
