@@ -88,7 +88,7 @@ def test_forget_hides_and_reinstate_restores(memory):
     assert a.id not in [h.note.id for h in hits]
     assert [h.note.id for h in hits.previously] == [a.id]
     assert memory.get(a.id).status == "revoked"
-    with pytest.raises(Conflict, match="it is revoked; reinstate it first"):
+    with pytest.raises(Conflict, match=r"^Note #\d+ is already forgotten; Memory.reinstate"):
         memory.forget(a.id)
     memory.reinstate(a.id)
     assert memory.recall("watcher acquire_lock")[0].note.id == a.id

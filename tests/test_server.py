@@ -154,7 +154,8 @@ async def test_forget_then_reinstate(api):
     code, page = await api("notes")
     assert page["total"] == 0
     code, again = await api(f"notes/{note['id']}/forget", "POST")
-    assert code == 409 and "reinstate it first" in again["message"]
+    assert code == 409 and again["message"] == (
+        "Note #1 is already forgotten; POST /nbmemory/notes/1/reinstate brings it back.")
     code, back = await api(f"notes/{note['id']}/reinstate", "POST")
     assert code == 200 and back["status"] == "active"
     code, page = await api("notes")
