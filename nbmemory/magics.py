@@ -304,7 +304,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
             terms = namespace_terms(self.shell.user_ns, hidden)
             with usage_errors():
                 hits = self.mem.recall_terms(terms, k=self.k if args.k is None else args.k,
-                                             scope=self._scope())
+                                             scope=self._scope(), variables=self._variables())
             if stale is not None:
                 hits[:] = [h for h in hits if bool(h.note.stale) == stale]
             if author:

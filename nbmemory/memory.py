@@ -399,11 +399,12 @@ class Memory:
             stale=stale, variables=variables, author=author))
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
-                     cwd: str | None = None) -> Hits:
+                     cwd: str | None = None, variables: dict | None = None) -> Hits:
         """Notes anchored to or naming any of ``terms``: names, columns or paths alive in a
-        kernel (variable anchors in notebook ``scope``; relative paths read from ``cwd``)."""
+        kernel (variable anchors in notebook ``scope``; relative paths read from ``cwd``;
+        ``variables``: the kernel's fingerprints of anchored variables, as for recall)."""
         return ShownHits(self._call("recall_terms", terms=list(terms), k=k, scope=scope,
-                                    cwd=cwd or os.getcwd()))
+                                    cwd=cwd or os.getcwd(), variables=variables))
 
     def get(self, note_id: int) -> Note:
         return self._call("get", note_id=note_id)

@@ -68,6 +68,8 @@ def test_a_dataframe_whose_columns_change(ip):
     hits, _ = run(ip, "recall --stale amount in cents")
     assert "[STALE: schema_changed df (added discount)]" in pretty(hits)
     assert len(run(ip, "recall --fresh amount in cents")[0]) == 0
+    hits, _ = run(ip, "recall --stale")  # no query: the notes about what the kernel holds
+    assert "[STALE: schema_changed df (added discount)]" in pretty(hits)
     _, out = run(ip, "memory stale")
     assert "1 stale note\n" in out and "[STALE: schema_changed df (added discount)]" in out
 

@@ -189,13 +189,14 @@ class Recall(Part):
             self._log = []
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
-                     cwd: str | None = None) -> Hits:
+                     cwd: str | None = None, variables: dict | None = None) -> Hits:
         """Notes about ``terms`` (variables, columns, paths alive in a kernel).
 
         Notes anchored to one of them come first with score 1.0: a variable of that name
         (in ``scope``, the notebook, when given) or a file, directory or glob a term names
         (relative terms are read from ``cwd``). Then notes whose text names the terms,
-        ranked by BM25 over them, the best at 1.0 too.
+        ranked by BM25 over them, the best at 1.0 too. ``variables``: the kernel's variable
+        fingerprints, so that a changed variable flags its notes stale (see stale.py).
         """
         terms = [t for t in terms if t and t.strip()]
         if not terms:
@@ -209,7 +210,8 @@ class Recall(Part):
             for i, score in zip(ids.tolist(), scores):
                 ranked.setdefault(int(i), round(float(score) / top, 4))
             order = list(ranked)[:k]
-            notes = self.engine.staleness.with_stale(list(self.engine.cards.notes(order, self.store).values()))
+            notes = self.engine.staleness.with_stale(
+                list(self.engine.cards.notes(order, self.store).values()), variables)
             by_id = {n.id: n for n in notes}
             hits = [Hit(by_id[i], ranked[i]) for i in order if i in by_id]
             return Hits(hits, query=f"the namespace ({len(terms)} names)")
