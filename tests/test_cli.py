@@ -302,6 +302,11 @@ def test_snapshot_diff_and_recall_as_of(nbm):
     assert changes == {("added", 2, ""), ("added", 3, ""), ("superseded", 1, "by #2")}
     r = nbm("snapshot", "--diff", "before")
     assert r.out.splitlines()[0] == "From 'before' to 'now'" and "Superseded (1):" in r.out
+    nbm("snapshot", "after")
+    r = nbm("snapshot", "--diff", "after", "before")
+    assert (r.code, one_line(r.err)) == (2, "nbmemory: Snapshot 'after' was sealed after "
+                                            "'before'; a diff goes from the earlier to the "
+                                            "later: give 'before' first.")
 
     r = nbm("recall", "--as-of", "before", "orders.amount", "--json")
     assert r.json["as_of"] == "before"

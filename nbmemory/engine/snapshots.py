@@ -88,6 +88,9 @@ class Snapshots(Part):
             else:
                 second = self.named(b)
                 b_name, b_seq = second.name, second.seq
+                if b_seq < first.seq:
+                    raise InvalidInput(f"Snapshot {a!r} was sealed after {b!r}; a diff goes "
+                                       f"from the earlier to the later: give {b!r} first.")
                 stale_after = self.stale_at(second)
             after = {n.id: n for n, _ in self.store.notes_at(b_seq)}
             changes = diff(before, after, self.stale_at(first), stale_after)
