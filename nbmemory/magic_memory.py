@@ -24,7 +24,11 @@ class MemoryCommands:
         return self._ambient.command(rest)
 
     def _memory_settings(self, rest: str):
-        names = ("store", "model", "mode", "idle_timeout", "k", "similar", "min_score", "ambient")
+        if rest.strip():
+            raise UsageError(f"%memory settings takes nothing after it (got {rest.strip()!r}); "
+                             "change one with %config NbMemory.k = 10")
+        first = ("store", "model", "mode", "idle_timeout", "k", "similar", "min_score")
+        names = [*first, *sorted(set(self.class_trait_names(config=True)) - set(first))]
         width = max(map(len, names))
         print("\n".join(f"NbMemory.{n.ljust(width)} = {getattr(self, n)!r}" for n in names))
 

@@ -183,7 +183,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
                    "compares it with a fresh run)")
     @argument("--output-of", type=int, default=None, metavar="N",
               help="keep the result of cell [N] (its execution count) as the evidence")
-    @argument("text", nargs="*", help="the finding itself; in %%remember the cell body")
+    @argument("text", nargs="*", help="the finding itself; in %%%%remember the cell body")
     @line_cell_magic
     @no_var_expand
     def remember(self, line: str, cell: str | None = None):

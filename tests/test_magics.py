@@ -205,11 +205,17 @@ def test_config_changes_settings(ip):
     _, out = run(ip, "memory settings")
     assert re.search(r"^NbMemory\.k += 2$", out.stdout, re.M)
     assert re.search(r"^NbMemory\.idle_timeout += None$", out.stdout, re.M)
+    shown = re.findall(r"^NbMemory\.(\w+) += ", out.stdout, re.M)
+    assert sorted(shown) == sorted(NbMemory.class_trait_names(config=True))
+    assert {"team_store", "check_budget", "ambient_dense"} <= set(shown)
+    with pytest.raises(UsageError, match="%memory settings takes nothing after it"):
+        run(ip, "memory settings extra junk")
 
 
 def test_help_is_available(ip):
     doc = ip.magics_manager.registry["NbMemory"].remember.__doc__
     assert "-p PRIORITY, --priority PRIORITY" in doc and "%%remember" in doc
+    assert "the finding itself; in %%remember the cell body" in doc
 
 
 def test_split_options_stops_at_text():
