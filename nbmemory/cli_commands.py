@@ -44,17 +44,19 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def note_rows(notes) -> list[list[str]]:
+    from .display import text_of
     from .wording import age
 
     return [[f"#{n.id}", age(n.created_at), n.priority, n.kind, ",".join(n.tags), n.status,
-             ("[STALE] " if n.stale else "") + n.text] for n in notes]
+             ("[STALE] " if n.stale else "") + text_of(n)] for n in notes]
 
 
 def show_note(note) -> str:
+    from .display import text_of
     from .wording import age, provenance_line
 
     lines = [f"#{note.id}  {note.status}  {note.kind}  {note.priority}  version {note.version}",
-             textwrap.indent(note.text, "    "), ""]
+             textwrap.indent(text_of(note), "    "), ""]
     fields = [("tags", ", ".join(note.tags) or "-"),
               ("created", f"{note.created_at:%Y-%m-%d %H:%M} ({age(note.created_at)} ago)"
                if note.created_at else "-"),

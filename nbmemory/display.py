@@ -77,13 +77,18 @@ def _clamped_html(text: str) -> str:
             f"… {len(rest):,} more characters</summary>{_lines_html(rest)}</details>")
 
 
+def text_of(note: Note) -> str:
+    """A note's text as shown: a purged note's is gone, and says so."""
+    return "(text erased)" if note.status == "purged" else note.text
+
+
 def long_note_hint(note: Note) -> str:
     return (f"A long note ({len(note.text):,} characters): recall shows its start; one "
             "finding per note is easier to recall and to keep fresh.")
 
 
 def _note_cell(note: Note, *, provenance: bool = False) -> str:
-    text = _clamped_html(note.text)
+    text = _clamped_html(text_of(note))
     marker = stale_marker(note)
     if marker:
         text += f' <span class="nbm-stale">{html.escape(marker)}</span>'
@@ -132,13 +137,12 @@ def fusion_line(fusion: dict[str, float]) -> str:
             f"from {fusion['from']:.0%}, fully from {fusion['full']:.0%}).")
 
 
-def _clamped_text(note: Note, show: str | None) -> str:
-    cut = _cut(note.text)
-    if cut == len(note.text):
-        return _wrap(note.text)
-    more = f"… {len(note.text) - cut:,} more characters"
-    return _wrap(note.text[:cut].rstrip()) + "\n     " + (
-        f"{more}: {show.format(note.id)}" if show else more)
+def _clamped_text(text: str, show: str = "") -> str:
+    cut = _cut(text)
+    if cut == len(text):
+        return _wrap(text)
+    more = f"… {len(text) - cut:,} more characters"
+    return _wrap(text[:cut].rstrip()) + "\n     " + (f"{more}: {show}" if show else more)
 
 
 def hits_text(hits: Hits, *, provenance: bool = False, show: str | None = None) -> str:
@@ -152,7 +156,7 @@ def hits_text(hits: Hits, *, provenance: bool = False, show: str | None = None) 
             lines.append(_note_header(hit.note, hit.score))
             if hits.explain:
                 lines.append(f"     lexical {hit.lexical:.3f}  dense {hit.dense:.3f}")
-            lines.append(_clamped_text(hit.note, show))
+            lines.append(_clamped_text(hit.note.text, show.format(hit.note.id) if show else ""))
             if provenance:
                 lines.append("     " + _from(hit.note))
                 if hit.note.anchors:
@@ -230,7 +234,7 @@ def notes_display(notes: Sequence[Note], *, title: str = "", total: int | None =
     lines = [title] if title else []
     for note in notes:
         lines.append(_note_header(note))
-        lines.append(_wrap(note.text))
+        lines.append(_clamped_text(text_of(note)))
     more = ""
     if total is not None and total > len(notes):
         more = f"({total - len(notes)} more)"
@@ -372,7 +376,7 @@ def diff_display(result: SnapshotDiff) -> Rich:
         items = []
         for c in rows:
             detail = f" [{c.detail}]" if c.detail else ""
-            text = c.note.text if c.change != "purged" else "(text erased)"
+            text = text_of(c.note)
             lines.append(f"  #{c.note.id}{detail} " + textwrap.shorten(text, 90))
             items.append(f"<li>#{c.note.id}{html.escape(detail)} "
                          f"{html.escape(textwrap.shorten(text, 300))}</li>")

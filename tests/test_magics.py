@@ -255,6 +255,9 @@ def test_purge_asks_for_confirmation(ip, monkeypatch):
     assert len(run(ip, "recall api key")[0]) == 0
     _, out = run(ip, "memory history 1")
     assert "purged" in out.stdout
+    _, out = run(ip, "memory list --status purged")
+    title, header, text = out.stdout.splitlines()
+    assert header.startswith("#1  ") and header.endswith("PURGED") and text == "     (text erased)"
     monkeypatch.setattr("builtins.input", lambda prompt: pytest.fail("asked again"))
     with pytest.raises(UsageError, match=r"^Already purged: #1\. Nothing was erased\.$"):
         run(ip, "forget --purge 1")
