@@ -249,6 +249,8 @@ def cmd_history(mem, args) -> None:
 
 
 def cmd_snapshot(mem, args) -> None:
+    if args.list and (args.diff or args.name):
+        raise CommandError("--list takes nothing else: nbmemory snapshot --list")
     if args.diff:
         if len(args.name) not in (1, 2):
             raise CommandError("Give one or two snapshot names: nbmemory snapshot --diff A [B]")

@@ -389,6 +389,8 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
                                   from A to B (default: now)
         """
         args = parse_argstring(self.snapshot, line)
+        if args.list and (args.diff or args.name):
+            raise UsageError("--list takes nothing else: %snapshot --list")
         with usage_errors():
             if args.list:
                 return display(show.snapshots_display(self.mem.snapshots()))

@@ -318,6 +318,9 @@ def test_snapshot_diff_and_recall_as_of(nbm):
     assert r.code == 1 and "No snapshot named 'nope'" in one_line(r.err)
     r = nbm("snapshot", "--diff")
     assert r.code == 2 and "Give one or two snapshot names" in one_line(r.err)
+    r = nbm("snapshot", "--list", "--diff", "before")
+    assert (r.code, one_line(r.err)) == (
+        2, "nbmemory: --list takes nothing else: nbmemory snapshot --list")
 
 
 def test_open_questions(nbm):

@@ -119,6 +119,7 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("memory frobnicate", "Unknown %memory command 'frobnicate'"),
     ("memory history", "Give one note id"),
     ("snapshot", "Give the snapshot a name"),
+    ("snapshot --list --diff base", "--list takes nothing else: %snapshot --list"),
 ])
 def test_errors_are_one_line_usage_errors(ip, line, message):
     with pytest.raises(UsageError, match=message):
