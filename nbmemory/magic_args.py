@@ -15,10 +15,13 @@ _OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(?:=(\"[^\"]*\"|'[^']*'|\S+))?")
 _VALUE = re.compile(r"\s+(\"[^\"]*\"|'[^']*'|\S+)")
 
 
-def split_options(parser, line: str):
+def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()):
     """Parse leading options with ``parser``; return (namespace, the rest verbatim).
 
-    ``--`` ends the options explicitly, for text that itself starts with a dash.
+    ``--`` ends the options explicitly, for text that itself starts with a dash. ``expand``
+    (IPython's ``var_expand``) fills ``{expr}`` and ``$name`` into option values, such as
+    ``--about {DATA}/orders.csv``, except those of the options in ``verbatim``; the rest,
+    a note or a query, is never expanded.
     """
     takes_value = {}
     for action in parser._actions:
@@ -46,10 +49,16 @@ def split_options(parser, line: str):
                     raise UsageError(f"Option {option} needs a value")
                 inline, rest = value.group(1), rest[value.end():]
             quoted = len(inline) >= 2 and inline[0] == inline[-1] and inline[0] in "\"'"
-            tokens.append(inline[1:-1] if quoted else inline)  # only the outer pair
+            value = inline[1:-1] if quoted else inline  # only the outer pair
+            named = {option} | set(_aliases(parser, option))
+            tokens.append(expand(value) if expand and not named & set(verbatim) else value)
     if rest.strip().startswith("-- "):
         rest = rest.strip()[3:]
     return parser.parse_args(tokens), rest.strip()
+
+
+def _aliases(parser, option: str) -> list[str]:
+    return next((a.option_strings for a in parser._actions if option in a.option_strings), [])
 
 
 def parse_ids(text: str) -> list[int]:

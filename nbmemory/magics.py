@@ -15,6 +15,7 @@ from IPython.core.magic import (Magics, line_cell_magic, line_magic, magics_clas
                                 no_var_expand)
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
+from IPython.utils.text import DollarFormatter
 from traitlets import Bool, Float, Int, Unicode, default, observe
 
 from . import display as show
@@ -119,6 +120,14 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
                                              "source": "notebook"})
         return captured
 
+    def _expand(self, value: str) -> str:
+        """An option's value with ``{expr}`` and ``$name`` filled in from the user's
+        namespace, as IPython fills in a whole magic line (left as typed if that fails)."""
+        try:
+            return DollarFormatter().vformat(value, args=[], kwargs=self.shell.user_ns)
+        except Exception:  # noqa: BLE001 - IPython's own var_expand does the same
+            return value
+
     def _scope(self) -> str:
         """What variable anchors are scoped to: this kernel's notebook ('' outside one)."""
         if self._notebook is None:
@@ -199,7 +208,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         """
         from .anchors import pointer_only
 
-        args, text = split_options(self.remember.parser, line)
+        args, text = split_options(self.remember.parser, line, self._expand, ("--check",))
         if cell is not None:
             text = cell if not text else f"{text}\n{cell}"
         if args.procedure or args.cells:
@@ -292,7 +301,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         names, DataFrame columns and file paths. ``hits = %recall ...`` keeps the hits
         (``hits.to_dataframe()`` for pandas).
         """
-        args, query = split_options(self.recall.parser, line)
+        args, query = split_options(self.recall.parser, line, self._expand)
         if args.fresh and args.stale:
             raise UsageError("Use --fresh or --stale, not both")
         stale = True if args.stale else False if args.fresh else None
@@ -336,7 +345,6 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
     @argument("--yes", action="store_true", help="with --purge: do not ask")
     @argument("ids", nargs="*", help="ids of the notes to forget")
     @line_magic
-    @no_var_expand
     def forget(self, line: str):
         """Forget notes (reversible): %forget ID [ID ...]; undo with %memory reinstate ID
 
@@ -380,7 +388,6 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
               help="what changed from snapshot A to snapshot B (default: now)")
     @argument("name", nargs="*", help="snapshot name (no spaces); with --diff: A [B]")
     @line_magic
-    @no_var_expand
     def snapshot(self, line: str):
         """Seal what you know now: %snapshot NAME [-m message]
 
@@ -409,7 +416,6 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
     # -- %memory --------------------------------------------------------------------------
 
     @line_magic
-    @no_var_expand
     def memory(self, line: str):
         """Status and upkeep of the store.
 
