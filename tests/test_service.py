@@ -716,7 +716,7 @@ def test_magics_idle_timeout_setting_reaches_the_owner(store, monkeypatch):
         wait_for(lambda: not lock_held(store), what="the idle owner to exit")
         with capture_output() as captured:
             shell.run_line_magic("memory", "settings")
-        assert "NbMemory.idle_timeout = 1.0" in captured.stdout
+        assert re.search(r"^NbMemory\.idle_timeout += 1\.0$", captured.stdout, re.M)
 
 
 def test_magics_in_service_mode_say_in_one_line_what_to_do(store):
