@@ -47,6 +47,9 @@ def default_author() -> str:
 
 
 MAX_TAG_CHARS = 100
+# Tags on a note or in a filter: each tag in a filter is a clause of its own, and a few
+# thousand made DuckDB plan until the owner ran out of memory.
+MAX_TAGS = 100
 MAX_NAME_CHARS = 200  # a snapshot's name
 MAX_NOTE_ID = 2**62
 
@@ -93,9 +96,12 @@ def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
         if not tag:
             continue
         if any(c.isspace() for c in tag):
-            raise InvalidInput(f"Tag {tag!r} contains a space; separate tags with commas: -t a,b")
+            raise InvalidInput(f"Tag {tag!r} contains a space; separate tags with commas "
+                               "(a,b)")
         if tag not in out:
             out.append(tag)
+    if len(out) > MAX_TAGS:
+        raise InvalidInput(f"{len(out):,} tags; a note or a filter takes at most {MAX_TAGS}")
     return tuple(out)
 
 
