@@ -450,6 +450,27 @@ def test_jupyter_server_finds_no_unauthenticated_handler(tmp_path):
     assert result.stdout.strip().splitlines()[-1] == "['nbmemory.server'] []"
 
 
+@pytest.mark.parametrize("argv, model", [
+    ([], "hash:64"),  # as the magics, the CLI and the MCP server choose
+    (["--NbMemoryExtension.model=hash:32"], "hash:32"),
+])
+def test_the_server_takes_the_model_every_front_end_takes(tmp_path, argv, model):
+    script = textwrap.dedent(f"""
+        from jupyter_server.serverapp import ServerApp
+        from nbmemory.server.shared import HOST_KEY
+        app = ServerApp(root_dir={str(tmp_path)!r}, jpserver_extensions={{"nbmemory.server": True}},
+                        reraise_server_extension_failures=True)
+        app.initialize(argv=[*{argv!r}, "--NbMemoryExtension.store={tmp_path / 'store'}"],
+                       find_extensions=False, new_httpserver=False)
+        print(app.web_app.settings[HOST_KEY].model)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path,
+                            env={**os.environ, "NBMEMORY_MODEL": "hash:64"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == model
+
+
 async def test_store_work_runs_off_the_event_loop(api, jp_serverapp):
     """While the worker thread is busy (a slow recall, say), the server keeps answering."""
     import asyncio

@@ -17,7 +17,7 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Unicode
 
 from .. import __version__
-from ..config import DEFAULT_MODEL, StoreLocation, locate_store
+from ..config import DEFAULT_MODEL, StoreLocation, configured_model, locate_store
 from ..memory import Memory
 from .shared import HOST_KEY
 
@@ -164,13 +164,15 @@ class NbMemoryExtension(ExtensionApp):
                     help="Store directory, or a team store's postgresql:// address. Empty: "
                          "NBMEMORY_HOME, the nearest .nbmemory/ above the server's root "
                          "directory, its git root, or the root directory.")
-    model = Unicode(DEFAULT_MODEL, config=True,
-                    help="sentence-transformers model used to embed notes and queries.")
+    model = Unicode("", config=True,
+                    help="sentence-transformers model used to embed notes and queries. "
+                         f"Empty: NBMEMORY_MODEL, else {DEFAULT_MODEL} (as the magics, the "
+                         "CLI and the MCP server choose).")
 
     def initialize_settings(self) -> None:
         root = Path(self.serverapp.root_dir).expanduser()
         location = locate_store(self.store or None, cwd=root)
-        self.host = MemoryHost(location, self.model)
+        self.host = MemoryHost(location, configured_model(self.model or None))
         self.settings[HOST_KEY] = self.host
         self.log.info("nbmemory %s: store %s", __version__, location)
 
