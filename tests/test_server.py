@@ -278,6 +278,14 @@ BAD_REQUESTS = [
     ("notes", "POST", {"text": "ok", "provenance": {"notebook": "a.ipynb",
                                                     "execution_count": "3"}}, {},
      "'execution_count' must be a whole number"),
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "a\u0000.ipynb"}}, {},
+     "Provenance field 'notebook' holds a NUL or a character that is not valid Unicode"),
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "a.ipynb",
+                                                    "cell_id": "\ud800"}}, {},
+     "Provenance field 'cell_id' holds a NUL"),
+    ("notes", "GET", None, {"since": "9999-12-31T23:59:59-23:59"}, "since is out of range"),
+    ("recall", "GET", None, {"query": "x", "since": "0001-01-01T00:00:00+23:59"},
+     "since is out of range"),
 ]
 
 

@@ -4,6 +4,7 @@ priorities, tags and filters, with messages that say how to fix them."""
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime, timezone
 from typing import Iterable
 
 import numpy as np
@@ -145,6 +146,12 @@ def filters_for(*, tags=None, kind=None, priority=None, since=None, until=None,
                                f"{type(value).__name__}")
         return tuple(check(v) for v in value if not isinstance(v, str) or v.strip())
 
+    for name, moment in (("since", since), ("until", until)):
+        try:
+            if isinstance(moment, datetime):
+                moment.astimezone(timezone.utc)
+        except OverflowError:
+            raise InvalidInput(f"{name} {moment.isoformat()} is out of range in UTC") from None
     return Filters(tags=normalise_tags(tags), kinds=many(kind, check_kind),
                    priorities=many(priority, check_priority), since=since, until=until,
                    statuses=tuple(statuses), authors=many(author, check_author))

@@ -27,8 +27,14 @@ def provenance_fields(value: Any, root: str | None) -> dict[str, Any]:
         raise InvalidInput(f"Unknown provenance field(s) {', '.join(unknown)}; allowed: "
                            f"{', '.join(PROVENANCE_FIELDS)}.")
     for name in ("notebook", "cell_id", "cell_source"):
-        if value.get(name) is not None and not isinstance(value[name], str):
+        text = value.get(name)
+        if text is None:
+            continue
+        if not isinstance(text, str):
             raise InvalidInput(f"Provenance field {name!r} must be a string.")
+        if "\x00" in text or not _encodes(text):
+            raise InvalidInput(f"Provenance field {name!r} holds a NUL or a character that is "
+                               "not valid Unicode (a lone surrogate).")
     count = value.get("execution_count")
     if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
         raise InvalidInput("Provenance field 'execution_count' must be a whole number.")
@@ -38,6 +44,14 @@ def provenance_fields(value: Any, root: str | None) -> dict[str, Any]:
     elif "cell_id" in fields or "cell_source" in fields:
         raise InvalidInput("Provenance names a cell but not its notebook; add 'notebook'.")
     return fields
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def server_path(lab: str, root: str | None) -> str:

@@ -88,4 +88,9 @@ class RequestParsing:
         except ValueError:
             raise InvalidInput(f"Query parameter {name} must be an ISO date or time, "
                                f"e.g. 2026-01-31, got {value!r}.") from None
-        return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+        when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+        try:
+            return when.astimezone(timezone.utc)
+        except OverflowError:
+            raise InvalidInput(f"Query parameter {name} is out of range in UTC, got "
+                               f"{value!r}.") from None
