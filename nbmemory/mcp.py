@@ -388,6 +388,11 @@ def _middleware(session: Session, parameters: dict[str, set[str]]):
         name = params.get("name", "")
         arguments = params.get("arguments") or {}
         if name in parameters:
+            if not isinstance(arguments, dict):
+                session.count(name, error=True)
+                return error(f"The arguments for {name} must be an object of its parameters "
+                             f"({', '.join(sorted(parameters[name]))}), not "
+                             f"{type(arguments).__name__}. Nothing was changed.")
             unknown = sorted(set(arguments) - parameters[name])
             if unknown:
                 session.count(name, error=True)

@@ -261,12 +261,31 @@ BAD_CALLS = [
     ("reinstate", {"note_id": 1}, "Cannot reinstate note #1: it is active"),
     ("snapshot", {"name": "two words"}, "Bad arguments for snapshot: name: String should match pattern"),
     ("snapshot", {"name": "sealed"}, "A snapshot named 'sealed' already exists"),
+    ("snapshot", {"name": "Now"}, "'now' is what a diff compares with when it is given one "
+                                  "snapshot; give the snapshot another name"),
     ("history", {"note_id": 99}, "No note #99"),
     ("snapshot_diff", {"a": "sealed", "b": "missing"}, "No snapshot named 'missing'"),
     ("recall", {"query": "x", "as_of": "missing"}, "No snapshot named 'missing'"),
     ("show", {"note_ids": ["abc"]}, "Bad arguments for show: note_ids: Input should be a valid integer"),
     ("nonexistent", {}, "Unknown tool: nonexistent"),
 ]
+
+
+def test_arguments_that_are_not_an_object_are_refused_by_name():
+    # The SDK's client cannot send them; a hand-written JSON-RPC client can.
+    from types import SimpleNamespace
+
+    from nbmemory.mcp import Session, _middleware
+
+    async def never(ctx):
+        raise AssertionError("the tool ran")
+
+    check = _middleware(Session(), {"recall": {"query", "k", "tags"}})
+    ctx = SimpleNamespace(method="tools/call", params={"name": "recall", "arguments": "abc"})
+    result = anyio.run(check, ctx, never)
+    assert result.is_error and result.content[0].text == (
+        "The arguments for recall must be an object of its parameters (k, query, tags), not "
+        "str. Nothing was changed.")
 
 
 def test_bad_arguments_give_clear_errors_and_leave_the_store_unchanged(store_dir):

@@ -23,10 +23,14 @@ class Snapshots(Part):
         name = unicode_text(name or "", "The snapshot's name").strip()
         if len(name) > MAX_NAME_CHARS:
             raise InvalidInput(f"The snapshot's name has {len(name):,} characters; keep it "
-                               f"under {MAX_NAME_CHARS}, and put the story in its message (-m)")
+                               f"under {MAX_NAME_CHARS}, and put the story in its message")
         message = unicode_text(message or "", "The snapshot's message")
         if not name or any(c.isspace() for c in name):
             raise InvalidInput("Give the snapshot a name without spaces, e.g. {0}",
+                               Command("snapshot", ("before-refactor",)))
+        if name.lower() == "now":
+            raise InvalidInput("'now' is what a diff compares with when it is given one "
+                               "snapshot; give the snapshot another name, e.g. {0}",
                                Command("snapshot", ("before-refactor",)))
         with self.lock:
             done = self.store.request_event(request_id) if request_id else None
