@@ -787,7 +787,6 @@ def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir)
     (lambda m: m.forget([True]), "not True"),
     (lambda m: m.get("1"), "not '1'"),
     (lambda m: m.reinstate(0), "No note #0: note ids start at 1"),
-    (lambda m: m.forget(10**23), f"No note #{10**23}. Recall or list notes"),
     (lambda m: m.remember("fine", tags=[f"t{i}" for i in range(101)]),
      "101 tags; a note or a filter takes at most 100"),
     (lambda m: m.recall("fine", tags=",".join(f"t{i}" for i in range(5000))),
@@ -813,6 +812,12 @@ def test_wrong_types_get_our_own_clear_error_and_change_nothing(memory, call, me
     with pytest.raises(InvalidInput, match=message):
         call(memory)
     assert memory.status()["journal_position"] == before
+
+
+def test_an_id_past_any_store_is_not_found_like_any_other(memory):
+    for call in (memory.forget, memory.get, memory.reinstate):
+        with pytest.raises(NotFound, match=f"^No note #{10**23}. Recall or list notes"):
+            call(10**23)
 
 
 def test_note_priorities_read_like_the_dict_they_replace():

@@ -10,7 +10,7 @@ from typing import Iterable
 import numpy as np
 
 from ..config import current_user
-from ..errors import Command, InvalidInput
+from ..errors import Command, InvalidInput, NotFound
 from ..models import KINDS, PRIORITIES
 from ..store import Filters
 
@@ -74,9 +74,10 @@ def note_id(value) -> int:
     """A note id as the store knows them: a whole number from 1."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InvalidInput(f"A note id is a whole number like 12, not {value!r}")
-    if not 1 <= int(value) <= MAX_NOTE_ID:
-        raise InvalidInput(f"No note #{value}: note ids start at 1" if value < 1 else
-                           no_note(value))
+    if value < 1:
+        raise InvalidInput(f"No note #{value}: note ids start at 1")
+    if value > MAX_NOTE_ID:  # a store never gets there: like any id it does not hold
+        raise NotFound(no_note(value))
     return int(value)
 
 
