@@ -19,9 +19,9 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
     """Parse leading options with ``parser``; return (namespace, the rest verbatim).
 
     ``--`` ends the options explicitly, for text that itself starts with a dash. ``expand``
-    (IPython's ``var_expand``) fills ``{expr}`` and ``$name`` into option values, such as
-    ``--about {DATA}/orders.csv``, except those of the options in ``verbatim``; the rest,
-    a note or a query, is never expanded.
+    fills ``{expr}`` and ``$name`` into option values as IPython fills in a magic's line
+    (``--about {DATA}/orders.csv``), except for the options in ``verbatim``; the rest, a
+    note or a query, is never expanded.
     """
     takes_value = {}
     for action in parser._actions:

@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import re
 import threading
 from datetime import datetime, timedelta, timezone
 
@@ -812,6 +813,15 @@ def test_wrong_types_get_our_own_clear_error_and_change_nothing(memory, call, me
     with pytest.raises(InvalidInput, match=message):
         call(memory)
     assert memory.status()["journal_position"] == before
+
+
+def test_min_score_is_any_number_from_minus_one_to_one(memory):
+    memory.remember("orders.amount is in cents")
+    assert len(memory.recall("orders amount", min_score=np.float32(0.1))) == 1
+    for wrong in (1.5, -2, "0.2", True):
+        with pytest.raises(InvalidInput, match=f"min_score is a score from -1 to 1 .*, not "
+                                               f"{re.escape(repr(wrong))}$"):
+            memory.recall("orders amount", min_score=wrong)
 
 
 def test_an_id_past_any_store_is_not_found_like_any_other(memory):

@@ -3,6 +3,7 @@ alive in a kernel, and the notes most like one."""
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
@@ -108,7 +109,7 @@ class Recall(Part):
             raise InvalidInput(f"Unknown mode {mode!r}; use one of: {', '.join(MODES)}")
         query = query.strip()
         threshold = self.engine.settings.min_score if min_score is None else min_score
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or \
+        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or \
                 not -1 <= threshold <= 1:
             raise InvalidInput(f"min_score is a score from -1 to 1 (recall hides the notes "
                                f"scoring below it; 0.2 by default), not {threshold!r}")
