@@ -793,6 +793,8 @@ def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir)
     (lambda m: m.recall("fine", tags=",".join(f"t{i}" for i in range(5000))),
      "5,000 tags; a note or a filter takes at most 100"),
     (lambda m: m.notes(tags=[f"t{i}" for i in range(5000)]), "5,000 tags"),
+    (lambda m: m.remember("fine", provenance=Provenance(cell_id="c\ud800")),
+     "Provenance field 'cell_id' holds characters that are not valid Unicode"),
     (lambda m: m.recall("x", since=datetime(9999, 12, 31, 23, 59, tzinfo=timezone(
         -timedelta(hours=23, minutes=59)))), "since 9999-12-31T23:59:00-23:59 is out of range"),
     (lambda m: m.remember(b"x"), "The note is bytes; decode it to text first"),

@@ -12,7 +12,7 @@ from ..errors import Command, Conflict, InvalidInput, NbMemoryError, NotFound
 from ..models import Note, Provenance, utcnow
 from .part import Part, Progress
 from .validate import (check_kind, check_priority, check_text, content_hash, default_author,
-                       no_note, normalise_tags)
+                       no_note, normalise_tags, unicode_text)
 from .validate import note_id as valid_id
 
 # remember_many embeds and writes this many notes at a time (batches this big run at the
@@ -133,6 +133,9 @@ class Writes(Part):
         if isinstance(provenance, dict):
             provenance = Provenance.from_dict(provenance)
         provenance = provenance or Provenance()
+        for name, value in provenance.to_dict().items():  # kept as JSON: valid Unicode only
+            if isinstance(value, str):
+                unicode_text(value, f"Provenance field {name!r}")
         return dict(text=text, kind=kind, priority=priority, tags=tags,
                     author=author or default_author(), provenance=provenance,
                     request_id=request_id or None,
