@@ -23,10 +23,12 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
     (``--about {DATA}/orders.csv``), except for the options in ``verbatim``; the rest, a
     note or a query, is never expanded.
     """
-    takes_value = {}
+    takes_value, kept = {}, set()
     for action in parser._actions:
         for option in action.option_strings:
             takes_value[option] = action.nargs != 0
+        if set(action.option_strings) & set(verbatim):
+            kept |= set(action.option_strings)
     tokens, rest = [], line
     while True:
         match = _OPTION.match(rest)
@@ -50,15 +52,10 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
                 inline, rest = value.group(1), rest[value.end():]
             quoted = len(inline) >= 2 and inline[0] == inline[-1] and inline[0] in "\"'"
             value = inline[1:-1] if quoted else inline  # only the outer pair
-            named = {option} | set(_aliases(parser, option))
-            tokens.append(expand(value) if expand and not named & set(verbatim) else value)
+            tokens.append(expand(value) if expand and option not in kept else value)
     if rest.strip().startswith("-- "):
         rest = rest.strip()[3:]
     return parser.parse_args(tokens), rest.strip()
-
-
-def _aliases(parser, option: str) -> list[str]:
-    return next((a.option_strings for a in parser._actions if option in a.option_strings), [])
 
 
 def parse_ids(text: str) -> list[int]:
