@@ -71,6 +71,13 @@ def _with_check(about: list | None, check: str | None, namespace: Mapping[str, A
     return [*(about or []), _checked(check, namespace, budget).to_dict()]
 
 
+def _listed(note_ids, *, always: bool = False):
+    """Several ids as a list (sendable to the owner), one id as itself unless ``always``;
+    the engine says what is wrong with them."""
+    many = hasattr(note_ids, "__iter__") and not isinstance(note_ids, (str, bytes, dict))
+    return list(note_ids) if many else [note_ids] if always else note_ids
+
+
 def _checked(expression: str, namespace: Mapping[str, Any] | None, budget: float) -> Anchor:
     if namespace is None:
         raise InvalidInput("A check is evaluated in your namespace: pass namespace=globals() "
@@ -289,16 +296,13 @@ class Memory:
     def forget(self, note_ids: int | Iterable[int], *, actor: str | None = None,
                request_id: str | None = None) -> list[Note]:
         """Revoke notes: hidden from recall, kept in history, undone by :meth:`reinstate`."""
-        many = hasattr(note_ids, "__iter__") and not isinstance(note_ids, (str, bytes, dict))
-        ids = list(note_ids) if many else [note_ids]  # the engine says what is wrong with them
-        return self._call("forget", note_ids=ids, actor=actor,
+        return self._call("forget", note_ids=_listed(note_ids, always=True), actor=actor,
                           request_id=request_id)
 
     def reinstate(self, note_id: int | Iterable[int], *, actor: str | None = None,
                   request_id: str | None = None) -> Note | list[Note]:
         """Bring back a forgotten (revoked) note, or several (a list back; all or none)."""
-        many = hasattr(note_id, "__iter__") and not isinstance(note_id, (str, bytes, dict))
-        return self._call("reinstate", note_id=list(note_id) if many else note_id, actor=actor,
+        return self._call("reinstate", note_id=_listed(note_id), actor=actor,
                           request_id=request_id)
 
     def purge(self, note_id: int, *, actor: str | None = None,

@@ -15,6 +15,12 @@ from .validate import (check_kind, check_priority, check_text, content_hash, def
                        no_note, normalise_tags, unicode_text)
 from .validate import note_id as valid_id
 
+def _each_once(note_ids: int | Iterable[int]) -> tuple[bool, list[int]]:
+    """Whether one id was given, and the ids checked, each once in the order given."""
+    single = isinstance(note_ids, (str, bytes)) or not hasattr(note_ids, "__iter__")
+    return single, list(dict.fromkeys(valid_id(i) for i in ([note_ids] if single else note_ids)))
+
+
 # remember_many embeds and writes this many notes at a time (batches this big run at the
 # model's full speed; the engine lock is free between them).
 BULK_CHUNK = 256
@@ -322,9 +328,7 @@ class Writes(Part):
     def forget(self, note_ids: int | Iterable[int], *, actor: str | None = None,
                request_id: str | None = None) -> list[Note]:
         """Revoke notes: hidden from recall, kept in history, reversible with reinstate."""
-        if isinstance(note_ids, (str, bytes)) or not hasattr(note_ids, "__iter__"):
-            note_ids = [note_ids]
-        ids = list(dict.fromkeys(valid_id(i) for i in note_ids))
+        _, ids = _each_once(note_ids)
         if not ids:
             raise InvalidInput("Give the id of the note to forget, e.g. {0}",
                                Command("forget", (12,)))
@@ -344,8 +348,7 @@ class Writes(Part):
                   request_id: str | None = None) -> Note | list[Note]:
         """Bring back forgotten (revoked) notes: one id gives its note, several a list, and
         either all of them come back or none does."""
-        single = isinstance(note_id, (str, bytes)) or not hasattr(note_id, "__iter__")
-        ids = list(dict.fromkeys(valid_id(i) for i in ([note_id] if single else note_id)))
+        single, ids = _each_once(note_id)
         if not ids:
             raise InvalidInput("Give the id of the note to reinstate, e.g. {0}",
                                Command("reinstate", (12,)))
