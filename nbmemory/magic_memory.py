@@ -77,6 +77,9 @@ class MemoryCommands:
         print(f"Reopened #{self.mem.reopen(ids[0]).id}.")
     def _memory_stale(self, rest: str):
         page = self.mem.stale(limit=100, variables=self._variables())
+        if not page.total:
+            print("No stale notes.")
+            return
         display(show.notes_display(page.notes, title=wording.counted(page.total, "stale note"),
                                    total=page.total))
 

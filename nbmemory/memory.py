@@ -228,8 +228,11 @@ class Memory:
         wrote is not run until trusted (:meth:`trust`); one whose names are not in
         ``namespace`` is skipped. Returns (check, outcome) pairs."""
         wanted = None if note_ids is None else {int(i) for i in note_ids}
+        listed = self.checks()
+        for note_id in sorted((wanted or set()) - {item["note"].id for item in listed}):
+            self.get(note_id)  # an id that names no note is refused, not "has no check"
         results = []
-        for item in self.checks():
+        for item in listed:
             if wanted is not None and item["note"].id not in wanted:
                 continue
             if not item["trusted"]:

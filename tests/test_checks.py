@@ -188,8 +188,11 @@ def test_memory_check_says_why_it_did_not_run(ip):
     cell(ip, f"%remember --check '{CHECK}' under 5% nulls")
     cell(ip, "del orders")
     assert cell(ip, "%memory check 1") == f"#1 not checked: {CHECK} (orders not defined here)\n"
-    assert cell(ip, "%memory check 7") == ("None of #7 has a check (add one with "
+    cell(ip, "%remember a note without a check")
+    assert cell(ip, "%memory check 2") == ("None of #2 has a check (add one with "
                                            "%remember --check EXPR ...).\n")
+    with pytest.raises(UsageError, match="No note #7"):
+        cell(ip, "%memory check 7")
     with pytest.raises(UsageError, match="Give the id of the note whose check you read"):
         cell(ip, "%memory trust")
 
