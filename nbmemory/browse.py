@@ -50,6 +50,7 @@ class MemoryBrowser:
         self.memory = memory
         self.limit = limit
         self.rows: list[Note] = []
+        self.summary = ""
         self.search = w.Text(placeholder="Recall: ask in any words…", description="",
                              layout=w.Layout(flex="1 1 auto", width="auto"))
         self.search_button = w.Button(description="Recall", icon="search")
@@ -83,7 +84,10 @@ class MemoryBrowser:
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
-        display(self.widget)
+        bundle = self.widget._repr_mimebundle_()
+        # A terminal shows only text/plain: the notes listed, not the widget tree's repr.
+        bundle["text/plain"] = show.notes_display(self.rows, title=self.summary).text
+        display(bundle, raw=True)
 
     # -- actions ------------------------------------------------------------------------
 
@@ -110,9 +114,10 @@ class MemoryBrowser:
             else:
                 page = self.memory.notes(limit=self.limit, stale=stale, **self._filters())
                 items = [(n, None) for n in page.notes]
-                summary = f"{page.total} notes" + (f", newest {len(items)} shown"
+                summary = wording.counted(page.total, "note") + (f", newest {len(items)} shown"
                                                    if page.total > len(items) else "")
             self._show(items)
+            self.summary = summary
             self.status.value = f'<span class="nbm-muted">{html.escape(summary)} · ' \
                                 f'{html.escape(str(self.memory.location or ""))}</span>'
         except NbMemoryError as exc:

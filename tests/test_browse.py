@@ -8,6 +8,8 @@ import sys
 import time
 
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
 
 from nbmemory.browse import MemoryBrowser, browse, note_html
 from nbmemory.display import Rich
@@ -45,6 +47,22 @@ def test_browser_lists_recalls_filters_and_forgets(memory):
     b.undo.click()
     assert memory.get(target).status == "active"
     assert target in [n.id for n in b.rows]
+
+
+def test_a_terminal_sees_the_notes_not_the_widget_tree(memory):
+    memory.remember("acquire_lock must run before the watcher starts")
+    browser = MemoryBrowser(memory)
+    InteractiveShell.instance(history_length=0)
+    try:
+        with capture_output() as captured:
+            browser._ipython_display_()
+    finally:
+        InteractiveShell.clear_instance()
+    (shown,) = captured.outputs
+    assert shown.data["text/plain"].startswith("1 note\n#1 ")
+    assert "acquire_lock must run before the watcher starts" in shown.data["text/plain"]
+    assert "VBox" not in shown.data["text/plain"]
+    assert "application/vnd.jupyter.widget-view+json" in shown.data
 
 
 def test_browse_degrades_to_the_static_table_without_ipywidgets(memory, monkeypatch):
