@@ -169,8 +169,8 @@ def test_a_client_with_another_model_does_not_stop_an_owner_others_use(store):
             assert str(caught.value) == (
                 f"The store's owner (pid {pid}) uses the model {HASH} and serves 1 other "
                 f"client(s) right now; this client is configured with hash:32, and will not "
-                f"stop it for them. Use the store's model (set the model to '{HASH}', or "
-                f"leave it unset), or switch the store to hash:32 for everyone with "
+                f"stop it for them. Use the store's model (set the model to '{HASH}'), "
+                f"or switch the store to hash:32 for everyone with "
                 f"Memory.reembed() with the model set to hash:32.")
             assert owner_info(store)["pid"] == pid
             assert first.recall("cents")[0].note.text == "orders.amount is in cents"

@@ -17,7 +17,7 @@ from jupyter_server.auth.identity import IdentityProvider, User
 from nbmemory import __version__
 from nbmemory.server.handlers import NbMemoryHandler, http_status, lab_path
 from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, ModelUnavailable,
-                             NotFound, StoreLocked, StoreUnavailable)
+                             NotFound, ReadOnlyStore, StoreLocked, StoreUnavailable)
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -324,6 +324,7 @@ async def test_lab_path_is_relative_to_the_server_root(jp_root_dir):
 
 def test_one_error_mapper():
     assert http_status(InvalidInput("x")) == 400
+    assert http_status(ReadOnlyStore("x")) == 403
     assert http_status(NotFound("x")) == 404
     assert http_status(Conflict("x")) == 409
     assert http_status(EmbedderMismatch("x")) == 409

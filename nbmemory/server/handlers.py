@@ -22,11 +22,11 @@ from jupyter_server.base.handlers import APIHandler
 from .. import __version__, syntax
 from ..config import current_user
 from ..errors import (Conflict, InvalidInput, ModelUnavailable, NbMemoryError, NotFound,
-                      StoreUnavailable)
+                      ReadOnlyStore, StoreUnavailable)
 from .params import RequestParsing
 from .shared import HOST_KEY, NAMESPACE
 
-STATUS_FOR = ((InvalidInput, 400), (NotFound, 404), (Conflict, 409),
+STATUS_FOR = ((InvalidInput, 400), (ReadOnlyStore, 403), (NotFound, 404), (Conflict, 409),
               (StoreUnavailable, 503), (ModelUnavailable, 503))
 # jupyter_server's made-up user for a shared token: a uuid4 hex id named "Anonymous <moon>".
 ANONYMOUS_ID = re.compile(r"[0-9a-f]{32}")

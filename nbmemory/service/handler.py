@@ -19,6 +19,7 @@ import traceback
 from typing import Any
 
 from .. import __version__
+from ..embed import DEFAULT_ALIASES
 from ..errors import Command, EmbedderMismatch, NbMemoryError, StoreUnavailable
 from . import codec, transport as transports
 from .log import log
@@ -184,11 +185,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         wanted = self.headers.get(HEADER_MODEL)
         log(f"kept the model {owner.model}: a client asked for {wanted} while {others} other "
             f"client(s) are connected")
+        # Unset means the default model (or NBMEMORY_MODEL): advice only when that is it.
+        unset = ", or leave it unset" if owner.model in DEFAULT_ALIASES else ""
         error = EmbedderMismatch(
             f"The store's owner (pid {os.getpid()}) uses the model {owner.model} and serves "
             f"{others} other client(s) right now; this client is configured with {wanted}, "
             f"and will not stop it for them. Use the store's model (set the model to "
-            f"{owner.model!r}, or leave it unset), or switch the store to {wanted} for "
+            f"{owner.model!r}{unset}), or switch the store to {wanted} for "
             f"everyone with {{0}} with the model set to {wanted}.", Command("reembed"))
         return {**error.to_dict(), "pid": os.getpid()}
 

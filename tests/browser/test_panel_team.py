@@ -166,6 +166,9 @@ def test_a_read_only_member_gets_no_write_action_and_can_search(browser_context,
     status = reader_lab.api("status")[1]
     assert status["read_only"] is True and status["store"] == team.reader_url
     before = journal_length(team)
+    code, reply = reader_lab.api("notes/1/forget", "POST", {})
+    assert (code, reply["error"]) == (403, "ReadOnlyStore")
+    assert "read-only team store for this user" in reply["message"]
     page = open_lab(browser_context, reader_lab)
     try:
         message = page.locator(f"{PANEL} .nbm-ReadOnly")
