@@ -51,8 +51,8 @@ def jp_server_config(store_dir, request):
 def api(jp_fetch):
     """Call /nbmemory/...: returns (status, json) and never raises on HTTP errors."""
 
-    async def call(path, method="GET", body=None, **params):
-        kwargs = {"method": method, "raise_error": False}
+    async def call(path, method="GET", body=None, headers=None, **params):
+        kwargs = {"method": method, "raise_error": False, "headers": headers or {}}
         if params:
             kwargs["params"] = {k: str(v) for k, v in params.items()}
         if body is not None or method in ("POST", "PATCH", "PUT"):
@@ -156,6 +156,11 @@ async def test_forget_then_reinstate(api):
     code, again = await api(f"notes/{note['id']}/forget", "POST")
     assert code == 409 and again["message"] == (
         "Note #1 is already forgotten; POST /nbmemory/notes/1/reinstate brings it back.")
+    # The panel asks for the magics' words: its users are in a notebook.
+    code, worded = await api(f"notes/{note['id']}/forget", "POST",
+                             headers={"X-NbMemory-Words": "magic"})
+    assert (code, worded["commands"]) == (409, [["reinstate", [1]]])
+    assert worded["message"] == "Note #1 is already forgotten; %memory reinstate 1 brings it back."
     code, back = await api(f"notes/{note['id']}/reinstate", "POST")
     assert code == 200 and back["status"] == "active"
     code, page = await api("notes")
@@ -190,6 +195,10 @@ async def test_stale_listing_and_verify(api, store_dir):
     assert {r["target"] for r in page["notes"][0]["stale"]} == {"inputs/orders.csv"}
     code, page = await api("notes", stale="fresh")
     assert [n["text"] for n in page["notes"]] == ["a note about nothing in particular"]
+    code, hits = await api("recall", query="a note about orders.csv", stale="stale", min_score=-1)
+    assert [h["note"]["id"] for h in hits["hits"]] == [note["id"]]
+    code, hits = await api("recall", query="a note about orders.csv", stale="fresh", min_score=-1)
+    assert [h["note"]["text"] for h in hits["hits"]] == ["a note about nothing in particular"]
 
     code, verified = await api(f"notes/{note['id']}/verify", "POST")
     assert code == 200, verified
@@ -261,6 +270,7 @@ BAD_REQUESTS = [
     ("notes", "GET", None, {"order": "random"}, "Unknown order 'random'"),
     ("notes", "GET", None, {"since": "last tuesday"}, "ISO date"),
     ("recall", "GET", None, {}, "Give a query"),
+    ("recall", "GET", None, {"query": "x", "stale": "yes"}, "stale must be stale or fresh"),
     ("recall", "GET", None, {"query": "x", "k": "0"}, "k must be between 1 and 500"),
     ("recall", "GET", None, {"query": "x", "min_score": "high"}, "min_score must be a number"),
     ("snapshots", "POST", {"name": "has space"}, {}, "without spaces"),

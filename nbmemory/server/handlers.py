@@ -28,6 +28,9 @@ from .shared import HOST_KEY, NAMESPACE
 
 STATUS_FOR = ((InvalidInput, 400), (ReadOnlyStore, 403), (NotFound, 404), (Conflict, 409),
               (StoreUnavailable, 503), (ModelUnavailable, 503))
+# A client that words what to run next in another front end's terms (the panel: the magics).
+WORDS_HEADER = "X-NbMemory-Words"
+WORDS = {"rest": syntax.REST, "magic": syntax.MAGIC, "cli": syntax.CLI}
 # jupyter_server's made-up user for a shared token: a uuid4 hex id named "Anonymous <moon>".
 ANONYMOUS_ID = re.compile(r"[0-9a-f]{32}")
 
@@ -53,7 +56,8 @@ def api(method: Callable) -> Callable:
         try:
             return await method(self, *args, **kwargs)
         except NbMemoryError as exc:
-            self.reply_error(http_status(exc), syntax.message(exc, syntax.REST),
+            words = WORDS.get(self.request.headers.get(WORDS_HEADER, "").lower(), syntax.REST)
+            self.reply_error(http_status(exc), syntax.message(exc, words),
                              type(exc).__name__, commands=[c.to_list() for c in exc.commands])
 
     return tornado.web.authenticated(authorized(wrapper))

@@ -9,8 +9,6 @@ from .handlers import NbMemoryHandler, api, missing_feature, note_id
 from .origin import panel_provenance, provenance_fields
 from .shared import MAX_PAGE
 
-STALE_CHOICES = ("stale", "fresh")
-
 
 class NotesHandler(NbMemoryHandler):
     @api
@@ -19,10 +17,7 @@ class NotesHandler(NbMemoryHandler):
         author (or mine)."""
         offset = self.int_arg("offset", 0)
         limit = self.int_arg("limit", 50, low=1, high=MAX_PAGE)
-        stale = self.arg("stale")
-        if stale is not None and stale not in STALE_CHOICES:
-            raise InvalidInput(f"Query parameter stale must be stale or fresh, got {stale!r}.")
-        wanted = None if stale is None else stale == "stale"
+        wanted = self.stale_arg()
         status = self.arg("status", "active")
         filters = dict(tags=self.arg("tags"), kind=self.arg("kind"),
                        priority=self.arg("priority"), since=self.time_arg("since"),

@@ -79,6 +79,13 @@ class RequestParsing:
         except ValueError:
             raise InvalidInput(f"Query parameter {name} must be a number, got {value!r}.") from None
 
+    def stale_arg(self) -> bool | None:
+        """``stale=stale`` (True: only stale notes), ``stale=fresh`` (False), or None."""
+        value = self.arg("stale")
+        if value not in (None, "stale", "fresh"):
+            raise InvalidInput(f"Query parameter stale must be stale or fresh, got {value!r}.")
+        return None if value is None else value == "stale"
+
     def time_arg(self, name: str) -> datetime | None:
         value = self.arg(name)
         if value is None:

@@ -19,7 +19,7 @@ class RecallHandler(NbMemoryHandler):
         options = dict(tags=self.arg("tags"), kind=self.arg("kind"),
                        priority=self.arg("priority"), since=self.time_arg("since"),
                        until=self.time_arg("until"), min_score=self.float_arg("min_score"),
-                       author=self.author_arg())
+                       stale=self.stale_arg(), author=self.author_arg())
         hits = await self.call(lambda m: m.recall(query, k=k, explain=explain, **options),
                                "recall")
         self.reply(self.hits(hits))
