@@ -15,7 +15,7 @@ import * as React from 'react';
 
 import { redactAddress, teamStoreWhere } from './address';
 import { NoteMarkdown } from './markdown';
-import { IDraft, MemoryModel, age, describeStale, tagList } from './model';
+import { IDraft, MAX_HITS, MemoryModel, age, describeStale, tagList } from './model';
 import {
   ICheck,
   IHit,
@@ -317,6 +317,16 @@ function kindLabel(kind: string, trans: TranslationBundle): string {
   return labels[kind] ?? kind;
 }
 
+/** A note's status in the panel's words (the panel says "forget", the store "revoked"). */
+function statusLabel(status: string, trans: TranslationBundle): string {
+  const labels: Record<string, string> = {
+    revoked: trans.__('forgotten'),
+    superseded: trans.__('superseded'),
+    purged: trans.__('erased')
+  };
+  return labels[status] ?? status;
+}
+
 function priorityLabel(priority: string, trans: TranslationBundle): string {
   const labels: Record<string, string> = {
     high: trans.__('high'),
@@ -337,6 +347,12 @@ function NotesView(props: IPanelProps): JSX.Element {
   const filtered = !!(tags || kind || priority || stale || mine || author);
   const empty =
     model.loaded && !model.loading && items.length === 0 && !model.error && !!model.compatibility?.ok;
+  // A note being edited stays, with its edit, when a write elsewhere takes it off this page.
+  const shown = new Set(items.map(item => item.note.id));
+  const away = [...model.edits.values()]
+    .filter(edit => !shown.has(edit.base.id))
+    .map(edit => edit.base);
+  const more = searching && items.length >= model.recallSize && model.recallSize < MAX_HITS;
   return (
     <>
       <div className="nbm-Controls">
@@ -383,7 +399,7 @@ function NotesView(props: IPanelProps): JSX.Element {
       ) : null}
       {model.draft ? <NewNote model={model} draft={model.draft} /> : null}
       <div className="nbm-Summary">
-        {items.length || !empty
+        {(items.length || !empty) && !(model.error && !items.length)
           ? searching
             ? trans._n(
                 '%1 recalled for “%2”',
@@ -393,9 +409,15 @@ function NotesView(props: IPanelProps): JSX.Element {
               )
             : trans._n('%1 note', '%1 notes', model.total)
           : ''}
-        {searching && model.filteredOut
-          ? ' ' + trans.__('(%1 more below the score threshold)', model.filteredOut)
-          : ''}
+        {searching && model.filteredOut ? (
+          <>
+            {' ' + trans.__('(%1 more below the score threshold:', model.filteredOut) + ' '}
+            <button className="nbm-LinkButton nbm-ShowBelow" onClick={() => model.showBelow()}>
+              {trans.__('show them')}
+            </button>
+            {')'}
+          </>
+        ) : null}
       </div>
       {searching && model.behind ? (
         <div className="nbm-Banner nbm-Behind" role="status">
@@ -403,20 +425,41 @@ function NotesView(props: IPanelProps): JSX.Element {
         </div>
       ) : null}
       <ul className="nbm-NoteList">
-        {items.map(item => (
-          <NoteCard
-            key={`${item.note.id}:${item.note.version}`}
-            note={item.note}
-            score={item.score}
-            {...props}
-          />
+        {away.map(note => (
+          <NoteCard key={note.id} note={note} away={true} {...props} />
         ))}
+        {items.map(item => (
+          <NoteCard key={item.note.id} note={item.note} score={item.score} {...props} />
+        ))}
+        {more ? (
+          <li className="nbm-PagerItem">
+            <button className="nbm-Button nbm-MoreHits" onClick={() => model.moreHits()}>
+              {trans.__('More')}
+            </button>
+          </li>
+        ) : null}
         {searching && model.previously.length ? (
           <li className="nbm-Previously">
             {model.previously.map(hit => (
               <div key={hit.note.id}>
-                {trans.__('Previously believed (#%1, %2):', hit.note.id, hit.note.status)}{' '}
+                {trans.__(
+                  'Previously believed (#%1, %2):',
+                  hit.note.id,
+                  statusLabel(hit.note.status, trans)
+                )}{' '}
                 {hit.note.text}
+                {hit.note.status === 'revoked' && !model.readOnly ? (
+                  <>
+                    {' '}
+                    <button
+                      className="nbm-LinkButton nbm-Reinstate"
+                      aria-label={trans.__('Bring #%1 back', hit.note.id)}
+                      onClick={() => void model.undoForget(hit.note.id)}
+                    >
+                      {trans.__('Bring back')}
+                    </button>
+                  </>
+                ) : null}
               </div>
             ))}
           </li>
@@ -435,12 +478,21 @@ function Pager(props: { model: MemoryModel }): JSX.Element {
   const { model } = props;
   const trans = model.trans;
   const last = Math.min(model.offset + model.pageSize, model.total);
+  const pager = React.useRef<HTMLDivElement>(null);
+  // Another page starts at its top, not where the last one was scrolled to.
+  const turn = (offset: number) => {
+    model.setPage(offset);
+    const list = pager.current?.closest('.nbm-NoteList');
+    if (list) {
+      list.scrollTop = 0;
+    }
+  };
   return (
-    <div className="nbm-Pager">
+    <div className="nbm-Pager" ref={pager}>
       <button
         className="nbm-Button"
         disabled={model.offset === 0}
-        onClick={() => model.setPage(model.offset - model.pageSize)}
+        onClick={() => turn(model.offset - model.pageSize)}
       >
         {trans.__('‹ Newer')}
       </button>
@@ -448,7 +500,7 @@ function Pager(props: { model: MemoryModel }): JSX.Element {
       <button
         className="nbm-Button"
         disabled={last >= model.total}
-        onClick={() => model.setPage(model.offset + model.pageSize)}
+        onClick={() => turn(model.offset + model.pageSize)}
       >
         {trans.__('Older ›')}
       </button>
@@ -461,6 +513,8 @@ function ActionButton(props: {
   icon: LabIcon;
   label: string;
   title?: string;
+  /** The note it acts on, for screen readers ("Edit #12"). */
+  noteId?: number;
   disabled?: boolean;
   onClick: () => void;
 }): JSX.Element {
@@ -468,6 +522,7 @@ function ActionButton(props: {
     <button
       className={`jp-Button jp-mod-minimal nbm-Action ${props.className}`}
       title={props.title ?? props.label}
+      aria-label={props.noteId === undefined ? undefined : `${props.label} #${props.noteId}`}
       disabled={props.disabled}
       onClick={props.onClick}
     >
@@ -525,13 +580,14 @@ function ClampedText(props: { text: string; rendermime: IRenderMimeRegistry; tra
   );
 }
 
-function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Element {
+function NoteCard(
+  props: IPanelProps & { note: INote; score?: number; away?: boolean }
+): JSX.Element {
   const { note, model, actions } = props;
   const trans = model.trans;
-  const [editingState, setEditing] = React.useState(false);
   // A reader of a team store gets no write action: no edit box, Re-check, Verify, Forget.
   const writable = !model.readOnly;
-  const editing = editingState && writable;
+  const edit = writable ? model.edits.get(note.id) : undefined;
   const stale = note.stale.length > 0;
   const activeTags = tagList(model.filters.tags);
   const reasons = note.stale.map(r => describeStale(r, trans)).join('; ');
@@ -597,40 +653,33 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
       {stale ? (
         <div className="nbm-StaleReason">{trans.__('Stale: %1', reasons)}</div>
       ) : null}
-      {editing ? (
+      {edit ? (
         <NoteEditor
           model={model}
-          initial={{
-            text: note.text,
-            kind: note.kind,
-            priority: note.priority,
-            tags: note.tags.join(', ')
+          initial={edit.draft}
+          pristine={{
+            text: edit.base.text,
+            kind: edit.base.kind,
+            priority: edit.base.priority,
+            tags: edit.base.tags.join(', ')
           }}
+          notice={
+            props.away
+              ? trans.__(
+                  'This note is no longer on this page (a write elsewhere moved it): save or cancel your edit here.'
+                )
+              : note.version !== edit.base.version
+                ? trans.__(
+                    'Changed elsewhere while you edit it (now version %1): saving writes only the fields you changed, over that version.',
+                    note.version
+                  )
+                : undefined
+          }
           saveLabel={trans.__('Save as new version')}
-          onCancel={() => setEditing(false)}
+          onChange={draft => model.updateEdit(note.id, draft)}
+          onCancel={() => model.endEdit(note.id)}
           onSave={async draft => {
-            const fields: { text?: string; priority?: string; kind?: string; tags?: string[] } =
-              {};
-            if (draft.text !== note.text) {
-              fields.text = draft.text;
-            }
-            if (draft.priority !== note.priority) {
-              fields.priority = draft.priority;
-            }
-            if (draft.kind !== note.kind) {
-              fields.kind = draft.kind;
-            }
-            const tags = tagList(draft.tags);
-            if (tags.join(',') !== note.tags.join(',')) {
-              fields.tags = tags;
-            }
-            if (Object.keys(fields).length === 0) {
-              setEditing(false);
-              return;
-            }
-            if (await model.edit(note.id, fields)) {
-              setEditing(false);
-            }
+            await model.saveEdit(note.id, draft);
           }}
         />
       ) : (
@@ -643,11 +692,12 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
         trans={trans}
         byAuthor={author => model.setFilters({ author, mine: false })}
       />
-      {editing ? null : (
+      {edit ? null : (
         <div className="nbm-Actions">
           {check && writable ? (
             <ActionButton
               className="nbm-Recheck"
+              noteId={note.id}
               icon={refreshIcon}
               label={checking ? trans.__('Re-checking…') : trans.__('Re-check')}
               title={trans.__(
@@ -665,13 +715,15 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
             <>
               <ActionButton
                 className="nbm-Edit"
+                noteId={note.id}
                 icon={editIcon}
                 label={trans.__('Edit')}
                 title={trans.__('Edit (saved as a new version)')}
-                onClick={() => setEditing(true)}
+                onClick={() => model.startEdit(note)}
               />
               <ActionButton
                 className="nbm-Verify"
+                noteId={note.id}
                 icon={checkIcon}
                 label={trans.__('Verify')}
                 title={trans.__('It still holds: re-take the fingerprints of what it is about')}
@@ -679,6 +731,7 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
               />
               <ActionButton
                 className="nbm-Forget"
+                noteId={note.id}
                 icon={deleteIcon}
                 label={trans.__('Forget')}
                 title={trans.__('Forget (you can undo it)')}
@@ -688,6 +741,7 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
           ) : null}
           <ActionButton
             className="nbm-Copy"
+            noteId={note.id}
             icon={copyIcon}
             label={trans.__('Copy %recall')}
             title={trans.__('Copy a %recall line for this note')}
@@ -695,6 +749,7 @@ function NoteCard(props: IPanelProps & { note: INote; score?: number }): JSX.Ele
           />
           <ActionButton
             className="nbm-Insert"
+            noteId={note.id}
             icon={markdownIcon}
             label={trans.__('Insert')}
             title={trans.__('Insert into the active notebook as a Markdown cell')}
@@ -829,9 +884,14 @@ function Provenance(props: {
 function NoteEditor(props: {
   model: MemoryModel;
   initial: IDraft;
+  /** What counts as unchanged (Escape discards without asking): default `initial`. */
+  pristine?: IDraft;
+  /** Said above the text: why this edit needs a second look. */
+  notice?: string;
   saveLabel: string;
   where?: string;
   autoFocus?: boolean;
+  onChange?: (draft: IDraft) => void;
   onSave: (draft: IDraft) => Promise<void>;
   onCancel: () => void;
 }): JSX.Element {
@@ -843,7 +903,19 @@ function NoteEditor(props: {
   const [tags, setTags] = React.useState(initial.tags);
   const [problem, setProblem] = React.useState<string | null>(null);
   const [saving, setSaving] = React.useState(false);
+  // Escape with changes asks once: a second Escape discards them.
+  const [discarding, setDiscarding] = React.useState(false);
   const area = React.useRef<HTMLTextAreaElement>(null);
+  const pristine = props.pristine ?? initial;
+  const dirty =
+    text.trim() !== pristine.text.trim() ||
+    kind !== pristine.kind ||
+    priority !== pristine.priority ||
+    tags !== pristine.tags;
+  React.useEffect(() => {
+    props.onChange?.({ ...initial, text, kind, priority, tags });
+    setDiscarding(false);
+  }, [text, kind, priority, tags]);
   React.useEffect(() => {
     if (props.autoFocus !== false) {
       area.current?.focus();
@@ -876,7 +948,11 @@ function NoteEditor(props: {
         if (event.key === 'Escape') {
           event.preventDefault();
           event.stopPropagation();
-          props.onCancel();
+          if (dirty && !discarding) {
+            setDiscarding(true);
+          } else {
+            props.onCancel();
+          }
         } else if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
           event.preventDefault();
           event.stopPropagation();
@@ -885,6 +961,11 @@ function NoteEditor(props: {
       }}
     >
       {props.where ? <div className="nbm-EditWhere">{props.where}</div> : null}
+      {props.notice ? (
+        <div className="nbm-EditNotice" role="status">
+          {props.notice}
+        </div>
+      ) : null}
       <textarea
         ref={area}
         className="nbm-EditText jp-mod-styled"
@@ -901,6 +982,10 @@ function NoteEditor(props: {
       {problem ? (
         <div className="nbm-EditProblem" role="alert">
           {problem}
+        </div>
+      ) : discarding ? (
+        <div className="nbm-EditProblem nbm-Discard" role="alert">
+          {trans.__('Press Escape again to discard your changes, or Ctrl+Enter to save them.')}
         </div>
       ) : text.length > LONG_NOTE ? (
         <div className="nbm-EditHint">
@@ -1174,9 +1259,12 @@ function StatusLine(props: { model: MemoryModel }): JSX.Element {
   const { model } = props;
   const trans = model.trans;
   if (model.statusError) {
+    // The banner above says it already when the listing failed the same way.
     return (
       <div className="nbm-Status nbm-mod-error" title={model.statusError}>
-        {model.statusError}
+        {model.statusError === model.error
+          ? trans.__('memory service: unavailable (see above)')
+          : model.statusError}
       </div>
     );
   }

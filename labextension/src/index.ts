@@ -121,7 +121,8 @@ export function noteAsMarkdown(note: INote, trans?: TranslationBundle): string {
 /** A `%recall` line that finds this note again. */
 export function recallSnippet(note: INote): string {
   const words = note.text.replace(/\s+/g, ' ').trim().split(' ').slice(0, 12).join(' ');
-  return `%recall -k 3 ${words}`;
+  // IPython reads a line ending in ? as a request for help, not as the magic.
+  return `%recall -k 3 ${words.replace(/[\s?]+$/, '')}`;
 }
 
 const plugin: JupyterFrontEndPlugin<INbMemory> = {
@@ -180,15 +181,24 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
       recheck: note => recheck(note)
     };
 
-    /** A kernel's error about nbmemory's magics being absent, in words to act on. */
-    function kernelProblem(run: IKernelRun, path: string): string {
-      if (run.ename === 'UsageError' && /magic function .* not found/i.test(run.error)) {
+    /**
+     * A kernel's error in words to act on: nbmemory's magics absent is said in full (short:
+     * a notification shows about 140 characters), else `failed(why)` words the error.
+     */
+    function kernelProblem(
+      run: IKernelRun,
+      path: string,
+      failed: (why: string) => string
+    ): string {
+      // IPython prints a missing magic's UsageError (no error message on iopub).
+      const said = `${run.error}\n${run.text}`;
+      if (/UsageError: (Line|Cell) magic function .* not found/i.test(said)) {
         return trans.__(
-          "nbmemory is not loaded in the kernel of %1: run %load_ext nbmemory there, then try again.",
+          'nbmemory is not loaded in the kernel of %1: run %load_ext nbmemory there.',
           path
         );
       }
-      return run.error || run.text || trans.__('the kernel reported an error');
+      return failed(run.error || run.text || trans.__('the kernel reported an error'));
     }
 
     /**
@@ -224,8 +234,9 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
         );
         return;
       }
-      const failed = (why: string) =>
-        model.say(trans.__('Re-check of #%1 in %2 failed: %3', note.id, path, why), 'error');
+      const failure = (why: string) =>
+        trans.__('Re-check of #%1 in %2 failed: %3', note.id, path, why);
+      const failed = (why: string) => model.say(failure(why), 'error');
       let run: IKernelRun;
       try {
         run = await runInKernel(kernel, `%memory check ${note.id}`);
@@ -234,7 +245,7 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
         return;
       }
       if (!run.ok) {
-        failed(kernelProblem(run, path));
+        model.say(kernelProblem(run, path, failure), 'error');
         return;
       }
       await model.refresh({ force: true, status: true });
@@ -432,7 +443,7 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
         return;
       }
       if (!run.ok) {
-        model.say(kernelProblem(run, path), 'error');
+        model.say(kernelProblem(run, path, why => why), 'error');
         return;
       }
       const id = /Remembered #(\d+)/.exec(run.text)?.[1];

@@ -54,12 +54,20 @@ export interface IDraft {
   where?: string;
 }
 
+/** A note being edited: the version it was opened at, and what the editor holds now. */
+export interface IEdit {
+  base: INote;
+  draft: IDraft;
+}
+
 /** After this long a request asks the server why it is slow (`GET owner`). */
 const SLOW_MS = 700;
 const OWNER_POLL_MS = 1000;
 /** How long the Undo of a forget stays offered. */
 export const UNDO_MS = 10000;
 const INFO_MS = 5000;
+/** The most hits the server gives for one recall (`k`). */
+export const MAX_HITS = 500;
 /** Operations that need the embedding model (the first one after a start loads it). */
 const EMBEDS = new Set(['recall', 'remember', 'supersede', 'edit']);
 
@@ -103,6 +111,10 @@ export class MemoryModel {
   query = '';
   filters: IFilters = { ...EMPTY_FILTERS };
   pageSize = 25;
+  /** How many hits a recall asks for: a page, and a page more each time "More" is asked. */
+  recallSize = 25;
+  /** Whether recall also shows the notes below the score threshold (until the query changes). */
+  belowShown = false;
   offset = 0;
   notes: INote[] = [];
   total = 0;
@@ -125,6 +137,11 @@ export class MemoryModel {
   diff: ISnapshotDiff | null = null;
   diffNames: [string, string] | null = null;
   draft: IDraft | null = null;
+  /**
+   * Notes being edited, by id. Kept here, not in the cards, so that an edit survives the
+   * refresh a write elsewhere brings (a new version, or the note moving to another page).
+   */
+  edits = new Map<number, IEdit>();
   /** The checks of the notes, by note id: fetched once with each listing or recall. */
   checks = new Map<number, ICheck>();
   /**
@@ -212,7 +229,9 @@ export class MemoryModel {
       this.query.trim(),
       this.filters,
       this.offset,
-      this.pageSize
+      this.pageSize,
+      this.recallSize,
+      this.belowShown
     ]);
     const status = !!options.status || this.status === null;
     const inflight = this._inflight;
@@ -220,7 +239,7 @@ export class MemoryModel {
       return inflight.promise;
     }
     const ticket = ++this._ticket;
-    const promise = this._load(ticket, status);
+    const promise = this._load(ticket, status, key);
     this._inflight = { key, promise, status };
     try {
       await promise;
@@ -257,7 +276,10 @@ export class MemoryModel {
     const before = this.status;
     await this._loadStatus(false);
     const now = this.status;
-    if (
+    if (now && this.error) {
+      // The server answers again: try what failed (the store may be free by now).
+      await this.refresh({ force: true });
+    } else if (
       now?.running &&
       (!before?.running ||
         now.journal_position !== before.journal_position ||
@@ -283,7 +305,7 @@ export class MemoryModel {
       return;
     }
     this.query = query;
-    this.offset = 0;
+    this._firstPage();
     this._stateChanged.emit(this.state);
     void this.refresh();
   }
@@ -294,7 +316,7 @@ export class MemoryModel {
       return;
     }
     this.filters = next;
-    this.offset = 0;
+    this._firstPage();
     this._stateChanged.emit(this.state);
     void this.refresh();
   }
@@ -308,8 +330,28 @@ export class MemoryModel {
 
   clearFilters(): void {
     this.query = '';
-    this.setFilters({ ...EMPTY_FILTERS });
-    this._emit();
+    this.filters = { ...EMPTY_FILTERS };
+    this._firstPage();
+    this._stateChanged.emit(this.state);
+    void this.refresh();
+  }
+
+  /** Recall a page more of hits. */
+  moreHits(): void {
+    this.recallSize = Math.min(this.recallSize + this.pageSize, MAX_HITS);
+    void this.refresh();
+  }
+
+  /** Show the hits below the score threshold too (until the query changes). */
+  showBelow(): void {
+    this.belowShown = true;
+    void this.refresh();
+  }
+
+  private _firstPage(): void {
+    this.offset = 0;
+    this.recallSize = this.pageSize;
+    this.belowShown = false;
   }
 
   setPage(offset: number): void {
@@ -377,6 +419,71 @@ export class MemoryModel {
       this._emit();
       return false;
     }
+  }
+
+  // -- editing a note ------------------------------------------------------------------
+
+  startEdit(note: INote): void {
+    this.edits.set(note.id, {
+      base: note,
+      draft: {
+        text: note.text,
+        kind: note.kind,
+        priority: note.priority,
+        tags: note.tags.join(', ')
+      }
+    });
+    this._emit();
+  }
+
+  /** What the editor holds now (no re-render: the editor shows it already). */
+  updateEdit(id: number, draft: IDraft): void {
+    const edit = this.edits.get(id);
+    if (edit) {
+      edit.draft = draft;
+    }
+  }
+
+  endEdit(id: number): void {
+    if (this.edits.delete(id)) {
+      this._emit();
+    }
+  }
+
+  /**
+   * Save an edit as a new version: only the fields changed since the editor opened, so a
+   * change written elsewhere meanwhile (another field) is kept, not undone.
+   */
+  async saveEdit(id: number, draft: IDraft): Promise<boolean> {
+    const edit = this.edits.get(id);
+    if (!edit) {
+      return false;
+    }
+    const { base } = edit;
+    const fields: { text?: string; priority?: string; kind?: string; tags?: string[] } = {};
+    if (draft.text !== base.text) {
+      fields.text = draft.text;
+    }
+    if (draft.priority !== base.priority) {
+      fields.priority = draft.priority;
+    }
+    if (draft.kind !== base.kind) {
+      fields.kind = draft.kind;
+    }
+    const tags = tagList(draft.tags);
+    if (tags.join(',') !== base.tags.join(',')) {
+      fields.tags = tags;
+    }
+    if (Object.keys(fields).length === 0) {
+      this.endEdit(id);
+      return true;
+    }
+    this.updateEdit(id, draft);
+    const saved = await this.edit(id, fields);
+    if (saved) {
+      this.endEdit(id);
+    }
+    return saved;
   }
 
   // -- the API, for the panel and for other extensions (INbMemory) --------------------
@@ -460,7 +567,15 @@ export class MemoryModel {
     return this._act(async () => {
       const result = await this._request<any>(`notes/${id}/verify`, json('POST'));
       const note: INote | undefined = result?.note ?? (result?.id ? result : undefined);
-      if (note && note.stale && note.stale.length) {
+      if (note && !note.stale?.length && note.anchors?.length === 0) {
+        this.say(
+          this.trans.__(
+            'Verified #%1: it is about no file, data or cell, so there was nothing to re-check.',
+            id
+          ),
+          'success'
+        );
+      } else if (note && note.stale && note.stale.length) {
         this.say(
           this.trans.__(
             '#%1 is still stale: %2',
@@ -469,7 +584,10 @@ export class MemoryModel {
           )
         );
       } else {
-        this.say(this.trans.__('Verified #%1: its anchors were re-checked.', id), 'success');
+        this.say(
+          this.trans.__('Verified #%1: re-took the fingerprints of what it is about.', id),
+          'success'
+        );
       }
     });
   }
@@ -524,7 +642,7 @@ export class MemoryModel {
     return this.compatibility.ok;
   }
 
-  private async _load(ticket: number, status: boolean): Promise<void> {
+  private async _load(ticket: number, status: boolean, key: string): Promise<void> {
     this.loading = true;
     this._emit();
     try {
@@ -546,10 +664,15 @@ export class MemoryModel {
       if (ticket === this._ticket) {
         this.error = null;
         this.loaded = true;
+        this._shown = key;
       }
     } catch (error) {
       if (ticket === this._ticket) {
         this.error = messageOf(error);
+        if (this._shown !== key) {
+          // Never show another query's or filter's results under this one.
+          this._clearResults();
+        }
       }
     } finally {
       if (ticket === this._ticket) {
@@ -557,6 +680,16 @@ export class MemoryModel {
       }
       this._emit();
     }
+  }
+
+  private _clearResults(): void {
+    this.notes = [];
+    this.total = 0;
+    this.hits = this.query.trim() ? [] : null;
+    this.filteredOut = 0;
+    this.previously = [];
+    this.behind = null;
+    this._shown = null;
   }
 
   private async _act(action: () => Promise<void>): Promise<boolean> {
@@ -642,13 +775,16 @@ export class MemoryModel {
 
   private async _recall(ticket: number): Promise<void> {
     const params = this._filterParams();
-    params.push(`query=${encodeURIComponent(this.query.trim())}`, `k=${this.pageSize}`);
+    if (this.filters.stale) {
+      params.push(`stale=${this.filters.stale}`);
+    }
+    if (this.belowShown) {
+      params.push('min_score=-1');
+    }
+    params.push(`query=${encodeURIComponent(this.query.trim())}`, `k=${this.recallSize}`);
     const result = await this._request<IHits>(`recall?${params.join('&')}`, {}, 'recall');
     if (ticket === this._ticket) {
-      const stale = this.filters.stale;
-      this.hits = result.hits.filter(
-        hit => !stale || (hit.note.stale.length > 0) === (stale === 'stale')
-      );
+      this.hits = result.hits;
       this.filteredOut = result.filtered_out;
       this.previously = result.previously;
       this.behind = result.behind ?? null;
@@ -720,6 +856,8 @@ export class MemoryModel {
   }
 
   private _ticket = 0;
+  /** The refresh key of what the views show now. */
+  private _shown: string | null = null;
   private _inflight: { key: string; promise: Promise<void>; status: boolean } | null = null;
   private _pollAgain: Promise<void> | null = null;
   private _versionCheck: Promise<boolean> | null = null;

@@ -17,7 +17,8 @@ export class ApiError extends Error {
 /**
  * Call nbmemory's REST API and return the JSON reply.
  *
- * Errors become `ApiError`s whose message is the server's (`{"message": ...}`).
+ * Errors become `ApiError`s whose message is the server's (`{"message": ...}`), with the
+ * commands it suggests in the magics' words.
  */
 export async function requestAPI<T>(
   endPoint: string,
@@ -25,9 +26,12 @@ export async function requestAPI<T>(
   settings: ServerConnection.ISettings = ServerConnection.makeSettings()
 ): Promise<T> {
   const url = URLExt.join(settings.baseUrl, NAMESPACE, endPoint);
+  // What to run next is worded as a notebook user runs it: %memory reinstate 12.
+  const headers = new Headers(init.headers);
+  headers.set('X-NbMemory-Words', 'magic');
   let response: Response;
   try {
-    response = await ServerConnection.makeRequest(url, init, settings);
+    response = await ServerConnection.makeRequest(url, { ...init, headers }, settings);
   } catch (error) {
     throw new ApiError(`Cannot reach the Jupyter server: ${error}`, 0);
   }

@@ -32,6 +32,8 @@ export interface INote {
   author: string | null;
   provenance: IProvenance;
   stale: IStaleReason[];
+  /** What it is about (files, data, variables, its cell, a check). */
+  anchors?: { kind: string; target: string }[];
   /** The notebook's path relative to the server root, when the server can tell. */
   lab_path?: string | null;
 }

@@ -127,6 +127,44 @@ def test_recall_from_the_search_box_then_clear(page, lab):
     expect(card(page, "nightly export")).to_be_visible()
 
 
+def test_nothing_recalled_offers_a_way_back_that_works(page, lab):
+    lab.remember("the warehouse refresh runs at dawn")
+    refresh(page)
+    search = page.locator(f"{PANEL} .nbm-Search")
+    search.fill("zqxj vwkp")
+    search.press("Enter")
+    empty = page.locator(f"{PANEL} .nbm-Empty")
+    expect(empty).to_contain_text("Nothing recalled. Try other words.")
+    # Only a query is set (no filter): the link still clears it and lists the notes again.
+    empty.locator(".nbm-ClearFilters").click()
+    expect(search).to_have_value("")
+    expect(card(page, "the warehouse refresh runs at dawn")).to_be_visible()
+    expect(page.locator(f"{PANEL} .nbm-Summary")).not_to_contain_text("recalled")
+    expect(page.locator(f"{PANEL} .nbm-Summary")).not_to_contain_text("below the score")
+
+
+def test_a_forgotten_note_can_be_brought_back_from_previously_believed(page, lab):
+    note = lab.remember("the staging bucket is cleaned every sunday")
+    assert lab.api(f"notes/{note['id']}/forget", "POST", {})[0] == 200
+    refresh(page)
+    search = page.locator(f"{PANEL} .nbm-Search")
+    search.fill("staging bucket cleaned every sunday")
+    search.press("Enter")
+    before = page.locator(f"{PANEL} .nbm-Previously")
+    expect(before).to_contain_text(f"Previously believed (#{note['id']}, forgotten):")
+    before.get_by_role("button", name=f"Bring #{note['id']} back").click()
+    expect(toast(page, f"Reinstated #{note['id']}.")).to_be_visible()
+    expect(card_of(page, note)).to_be_visible()
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["status"] == "active"
+    # Forgotten again elsewhere meanwhile: the panel says so in a notebook's words.
+    assert lab.api(f"notes/{note['id']}/forget", "POST", {})[0] == 200
+    card_of(page, note).locator(".nbm-Forget").click()
+    expect(toast(page, f"Note #{note['id']} is already forgotten; %memory reinstate "
+                       f"{note['id']} brings it back.")).to_be_visible()
+    search.fill("")
+    search.press("Enter")
+
+
 def test_filters_narrow_the_list(page, lab):
     lab.remember("filter me: a low priority question", priority="low", kind="question",
                  tags="filters")
@@ -227,6 +265,13 @@ def test_copy_recall_snippet_and_insert_into_notebook(page, lab):
     assert page.evaluate("() => Promise.race([navigator.clipboard.readText(), new Promise("
                          "r => setTimeout(() => r('(clipboard unreadable)'), 5000))])") == \
         "%recall -k 3 insert me into the notebook as markdown"
+    # A question's %recall line leaves its "?" off: IPython would read it as a help request.
+    lab.remember("why are there duplicate ids in orders?", kind="question")
+    refresh(page)
+    card(page, "why are there duplicate ids").locator(".nbm-Copy").click()
+    expect(toast(page, "Copied: %recall -k 3 why are there duplicate ids in orders")
+           ).to_be_visible()
+    expect(toast(page, "ids in orders?")).to_have_count(0)
     shown.locator(".nbm-Insert").click()
     cell = page.locator(".jp-NotebookPanel .jp-MarkdownCell", has_text="insert me into the notebook")
     expect(cell).to_be_visible()

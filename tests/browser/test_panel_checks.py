@@ -193,3 +193,20 @@ def test_a_check_from_someone_elses_export_shows_its_code_and_is_not_trusted(pag
     assert checks_by_note(lab)[int(note_id)]["trusted"] is False
     screenshot(page, "panel-check-untrusted.png")
 
+
+
+def test_recheck_in_a_kernel_without_nbmemory_says_to_load_it(page, lab):
+    import pandas as pd
+
+    with Memory.open(lab.store, mode="service") as memory:
+        note = memory.remember("every order is paid", check="orders.paid.all()",
+                               namespace={"orders": pd.DataFrame({"paid": [True]})})
+    run_notebook(page, lab, "not-loaded.ipynb", ["x = 1"])
+    expect(page.locator(".jp-NotebookPanel .jp-Cell").first.locator(".jp-InputPrompt")
+           ).to_have_text("[1]:", timeout=60_000)
+    refresh(page)
+    card(page, "every order is paid").locator(".nbm-Recheck").click()
+    # IPython prints a missing magic's UsageError: the panel reads it and says what to do.
+    expect(toast(page, "nbmemory is not loaded in the kernel of not-loaded.ipynb: run "
+                       "%load_ext nbmemory there.")).to_be_visible(timeout=30_000)
+    close_notebook(page)

@@ -17,6 +17,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from nbmemory.config import DEFAULT_MODEL
+from nbmemory.memory import Memory
 from nbmemory.service import owner_info, stop
 
 from .conftest import open_lab, start_lab, stop_lab, wait_for
@@ -84,6 +85,69 @@ def test_the_status_line_follows_the_owner_across_a_restart(page, lab):
     second = owner_info(lab.store)["pid"]
     assert second != first
     expect(status).to_contain_text(f"owner: owner service (pid {second})")
+
+
+def test_an_edit_survives_a_write_elsewhere_and_keeps_it(page, lab):
+    """The poll brings a new version while the note is being edited: the edit stays, says
+    so, and saving writes only the fields it changed (the other change is kept)."""
+    note = lab.remember("the retry limit is 3", tags="config")
+    shown = card_of(page, note)
+    expect(shown).to_be_visible(timeout=10_000)
+    shown.locator(".nbm-Edit").click()
+    text = shown.locator(".nbm-EditText")
+    text.fill("the retry limit is 5 since v2.3")
+    assert lab.api(f"notes/{note['id']}", "PATCH", {"priority": "low"})[0] == 200
+    expect(shown.locator(".nbm-Priority")).to_have_text("low", timeout=10_000)  # the poll
+    expect(shown.locator(".nbm-EditNotice")).to_contain_text(
+        "Changed elsewhere while you edit it (now version 2)")
+    expect(text).to_have_value("the retry limit is 5 since v2.3")
+    shown.locator(".nbm-Save").click()
+    expect(shown.locator(".nbm-Version")).to_have_text("v3")
+    saved = lab.api(f"notes/{note['id']}")[1]["note"]
+    assert (saved["text"], saved["priority"]) == ("the retry limit is 5 since v2.3", "low")
+
+
+def test_an_edit_stays_when_its_note_leaves_the_view(page, lab):
+    """Another client's write takes the note out of the filtered list: its edit stays on
+    top, saying why, until it is saved or cancelled."""
+    note = lab.remember("exports are gzipped since march", tags="exports")
+    tags = page.locator(f"{PANEL} .nbm-TagFilter")
+    tags.fill("exports")
+    tags.press("Enter")
+    shown = card_of(page, note)
+    shown.locator(".nbm-Edit").click()
+    shown.locator(".nbm-EditText").fill("exports are zstd since june")
+    assert lab.api(f"notes/{note['id']}", "PATCH", {"tags": ["archive"]})[0] == 200
+    expect(shown.locator(".nbm-EditNotice")).to_contain_text(
+        "This note is no longer on this page", timeout=10_000)
+    expect(shown.locator(".nbm-EditText")).to_have_value("exports are zstd since june")
+    shown.locator(".nbm-Cancel").click()
+    expect(shown).to_have_count(0)
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["text"] == "exports are gzipped since march"
+    tags.fill("")
+    tags.press("Enter")
+
+
+def test_an_error_clears_by_itself_once_the_store_is_free(page, lab):
+    """A search that failed (the store held by another process) runs again at the next poll
+    once the store is free: no stale banner, no other query's results meanwhile."""
+    lab.remember("the ledger closes on the fifth working day")
+    expect(card(page, "the ledger closes")).to_be_visible(timeout=10_000)
+    stop(lab.store)
+    with Memory.open(lab.store, model="hash:64", mode="local"):
+        search = page.locator(f"{PANEL} .nbm-Search")
+        search.fill("ledger closes")
+        search.press("Enter")
+        banner = page.locator(f"{PANEL} .nbm-Banner.nbm-mod-error")
+        expect(banner).to_contain_text("owned by another process", timeout=20_000)
+        expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(0)
+        expect(page.locator(f"{PANEL} .nbm-Status")).to_contain_text(
+            "memory service: unavailable (see above)")
+    expect(banner).to_have_count(0, timeout=20_000)
+    expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text("recalled for “ledger closes”")
+    expect(card(page, "the ledger closes")).to_be_visible()
+    search.fill("")
+    search.press("Enter")
 
 
 def process_state(pid: int) -> tuple[str, int] | None:

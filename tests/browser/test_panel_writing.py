@@ -141,6 +141,11 @@ def test_edit_box_is_roomy_changes_the_kind_and_cancels_on_escape(page, lab):
                           "document.body).getPropertyValue('--jp-code-font-family')]")
     assert fonts[0].strip() != fonts[1].strip(), "note text is prose, not code"
     text.fill("the retry limit is 3, then a 30 s back-off")
+    # Escape with changes asks once; a second Escape discards them.
+    text.press("Escape")
+    expect(shown.locator(".nbm-Discard")).to_have_text(
+        "Press Escape again to discard your changes, or Ctrl+Enter to save them.")
+    expect(text).to_have_value("the retry limit is 3, then a 30 s back-off")
     text.press("Escape")
     expect(shown.locator(".nbm-Editor")).to_have_count(0)
     expect(shown.locator(".nbm-NoteText")).to_have_text("the retry limit is 3")
