@@ -304,6 +304,8 @@ def test_snapshots_list_and_diff(page, lab):
 def test_settings_page_size_and_poll_interval(browser_context, lab):
     for i in range(7):
         lab.remember(f"paging note {i}", tags="paging")
+    for topic in ("invoices", "vendors", "refunds"):
+        lab.remember(f"unrelated: {topic} close monthly")
     put_settings(lab, "nbmemory:plugin", {"pageSize": 5, "pollInterval": 1})
     page = open_lab(browser_context, lab)
     try:
@@ -312,6 +314,20 @@ def test_settings_page_size_and_poll_interval(browser_context, lab):
         page.locator(f"{PANEL} .nbm-Pager button", has_text="Older").click()
         expect(page.locator(f"{PANEL} .nbm-Pager")).to_contain_text("6–")
         page.locator(f"{PANEL} .nbm-Pager button", has_text="Newer").click()
+        # Recall shows a page of hits too, and a page more on request.
+        search = page.locator(f"{PANEL} .nbm-Search")
+        search.fill("paging")
+        search.press("Enter")
+        expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text("5 recalled for")
+        page.locator(f"{PANEL} .nbm-MoreHits").click()
+        expect(card(page, "paging note")).to_have_count(7)
+        # The notes below the score threshold are one click away.
+        expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text("more below the score")
+        page.locator(f"{PANEL} .nbm-ShowBelow").click()
+        expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text("10 recalled for")
+        expect(page.locator(f"{PANEL} .nbm-Summary")).not_to_contain_text("below the score")
+        search.fill("")
+        search.press("Enter")
         # A note written elsewhere (here: the REST API, as a CLI or MCP would) shows up by
         # the poll alone, with no refresh and no cell run.
         lab.remember("written elsewhere, found by the poll")
