@@ -10,7 +10,7 @@ import pytest
 
 from nbmemory.address import Address
 from nbmemory.embed import HashEmbedder
-from nbmemory.errors import InvalidInput
+from nbmemory.errors import Conflict, InvalidInput
 from nbmemory.memory import Memory
 from nbmemory.store.postgres import PostgresStore
 from nbmemory.store import schema
@@ -273,6 +273,39 @@ def test_a_server_restart_mid_use_is_retried_and_applies_each_write_once(
         assert mem.recall("backfill Sundays")[0].note.id == 2
 
 
+def test_purging_needs_the_tables_owner_and_says_so_before_erasing_anything(
+        team_url, postgres_server, tmp_path, monkeypatch):
+    """PostgreSQL skips VACUUM FULL for a role that does not own a table (a warning, no
+    error), which would leave a purged text in the server's files: refused up front, and
+    allowed once the tables belong to a role the member is in (docs/team.md's recipe)."""
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+        ada.remember("the vendor api key is rotated monthly")
+    admin = psycopg.connect(Address.parse(team_url).conninfo, autocommit=True)
+    admin.execute("CREATE ROLE bo LOGIN")
+    admin.execute("GRANT USAGE ON SCHEMA nbmemory TO bo")
+    admin.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA nbmemory TO bo")
+    bo_url = team_url.replace("postgres@", "bo@")
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache-bo"))
+    with Memory.open(bo_url, embedder=HashEmbedder()) as bo:
+        with pytest.raises(Conflict) as refused:
+            bo.purge(1)
+        assert str(refused.value) == (
+            "Only the owner of the team store's tables (postgres) can purge: PostgreSQL lets "
+            "only a table's owner rewrite it, and without that the text of #1 would stay in "
+            "the server's files. Nothing was changed. Ask postgres to purge it, or give the "
+            "tables to a role you are a member of (docs/team.md, Permissions).")
+        assert bo.get(1).text == "the vendor api key is rotated monthly"
+        admin.execute("CREATE ROLE analysts")
+        admin.execute("GRANT analysts TO bo")
+        for (table,) in admin.execute("SELECT tablename FROM pg_tables "
+                                      "WHERE schemaname = 'nbmemory'").fetchall():
+            admin.execute(f"ALTER TABLE nbmemory.{table} OWNER TO analysts")
+        assert bo.purge(1).status == "purged"
+    texts = admin.execute("SELECT count(*) FROM nbmemory.note_versions "
+                          "WHERE text LIKE '%api key%'").fetchone()[0]
+    assert texts == 0
+
+
 def test_a_reader_without_write_grants_is_told_so_and_nothing_is_written(
         team_url, postgres_server, tmp_path, monkeypatch):
     with member(team_url, tmp_path, monkeypatch, "ada") as ada:
@@ -355,6 +388,10 @@ def test_purge_leaves_the_text_in_no_row_of_the_team_store(team_url, tmp_path, m
         for table in tables:
             assert con.execute(f"SELECT count(*) FROM nbmemory.{table} t "
                                "WHERE t::text LIKE '%hunter2%'").fetchone()[0] == 0, table
+    # Nor in any file of the member's machine: the copy kept for outages is compacted too.
+    kept = [path for path in (tmp_path / "cache-ada").rglob("*")
+            if path.is_file() and b"hunter2" in path.read_bytes()]
+    assert kept == []
 
 
 def test_kernels_see_a_colleagues_commit_in_the_store_token_without_asking(ada_and_bo):
@@ -616,6 +653,9 @@ def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind
                                           "this machine's copy as of ")
             assert bo.get(note.id).text == note.text
             assert [n.id for n in bo.notes(tags="warehouse").notes] == [note.id]
+            # What the magics read before every recall and listing answers too.
+            assert bo.variable_anchors() == []
+            assert bo.stale().total == 0
             with pytest.raises(StoreUnreachable, match="is unreachable"):
                 bo.remember("a finding while the server is down")
             status = bo.status()

@@ -49,8 +49,11 @@ POSITION_FILENAME = "journal.position"  # in a team store's directory (see _chan
 REPOSITORIES_FILENAME = "repositories.json"  # its checkouts on this machine (repos.py)
 
 
-# Reads a team store's member answers from its mirror while the server is away.
-MIRRORED = {"recall", "recall_terms", "notes", "get"}
+# Reads a team store's member answers from its mirror while the server is away: those of
+# notes and anchors, which it copies (the magics ask for the anchored variables and files
+# before each recall and listing).
+MIRRORED = {"recall", "recall_terms", "notes", "get", "variable_anchors", "anchor_targets",
+            "notes_about", "stale"}
 
 
 def _by(part: str, function):

@@ -46,6 +46,7 @@ class Mirror:
         self.position, self.synced_at = upto, at
 
     def copy(self, note_ids: Sequence[int]) -> None:
+        purged = False
         for start in range(0, len(note_ids), 2000):
             ids = _id_list(note_ids[start:start + 2000])
             rows = {}
@@ -60,3 +61,8 @@ class Mirror:
                     self.store.con.execute(f"DELETE FROM {table} WHERE {key} IN ({ids})")
                     self.store.insert_rows(table, columns, found)
             self.store.forget_cached(note_ids[start:start + 2000])
+            purged = purged or bool(self.store.con.execute(
+                f"SELECT 1 FROM notes WHERE id IN ({ids}) AND status = 'purged'").fetchone())
+        if purged:
+            # As in the store itself: no free block of this file may keep a purged text.
+            self.store.compact()

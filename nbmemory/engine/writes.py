@@ -376,6 +376,14 @@ class Writes(Part):
                 raise NotFound(no_note(note_id))
             if note.status == "purged":
                 raise Conflict(f"Note #{note_id} is already purged.")
+            owners = getattr(self.store, "purge_owners", ())
+            if owners:
+                raise Conflict(
+                    f"Only the owner of the team store's tables ({', '.join(owners)}) can "
+                    f"purge: PostgreSQL lets only a table's owner rewrite it, and without that "
+                    f"the text of #{note_id} would stay in the server's files. Nothing was "
+                    f"changed. Ask {owners[0]} to purge it, or give the tables to a role you "
+                    f"are a member of (docs/team.md, Permissions).")
             self.engine.recalls.flush_log()  # so that the purge scrubs queries not yet written
             with self.engine.writing() as entry:
                 entry.append("purged", note_id, actor=actor or default_author(), at=utcnow(),

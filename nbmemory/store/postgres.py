@@ -39,6 +39,9 @@ from .filters import (_BY_AUTHOR, _FOLLOWS, _NOTE_COLUMNS, _NOTE_FROM, _PRIORITY
 _TYPES = {"bigint": "BIGINT", "integer": "INTEGER", "character varying": "VARCHAR",
           "text": "VARCHAR", "bytea": "BLOB", "jsonb": "JSON", "json": "JSON",
           "timestamp without time zone": "TIMESTAMP", "boolean": "BOOLEAN"}
+# The tables that can hold a note's text, rewritten after a purge.
+COMPACTED = ("notes", "note_versions", "events", "embeddings", "anchors", "snapshots",
+             "recall_log")
 
 
 def postgres_sql(duckdb_sql: str) -> str:
@@ -195,9 +198,20 @@ class PostgresStore(Store):
 
     def compact(self) -> None:
         """Rewrite the tables that held a purged note's text, so no dead row keeps it."""
-        for table in ("notes", "note_versions", "events", "embeddings", "anchors",
-                      "snapshots", "recall_log"):
+        for table in COMPACTED:
             self.con.execute(f"VACUUM FULL {self.address.schema}.{table}")
+
+    @property
+    def purge_owners(self) -> list[str]:
+        """The roles owning the tables :meth:`compact` rewrites, when this user cannot act as
+        them: PostgreSQL then skips ``VACUUM FULL`` with a warning, and the text would stay
+        in the server's files. Empty when this user may purge."""
+        rows = self.con.execute(
+            "SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = ? AND tablename IN "
+            f"({', '.join('?' for _ in COMPACTED)}) AND NOT pg_has_role(tableowner, 'USAGE') "
+            "AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) "
+            "ORDER BY tableowner", [self.address.schema, *COMPACTED]).fetchall()
+        return [row[0] for row in rows]
 
     # -- schema and transactions ----------------------------------------------------------
 
