@@ -10,7 +10,7 @@ import pytest
 
 from nbmemory.address import Address
 from nbmemory.embed import HashEmbedder
-from nbmemory.errors import Conflict, InvalidInput
+from nbmemory.errors import Conflict, InvalidInput, StoreUnavailable, StoreUnreachable
 from nbmemory.memory import Memory
 from nbmemory.store.postgres import PostgresStore
 from nbmemory.store import schema
@@ -271,6 +271,22 @@ def test_a_server_restart_mid_use_is_retried_and_applies_each_write_once(
             first.text, "the backfill runs on Sundays"]
         assert results[0].id == 2
         assert mem.recall("backfill Sundays")[0].note.id == 2
+
+
+def test_an_address_the_server_refuses_is_said_at_once_not_retried(postgres_server,
+                                                                   tmp_path, monkeypatch):
+    """A wrong database, role or password will not work on the next attempt either: the
+    error says so right away (a server that is down is retried, as before)."""
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
+    for url, said in ((postgres_server.url("nosuchdb"), 'database "nosuchdb" does not exist'),
+                      (postgres_server.url().replace("postgres@", "nobody@"),
+                       'role "nobody" does not exist'),
+                      (postgres_server.url(sslmode="bogus"), 'invalid sslmode value')):
+        with pytest.raises(StoreUnavailable) as refused:
+            Memory.open(url, embedder=HashEmbedder())
+        assert not isinstance(refused.value, StoreUnreachable), url
+        assert str(refused.value).startswith(f"The team store {url} refused this connection (")
+        assert said in str(refused.value)
 
 
 def test_purging_needs_the_tables_owner_and_says_so_before_erasing_anything(

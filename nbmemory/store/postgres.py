@@ -123,6 +123,12 @@ class PostgresStore(Store):
             raw = psycopg.connect(address.conninfo, autocommit=True, connect_timeout=10,
                                   application_name="nbmemory")
         except psycopg.Error as exc:
+            if _refused(str(exc)):
+                raise StoreUnavailable(
+                    f"The team store {address.url} refused this connection "
+                    f"({_first_line(exc).removeprefix('connection failed: ')}). Check the "
+                    "address, and that ~/.pgpass, PGPASSWORD or PGSERVICE give this user "
+                    "access.") from None
             raise StoreUnreachable(
                 f"The team store {address.url} is unreachable ({_first_line(exc)}). Check "
                 "that the server runs and that ~/.pgpass, PGPASSWORD or PGSERVICE give this "
@@ -381,6 +387,17 @@ class PostgresStore(Store):
                     if kind == "ARRAY" else _TYPES.get(kind, kind.upper()))
             tables.setdefault(table, {})[column] = name
         return tables
+
+
+# A server that answers FATAL for these may accept the next attempt; any other FATAL (a wrong
+# password, role or database) and a malformed address will not, so they are not sent again.
+_PASSING = ("starting up", "shutting down", "too many", "recovery mode", "terminating")
+
+
+def _refused(message: str) -> bool:
+    if "FATAL:" in message:
+        return not any(passing in message for passing in _PASSING)
+    return message.startswith("connection is bad: invalid ")
 
 
 def _first_line(exc: Exception) -> str:
