@@ -389,15 +389,17 @@ class PostgresStore(Store):
         return tables
 
 
-# A server that answers FATAL for these may accept the next attempt; any other FATAL (a wrong
-# password, role or database) and a malformed address will not, so they are not sent again.
-_PASSING = ("starting up", "shutting down", "too many", "recovery mode", "terminating")
+# What a server says when the next attempt will be refused too (a wrong password, role or
+# database); a server starting, stopping, recovering or full says other things, and those
+# are retried.
+_REFUSALS = ("authentication failed", "does not exist", "no password supplied",
+             "no pg_hba.conf entry", "permission denied for database")
 
 
 def _refused(message: str) -> bool:
     if "FATAL:" in message:
-        return not any(passing in message for passing in _PASSING)
-    return message.startswith("connection is bad: invalid ")
+        return any(refusal in message for refusal in _REFUSALS)
+    return message.startswith("connection is bad: invalid ")  # a malformed option
 
 
 def _first_line(exc: Exception) -> str:
