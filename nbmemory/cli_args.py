@@ -114,12 +114,13 @@ def build_parser() -> Parser:
                               **kwargs)
 
     p = command("remember", "store a finding (the text, or - to read it from stdin)")
-    p.add_argument("-k", "--kind", default="finding",
-                   help="finding, gotcha, decision, question, reference or procedure")
-    p.add_argument("-p", "--priority", default="medium", help="high, medium or low")
+    p.add_argument("-k", "--kind", default=None,
+                   help="finding (default), gotcha, decision, question, reference or procedure")
+    p.add_argument("-p", "--priority", default=None, help="high, medium (default) or low")
     p.add_argument("-t", "--tags", default=None, help="comma-separated tags, e.g. -t orders,units")
     p.add_argument("--supersedes", type=note_id, metavar="ID",
-                   help="this note replaces note ID (kept in its history)")
+                   help="this note replaces note ID (kept in its history); kind, priority "
+                        "and tags not given are ID's")
     p.add_argument("--about", action="append", default=None, metavar="PATH|GLOB",
                    help="anchor the note to a file, directory or glob (repeatable); it is "
                         "flagged stale when that changes. Paths in the text are anchored too")

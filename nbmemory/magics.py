@@ -170,10 +170,13 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
     # -- %remember ------------------------------------------------------------------------
 
     @magic_arguments()
-    @argument("-p", "--priority", default="medium", help="high, medium or low (default medium)")
-    @argument("-t", "--tags", default="", help="comma-separated tags, e.g. -t orders,units")
-    @argument("-k", "--kind", default="finding",
-              help="finding, gotcha, decision, question, reference or procedure")
+    @argument("-p", "--priority", default=None,
+              help="high, medium or low (default medium; with --supersedes, the old note's)")
+    @argument("-t", "--tags", default=None, help="comma-separated tags, e.g. -t orders,units "
+                                                 "(with --supersedes, default the old note's)")
+    @argument("-k", "--kind", default=None,
+              help="finding, gotcha, decision, question, reference or procedure (default "
+                   "finding; with --supersedes, the old note's)")
     @argument("--supersedes", type=int, default=None, metavar="ID",
               help="this note replaces note ID (kept in its history)")
     @argument("--procedure", default=None, metavar="NAME",

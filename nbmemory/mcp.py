@@ -204,11 +204,17 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
     def remember(
         text: Annotated[str, Field(min_length=1, max_length=100_000,
                                    description="the finding itself, in full sentences")],
-        kind: Annotated[Kind, Field(description="finding (default), gotcha (a trap), decision, "
-                                                "question (open), reference or procedure")] = "finding",
-        priority: Priority = "medium",
+        kind: Annotated[Kind | None, Field(description="finding (default), gotcha (a trap), "
+                                                       "decision, question (open), reference or "
+                                                       "procedure; with supersedes, default the "
+                                                       "old note's")] = None,
+        priority: Annotated[Priority | None, Field(description="high, medium (default) or low; "
+                                                               "with supersedes, default the old "
+                                                               "note's")] = None,
         tags: Annotated[list[str] | str | None, Field(description="short lowercase tags without "
-                                                                  "spaces, e.g. ['orders', 'units']")] = None,
+                                                                  "spaces, e.g. ['orders', 'units']"
+                                                                  "; with supersedes, default the "
+                                                                  "old note's")] = None,
         supersedes: Annotated[int | None, Field(ge=1, description="id of the note this one "
                                                                   "replaces")] = None,
         about: Annotated[list[str] | None, Field(description="files, directories or globs the "

@@ -250,7 +250,9 @@ class Memory:
                               similar: int = 3, **options: Any) -> tuple[Note, list[Hit]]:
         """Remember ``text`` (replacing note ``supersedes`` if given), and the ``similar``
         active notes closest to it, leaving out the one it replaces: what a front end
-        shows after a remember, so the writer sees near duplicates (never merged)."""
+        shows after a remember, so the writer sees near duplicates (never merged). A kind,
+        priority or tags of None is the default for a new note, the old note's for one that
+        supersedes it."""
         if supersedes is not None:
             check, namespace, budget = (options.pop(k, None)
                                         for k in ("check", "namespace", "budget"))
@@ -259,7 +261,9 @@ class Memory:
             note = self._trusting(self.supersede(supersedes, text, **options), check,
                                   options.get("request_id"))
         else:
-            note = self.remember(text, **options)
+            note = self.remember(text, **{name: value for name, value in options.items()
+                                          if value is not None or name not in ("kind",
+                                                                               "priority")})
         near = self.similar(note.id, k=similar) if similar > 0 else []
         return note, [h for h in near if h.note.id != supersedes]
 

@@ -155,9 +155,16 @@ def test_list_show_history_forget_reinstate(nbm):
 
 
 def test_supersede_from_the_command_line(nbm):
-    nbm("remember", "the export runs at 02:00")
+    nbm("remember", "-k", "gotcha", "-p", "high", "-t", "export", "the export runs at 02:00")
     r = nbm("remember", "--supersedes", "1", "the export runs at 03:00 since May", "--json")
     assert r.json["note"]["id"] == 2
+    # What the new note does not say it keeps from the old one.
+    kept = r.json["note"]
+    assert (kept["kind"], kept["priority"], kept["tags"]) == ("gotcha", "high", ["export"])
+    r = nbm("remember", "--supersedes", "2", "-p", "low", "the export runs at 04:00", "--json")
+    assert (r.json["note"]["kind"], r.json["note"]["priority"]) == ("gotcha", "low")
+    r = nbm("remember", "a new note", "--json")
+    assert (r.json["note"]["kind"], r.json["note"]["priority"]) == ("finding", "medium")
     r = nbm("show", "1", "--json")
     assert r.json["status"] == "superseded"
     assert r.json["stale"] == [{"reason": "superseded", "target": "#2", "detail": ""}]

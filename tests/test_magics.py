@@ -230,9 +230,11 @@ def test_split_options_stops_at_text():
 
 
 def test_snapshot_diff_and_recall_as_of(ip):
-    run(ip, "remember the cache is never invalidated")
+    run(ip, "remember -k gotcha -t cache the cache is never invalidated")
     run(ip, "snapshot before")
     run(ip, "remember --supersedes 1 the cache is invalidated on every commit")
+    assert [(n.kind, n.tags) for n in run(ip, "recall cache invalidated")[0].notes] == [
+        ("gotcha", ("cache",))]
     _, out = run(ip, "snapshot --diff before")
     assert "From 'before' to 'now'" in out.stdout
     assert "Added (1):\n  #2 the cache is invalidated on every commit" in out.stdout

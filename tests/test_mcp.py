@@ -125,7 +125,8 @@ def test_remember_recall_forget_reinstate_status(store_dir):
 def test_superseding_through_mcp_marks_the_old_note(store_dir):
     async def body():
         async with connect(store_dir) as client:
-            await call(client, "remember", text="the export job runs at 02:00 UTC")
+            await call(client, "remember", text="the export job runs at 02:00 UTC",
+                       kind="gotcha", tags=["export"])
             data, _ = await call(client, "remember", text="the export job runs at 03:00 UTC since May",
                                  supersedes=1)
             assert data["remembered"] == 2
@@ -133,6 +134,7 @@ def test_superseding_through_mcp_marks_the_old_note(store_dir):
             old, new = data["notes"]
             assert old["status"] == "superseded" and old["stale"] == ["superseded #2"]
             assert new["status"] == "active"
+            assert (new["kind"], new["priority"], new["tags"]) == ("gotcha", "medium", ["export"])
     run(body)
 
 

@@ -147,6 +147,15 @@ async def test_get_note_with_history_and_edit_makes_new_version(api):
     assert [e["type"] for e in detail["history"]] == ["created", "edited"]
 
 
+async def test_a_note_that_supersedes_keeps_what_it_does_not_say(api):
+    await remember(api, "exports run at 02:00", kind="gotcha", priority="high", tags=["export"])
+    code, note = await api("notes", "POST", {"text": "exports run at 03:00", "supersedes": 1})
+    assert code == 201, note
+    assert (note["kind"], note["priority"], note["tags"]) == ("gotcha", "high", ["export"])
+    code, old = await api("notes/1")
+    assert old["note"]["status"] == "superseded"
+
+
 async def test_forget_then_reinstate(api):
     note = await remember(api, "the cache is warmed at boot")
     code, forgotten = await api(f"notes/{note['id']}/forget", "POST")

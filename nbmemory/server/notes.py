@@ -44,11 +44,12 @@ class NotesHandler(NbMemoryHandler):
         author = self.user()
 
         def remember(memory):
-            return memory.remember(
-                data["text"], kind=data.get("kind") or "finding",
-                priority=data.get("priority") or "medium", tags=data.get("tags"),
-                supersedes=supersedes, author=author,
-                provenance=panel_provenance(where, author, self.root))
+            # Kind, priority and tags not sent: the defaults, or the superseded note's.
+            return memory.remember_with_similar(
+                data["text"], kind=data.get("kind") or None,
+                priority=data.get("priority") or None, tags=data.get("tags"),
+                supersedes=supersedes, author=author, similar=0,
+                provenance=panel_provenance(where, author, self.root))[0]
 
         note = await self.call(remember, "remember")
         self.reply(self.note(note), status=201)
