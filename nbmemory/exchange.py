@@ -461,6 +461,8 @@ def _replace(store: Store, journal: Journal, note_id: int, row: dict, versions: 
 
 def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "tag") -> list[Path]:
     """One Markdown page per tag (or kind) plus an index, ordered so it diffs well."""
+    from .wording import counted
+
     if by not in ("tag", "kind"):
         raise InvalidInput(f"Group pages by 'tag' or 'kind', not {by!r}")
     directory = Path(directory)
@@ -476,14 +478,20 @@ def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "
             groups.setdefault(key, []).append(note)
     written = []
     index = ["# nbmemory notes", "", f"Grouped by {by}.", ""]
+    taken = {"index"}  # tags "a.b" and "a-b" (or "index") must not share a page
     for key in sorted(groups):
-        page = directory / f"{_slug(key)}.md"
+        name, base, n = _slug(key), _slug(key), 1
+        while name in taken:
+            n += 1
+            name = f"{base}-{n}"
+        taken.add(name)
+        page = directory / f"{name}.md"
         lines = [f"# {key}", ""]
         for note in groups[key]:
             lines += _note_markdown(note)
         page.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
         written.append(page)
-        index.append(f"- [{key}]({page.name}) ({len(groups[key])} notes)")
+        index.append(f"- [{key}]({page.name}) ({counted(len(groups[key]), 'note')})")
     (directory / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
     return [directory / "index.md", *written]
 
