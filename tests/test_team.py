@@ -273,6 +273,55 @@ def test_a_server_restart_mid_use_is_retried_and_applies_each_write_once(
         assert mem.recall("backfill Sundays")[0].note.id == 2
 
 
+def test_a_write_that_a_colleague_overtook_is_refused_not_applied(ada_and_bo, team_url):
+    """Each write checks the note inside its transaction, under the store's lock: an edit
+    that a colleague's forget (or edit) overtook is refused instead of landing on a
+    forgotten note (or undoing the other edit)."""
+    ada, bo = ada_and_bo
+    first = ada.remember("the feed refreshes hourly")
+    second = ada.remember("the feed keeps 30 days")
+    admin = psycopg.connect(Address.parse(team_url).conninfo, autocommit=True)
+
+    def waiting() -> int:
+        return admin.execute("SELECT count(*) FROM pg_stat_activity "
+                             "WHERE wait_event_type = 'Lock'").fetchone()[0]
+
+    def overtaken(earlier, later):
+        """Run ``earlier`` then ``later``, each stopped at the store's lock, in that order."""
+        results = {}
+
+        def run(name, call):
+            try:
+                results[name] = call()
+            except Exception as exc:  # noqa: BLE001 - the outcome is what is checked
+                results[name] = exc
+        admin.execute("SELECT pg_advisory_lock(hashtext('nbmemory:nbmemory'))")
+        threads = []
+        for count, (name, call) in enumerate((earlier, later), 1):
+            threads.append(threading.Thread(target=run, args=(name, call)))
+            threads[-1].start()
+            wait_for(lambda: waiting() == count, what=f"{name} to wait for the lock")
+        admin.execute("SELECT pg_advisory_unlock(hashtext('nbmemory:nbmemory'))")
+        for thread in threads:
+            thread.join(timeout=60)
+        return results
+
+    done = overtaken(("forget", lambda: bo.forget(first.id, actor="bo")),
+                     ("edit", lambda: ada.edit(first.id, text="hourly, at :05", author="ada")))
+    assert not isinstance(done["forget"], Exception)
+    assert isinstance(done["edit"], Conflict)
+    assert str(done["edit"]).startswith(f"Cannot edit note #{first.id}: it is revoked")
+    assert [e.type for e in ada.history(first.id)] == ["created", "revoked"]
+
+    done = overtaken(("bo", lambda: bo.edit(second.id, priority="high", author="bo")),
+                     ("ada", lambda: ada.edit(second.id, text="30 days, then S3", author="ada")))
+    assert done["bo"].version == 2 and done["bo"].priority == "high"
+    assert str(done["ada"]) == (
+        f"Note #{second.id} was edited by bo while this edit was written (it is version 2 "
+        "now); nothing was written. Read it again, then edit it.")
+    assert ada.get(second.id).priority == "high"
+
+
 def test_an_address_the_server_refuses_is_said_at_once_not_retried(postgres_server,
                                                                    tmp_path, monkeypatch):
     """A wrong database, role or password will not work on the next attempt either: the

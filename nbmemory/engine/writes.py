@@ -285,6 +285,13 @@ class Writes(Part):
                     self.store.next_anchor_position(note_id))
             at = utcnow()
             with self.engine.writing(len(vector) if vector is not None else None) as entry:
+                # Another member may have changed the note since it was read (a team store):
+                # writing the fields read then would undo that change without a word.
+                now = self.require_status(note_id, "active", "edit")
+                if now.version != old.version:
+                    raise Conflict(f"Note #{note_id} was edited by {now.author or 'someone'} "
+                                   f"while this edit was written (it is version {now.version} "
+                                   f"now); nothing was written. Read it again, then edit it.")
                 if vector is not None:
                     self.store.put_embeddings(model, [(digest, vector)])
                 elif "text" in changed:
@@ -297,7 +304,8 @@ class Writes(Part):
                                           kind=new_kind, priority=new_priority, tags=new_tags,
                                           author=author, provenance=old.provenance, at=at, seq=seq)
                 self.store.insert_anchors(note_id, anchors, seq=seq, at=at)
-            return self.engine.reads.get(note_id)
+                written = self.store.get_notes([note_id])[note_id]  # not a later one's
+            return self.engine.staleness.with_stale([written])[0]
 
     def require_status(self, note_id: int, status: str, action: str) -> Note:
         note_id = valid_id(note_id)
@@ -335,10 +343,12 @@ class Writes(Part):
         with self.lock:
             if request_id and self.store.request_note(request_id) is not None:
                 return list(self.store.get_notes(ids).values())
-            for note_id in ids:
-                self.require_status(note_id, "active", "forget")
             at, actor = utcnow(), actor or default_author()
             with self.engine.writing() as entry:
+                # Checked inside the transaction: on a team store another member may have
+                # changed the note until its lock was taken.
+                for note_id in ids:
+                    self.require_status(note_id, "active", "forget")
                 for note_id in ids:
                     entry.append("revoked", note_id, actor=actor, at=at, request_id=request_id)
             notes = self.store.get_notes(ids)
@@ -354,10 +364,10 @@ class Writes(Part):
                                Command("reinstate", (12,)))
         with self.lock:
             if not (request_id and self.store.request_event(request_id) is not None):
-                for one in ids:
-                    self.require_status(one, "revoked", "reinstate")
                 at, actor = utcnow(), actor or default_author()
                 with self.engine.writing() as entry:
+                    for one in ids:  # inside the transaction, as forget's
+                        self.require_status(one, "revoked", "reinstate")
                     for one in ids:
                         entry.append("reinstated", one, actor=actor, at=at,
                                      request_id=request_id)
