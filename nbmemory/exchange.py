@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from . import __version__
 from .errors import InvalidInput
-from .models import Anchor, Note, Provenance
+from .models import STATUSES, Anchor, Note, Provenance
 from .sharing import Subset
 from .store import SCHEMA_VERSION, Store
 
@@ -165,7 +165,7 @@ def read_export(path: str | Path) -> Export:
         raise InvalidInput(f"No file {path}; give the path of a file made by nbmemory export.")
     export: Export | None = None
     end = None
-    with open(path, encoding="utf-8", errors="strict") as handle:
+    with open(path, encoding="utf-8-sig", errors="strict") as handle:  # a BOM is no data
         for number, line in enumerate(_lines(handle, path), 1):
             try:
                 record = json.loads(line)
@@ -173,9 +173,10 @@ def read_export(path: str | Path) -> Export:
                 raise InvalidInput(f"{path} line {number} is not JSON: this is not an nbmemory "
                                    "export, or the file is damaged. Nothing was imported.") from None
             if export is None:
-                if not isinstance(record, dict) or record.get("format") != FORMAT:
-                    raise InvalidInput(f"{path} is not an nbmemory export (no header line). "
-                                       "Nothing was imported.")
+                if not isinstance(record, dict) or record.get("format") != FORMAT \
+                        or not isinstance(record.get("format_version", 0), int):
+                    raise InvalidInput(f"{path} is not an nbmemory export (no valid header "
+                                       "line). Nothing was imported.")
                 if record.get("format_version", 0) > FORMAT_VERSION:
                     raise InvalidInput(f"{path} was written by a newer nbmemory "
                                        f"({record.get('nbmemory')}); upgrade to import it.")
@@ -184,9 +185,14 @@ def read_export(path: str | Path) -> Export:
             kind = record.get("type") if isinstance(record, dict) else None
             if end is not None:
                 raise InvalidInput(f"{path} has data after its end line (line {number}).")
-            if kind == "row":
-                export.rows.setdefault(record["table"], []).append(record["row"])
-            elif kind == "end":
+            if kind == "row" and isinstance(record.get("table"), str) \
+                    and isinstance(record.get("row"), dict):
+                row, status = record["row"], record["row"].get("status")
+                if record["table"] == "notes" and status not in STATUSES:
+                    raise InvalidInput(f"{path} line {number}: a note's status {status!r} is "
+                                       f"none of {', '.join(STATUSES)}. Nothing was imported.")
+                export.rows.setdefault(record["table"], []).append(row)
+            elif kind == "end" and isinstance(record.get("counts"), dict):
                 end = record
             else:
                 raise InvalidInput(f"{path} line {number} is not an export record.")

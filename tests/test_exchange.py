@@ -4,6 +4,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import time
 
 import numpy as np
@@ -249,7 +250,7 @@ def damage_a_row(lines):
     for line in lines:
         record = json.loads(line)
         if record.get("table") == "notes" and record["row"]["id"] == 11:
-            record["row"]["status"] = None
+            record["row"]["version"] = None
         out.append(json.dumps(record) + "\n")
     return "".join(out)
 
@@ -261,6 +262,14 @@ def damage_a_row(lines):
     ("id,text\n1,hello\n", "line 1 is not JSON"),
     ("", "is empty"),
     (damage_a_row, "has a row this store cannot take .*NOT NULL.*Nothing was imported"),
+    (lambda lines: "".join(lines).replace('"status": "active"', '"status": "weird"', 1),
+     "line [0-9]+: a note's status 'weird' is none of active, revoked, superseded, refuted, "
+     "purged. Nothing was imported."),
+    (lambda lines: "".join(lines[:-1]) + '{"type": "end"}\n', "line [0-9]+ is not an export record"),
+    (lambda lines: lines[0] + '{"type": "row", "row": {}}\n' + "".join(lines[1:]),
+     "line 2 is not an export record"),
+    (lambda lines: re.sub(r'"format_version": (\d+)', r'"format_version": "\1"', lines[0])
+     + "".join(lines[1:]), "is not an nbmemory export"),
 ])
 def test_bad_files_are_refused_and_the_store_is_unchanged(tmp_path, content, message, into):
     with Memory.open(tmp_path / "src", embedder=HashEmbedder()) as src:
@@ -434,6 +443,16 @@ def test_an_export_never_replaces_a_device_or_a_fifo_and_leaves_no_partial_copy(
     assert not (tmp_path / "all.jsonl.partial").exists() and not (tmp_path / "all.jsonl").exists()
     memory.export_jsonl(tmp_path / "all.jsonl")
     assert oct(os.stat(tmp_path / "all.jsonl").st_mode & 0o777) == "0o600"
+
+
+def test_a_file_saved_with_a_byte_order_mark_imports(memory, tmp_path):
+    """Windows editors save UTF-8 with a BOM: it is not part of the first line."""
+    memory.remember("exports are gzipped")
+    memory.export_jsonl(tmp_path / "e.jsonl")
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + (tmp_path / "e.jsonl").read_bytes())
+    with Memory.open(tmp_path / "other", embedder=HashEmbedder()) as other:
+        other.import_jsonl(tmp_path / "bom.jsonl")
+        assert [n.text for n in other.notes().notes] == ["exports are gzipped"]
 
 
 def test_a_huge_line_or_binary_file_is_refused_without_reading_it_whole(memory, tmp_path, monkeypatch):

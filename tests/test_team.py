@@ -322,6 +322,30 @@ def test_a_write_that_a_colleague_overtook_is_refused_not_applied(ada_and_bo, te
     assert ada.get(second.id).priority == "high"
 
 
+def test_an_export_edited_by_hand_is_refused_by_the_team_store_too(team_url, tmp_path):
+    """A row PostgreSQL's schema refuses is the same clear refusal as DuckDB's, not an
+    owner failure; nothing is imported."""
+    import json
+
+    with Memory.open(tmp_path / "mine", embedder=HashEmbedder()) as mine:
+        mine.remember("exports are gzipped")
+        mine.remember("the feed keeps 30 days")
+        mine.export_jsonl(tmp_path / "e.jsonl")
+    lines = []
+    for line in (tmp_path / "e.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record.get("table") == "notes" and record["row"]["id"] == 2:
+            record["row"]["version"] = None
+        lines.append(json.dumps(record))
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
+    with Memory.open(team_url, embedder=HashEmbedder()) as team:
+        team.remember("a note of the team's")
+        with pytest.raises(InvalidInput, match="has a row this store cannot take "
+                                               r"\(NotNullViolation: .*Nothing was imported"):
+            team.import_jsonl(tmp_path / "bad.jsonl")
+        assert [n.text for n in team.notes().notes] == ["a note of the team's"]
+
+
 def test_an_address_the_server_refuses_is_said_at_once_not_retried(postgres_server,
                                                                    tmp_path, monkeypatch):
     """A wrong database, role or password will not work on the next attempt either: the

@@ -89,11 +89,13 @@ class Upkeep(Part):
                                                  journal=entry)
                     if request_id:
                         self.store.record_request(request_id, summary)
-            except (duckdb.Error, KeyError, TypeError, ValueError) as exc:
+            except (duckdb.Error, KeyError, TypeError, ValueError,
+                    *getattr(self.store, "data_errors", ())) as exc:
                 # A well-framed file with a row the schema refuses (edited by hand, or
                 # damaged inside a line): the transaction rolled back every row.
                 raise InvalidInput(
-                    f"{path} has a row this store cannot take ({type(exc).__name__}: {exc}). "
+                    f"{path} has a row this store cannot take ({type(exc).__name__}: "
+                    f"{(str(exc).splitlines() or [''])[0]}). "
                     "The file is damaged or was edited by hand; export it again. "
                     "Nothing was imported.") from exc
             return self._embed_imported(summary, request_id, progress,

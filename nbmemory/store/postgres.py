@@ -208,6 +208,11 @@ class PostgresStore(Store):
             self.con.execute(f"VACUUM FULL {self.address.schema}.{table}")
 
     @property
+    def data_errors(self) -> tuple[type[Exception], ...]:
+        """What PostgreSQL raises for a row its schema refuses (an import edited by hand)."""
+        return self._psycopg.DataError, self._psycopg.IntegrityError
+
+    @property
     def purge_owners(self) -> list[str]:
         """The roles owning the tables :meth:`compact` rewrites, when this user cannot act as
         them: PostgreSQL then skips ``VACUUM FULL`` with a warning, and the text would stay
