@@ -189,6 +189,6 @@ def browse(memory, *, limit: int = 20, tags: str | None = None, kind: str | None
     except ImportError:
         page = memory.notes(tags=tags, kind=kind, priority=priority, limit=limit)
         return show.notes_display(page.notes, total=page.total,
-                                  title=f"{page.total} active notes (install ipywidgets "
-                                        "for the interactive browser)")
+                                  title=f"{wording.counted(page.total, 'active note')} "
+                                        "(install ipywidgets for the interactive browser)")
     return MemoryBrowser(memory, limit=limit, tags=tags, kind=kind, priority=priority)

@@ -189,6 +189,8 @@ def cmd_reinstate(mem, args) -> None:
 
 
 def cmd_list(mem, args) -> None:
+    from .wording import counted
+
     statuses = [s.strip() for s in args.status.split(",") if s.strip()]
     page = mem.notes(tags=args.tags, kind=args.kind, priority=args.priority, since=args.since,
                      status=statuses, offset=args.offset, limit=args.limit, order=args.order,
@@ -200,7 +202,7 @@ def cmd_list(mem, args) -> None:
         return
     print(table(["id", "age", "priority", "kind", "tags", "status", "note"], note_rows(page.notes)))
     shown = f"{page.offset + 1}-{page.offset + len(page.notes)}"
-    print(f"({shown} of {page.total} {args.status} notes)")
+    print(f"({shown} of {counted(page.total, args.status + ' note')})")
 
 
 def cmd_show(mem, args) -> None:
@@ -249,6 +251,8 @@ def cmd_history(mem, args) -> None:
 
 
 def cmd_snapshot(mem, args) -> None:
+    from .wording import counted
+
     if args.list and (args.diff or args.name):
         raise CommandError("--list takes nothing else: nbmemory snapshot --list")
     if args.diff:
@@ -279,7 +283,7 @@ def cmd_snapshot(mem, args) -> None:
     if args.json:
         return emit_json(snap.to_dict())
     print(f"Sealed snapshot {snap.name!r} at journal position {snap.seq} "
-          f"({snap.note_count} active notes).")
+          f"({counted(snap.note_count, 'active note')}).")
 
 
 def cmd_reindex(mem, args) -> None:
