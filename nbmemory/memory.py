@@ -261,9 +261,9 @@ class Memory:
             note = self._trusting(self.supersede(supersedes, text, **options), check,
                                   options.get("request_id"))
         else:
-            note = self.remember(text, **{name: value for name, value in options.items()
-                                          if value is not None or name not in ("kind",
-                                                                               "priority")})
+            given = {name: value for name, value in options.items()
+                     if value is not None or name not in ("kind", "priority")}
+            note = self.remember(text, **given)
         near = self.similar(note.id, k=similar) if similar > 0 else []
         return note, [h for h in near if h.note.id != supersedes]
 

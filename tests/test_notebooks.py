@@ -256,7 +256,7 @@ def test_dataset(tmp_path):
         run(between(nb, stop="cleanup"))
         # The Markdown export is on disk before the clean-up removes it.
         index = (work / "notes" / "index.md").read_text()
-        assert "- [nulls](nulls.md) (2 notes)" in index and "- [units](units.md) (1 notes)" in index
+        assert "- [nulls](nulls.md) (2 notes)" in index and "- [units](units.md) (1 note)" in index
         page = (work / "notes" / "nulls.md").read_text()
         run(["cleanup"])
 

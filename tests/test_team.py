@@ -362,6 +362,15 @@ def test_an_address_the_server_refuses_is_said_at_once_not_retried(postgres_serv
         assert said in str(refused.value)
 
 
+def login_role(admin, team_url: str, name: str, privileges: str) -> str:
+    """A new PostgreSQL role ``name`` with ``privileges`` on the store's tables (not their
+    owner, not a superuser); the store's address as that role."""
+    admin.execute(f"CREATE ROLE {name} LOGIN")
+    admin.execute(f"GRANT USAGE ON SCHEMA nbmemory TO {name}")
+    admin.execute(f"GRANT {privileges} ON ALL TABLES IN SCHEMA nbmemory TO {name}")
+    return team_url.replace("postgres@", f"{name}@")
+
+
 def test_purging_needs_the_tables_owner_and_says_so_before_erasing_anything(
         team_url, postgres_server, tmp_path, monkeypatch):
     """PostgreSQL skips VACUUM FULL for a role that does not own a table (a warning, no
@@ -370,10 +379,7 @@ def test_purging_needs_the_tables_owner_and_says_so_before_erasing_anything(
     with member(team_url, tmp_path, monkeypatch, "ada") as ada:
         ada.remember("the vendor api key is rotated monthly")
     admin = psycopg.connect(Address.parse(team_url).conninfo, autocommit=True)
-    admin.execute("CREATE ROLE bo LOGIN")
-    admin.execute("GRANT USAGE ON SCHEMA nbmemory TO bo")
-    admin.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA nbmemory TO bo")
-    bo_url = team_url.replace("postgres@", "bo@")
+    bo_url = login_role(admin, team_url, "bo", "SELECT, INSERT, UPDATE, DELETE")
     monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache-bo"))
     with Memory.open(bo_url, embedder=HashEmbedder()) as bo:
         with pytest.raises(Conflict) as refused:
@@ -400,10 +406,7 @@ def test_a_reader_without_write_grants_is_told_so_and_nothing_is_written(
     with member(team_url, tmp_path, monkeypatch, "ada") as ada:
         ada.remember("the churn model is retrained on Mondays")
     admin = psycopg.connect(Address.parse(team_url).conninfo, autocommit=True)
-    admin.execute("CREATE ROLE viewer LOGIN")
-    admin.execute("GRANT USAGE ON SCHEMA nbmemory TO viewer")
-    admin.execute("GRANT SELECT ON ALL TABLES IN SCHEMA nbmemory TO viewer")
-    viewer_url = team_url.replace("postgres@", "viewer@")
+    viewer_url = login_role(admin, team_url, "viewer", "SELECT")
     monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache-viewer"))
     from nbmemory.errors import ReadOnlyStore
 

@@ -558,6 +558,7 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
       const size = settings.get('pageSize').composite as number;
       const changed = size !== model.pageSize;
       model.pageSize = size;
+      model.recallSize = size; // a recall shows a page too
       interval = settings.get('pollInterval').composite as number;
       schedulePoll();
       if (later && changed && panel.isVisible) {
