@@ -197,6 +197,8 @@ def cmd_list(mem, args) -> None:
                      author=author_of(args))
     if args.json:
         return emit_json(page.to_dict())
+    if page.behind:
+        print(f"({page.behind})")
     if not page.notes:
         print(f"No {args.status} notes" + (" match." if page.total else "."))
         return

@@ -106,8 +106,11 @@ class MemoryCommands:
         args = parse_argstring(self._list_args, rest)
         page = self.mem.notes(tags=args.tags, kind=args.kind, priority=args.priority,
                               status=args.status, limit=args.n, variables=self._variables())
-        display(show.notes_display(page.notes, title=f"{page.total} {args.status} notes",
-                                   total=page.total))
+        if page.behind:
+            print(f"({page.behind})")
+        display(show.notes_display(
+            page.notes, title=wording.counted(page.total, f"{args.status} note"),
+            total=page.total))
 
     def _memory_browse(self, rest: str):
         from .browse import browse

@@ -348,21 +348,23 @@ class SnapshotDiff:
 
 @dataclass(frozen=True)
 class Page:
-    """One page of a listing, with the total the filters matched."""
+    """One page of a listing, with the total the filters matched; ``behind`` says why it may
+    miss recent notes (a team store's server was away), as :class:`Hits` does."""
 
     notes: list[Note]
     total: int
     offset: int
     limit: int
+    behind: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"notes": [n.to_dict() for n in self.notes], "total": self.total,
-                "offset": self.offset, "limit": self.limit}
+                "offset": self.offset, "limit": self.limit, "behind": self.behind}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Page:
         return cls([Note.from_dict(n) for n in data["notes"]], data["total"],
-                   data["offset"], data["limit"])
+                   data["offset"], data["limit"], data.get("behind"))
 
     def to_dataframe(self):
         """This page's notes as a pandas DataFrame, one row per note (pandas is imported

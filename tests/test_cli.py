@@ -698,3 +698,26 @@ def test_serve_refuses_an_idle_timeout_that_is_not_seconds(store_dir):
     assert r.returncode == 2, r.stderr
     assert "NBMEMORY_IDLE_TIMEOUT='half an hour' is not a number of seconds" in r.stderr
     assert not (store_dir / "owner.json").exists()
+
+
+def test_a_listing_from_a_team_stores_local_copy_says_so(capsys):
+    """While a team store's server is away, a listing comes from this machine's copy: the
+    CLI says so above the table, as recall does (tests/test_team.py makes such a page)."""
+    import argparse
+
+    from nbmemory.cli_commands import cmd_list
+    from nbmemory.models import Note, Page
+
+    behind = "The team store is unreachable: these come from this machine's copy as of 09:00"
+    page = Page([Note(1, "the warehouse is rebuilt at 02:00 UTC")], 1, 0, 50, behind=behind)
+
+    class Copy:
+        def notes(self, **filters):
+            return page
+
+    cmd_list(Copy(), argparse.Namespace(tags=None, kind=None, priority=None, since=None,
+                                        status="active", offset=0, limit=50, order="newest",
+                                        json=False, author=None, mine=False))
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"({behind})"
+    assert out[-1] == "(1-1 of 1 active note)"

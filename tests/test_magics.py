@@ -184,7 +184,7 @@ def test_memory_list_and_history(ip):
     run(ip, "remember -t b second")
     run(ip, "forget 1")
     _, out = run(ip, "memory list -t b")
-    assert "1 active notes" in out.stdout
+    assert "1 active note\n" in out.stdout
     _, out = run(ip, "memory history 1")
     text = out.stdout
     assert "created" in text and "revoked" in text

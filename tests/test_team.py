@@ -744,7 +744,9 @@ def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind
             assert hits.behind.startswith("The team store is unreachable: these come from "
                                           "this machine's copy as of ")
             assert bo.get(note.id).text == note.text
-            assert [n.id for n in bo.notes(tags="warehouse").notes] == [note.id]
+            page = bo.notes(tags="warehouse")
+            assert [n.id for n in page.notes] == [note.id]
+            assert page.behind == hits.behind  # a listing says it may be behind too
             # What the magics read before every recall and listing answers too.
             assert bo.variable_anchors() == []
             assert bo.stale().total == 0
@@ -757,3 +759,4 @@ def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind
             postgres_server.start()
         hits = bo.recall("when is the warehouse rebuilt")
         assert hits.behind is None and [h.note.id for h in hits] == [note.id]
+        assert bo.notes(tags="warehouse").behind is None

@@ -419,7 +419,7 @@ function NotesView(props: IPanelProps): JSX.Element {
           </>
         ) : null}
       </div>
-      {searching && model.behind ? (
+      {model.behind ? (
         <div className="nbm-Banner nbm-Behind" role="status">
           {model.behind}
         </div>

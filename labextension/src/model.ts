@@ -769,7 +769,7 @@ export class MemoryModel {
       this.hits = null;
       this.filteredOut = 0;
       this.previously = [];
-      this.behind = null;
+      this.behind = page.behind ?? null;
     }
   }
 

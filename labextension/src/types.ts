@@ -59,6 +59,8 @@ export interface IPage {
   total: number;
   offset: number;
   limit: number;
+  /** Set when a team store's server was unreachable: the page came from a local copy. */
+  behind?: string | null;
 }
 
 export interface IEvent {

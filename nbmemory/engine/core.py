@@ -9,6 +9,7 @@ jupyter_server or the MCP library.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import threading
@@ -25,7 +26,7 @@ from ..embed import Embedder, make_embedder, model_name
 from ..errors import Command, EmbedderMismatch, StoreUnreachable
 from ..events import INDEXED
 from ..lock import OwnerLock, prepare_directory
-from ..models import Hits, utcnow
+from ..models import Hits, Page, utcnow
 from ..repos import Repositories
 from ..stale import StaleChecker
 from ..store import SCHEMA_VERSION, open_store
@@ -318,9 +319,12 @@ class Engine:
                 result = read()
             finally:
                 self.store, self._identity = primary, None
+        behind = (f"The team store is unreachable: these come from this machine's copy as of "
+                  f"{self.mirror.synced_at}, possibly behind.")
         if isinstance(result, Hits):
-            result.behind = (f"The team store is unreachable: these come from this machine's "
-                             f"copy as of {self.mirror.synced_at}, possibly behind.")
+            result.behind = behind
+        elif isinstance(result, Page):
+            result = dataclasses.replace(result, behind=behind)
         return result
 
     def _changed(self) -> None:

@@ -28,7 +28,7 @@ class NotesHandler(NbMemoryHandler):
         def listing(memory):
             page = memory.notes(offset=offset, limit=limit, stale=wanted, **filters)
             return {"notes": [self.note(n) for n in page.notes], "total": page.total,
-                    "offset": offset, "limit": limit}
+                    "offset": offset, "limit": limit, "behind": page.behind}
 
         self.reply(await self.call(listing, "notes"))
 
