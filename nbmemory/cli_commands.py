@@ -327,12 +327,14 @@ def cmd_export(mem, args) -> None:
 
 
 def cmd_import(mem, args) -> None:
+    from .wording import imported_text
+
     args.path = os.path.abspath(args.path)
     with progress_bar("importing", terminal=True, unit="note") as progress:
         summary = mem.import_jsonl(args.path, on_conflict=args.on_conflict, progress=progress)
     if args.json:
         return emit_json({"path": args.path, **summary})
-    print("Imported: " + ", ".join(f"{v} {k}" for k, v in summary.items()))
+    print(imported_text(summary, args.path))
 
 
 def cmd_share(mem, args) -> None:

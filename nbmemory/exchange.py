@@ -1,11 +1,12 @@
-"""Export and import: lossless JSON Lines, and readable Markdown.
+"""Export and import in lossless JSON Lines (readable Markdown pages: markdown.py).
 
-The JSON Lines file holds every row of the canonical tables (notes, versions, vectors,
-the journal, snapshots, and whatever later migrations add), between a header line and
-an end line that counts the rows, so a truncated or foreign file is refused before
-anything is written. Importing into an empty store restores it exactly (ids and
-journal positions included); importing into a store with notes merges by note uid
-with an explicit conflict policy, and importing the same file twice changes nothing.
+The file holds every row of the canonical tables (notes, versions, vectors, the journal,
+snapshots, and whatever later migrations add), between a header line and an end line
+that counts the rows, so a truncated or foreign file is refused before anything is
+written. Importing into an empty store restores it exactly (ids and journal positions
+included); importing into a store with notes merges by note uid with an explicit
+conflict policy, keeping the file's order of events, and importing the same file twice
+changes nothing.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import json
 import os
 import uuid
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
 from . import __version__
 from .errors import InvalidInput
-from .models import STATUSES, Anchor, Note, Provenance
+from .models import STATUSES, Anchor, Provenance
 from .sharing import Subset
 from .store import SCHEMA_VERSION, Store
 
@@ -288,7 +289,8 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
         if table not in ("notes", "note_versions", "events", "embeddings", "snapshots"):
             for row in export.table(table):
                 extras.setdefault(row.get("note_id"), []).append((table, row))
-    summary = {"added": 0, "skipped": 0, "replaced": 0, "unchanged": 0, "snapshots": 0}
+    summary = {"added": 0, "skipped": 0, "replaced": 0, "unchanged": 0, "snapshots": 0,
+               "snapshots_skipped": 0}
     id_map: dict[int, int] = {}
     seq_map: dict[int, int] = {}
     source_uid = {row["id"]: row["uid"] for row in export.table("notes")}
@@ -303,44 +305,20 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
         return known.get(source_uid.get(source_id))
 
     pending = _Rows(store, tables)
+    before = pending.last_seq
 
     def remap(seq: int) -> int:
         """The new position of an imported journal position (or of the last one before it)."""
         if seq in seq_map:
             return seq_map[seq]
-        return max([v for k, v in seq_map.items() if k <= seq] or [pending.last_seq])
+        return max([v for k, v in seq_map.items() if k <= seq] or [before])
 
-    def add_note(row: dict, uid: str, origin: str | None) -> None:
-        new_id = pending.note_id()
-        id_map[row["id"]] = new_id
-        pending.add("notes", {**row, "id": new_id, "uid": uid, "supersedes": None})
-        for event in events.get(row["id"], []):
-            seq = pending.seq()
-            seq_map[event["seq"]] = seq
-            event = _untrusted(event)
-            data = json.loads(event["data"]) if event.get("data") else {}
-            if origin and event["type"] == "created":
-                data["imported_from"] = origin
-            key = {"created": "supersedes", "superseded_by": "by"}.get(event["type"])
-            if key and data.get(key) is not None:
-                links.append((seq, data, key))
-            pending.add("events", {**event, "seq": seq, "note_id": new_id,
-                                   "data": json.dumps(data) if data else None})
-        for version in versions.get(row["id"], []):
-            pending.add("note_versions", {**version, "note_id": new_id,
-                                          "seq": seq_map.get(version["seq"], pending.last_seq)})
-        for table, extra in extras.get(row["id"], []):
-            # Rows tied to a journal position move with the note's events: an anchor's
-            # current fingerprint is its row with the highest seq, so a stale position
-            # would outrank (or collide with) a later verify in this store.
-            moved = {"seq": remap(extra["seq"])} if "seq" in tables[table] else {}
-            pending.add(table, {**extra, "note_id": new_id, **moved})
-        summary["added"] += 1
-
+    added: list[dict] = []  # the file's notes that become notes here
+    origin: dict[int, str] = {}  # file id -> the uid it copies (keep-both)
     for row in sorted(export.table("notes"), key=lambda r: r["id"]):
         uid = row["uid"]
         if uid not in known:
-            add_note(row, uid, None)
+            added.append({**row, "id": pending.note_id(), "file_id": row["id"]})
         elif policy == "skip":
             summary["skipped"] += 1
         elif policy == "keep-both":
@@ -348,14 +326,46 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
             if copy_uid in known:
                 summary["unchanged"] += 1
             else:
-                add_note(row, copy_uid, uid)
-        else:
-            anchors = [extra for table, extra in extras.get(row["id"], []) if table == "anchors"]
-            pending.flush()  # _replace writes through the store
-            replaced[row["id"]] = _replace(store, journal, known[uid], row,
-                                           versions.get(row["id"], []),
-                                           anchors, actor, now)
-    pending.flush()
+                added.append({**row, "id": pending.note_id(), "file_id": row["id"],
+                              "uid": copy_uid})
+                origin[row["id"]] = uid
+    for row in added:
+        id_map[row.pop("file_id")] = row["id"]
+        pending.add("notes", {**row, "supersedes": None})
+    # The added notes' events keep the file's order, so a snapshot of the file (a
+    # position in it) still divides them into before and after.
+    for event in sorted((e for file_id in id_map for e in events.get(file_id, [])),
+                        key=lambda e: e["seq"]):
+        seq = seq_map[event["seq"]] = pending.seq()
+        event = _untrusted(event)
+        data = json.loads(event["data"]) if event.get("data") else {}
+        if event["note_id"] in origin and event["type"] == "created":
+            data["imported_from"] = origin[event["note_id"]]
+        key = {"created": "supersedes", "superseded_by": "by"}.get(event["type"])
+        if key and data.get(key) is not None:
+            links.append((seq, data, key))
+        pending.add("events", {**event, "seq": seq, "note_id": id_map[event["note_id"]],
+                               "data": json.dumps(data) if data else None})
+    for file_id, new_id in id_map.items():
+        for version in versions.get(file_id, []):
+            pending.add("note_versions", {**version, "note_id": new_id,
+                                          "seq": remap(version["seq"])})
+        for table, extra in extras.get(file_id, []):
+            # Rows tied to a journal position move with the note's events: an anchor's
+            # current fingerprint is its row with the highest seq, so a stale position
+            # would outrank (or collide with) a later verify in this store.
+            moved = {"seq": remap(extra["seq"])} if "seq" in tables[table] else {}
+            pending.add(table, {**extra, "note_id": new_id, **moved})
+    summary["added"] = len(added)
+    pending.flush()  # _replace writes through the journal, after the rows above
+    if policy == "replace":
+        for row in sorted(export.table("notes"), key=lambda r: r["id"]):
+            if row["uid"] in known:
+                anchors = [extra for table, extra in extras.get(row["id"], [])
+                           if table == "anchors"]
+                replaced[row["id"]] = _replace(store, journal, known[row["uid"]], row,
+                                               versions.get(row["id"], []), anchors,
+                                               actor, now)
     have = store.embedding_keys()
     for row in export.table("embeddings"):
         if (row["content_hash"], row["model"]) not in have:
@@ -383,17 +393,23 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
             replaced[row["supersedes"]] = "replaced"
     for outcome in replaced.values():
         summary[outcome] += 1
-    names = {s.name for s in store.snapshots()}
+    here = {s.name: s for s in store.snapshots()}
     for snap in export.table("snapshots"):
-        if snap["name"] in names:
+        if snap["name"] in here:
+            # The same snapshot from an earlier import is no news; another is not taken.
+            same = _utc(datetime.fromisoformat(snap["sealed_at"])) == _utc(here[snap["name"]].at)
+            summary["snapshots_skipped"] += not same
             continue
-        seq = remap(snap["seq"])
         stale = {str(id_map[int(i)]): r for i, r in json.loads(snap.get("stale") or "{}").items()
                  if int(i) in id_map}
-        pending.add("snapshots", {**snap, "seq": seq, "stale": json.dumps(stale)})
+        pending.add("snapshots", {**snap, "seq": remap(snap["seq"]), "stale": json.dumps(stale)})
         summary["snapshots"] += 1
     pending.flush()
     return summary
+
+
+def _utc(at: datetime) -> datetime:
+    return at.astimezone(timezone.utc).replace(tzinfo=None) if at.tzinfo else at
 
 
 def _current_anchors(rows: list[dict]) -> list[Anchor]:
@@ -463,58 +479,3 @@ def _replace(store: Store, journal: Journal, note_id: int, row: dict, versions: 
     elif same and not anchors_differ:  # a status this cannot set (superseded: merge links it)
         return "unchanged"
     return "replaced"
-
-
-def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "tag") -> list[Path]:
-    """One Markdown page per tag (or kind) plus an index, ordered so it diffs well."""
-    from .wording import counted
-
-    if by not in ("tag", "kind"):
-        raise InvalidInput(f"Group pages by 'tag' or 'kind', not {by!r}")
-    directory = Path(directory)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InvalidInput(f"Cannot write Markdown pages to {directory}: {exc.strerror}. "
-                           "Check the path and its permissions.") from None
-    groups: dict[str, list[Note]] = {}
-    for note in sorted(notes, key=lambda n: n.id):
-        keys = (note.tags or ("untagged",)) if by == "tag" else (note.kind,)
-        for key in keys:
-            groups.setdefault(key, []).append(note)
-    written = []
-    index = ["# nbmemory notes", "", f"Grouped by {by}.", ""]
-    taken = {"index"}  # tags "a.b" and "a-b" (or "index") must not share a page
-    for key in sorted(groups):
-        name, base, n = _slug(key), _slug(key), 1
-        while name in taken:
-            n += 1
-            name = f"{base}-{n}"
-        taken.add(name)
-        page = directory / f"{name}.md"
-        lines = [f"# {key}", ""]
-        for note in groups[key]:
-            lines += _note_markdown(note)
-        page.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
-        written.append(page)
-        index.append(f"- [{key}]({page.name}) ({counted(len(groups[key]), 'note')})")
-    (directory / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
-    return [directory / "index.md", *written]
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text.lower()) or "notes"
-
-
-def _note_markdown(note: Note) -> list[str]:
-    from .wording import provenance_line, stale_marker
-
-    lines = [f"## #{note.id}: {note.kind}, {note.priority} priority", "", note.text, ""]
-    meta = [f"- written {note.created_at:%Y-%m-%d} by {note.author or 'unknown'}"
-            + (f", version {note.version} of {note.updated_at:%Y-%m-%d}" if note.version > 1 else "")]
-    if note.tags:
-        meta.append("- tags: " + ", ".join(note.tags))
-    meta.append("- from: " + provenance_line(note))
-    if note.stale:
-        meta.append("- " + stale_marker(note))
-    return lines + meta + [""]

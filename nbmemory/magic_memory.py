@@ -179,4 +179,4 @@ class MemoryCommands:
         with progress_bar("importing") as progress:
             summary = self.mem.import_jsonl(args.path, on_conflict=args.on_conflict,
                                             progress=progress)
-        print("Imported: " + ", ".join(f"{v} {k}" for k, v in summary.items()))
+        print(wording.imported_text(summary, args.path))

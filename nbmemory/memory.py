@@ -375,7 +375,10 @@ class Memory:
                      request_id: str | None = None, merge: bool = False) -> dict[str, int]:
         """Import an export file. ``on_conflict``: skip, replace or keep-both for notes
         already in this store. Importing the same file again changes nothing. Into an
-        empty store it is restored exactly, unless ``merge`` (ids are then this store's)."""
+        empty store it is restored exactly, unless ``merge`` (ids are then this store's).
+        Returns counts: ``added``, ``skipped``, ``replaced``, ``unchanged``, ``snapshots``,
+        ``snapshots_skipped`` (their name is taken here), ``embedded``; a restore gives
+        ``restored``, ``snapshots`` and ``embedded``."""
         return self._call("import_jsonl", path=os.path.abspath(path), on_conflict=on_conflict,
                           actor=actor, progress=progress, request_id=request_id, merge=merge)
 

@@ -35,6 +35,27 @@ def exported_text(counts: dict[str, int], path: str) -> str:
             f"{counted(counts.get('snapshots', 0), 'snapshot')} to {path}.")
 
 
+def imported_text(summary: dict[str, int], path: str) -> str:
+    """``Imported ... from x.jsonl: 2 added, 1 replaced; 1 snapshot; 2 texts embedded.``"""
+    if "restored" in summary:
+        head = f"Restored {counted(summary['restored'], 'note')} from {path} into the empty store"
+    else:
+        head = f"Imported {path}: {summary.get('added', 0)} added"
+        for key, words in (("skipped", "skipped (already here)"), ("replaced", "replaced"),
+                           ("unchanged", "unchanged")):
+            if summary.get(key):
+                head += f", {summary[key]} {words}"
+    parts = [head]
+    if summary.get("snapshots"):
+        parts.append(counted(summary["snapshots"], "snapshot"))
+    if summary.get("snapshots_skipped"):
+        parts.append(f"{counted(summary['snapshots_skipped'], 'snapshot')} not taken "
+                     "(a snapshot of that name is here already)")
+    if summary.get("embedded"):
+        parts.append(f"{counted(summary['embedded'], 'text')} embedded")
+    return "; ".join(parts) + "."
+
+
 def shared_text(ids, summary: dict[str, int], to: str) -> str:
     """``Shared 2 notes with postgresql://db/team: 1 added, 1 already there.``"""
     parts = [f"{summary.get('added', 0)} added"]

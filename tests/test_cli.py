@@ -357,6 +357,10 @@ def test_export_and_import_round_trip(nbm, store_dir, tmp_path, monkeypatch):
     assert r.code == 0 and any(p.endswith("orders.md") for p in r.json["markdown"])
     assert (tmp_path / "pages" / "orders.md").read_text().count("orders.amount is in cents") == 1
 
+    r = nbm("--store", str(tmp_path / "copy"), "import", str(path))
+    assert r.out.strip() == f"Restored 2 notes from {path} into the empty store; 1 snapshot."
+    r = nbm("--store", str(tmp_path / "copy"), "import", str(path))
+    assert r.out.strip() == f"Imported {path}: 0 added, 2 skipped (already here)."
     r = nbm("import", str(tmp_path / "pages" / "index.md"))
     assert r.code == 2 and "is not JSON" in one_line(r.err)
     r = nbm("export", str(tmp_path / "missing" / "dir" / "x.jsonl"))

@@ -117,7 +117,7 @@ def test_round_trip_is_lossless_and_reimport_duplicates_nothing(big_export):
     path = workspace / "all.jsonl"
     with Memory.open(workspace / "copy", embedder=HashEmbedder()) as copy:
         summary = copy.import_jsonl(path)
-        assert summary == {"restored": 1005, "embedded": 0}
+        assert summary == {"restored": 1005, "snapshots": 3, "embedded": 0}
         assert observe(copy) == expected
         for policy in ("skip", "replace", "keep-both"):
             copy.import_jsonl(path, on_conflict=policy)
@@ -161,7 +161,8 @@ def test_merge_policies(tmp_path):
         b.remember("b's own note")
         assert b.import_jsonl(tmp_path / "v1.jsonl")["added"] == 1
         assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="skip") == {
-            "added": 1, "skipped": 1, "replaced": 0, "unchanged": 0, "snapshots": 1, "embedded": 0}
+            "added": 1, "skipped": 1, "replaced": 0, "unchanged": 0, "snapshots": 1,
+            "snapshots_skipped": 0, "embedded": 0}
         assert b.recall("amount")[0].note.text == "amount is in dollars"
         assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="replace")["replaced"] == 1
         assert b.recall("amount")[0].note.text == "amount is in cents"
@@ -171,6 +172,77 @@ def test_merge_policies(tmp_path):
         assert texts == ["amount is in cents", "amount is in cents", "b's own note",
                          "only in a", "only in a"]
         assert [s.name for s in b.snapshots()] == ["from-a"]
+
+
+def test_replace_then_new_notes_of_the_same_file_import_together(tmp_path):
+    """A colleague edited a note both stores have, then wrote a new one: the replace
+    writes through the journal while the new note waits to be written, and both once
+    took the same journal position ("duplicate key"; nothing imported)."""
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("amount is in dollars")
+        a.export_jsonl(tmp_path / "v1.jsonl")
+        a.edit(1, text="amount is in cents")
+        a.remember("refunds are negative amounts")
+        a.export_jsonl(tmp_path / "v2.jsonl")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        b.remember("b's own note")
+        b.import_jsonl(tmp_path / "v1.jsonl")
+        summary = b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="replace")
+        assert (summary["added"], summary["replaced"]) == (1, 1)
+        assert sorted(n.text for n in b.notes().notes) == [
+            "amount is in cents", "b's own note", "refunds are negative amounts"]
+        assert [e.type for e in b.history(2)] == ["created", "edited"]
+
+
+def test_merged_snapshots_divide_the_files_events_as_they_did(tmp_path):
+    """A snapshot is a journal position: merged among this store's notes, the file's
+    events keep their order, so a note edited after the snapshot is not edited in it,
+    and a snapshot sealed before every note the merge takes holds none of them."""
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("orders amount in dollars")
+        a.export_jsonl(tmp_path / "first.jsonl")
+        a.snapshot("start")
+        a.remember("refunds are negative")
+        a.snapshot("before-fix")
+        a.edit(1, text="orders amount in cents")
+        a.remember("refund rows repeat the order id")
+        a.snapshot("after-fix")
+        a.export_jsonl(tmp_path / "all.jsonl")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        b.remember("b's own note")
+        b.import_jsonl(tmp_path / "first.jsonl")  # b has the first note; skip keeps it
+        assert b.import_jsonl(tmp_path / "all.jsonl", on_conflict="skip")["snapshots"] == 3
+        diff = b.snapshot_diff("start", "before-fix")
+        assert [(c.change, c.note.text) for c in diff.changes] == [
+            ("added", "refunds are negative")]
+        diff = b.snapshot_diff("before-fix", "after-fix")
+        assert [(c.change, c.note.text) for c in diff.changes] == [
+            ("added", "refund rows repeat the order id")]
+    with Memory.open(tmp_path / "c", embedder=HashEmbedder()) as c:
+        c.remember("c's own note")
+        c.import_jsonl(tmp_path / "all.jsonl")
+        diff = c.snapshot_diff("before-fix", "after-fix")
+        assert sorted((ch.change, ch.detail) for ch in diff.changes) == [
+            ("added", ""), ("edited", "v1 -> v2")]
+        hits = c.recall("orders amount", as_of="before-fix")
+        assert hits[0].note.text == "orders amount in dollars"
+
+
+def test_a_snapshot_whose_name_is_taken_is_reported_not_renamed(tmp_path):
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("a note")
+        a.snapshot("weekly")
+        a.export_jsonl(tmp_path / "a.jsonl")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        b.remember("b's own note")
+        b.snapshot("weekly")
+        summary = b.import_jsonl(tmp_path / "a.jsonl")
+        assert (summary["snapshots"], summary["snapshots_skipped"]) == (0, 1)
+    with Memory.open(tmp_path / "c", embedder=HashEmbedder()) as c:
+        c.remember("c's own note")
+        assert c.import_jsonl(tmp_path / "a.jsonl")["snapshots"] == 1
+        again = c.import_jsonl(tmp_path / "a.jsonl")  # the same snapshot: no news
+        assert (again["snapshots"], again["snapshots_skipped"]) == (0, 0)
 
 
 def test_merged_supersede_links_name_this_stores_ids(tmp_path):
@@ -513,7 +585,7 @@ def test_a_file_from_before_half_precision_vectors_imports_them_as_written(memor
         lines.append(json.dumps(record))
     (tmp_path / "old.jsonl").write_text("\n".join(lines) + "\n")
     with Memory.open(tmp_path / "copy", embedder=HashEmbedder()) as copy:
-        assert copy.import_jsonl(tmp_path / "old.jsonl") == {"restored": 1, "embedded": 0}
+        assert copy.import_jsonl(tmp_path / "old.jsonl") == {"restored": 1, "snapshots": 0, "embedded": 0}
         store = copy._backend.engine.store
         np.testing.assert_array_equal(store.vectors("hash")[1][0], full)
         assert [h.note.text for h in copy.recall("loader retries parquet")] == [note.text]

@@ -14,7 +14,7 @@ LAYERS = {  # module (or package) -> layer; higher layers may import lower ones 
     "engine": ["engine", "ranking", "stale", "history", "exchange", "sharing"],
     "store": ["store"],
     "leaves": ["errors", "files", "arrays", "models", "config", "lexical", "lexical_segment", "tokenizer", "vectors", "dense_rows", "cards", "embed", "onnx_model", "anchors", "events",
-               "operations", "address", "repos", "wording", "when", "_version", "lock", "syntax", "display", "checks",
+               "operations", "address", "repos", "wording", "markdown", "when", "_version", "lock", "syntax", "display", "checks",
                "provenance"],
 }
 RANK = {layer: rank for rank, layer in enumerate(reversed(list(LAYERS)))}

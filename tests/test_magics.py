@@ -276,7 +276,7 @@ def test_export_and_import_magics(ip, tmp_path):
     assert "Wrote 2 Markdown pages" in out.stdout
     assert (tmp_path / "md" / "orders.md").exists()
     _, out = run(ip, f"memory import {tmp_path / 'all.jsonl'}")
-    assert "Imported: 0 added, 1 skipped" in out.stdout
+    assert out.stdout.strip() == f"Imported {tmp_path / 'all.jsonl'}: 0 added, 1 skipped (already here)."
     with pytest.raises(UsageError, match="is not an nbmemory export"):
         (tmp_path / "x.jsonl").write_text("{}\n")
         run(ip, f"memory import {tmp_path / 'x.jsonl'}")

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import duckdb
 
-from .. import exchange
+from .. import exchange, markdown
 from ..embed import model_name
 from ..errors import InvalidInput, NotFound
 from ..models import utcnow
@@ -79,7 +79,8 @@ class Upkeep(Part):
                 with self.engine.writing() as entry:
                     if empty:
                         summary = exchange.restore(self.store, export, progress)
-                        summary = {"restored": summary.get("notes", 0)}
+                        summary = {"restored": summary.get("notes", 0),
+                                   "snapshots": summary.get("snapshots", 0)}
                         model = export.header.get("model")
                         if model and model_name(model) == self.engine.embedder.name:
                             self.engine.set_identity(model)
@@ -156,7 +157,7 @@ class Upkeep(Part):
         """Readable Markdown pages of the active notes, one per tag (or kind)."""
         with self.lock:
             notes = self.engine.staleness.with_stale(self.store.list_notes(Filters(), limit=2**62)[0])
-            return [str(p) for p in exchange.export_markdown(notes, directory, by=by)]
+            return [str(p) for p in markdown.export_markdown(notes, directory, by=by)]
 
     def reindex(self, progress: Progress | None = None, *,
                 request_id: str | None = None) -> dict[str, Any]:

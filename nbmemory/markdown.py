@@ -1,0 +1,62 @@
+"""Readable Markdown export: one page per tag (or kind) and an index, ordered so that
+two exports of the same notes diff well. (The lossless format is exchange's JSON Lines.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from .errors import InvalidInput
+from .models import Note
+from .wording import counted, provenance_line, stale_marker
+
+
+def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "tag") -> list[Path]:
+    """One Markdown page per tag (or kind) plus an index, ordered so it diffs well."""
+    if by not in ("tag", "kind"):
+        raise InvalidInput(f"Group pages by 'tag' or 'kind', not {by!r}")
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(f"Cannot write Markdown pages to {directory}: {exc.strerror}. "
+                           "Check the path and its permissions.") from None
+    groups: dict[str, list[Note]] = {}
+    for note in sorted(notes, key=lambda n: n.id):
+        keys = (note.tags or ("untagged",)) if by == "tag" else (note.kind,)
+        for key in keys:
+            groups.setdefault(key, []).append(note)
+    written = []
+    index = ["# nbmemory notes", "", f"Grouped by {by}.", ""]
+    taken = {"index"}  # tags "a.b" and "a-b" (or "index") must not share a page
+    for key in sorted(groups):
+        name, base, n = _slug(key), _slug(key), 1
+        while name in taken:
+            n += 1
+            name = f"{base}-{n}"
+        taken.add(name)
+        page = directory / f"{name}.md"
+        lines = [f"# {key}", ""]
+        for note in groups[key]:
+            lines += _note_markdown(note)
+        page.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+        written.append(page)
+        index.append(f"- [{key}]({page.name}) ({counted(len(groups[key]), 'note')})")
+    (directory / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
+    return [directory / "index.md", *written]
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text.lower()) or "notes"
+
+
+def _note_markdown(note: Note) -> list[str]:
+    lines = [f"## #{note.id}: {note.kind}, {note.priority} priority", "", note.text, ""]
+    meta = [f"- written {note.created_at:%Y-%m-%d} by {note.author or 'unknown'}"
+            + (f", version {note.version} of {note.updated_at:%Y-%m-%d}" if note.version > 1 else "")]
+    if note.tags:
+        meta.append("- tags: " + ", ".join(note.tags))
+    meta.append("- from: " + provenance_line(note))
+    if note.stale:
+        meta.append("- " + stale_marker(note))
+    return lines + meta + [""]
