@@ -52,12 +52,20 @@ export function MemoryPanelView(props: IPanelProps): JSX.Element {
   return (
     <div className="nbm-Panel">
       <div className="nbm-Header">
-        <div className="nbm-Tabs" role="tablist" aria-label={trans.__('nbmemory views')}>
-          {(['notes', 'snapshots'] as const).map(view => (
+        <div
+          className="nbm-Tabs"
+          role="tablist"
+          aria-label={trans.__('nbmemory views')}
+          onKeyDown={event => moveBetweenTabs(event, model)}
+        >
+          {VIEWS.map(view => (
             <button
               key={view}
+              id={`nbm-tab-${view}`}
               role="tab"
               aria-selected={model.view === view}
+              aria-controls={`nbm-tabpanel-${view}`}
+              tabIndex={model.view === view ? 0 : -1}
               className={`nbm-Tab${model.view === view ? ' nbm-mod-active' : ''}`}
               onClick={() => model.setView(view)}
             >
@@ -97,10 +105,58 @@ export function MemoryPanelView(props: IPanelProps): JSX.Element {
           {model.readOnlyMessage}
         </div>
       ) : null}
-      {model.view === 'notes' ? <NotesView {...props} /> : <SnapshotsView model={model} />}
+      <div
+        className="nbm-TabPanel"
+        role="tabpanel"
+        id={`nbm-tabpanel-${model.view}`}
+        aria-labelledby={`nbm-tab-${model.view}`}
+      >
+        {model.view === 'notes' ? <NotesView {...props} /> : <SnapshotsView model={model} />}
+      </div>
       <StatusLine model={model} />
     </div>
   );
+}
+
+const VIEWS = ['notes', 'snapshots'] as const;
+
+/** The tabs' keys (WAI-ARIA tabs): arrows, Home and End select and focus a tab. */
+function moveBetweenTabs(event: React.KeyboardEvent, model: MemoryModel): void {
+  const at = VIEWS.indexOf(model.view);
+  const to = {
+    ArrowRight: (at + 1) % VIEWS.length,
+    ArrowLeft: (at + VIEWS.length - 1) % VIEWS.length,
+    Home: 0,
+    End: VIEWS.length - 1
+  }[event.key];
+  if (to === undefined) {
+    return;
+  }
+  event.preventDefault();
+  model.setView(VIEWS[to]);
+  const list = event.currentTarget as HTMLElement;
+  requestAnimationFrame(() => list.querySelector<HTMLElement>(`#nbm-tab-${VIEWS[to]}`)?.focus());
+}
+
+/**
+ * Where focus goes once the card holding `button` is gone (its note forgotten): the
+ * next card, else the one before, else the search box; not the page's body.
+ */
+function focusAfterRemoval(button: HTMLElement): () => void {
+  const card = button.closest('.nbm-Note');
+  const panel = button.closest('.nbm-Panel');
+  const neighbour = [card?.nextElementSibling, card?.previousElementSibling].find(
+    element => element?.classList.contains('nbm-Note')
+  ) as HTMLElement | undefined;
+  const id = neighbour?.dataset.noteId;
+  return () =>
+    requestAnimationFrame(() => {
+      const target =
+        (id && panel?.querySelector<HTMLElement>(`.nbm-Note[data-note-id="${id}"]`)) ||
+        panel?.querySelector<HTMLElement>('.nbm-Note') ||
+        panel?.querySelector<HTMLElement>('.nbm-Search');
+      target?.focus();
+    });
 }
 
 /** Under the tabs, for a team store: where it is (never who connects or a password). */
@@ -516,7 +572,7 @@ function ActionButton(props: {
   /** The note it acts on, for screen readers ("Edit #12"). */
   noteId?: number;
   disabled?: boolean;
-  onClick: () => void;
+  onClick: (event: React.MouseEvent<HTMLButtonElement>) => void;
 }): JSX.Element {
   return (
     <button
@@ -597,6 +653,7 @@ function NoteCard(
     <li
       className={`nbm-Note nbm-mod-${note.priority}${stale ? ' nbm-mod-stale' : ''}`}
       data-note-id={note.id}
+      tabIndex={-1}
     >
       <div className="nbm-NoteHeader">
         <span className="nbm-NoteId">#{note.id}</span>
@@ -735,7 +792,10 @@ function NoteCard(
                 icon={deleteIcon}
                 label={trans.__('Forget')}
                 title={trans.__('Forget (you can undo it)')}
-                onClick={() => void model.forget(note.id)}
+                onClick={event => {
+                  const refocus = focusAfterRemoval(event.currentTarget);
+                  void model.forget(note.id).then(done => done && refocus());
+                }}
               />
             </>
           ) : null}

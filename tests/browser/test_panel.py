@@ -217,12 +217,15 @@ def test_edit_error_is_shown_and_nothing_changes(page, lab):
 
 
 def test_forget_then_undo(page, lab):
+    lab.remember("the note under the forgotten one")
     note = lab.remember("forget me, then bring me back")
     refresh(page)
     card(page, "forget me, then bring me back").locator(".nbm-Forget").click()
     notice = toast(page, f"Forgot #{note['id']}.")
     expect(notice).to_be_visible()
     expect(card(page, "forget me, then bring me back")).to_have_count(0)
+    # Focus moves to the next card, not to the page's body (a keyboard user goes on).
+    expect(card(page, "the note under the forgotten one")).to_be_focused()
     assert lab.api(f"notes/{note['id']}")[1]["note"]["status"] == "revoked"
     notice.get_by_role("button", name="Undo").click()
     expect(card(page, "forget me, then bring me back")).to_be_visible()
@@ -284,7 +287,13 @@ def test_snapshots_list_and_diff(page, lab):
     assert lab.api("snapshots", "POST", {"name": "panel-a", "message": "first"})[0] == 201
     lab.remember("after the snapshot")
     assert lab.api("snapshots", "POST", {"name": "panel-b", "message": "second"})[0] == 201
-    page.locator(f"{PANEL} .nbm-Tab", has_text="Snapshots").click()
+    notes_tab = page.get_by_role("tab", name="Notes")
+    notes_tab.focus()
+    page.keyboard.press("ArrowRight")  # WAI-ARIA tabs: arrows select and focus
+    snapshots_tab = page.get_by_role("tab", name="Snapshots")
+    expect(snapshots_tab).to_be_focused()
+    expect(snapshots_tab).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("tabpanel", name="Snapshots")).to_be_visible()
     table = page.locator(f"{PANEL} .nbm-SnapshotTable")
     expect(table).to_contain_text("panel-a")
     expect(table).to_contain_text("second")
@@ -298,7 +307,10 @@ def test_snapshots_list_and_diff(page, lab):
     expect(added).to_contain_text("after the snapshot")
     expect(diff).not_to_contain_text("before the snapshot")
     screenshot(page, "panel-snapshot-diff.png")
-    page.locator(f"{PANEL} .nbm-Tab", has_text="Notes").click()
+    snapshots_tab.focus()
+    page.keyboard.press("Home")
+    expect(notes_tab).to_be_focused()
+    expect(page.get_by_role("tabpanel", name="Notes")).to_be_visible()
 
 
 def test_settings_page_size_and_poll_interval(browser_context, lab):
