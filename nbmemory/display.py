@@ -301,7 +301,8 @@ def status_display(status: dict[str, Any]) -> Rich:
     rows = [
         ("store", f"{status['store']}" + (f" ({status['store_reason']})" if status.get("store_reason") else "")),
         ("notes", f"{status['notes']} active" + (f", {other}" if other else "")),
-        ("snapshots", str(status.get("snapshots", 0))),
+        ("snapshots", "unknown while the server is away" if status.get("snapshots", 0) is None
+                      else str(status.get("snapshots", 0))),
         ("model", status["model"] + ("" if status.get("model_loaded") else
                                      " (loading: recall answers from keywords meanwhile)"
                                      if status.get("model_loading") else " (not loaded yet)")

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from nbmemory.address import Address
+from nbmemory.display import status_display
 from nbmemory.embed import HashEmbedder
 from nbmemory.errors import Conflict, InvalidInput, StoreUnavailable, StoreUnreachable
 from nbmemory.memory import Memory
@@ -755,6 +756,9 @@ def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind
             status = bo.status()
             assert status["notes"] == 1 and "is unreachable" in status["unreachable"]
             assert status["store"] == team_url
+            # The copy holds no snapshots: not "0 snapshots" but unknown.
+            assert status["snapshots"] is None
+            assert "unknown while the server is away" in status_display(status).text
         finally:
             postgres_server.start()
         hits = bo.recall("when is the warehouse rebuilt")

@@ -451,7 +451,7 @@ class Engine:
             address = self.store.address.url
             return {**self._from_mirror(self._status), "store": address,
                     "journal_position": self.journal.position, "unreachable": str(exc),
-                    "read_only": False}
+                    "read_only": False, "snapshots": None}  # not in the copy
 
     def _status(self) -> dict[str, Any]:
         with self.lock:
