@@ -357,6 +357,7 @@ def cmd_status(mem, args) -> None:
 
 def cmd_doctor(args) -> int:
     from .doctor import run_checks
+    from .wording import counted
 
     checks = run_checks(args.store, configured_model(args.model), skip=set(args.skip))
     failed = [c for c in checks if c.status == "fail"]
@@ -368,7 +369,8 @@ def cmd_doctor(args) -> int:
             print(f"{c.status.upper():4}  {c.name.ljust(size)}  {c.detail}")
             if c.fix and c.status != "ok":
                 print(f"{'':4}  {'':{size}}  -> {c.fix}")
-        print(f"\n{len(failed)} problem(s) found." if failed else "\nAll checks passed.")
+        print(f"\n{counted(len(failed), 'problem')} found." if failed
+              else "\nAll checks passed.")
     return EXIT_ERROR if failed else EXIT_OK
 
 

@@ -159,6 +159,11 @@ def check_team(url: str, opt: str) -> Iterator[Check]:
                                     f"{con.info.user}, schema {address.schema}")
         con.execute(f"SET search_path TO {address.schema}")
         schema = check_schema(con, opt, f"WHERE table_schema = '{address.schema}'")
+        if schema.detail.startswith("empty") and not _may_create(con, address.schema):
+            schema = Check("schema", "fail", f"empty store (no schema yet), and {con.info.user} "
+                                             f"may not create it (schema {address.schema})",
+                           "Ask the database's owner to open it once, or to grant CREATE on "
+                           "the database.")
         yield schema
         if schema.status == "fail" or schema.detail.startswith("empty"):
             return
@@ -239,6 +244,14 @@ def check_transport(directory: Path, info: dict, opt: str) -> Check:
         return Check("transport", "fail", f"{detail}, which this Python cannot reach or check",
                      restart)
     return Check("transport", "ok", detail)
+
+
+def _may_create(con, schema: str) -> bool:
+    """Whether this PostgreSQL role can create the store's tables (and their schema)."""
+    exists = con.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone()
+    query = ("SELECT has_schema_privilege(%s, 'CREATE')" if exists
+             else "SELECT has_database_privilege(current_database(), 'CREATE')")
+    return con.execute(query, [schema] if exists else []).fetchone()[0]
 
 
 def check_schema(con, opt: str, where: str = "") -> Check:

@@ -551,7 +551,7 @@ def test_doctor_finds_a_missing_index_file(nbm, store_dir):
                                "fix": f"Rebuild it from the database: nbmemory reindex --store {store_dir}"}
     r = nbm("doctor", "--skip", "jupyter")
     assert "FAIL  index" in r.out and f"-> Rebuild it from the database: nbmemory reindex --store {store_dir}" in r.out
-    assert r.out.strip().endswith("1 problem(s) found.")
+    assert r.out.strip().endswith("1 problem found.")
     assert not (store_dir / VECTOR_FILENAME).exists()  # doctor repairs nothing itself
     assert nbm("reindex").code == 0
     assert doctor(nbm)[0].code == 0

@@ -526,6 +526,27 @@ def test_the_cli_and_doctor_on_a_team_store(team_url, tmp_path, monkeypatch, cap
     assert "1 active" in out.out and "may read and write" in out.out
 
 
+def test_doctor_says_when_a_role_may_not_create_the_store_it_names(
+        team_url, tmp_path, monkeypatch, capsys):
+    """A first member without CREATE on the database: every command refuses (the store
+    does not exist and this role may not make it), so doctor may not pass it."""
+    from nbmemory import cli
+
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NBMEMORY_MODEL", "hash:64")
+    admin = psycopg.connect(Address.parse(team_url).conninfo, autocommit=True)
+    admin.execute("CREATE ROLE newcomer LOGIN")
+    url = team_url.replace("postgres@", "newcomer@")
+    assert cli.main(["--store", url, "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert ("FAIL  schema            empty store (no schema yet), and newcomer may not create "
+            "it (schema nbmemory)") in out
+    assert "-> Ask the database's owner to open it once, or to grant CREATE on the database." \
+        in out
+    assert out.rstrip().endswith("1 problem found.")
+    admin.execute("DROP ROLE newcomer")
+
+
 WRITER = """
 import json, os, sys
 from nbmemory.memory import Memory
