@@ -16,7 +16,8 @@ from typing import Sequence
 from . import syntax
 from .cli_args import (EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError,
                        build_parser)
-from .cli_commands import OTHER_COMMANDS, STORE_COMMANDS, emit_json, open_memory
+from .cli_commands import (CREATING_COMMANDS, OTHER_COMMANDS, STORE_COMMANDS, emit_json,
+                           open_memory, require_store)
 from .errors import InvalidInput, ModelUnavailable, NbMemoryError, StoreUnavailable
 
 def exit_code_for(exc: BaseException) -> int:
@@ -36,6 +37,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             setattr(args, name, default)
     if args.command in OTHER_COMMANDS:
         return OTHER_COMMANDS[args.command](args)
+    require_store(args.store, creating=args.command in CREATING_COMMANDS)
     with open_memory(args.store, args.model) as mem:
         STORE_COMMANDS[args.command](mem, args)
     return EXIT_OK

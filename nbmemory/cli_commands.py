@@ -11,7 +11,7 @@ import textwrap
 from typing import Any, Sequence
 
 from . import syntax
-from .cli_args import EXIT_ERROR, EXIT_OK, CommandError, author_of
+from .cli_args import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CommandError, author_of
 from .config import configured_model
 from .progress import progress_bar
 
@@ -21,6 +21,35 @@ def open_memory(store: str | None = None, model: str | None = None):
     from .memory import Memory
 
     return Memory.open(store or None, model=configured_model(model))
+
+
+def require_store(store: str | None, *, creating: bool = False) -> None:
+    """Refuse to read a local store that does not exist, rather than create an empty one
+    where a mistyped ``--store`` points ("No active notes." would say the notes are gone);
+    a store is created only in a directory that exists."""
+    from .config import locate_store
+    from .errors import StoreUnavailable
+    from .store import DB_FILENAME
+
+    if store == "":
+        raise CommandError("--store is empty: give the store's directory or postgresql:// "
+                           "address, or leave --store out for the default.", EXIT_USAGE)
+    location = locate_store(store)
+    path = location.path
+    if location.address is not None:
+        return
+    if path.exists() and not path.is_dir():
+        raise CommandError(f"{path} is a file, not a store: give the directory that holds "
+                           f"{DB_FILENAME} (or where one should be created).", EXIT_USAGE)
+    if creating:
+        if not path.exists() and not path.parent.is_dir():
+            raise CommandError(f"Cannot create the store {location}: {path.parent} does not "
+                               "exist. Check --store and NBMEMORY_HOME, or make the directory "
+                               "first.", EXIT_USAGE)
+    elif not (path / DB_FILENAME).exists():
+        raise StoreUnavailable(
+            f"No store at {location}: nothing was remembered there yet. Check --store and "
+            "NBMEMORY_HOME; 'nbmemory remember TEXT' (or import) creates it.")
 
 
 def emit_json(value: Any) -> None:
@@ -421,4 +450,6 @@ STORE_COMMANDS = {
     "snapshot": cmd_snapshot, "reindex": cmd_reindex, "status": cmd_status,
     "export": cmd_export, "import": cmd_import, "share": cmd_share,
 }
+# The commands that may create the store they name; the others need it to exist.
+CREATING_COMMANDS = {"remember", "import"}
 OTHER_COMMANDS = {"doctor": cmd_doctor, "mcp": cmd_mcp, "serve": cmd_serve, "stop": cmd_stop}

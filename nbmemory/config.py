@@ -88,7 +88,7 @@ def locate_store(explicit: str | os.PathLike | None = None, *, cwd: Path | None 
     root = find_git_root(cwd)
     if root is not None:
         return StoreLocation(root / STORE_DIRNAME, f"git root of {cwd}")
-    return StoreLocation(cwd / STORE_DIRNAME, "working directory (no git repository)")
+    return StoreLocation(cwd / STORE_DIRNAME, "working directory, no git repository")
 
 
 def directory_problem(info: os.stat_result) -> str | None:

@@ -469,10 +469,34 @@ def test_help_documents_the_exit_codes():
                                        "active, revoked, superseded, refuted, purged"),
 ])
 def test_errors_are_one_line_with_an_exit_code(store_dir, argv, code, message):
+    Memory.open(store_dir, embedder=HashEmbedder()).close()  # an empty store
     r = shell("--store", str(store_dir), *argv, stdin="")
     assert r.code == code, r.err
     assert message in one_line(r.err)
     assert r.out == ""
+
+
+def test_a_mistyped_store_is_refused_not_created_empty(tmp_path, monkeypatch):
+    """Reading a store that is not there would create an empty one and answer "No active
+    notes." (the notes seem gone); a store is only created where its parent exists."""
+    monkeypatch.chdir(tmp_path)
+    typo = tmp_path / "projcet" / ".nbmemory"
+    r = shell("--store", str(typo), "list")
+    assert (r.code, one_line(r.err)) == (3, (
+        f"nbmemory: No store at {typo} (given explicitly): nothing was remembered there yet. "
+        "Check --store and NBMEMORY_HOME; 'nbmemory remember TEXT' (or import) creates it."))
+    r = shell("--store", str(typo), "remember", "a finding")
+    assert (r.code, one_line(r.err)) == (2, (
+        f"nbmemory: Cannot create the store {typo} (given explicitly): {typo.parent} does not "
+        "exist. Check --store and NBMEMORY_HOME, or make the directory first."))
+    r = shell("status")  # the default store of this directory, not there yet
+    assert r.code == 3 and "No store at" in r.err and "no git repository" in r.err
+    r = shell("--store", "", "list")
+    assert r.code == 2 and "--store is empty" in r.err
+    (tmp_path / "notes.txt").write_text("not a store")
+    r = shell("--store", str(tmp_path / "notes.txt"), "list")
+    assert r.code == 2 and f"{tmp_path / 'notes.txt'} is a file, not a store" in r.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # nothing created
 
 
 def test_remember_with_no_text_says_what_to_do(nbm):
@@ -481,6 +505,7 @@ def test_remember_with_no_text_says_what_to_do(nbm):
 
 
 def test_json_errors_are_json_on_stdout(store_dir):
+    Memory.open(store_dir, embedder=HashEmbedder()).close()
     r = shell("--store", str(store_dir), "--json", "show", "7")
     assert r.code == 1
     assert r.json == {"error": {"type": "NotFound", "exit": 1,

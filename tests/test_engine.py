@@ -719,7 +719,7 @@ def test_store_location_precedence_and_reason(tmp_path):
         location = locate_store(explicit, cwd=cwd, environ=environ or {})
         return location.path, location.reason
 
-    assert where(plain) == (plain / ".nbmemory", "working directory (no git repository)")
+    assert where(plain) == (plain / ".nbmemory", "working directory, no git repository")
     assert where(deep) == (repo / ".nbmemory", f"git root of {deep}")
     (repo / "analysis" / ".nbmemory").mkdir()
     assert where(deep) == (repo / "analysis" / ".nbmemory", f"nearest .nbmemory/ above {deep}")
