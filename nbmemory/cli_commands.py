@@ -23,7 +23,8 @@ def open_memory(store: str | None = None, model: str | None = None):
     return Memory.open(store or None, model=configured_model(model))
 
 
-def require_store(store: str | None, *, creating: bool = False) -> None:
+def require_store(store: str | None, *, creating: bool = False,
+                  how: str = "'nbmemory remember TEXT' (or import)") -> None:
     """Refuse to read a local store that does not exist, rather than create an empty one
     where a mistyped ``--store`` points ("No active notes." would say the notes are gone);
     a store is created only in a directory that exists."""
@@ -49,7 +50,7 @@ def require_store(store: str | None, *, creating: bool = False) -> None:
     elif not (path / DB_FILENAME).exists():
         raise StoreUnavailable(
             f"No store at {location}: nothing was remembered there yet. Check --store and "
-            "NBMEMORY_HOME; 'nbmemory remember TEXT' (or import) creates it.")
+            f"NBMEMORY_HOME; {how} creates it.")
 
 
 def emit_json(value: Any) -> None:

@@ -25,8 +25,10 @@ from pydantic import Field
 
 from ._version import __version__
 from . import syntax
+from .anchors import pointer_only
 from .config import configured_model
-from .errors import NbMemoryError
+from .display import LONG_NOTE, long_note_hint
+from .errors import InvalidInput, NbMemoryError
 
 Kind = Literal["finding", "gotcha", "decision", "question", "reference", "procedure"]
 Priority = Literal["high", "medium", "low"]
@@ -37,7 +39,8 @@ findings about a codebase or dataset ("orders.amount is in cents before 2021").
 - Before reading code or data you may have studied before, recall: the answer may be stored.
 - Pair each search with a note: when an investigation teaches you something, remember the
   finding itself, self-contained and specific, not a pointer ("see utils.py").
-- A note marked stale may no longer hold (its file changed, or it was superseded): verify it.
+- A note marked stale may no longer hold (its file changed, or it was superseded): verify it
+  (list_notes with stale=true lists them).
 - Notes you have seen can be fetched again by id with show; you need not re-read files to be safe.
 """
 
@@ -106,11 +109,18 @@ class LazyMemory:
         self._memory = None
         self._lock = threading.Lock()
 
-    def get(self):
+    def get(self, *, creating: bool = False):
+        """The store; one that does not exist yet is created only by a write that
+        ``creating`` (an agent reading a mistyped store would be told nothing is there)."""
         with self._lock:
             if self._memory is None:
+                from .cli_commands import CommandError, require_store
                 from .memory import Memory
 
+                try:
+                    require_store(self.store, creating=creating, how="the remember tool")
+                except CommandError as exc:
+                    raise InvalidInput(str(exc)) from None
                 self._memory = Memory.open(self.store or None,
                                            model=configured_model(self.model))
             return self._memory
@@ -132,10 +142,14 @@ def tool_errors() -> Iterator[None]:
     try:
         yield
     except NbMemoryError as exc:
-        raise ToolError(syntax.message(exc, syntax.MCP) + " Nothing was changed.") from None
+        message = syntax.message(exc, syntax.MCP).rstrip()
+        end = "" if message.endswith((".", "!", "?")) else "."
+        raise ToolError(f"{message}{end} Nothing was changed.") from None
 
 
-def note_dict(note, *, score: float | None = None) -> dict[str, Any]:
+def note_dict(note, *, score: float | None = None, excerpt: bool = False) -> dict[str, Any]:
+    """A note for the agent; with ``excerpt``, a long text is cut (one note written with a
+    whole file in it would otherwise fill the agent's context on every related recall)."""
     from .wording import age
 
     provenance = note.provenance.to_dict()
@@ -143,7 +157,13 @@ def note_dict(note, *, score: float | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"id": note.id}
     if score is not None:
         out["score"] = score
-    out.update(text=note.text, kind=note.kind, priority=note.priority, tags=list(note.tags),
+    text = note.text
+    if excerpt and len(text) > LONG_NOTE:
+        cut = text.rfind(" ", LONG_NOTE // 2, LONG_NOTE)
+        text = text[:cut if cut > 0 else LONG_NOTE] + " …"
+        out["cut"] = (f"the first {len(text) - 2:,} of {len(note.text):,} characters; "
+                      f"show(note_ids=[{note.id}]) gives the whole text")
+    out.update(text=text, kind=note.kind, priority=note.priority, tags=list(note.tags),
                status=note.status, version=note.version,
                created_at=note.created_at.isoformat() if note.created_at else None,
                age=age(note.created_at), stale=[str(r) for r in note.stale],
@@ -224,7 +244,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                                                              "text are anchored too")] = None,
     ) -> list[TextContent]:
         with tool_errors():
-            mem = memory.get()
+            mem = memory.get(creating=True)
             options = dict(kind=kind, priority=priority, tags=tags, provenance=provenance(),
                            about=about)
             note, similar = mem.remember_with_similar(text, supersedes=supersedes, **options)
@@ -234,6 +254,15 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                                for h in similar]
             data["advice"] = ("Similar notes exist. If the new note replaces one, forget the old "
                               "one or next time pass supersedes=<id>.")
+        advice = [data["advice"]] if similar else []
+        if pointer_only(note.text):
+            advice.append(f"#{note.id} is only a location, and pointers go stale as code moves: "
+                          "store the finding itself (what happens there and why it matters), "
+                          f"with supersedes={note.id}.")
+        if len(note.text) > LONG_NOTE:
+            advice.append(long_note_hint(note))
+        if advice:
+            data["advice"] = " ".join(advice)
         return reply(data)
 
     @tool("Recall notes by meaning and by keyword. Do it before reading code or data you may "
@@ -258,20 +287,21 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         with tool_errors():
             hits = memory.get().recall(query, k=k, tags=tags, kind=kind, priority=priority,
                                        as_of=as_of, author=author)
-        data: dict[str, Any] = {"query": hits.query,
-                                "hits": [note_dict(h.note, score=h.score) for h in hits]}
+        data: dict[str, Any] = {"query": hits.query, "hits": [
+            note_dict(h.note, score=h.score, excerpt=True) for h in hits]}
         if as_of:
             data["as_of"] = as_of
         if hits.filtered_out:
             data["filtered_out"] = hits.filtered_out
         if hits.previously:
-            data["previously_believed"] = [note_dict(h.note, score=h.score) for h in hits.previously]
+            data["previously_believed"] = [note_dict(h.note, score=h.score, excerpt=True)
+                                           for h in hits.previously]
         if not len(hits):
             data["advice"] = ("Nothing stored matches. When you find the answer, remember the "
                               "finding so the next recall succeeds.")
         if not len(hits):
             session.count_empty("recall")
-        texts = [h.note.text for h in hits] + [h.note.text for h in hits.previously]
+        texts = [h["text"] for h in data["hits"] + data.get("previously_believed", [])]
         return reply(data, session.returned(texts) if texts else None)
 
     @tool("Fetch notes again by id, in full (text, status, stale reasons, provenance). Cheaper "
@@ -283,6 +313,30 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
             notes = [mem.get(i) for i in note_ids]
         return reply({"notes": [note_dict(n) for n in notes]},
                      session.returned([n.text for n in notes]))
+
+    @tool("List notes newest first, a page at a time (text cut like recall's): to see what "
+          "is known without a question, and with stale=true the notes whose file, data or "
+          "cell changed since, to check and verify or supersede. Returns the total matched.",
+          read_only=True)
+    def list_notes(
+        tags: Annotated[list[str] | str | None, Field(description="only notes having all these tags")] = None,
+        kind: Annotated[list[Kind] | Kind | None, Field(description="only notes of these kinds")] = None,
+        stale: Annotated[bool | None, Field(description="true: only stale notes; false: only "
+                                                        "fresh ones")] = None,
+        offset: Annotated[int, Field(ge=0, description="notes to skip (the next page)")] = 0,
+        limit: Annotated[int, Field(ge=1, le=50, description="notes in this page")] = 20,
+    ) -> list[TextContent]:
+        with tool_errors():
+            page = memory.get().notes(tags=tags, kind=kind, stale=stale, offset=offset,
+                                      limit=limit)
+        data: dict[str, Any] = {"total": page.total, "offset": page.offset,
+                                "notes": [note_dict(n, excerpt=True) for n in page.notes]}
+        if page.behind:
+            data["behind"] = page.behind
+        if page.offset + len(page.notes) < page.total:
+            data["next"] = f"list_notes(offset={page.offset + len(page.notes)}, ...)"
+        texts = [n["text"] for n in data["notes"]]
+        return reply(data, session.returned(texts) if texts else None)
 
     @tool("Forget notes that are wrong or no longer useful: they are hidden from recall but kept "
           "in history, and reinstate undoes it. If a note is outdated rather than wrong, prefer "

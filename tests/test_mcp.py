@@ -64,8 +64,9 @@ def test_tools_teach_good_use(store_dir):
     async def body():
         async with connect(store_dir) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == {"remember", "recall", "show", "forget", "reinstate", "snapshot",
-                                  "snapshot_list", "snapshot_diff", "history", "status", "verify"}
+            assert set(tools) == {"remember", "recall", "show", "list_notes", "forget",
+                                  "reinstate", "snapshot", "snapshot_list", "snapshot_diff",
+                                  "history", "status", "verify"}
             assert "not a pointer" in tools["remember"].description
             assert "Pair each recall with a note" in tools["recall"].description
             assert tools["recall"].annotations.read_only_hint is True
@@ -119,6 +120,53 @@ def test_remember_recall_forget_reinstate_status(store_dir):
             # matches well enough to show (it is "previously believed" instead).
             assert tools["recall"] == {"calls": 2, "errors": 0, "empty": 1}
             assert tools["forget"]["calls"] == tools["reinstate"]["calls"] == 1
+    run(body)
+
+
+def test_a_store_not_there_is_said_to_the_agent_and_made_only_by_remember(tmp_path):
+    """A mistyped --store in the agent's configuration: a read says so (an empty answer
+    would tell the agent to start writing there); remember creates the store."""
+    store = tmp_path / "store"
+
+    async def body():
+        async with connect(store) as client:
+            text = await error(client, "recall", query="what unit is orders.amount in")
+            assert text == (f"No store at {store} (given explicitly): nothing was remembered "
+                            "there yet. Check --store and NBMEMORY_HOME; the remember tool "
+                            "creates it. Nothing was changed.")
+            assert not store.exists()
+            data, _ = await call(client, "remember", text=LONG_NOTE)
+            data, _ = await call(client, "recall", query="what unit is orders.amount in")
+            assert data["hits"][0]["id"] == 1
+    run(body)
+
+
+def test_long_notes_are_cut_in_lists_and_pointers_get_advice(store_dir):
+    """One note holding a whole file would fill the agent's context on every related
+    recall: recall and list_notes give its start, show gives it whole."""
+    long_text = "the ledger export " + " ".join(f"column{i} is an int64" for i in range(800))
+
+    async def body():
+        async with connect(store_dir) as client:
+            data, _ = await call(client, "remember", text=long_text)
+            assert data["advice"].startswith(f"A long note ({len(long_text):,} characters)")
+            data, _ = await call(client, "remember", text="see src/ledger.py:214")
+            assert data["advice"] == ("#2 is only a location, and pointers go stale as code "
+                                      "moves: store the finding itself (what happens there and "
+                                      "why it matters), with supersedes=2.")
+            data, _ = await call(client, "recall", query="ledger export column7 int64")
+            hit = next(h for h in data["hits"] if h["id"] == 1)
+            assert len(hit["text"]) < 2100 and hit["text"].endswith(" …")
+            assert hit["cut"].endswith("characters; show(note_ids=[1]) gives the whole text")
+            data, _ = await call(client, "show", note_ids=[1])
+            assert data["notes"][0]["text"] == long_text
+            data, _ = await call(client, "list_notes", limit=1)
+            assert (data["total"], [n["id"] for n in data["notes"]]) == (2, [2])
+            assert data["next"] == "list_notes(offset=1, ...)"
+            data, _ = await call(client, "list_notes", offset=1)
+            assert [n["id"] for n in data["notes"]] == [1] and "cut" in data["notes"][0]
+            data, _ = await call(client, "list_notes", stale=True)
+            assert (data["total"], data["notes"]) == (0, [])
     run(body)
 
 
