@@ -122,9 +122,13 @@ def cmd_remember(mem, args) -> None:
     note, similar = mem.remember_with_similar(text, supersedes=args.supersedes, **options)
     if args.json:
         return emit_json({"note": note.to_dict(), "similar": [h.to_dict() for h in similar]})
+    from .anchors import pointer_only
     from .display import remembered_display
+    from .wording import pointer_hint
 
-    print(remembered_display(note, similar).text)
+    hint = (pointer_hint(note.id, f"nbmemory remember --supersedes {note.id} '<the finding>'")
+            if pointer_only(note.text) else None)
+    print(remembered_display(note, similar, hint=hint).text)
 
 
 def cmd_recall(mem, args) -> None:

@@ -210,6 +210,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         shows it. The note goes stale when what it is about changes (%memory stale).
         """
         from .anchors import pointer_only
+        from .wording import pointer_hint
 
         args, text = split_options(self.remember.parser, line, self._expand, ("--check",))
         if cell is not None:
@@ -231,9 +232,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
                 text, supersedes=args.supersedes, similar=self.similar, **options)
         hint = None
         if pointer_only(note.text):
-            hint = (f"#{note.id} is only a location. Pointers go stale as code moves: store the "
-                    "finding itself (what happens there and why it matters), e.g. "
-                    f"%remember --supersedes {note.id} <the finding>")
+            hint = pointer_hint(note.id, f"%remember --supersedes {note.id} <the finding>")
         display(show.remembered_display(note, similar, hint=hint))
 
     def _procedure(self, args, description: str) -> str:

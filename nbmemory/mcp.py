@@ -28,6 +28,7 @@ from . import syntax
 from .anchors import pointer_only
 from .config import configured_model
 from .display import LONG_NOTE, long_note_hint
+from .wording import pointer_hint
 from .errors import InvalidInput, NbMemoryError
 
 Kind = Literal["finding", "gotcha", "decision", "question", "reference", "procedure"]
@@ -256,9 +257,8 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                               "one or next time pass supersedes=<id>.")
         advice = [data["advice"]] if similar else []
         if pointer_only(note.text):
-            advice.append(f"#{note.id} is only a location, and pointers go stale as code moves: "
-                          "store the finding itself (what happens there and why it matters), "
-                          f"with supersedes={note.id}.")
+            advice.append(pointer_hint(note.id, f"remember(text=<the finding>, "
+                                                f"supersedes={note.id})."))
         if len(note.text) > LONG_NOTE:
             advice.append(long_note_hint(note))
         if advice:

@@ -35,6 +35,12 @@ def exported_text(counts: dict[str, int], path: str) -> str:
             f"{counted(counts.get('snapshots', 0), 'snapshot')} to {path}.")
 
 
+def pointer_hint(note_id: int, example: str) -> str:
+    """For a note that is only a location; ``example`` supersedes it in a front end's words."""
+    return (f"#{note_id} is only a location. Pointers go stale as code moves: store the "
+            f"finding itself (what happens there and why it matters), e.g. {example}")
+
+
 def imported_text(summary: dict[str, int], path: str) -> str:
     """``Imported ... from x.jsonl: 2 added, 1 replaced; 1 snapshot; 2 texts embedded.``"""
     if "restored" in summary:

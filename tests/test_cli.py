@@ -499,6 +499,15 @@ def test_a_mistyped_store_is_refused_not_created_empty(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # nothing created
 
 
+def test_a_note_that_is_only_a_location_gets_a_hint(nbm):
+    r = nbm("remember", "see resolver.rs:214")
+    assert r.out.splitlines() == [
+        "Remembered #1 (finding, medium)",
+        "Hint: #1 is only a location. Pointers go stale as code moves: store the finding itself "
+        "(what happens there and why it matters), e.g. nbmemory remember --supersedes 1 "
+        "'<the finding>'"]
+
+
 def test_remember_with_no_text_says_what_to_do(nbm):
     r = nbm("remember", "-", stdin="   \n")
     assert r.code == 2 and "The note is empty" in one_line(r.err)

@@ -151,9 +151,10 @@ def test_long_notes_are_cut_in_lists_and_pointers_get_advice(store_dir):
             data, _ = await call(client, "remember", text=long_text)
             assert data["advice"].startswith(f"A long note ({len(long_text):,} characters)")
             data, _ = await call(client, "remember", text="see src/ledger.py:214")
-            assert data["advice"] == ("#2 is only a location, and pointers go stale as code "
+            assert data["advice"] == ("#2 is only a location. Pointers go stale as code "
                                       "moves: store the finding itself (what happens there and "
-                                      "why it matters), with supersedes=2.")
+                                      "why it matters), e.g. remember(text=<the finding>, "
+                                      "supersedes=2).")
             data, _ = await call(client, "recall", query="ledger export column7 int64")
             hit = next(h for h in data["hits"] if h["id"] == 1)
             assert len(hit["text"]) < 2100 and hit["text"].endswith(" …")
