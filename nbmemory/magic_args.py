@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 
-from IPython.core.error import UsageError
+from IPython.core.error import StdinNotImplementedError, UsageError
 
 from . import syntax
 from .errors import NbMemoryError
@@ -73,6 +73,15 @@ def _id_and_text(rest: str, verb: str) -> tuple[int, str]:
     if not head:
         raise UsageError(f"Give a note id: %memory {verb} 12 [reason]")
     return parse_ids(head)[0], text.strip()
+
+
+def ask(prompt: str) -> str | None:
+    """The user's answer, or None in a front end that cannot ask (nbclient and papermill
+    give no stdin: ipykernel raises StdinNotImplementedError, a closed stdin EOFError)."""
+    try:
+        return input(prompt)
+    except (EOFError, StdinNotImplementedError):
+        return None
 
 
 @contextmanager

@@ -10,7 +10,7 @@ import textwrap
 from IPython.core.error import UsageError
 
 from . import checks as evaluation
-from .magic_args import parse_ids
+from .magic_args import ask, parse_ids
 
 MAX_EVIDENCE = 4000  # characters of a cell's output kept as a note's evidence
 
@@ -94,12 +94,10 @@ class CheckCommands:
                              "output with %remember --from-output to re-run that cell.")
         print(f"The cell #{note.id} came from:\n" + textwrap.indent(source.rstrip(), "    "))
         if not yes:
-            try:
-                answer = input("Run it again in this kernel? [y/N] ")
-            except EOFError:  # a kernel with no stdin (nbclient, papermill)
-                answer = ""
-            if answer.strip().lower() not in ("y", "yes"):
-                print(f"Not run. (%memory rerun {note.id} --yes runs it without asking.)")
+            answer = ask("Run it again in this kernel? [y/N] ")
+            if (answer or "").strip().lower() not in ("y", "yes"):
+                why = "" if answer is not None else " This front end cannot ask."
+                print(f"Not run.{why} (%memory rerun {note.id} --yes runs it without asking.)")
                 return
         result = self.shell.run_cell(source, store_history=True)
         new = ""

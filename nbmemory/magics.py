@@ -23,7 +23,7 @@ from . import procedures, syntax, wording
 from .ambient import Ambient, Gate
 from .namespace import namespace_terms
 from .config import Settings, configured_model, current_user
-from .magic_args import parse_ids, split_options, unquote, usage_errors
+from .magic_args import ask, parse_ids, split_options, unquote, usage_errors
 from .magic_checks import CheckCommands, evidence
 from .magic_memory import MemoryCommands
 from .when import parse_since
@@ -371,8 +371,12 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
             raise UsageError(f"Already purged: {', '.join(purged)}. Nothing was erased.")
         if not confirmed:
             listed = ", ".join(f"#{n.id}" for n in notes)
-            answer = input(f"Erase {listed} permanently (text and vectors; cannot be undone)? "
-                           "Type 'purge' to confirm: ")
+            answer = ask(f"Erase {listed} permanently (text and vectors; cannot be undone)? "
+                         "Type 'purge' to confirm: ")
+            if answer is None:
+                print("Nothing purged: this front end cannot ask. Confirm with "
+                      f"%forget --purge --yes {' '.join(str(n.id) for n in notes)}")
+                return
             if answer.strip().lower() != "purge":
                 print("Nothing purged.")
                 return

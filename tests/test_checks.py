@@ -5,7 +5,7 @@ import re
 
 import nbformat
 import pytest
-from IPython.core.error import UsageError
+from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
@@ -209,6 +209,13 @@ def test_from_output_keeps_the_result_and_rerun_compares(ip, monkeypatch):
     monkeypatch.setattr("builtins.input", lambda prompt: "n")
     assert cell(ip, "%memory rerun 1").endswith(
         "Not run. (%memory rerun 1 --yes runs it without asking.)\n")
+
+    def no_stdin(prompt):  # ipykernel under nbclient or papermill
+        raise StdinNotImplementedError("raw_input was called")
+
+    monkeypatch.setattr("builtins.input", no_stdin)
+    assert cell(ip, "%memory rerun 1").endswith(
+        "Not run. This front end cannot ask. (%memory rerun 1 --yes runs it without asking.)\n")
     shown = cell(ip, "%memory rerun 1 --yes")
     assert "np.float64(3.0)" in shown and "* np.float64(12.0)" in shown
     assert shown.rstrip().endswith("1 line(s) differ.")

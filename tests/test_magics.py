@@ -3,7 +3,7 @@
 import re
 
 import pytest
-from IPython.core.error import UsageError
+from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
@@ -253,6 +253,15 @@ def test_purge_asks_for_confirmation(ip, monkeypatch):
     monkeypatch.setattr("builtins.input", lambda prompt: "no")
     _, out = run(ip, "forget --purge 1")
     assert "Nothing purged." in out.stdout
+
+    def no_stdin(prompt):  # what ipykernel does under nbclient or papermill
+        raise StdinNotImplementedError("raw_input was called, but this frontend does not "
+                                       "support input requests.")
+
+    monkeypatch.setattr("builtins.input", no_stdin)
+    _, out = run(ip, "forget --purge 1")
+    assert out.stdout.strip() == ("Nothing purged: this front end cannot ask. Confirm with "
+                                  "%forget --purge --yes 1")
     assert run(ip, "recall api key")[0][0].note.id == 1
     monkeypatch.setattr("builtins.input", lambda prompt: "purge")
     _, out = run(ip, "forget --purge 1")
