@@ -466,9 +466,17 @@ def load_ipython_extension(ipython) -> None:
     magics = NbMemory(ipython)
     # IPython has a %recall of its own (history; also %rep): keep it to put it back on unload.
     table = ipython.magics_manager.magics
-    magics._shadowed = {(kind, name): table[kind][name] for kind in ("line", "cell")
+    # IPython 9 declares its magics lazily: a placeholder resolves by name, which would be
+    # ours once registered, so load the real ones first.
+    find = getattr(ipython.magics_manager, "find", lambda kind, name: table[kind][name])
+    magics._shadowed = {(kind, name): find(kind, name) for kind in ("line", "cell")
                         for name in MAGIC_NAMES if name in table[kind]}
     ipython.register_magics(magics)
+    rep, history_recall = table["line"].get("rep"), magics._shadowed.get(("line", "recall"))
+    if getattr(rep, "magic_name", None) == "recall" and history_recall is not None:
+        # %rep is IPython's alias of whatever %recall is: point it at the history one.
+        magics._shadowed[("line", "rep")] = rep
+        table["line"]["rep"] = history_recall
     ipython.events.register("post_run_cell", magics._record_outcome)
     ipython.events.register("pre_run_cell", magics._ambient.before)
     ipython.events.register("post_run_cell", magics._ambient.after)
