@@ -29,6 +29,7 @@ def test_a_comparison_reports_its_left_side():
     ns = {"orders": orders(1.0, None, 3.0, 4.0)}
     assert checks.evaluate(CHECK, ns) == checks.Outcome("failed", value="0.25")
     assert checks.evaluate("0 < len(orders) < 10", ns) == checks.Outcome("passed", value="0")
+    assert checks.evaluate("1 / 3 < 0.5", {}) == checks.Outcome("passed", value="0.333333")
 
 
 def test_an_exception_a_loop_and_a_missing_name_are_outcomes_not_tracebacks():

@@ -152,9 +152,10 @@ class Keywords:
                 raise LexicalIndexError("asked to rebuild")
             return self._load(ids)
         except LexicalIndexError as exc:
-            self.rebuild(self.store.index_rows(INDEXED))
+            rows = self.store.index_rows(INDEXED)
+            self.rebuild(rows)
             self.save(force=True)
-            return f"rebuilt ({exc})"
+            return f"rebuilt ({exc})" if rows else "new"  # nothing to rebuild: not a repair
 
     def _load(self, ids: np.ndarray) -> str:
         if not self.path.exists():
