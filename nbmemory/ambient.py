@@ -510,7 +510,7 @@ class Ambient:
         else:
             timing = ""
         lines.append(f"  this kernel: {c['cells']} cells checked, {c['triggered']} touched "
-                     f"something with notes, {c['shown']} lines shown, {c['repeats']} "
+                     f"something with notes, {_n(c['shown'], 'line')} shown, {c['repeats']} "
                      f"repeats held back, {c['quiet']} kept quiet{timing}")
         lines.append(f"  last cell: {self.last_decision}")
         return "\n".join(lines)

@@ -174,7 +174,8 @@ def build_parser() -> Parser:
     p.add_argument("--kind", default=None, help="only notes of these kinds")
     p.add_argument("-p", "--priority", default=None, help="only notes of these priorities")
     p.add_argument("--status", default="active",
-                   help="active, revoked, superseded or purged; comma-separated (default active)")
+                   help="active, revoked, superseded, refuted or purged; comma-separated "
+                        "(default active)")
     p.add_argument("--since", type=since_time, default=None, help="only notes written since")
     authors(p)
     p.add_argument("-n", "--limit", type=positive, default=20, help="how many (default 20)")

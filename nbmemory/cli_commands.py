@@ -234,11 +234,11 @@ def cmd_list(mem, args) -> None:
     if page.behind:
         print(f"({page.behind})")
     if not page.notes:
-        print(f"No {args.status} notes" + (" match." if page.total else "."))
+        print(f"No {' or '.join(statuses)} notes" + (" match." if page.total else "."))
         return
     print(table(["id", "age", "priority", "kind", "tags", "status", "note"], note_rows(page.notes)))
     shown = f"{page.offset + 1}-{page.offset + len(page.notes)}"
-    print(f"({shown} of {counted(page.total, args.status + ' note')})")
+    print(f"({shown} of {counted(page.total, ' or '.join(statuses) + ' note')})")
 
 
 def cmd_show(mem, args) -> None:

@@ -98,7 +98,8 @@ class MemoryCommands:
     @argument("--kind", default=None)
     @argument("-p", "--priority", default=None)
     @argument("-n", type=int, default=20, help="how many (default 20)")
-    @argument("--status", default="active", help="active, revoked, superseded or purged")
+    @argument("--status", default="active",
+              help="active, revoked, superseded, refuted or purged (several: a,b)")
     def _list_args(self, line):  # holds the parser for %memory list
         """%memory list [-t tags] [--kind K] [-p P] [-n N] [--status S]"""
 
@@ -109,7 +110,8 @@ class MemoryCommands:
         if page.behind:
             print(f"({page.behind})")
         display(show.notes_display(
-            page.notes, title=wording.counted(page.total, f"{args.status} note"),
+            page.notes, title=wording.counted(
+                page.total, " or ".join(s.strip() for s in args.status.split(",")) + " note"),
             total=page.total))
 
     def _memory_browse(self, rest: str):

@@ -134,10 +134,11 @@ def anchor_label(anchor: Anchor) -> str:
     if anchor.kind == "evidence":
         return f"evidence {anchor.target}"
     if anchor.kind == "data" and "columns" in fp:
-        rows = f", {fp['rows']:,} rows" if fp.get("rows") is not None else ""
-        return f"{anchor.target} ({len(fp['columns'])} columns{rows})"
+        rows = (f", {fp['rows']:,} row{'' if fp['rows'] == 1 else 's'}"
+                if fp.get("rows") is not None else "")
+        return f"{anchor.target} ({counted(len(fp['columns']), 'column')}{rows})"
     if anchor.kind == "glob":
-        return f"{anchor.target} ({len(fp.get('files') or ())} files)"
+        return f"{anchor.target} ({counted(len(fp.get('files') or ()), 'file')})"
     if anchor.kind == "dir":
         return anchor.target.rstrip("/") + "/"
     return anchor.target
