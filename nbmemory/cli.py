@@ -15,9 +15,8 @@ from typing import Sequence
 
 from . import syntax
 from .cli_args import (EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError,
-                       build_parser)
-from .cli_commands import (CREATING_COMMANDS, OTHER_COMMANDS, STORE_COMMANDS, emit_json,
-                           open_memory, require_store)
+                       build_parser, require_store)
+from .cli_commands import CREATING_COMMANDS, OTHER_COMMANDS, STORE_COMMANDS, emit_json, open_memory
 from .errors import InvalidInput, ModelUnavailable, NbMemoryError, StoreUnavailable
 
 def exit_code_for(exc: BaseException) -> int:

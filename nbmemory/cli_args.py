@@ -1,5 +1,5 @@
 """The ``nbmemory`` command's arguments: the parser of every subcommand, the exit codes,
-and the error the CLI raises itself."""
+the error the CLI raises itself, and the check of the store a command names."""
 
 from __future__ import annotations
 
@@ -248,3 +248,33 @@ def build_parser() -> Parser:
     p.add_argument("--hint-calls", type=positive, default=25, metavar="N",
                    help="... or after N calls that returned notes (default 25)")
     return parser
+
+
+def require_store(store: str | None, *, creating: bool = False,
+                  how: str = "'nbmemory remember TEXT' (or import)") -> None:
+    """Refuse to read a local store that does not exist, rather than create an empty one
+    where a mistyped ``--store`` points ("No active notes." would say the notes are gone);
+    a store is created only in a directory that exists."""
+    from .config import locate_store
+    from .errors import StoreUnavailable
+    from .store import DB_FILENAME
+
+    if store == "":
+        raise CommandError("--store is empty: give the store's directory or postgresql:// "
+                           "address, or leave --store out for the default.", EXIT_USAGE)
+    location = locate_store(store)
+    path = location.path
+    if location.address is not None:
+        return
+    if path.exists() and not path.is_dir():
+        raise CommandError(f"{path} is a file, not a store: give the directory that holds "
+                           f"{DB_FILENAME} (or where one should be created).", EXIT_USAGE)
+    if creating:
+        if not path.exists() and not path.parent.is_dir():
+            raise CommandError(f"Cannot create the store {location}: {path.parent} does not "
+                               "exist. Check --store and NBMEMORY_HOME, or make the directory "
+                               "first.", EXIT_USAGE)
+    elif not (path / DB_FILENAME).exists():
+        raise StoreUnavailable(
+            f"No store at {location}: nothing was remembered there yet. Check --store and "
+            f"NBMEMORY_HOME; {how} creates it.")

@@ -11,7 +11,7 @@ import textwrap
 from typing import Any, Sequence
 
 from . import syntax
-from .cli_args import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CommandError, author_of
+from .cli_args import EXIT_ERROR, EXIT_OK, CommandError, author_of
 from .config import configured_model
 from .progress import progress_bar
 
@@ -21,36 +21,6 @@ def open_memory(store: str | None = None, model: str | None = None):
     from .memory import Memory
 
     return Memory.open(store or None, model=configured_model(model))
-
-
-def require_store(store: str | None, *, creating: bool = False,
-                  how: str = "'nbmemory remember TEXT' (or import)") -> None:
-    """Refuse to read a local store that does not exist, rather than create an empty one
-    where a mistyped ``--store`` points ("No active notes." would say the notes are gone);
-    a store is created only in a directory that exists."""
-    from .config import locate_store
-    from .errors import StoreUnavailable
-    from .store import DB_FILENAME
-
-    if store == "":
-        raise CommandError("--store is empty: give the store's directory or postgresql:// "
-                           "address, or leave --store out for the default.", EXIT_USAGE)
-    location = locate_store(store)
-    path = location.path
-    if location.address is not None:
-        return
-    if path.exists() and not path.is_dir():
-        raise CommandError(f"{path} is a file, not a store: give the directory that holds "
-                           f"{DB_FILENAME} (or where one should be created).", EXIT_USAGE)
-    if creating:
-        if not path.exists() and not path.parent.is_dir():
-            raise CommandError(f"Cannot create the store {location}: {path.parent} does not "
-                               "exist. Check --store and NBMEMORY_HOME, or make the directory "
-                               "first.", EXIT_USAGE)
-    elif not (path / DB_FILENAME).exists():
-        raise StoreUnavailable(
-            f"No store at {location}: nothing was remembered there yet. Check --store and "
-            f"NBMEMORY_HOME; {how} creates it.")
 
 
 def emit_json(value: Any) -> None:
@@ -278,12 +248,13 @@ def cmd_verify(mem, args) -> None:
 
 
 def cmd_history(mem, args) -> None:
-    events = mem.history(args.id)
+    events, versions = mem.history(args.id), mem.versions(args.id)
     if args.json:
-        return emit_json({"id": args.id, "events": [e.to_dict() for e in events]})
+        return emit_json({"id": args.id, "events": [e.to_dict() for e in events],
+                          "versions": [v.to_dict() for v in versions]})
     from .display import history_display
 
-    print(history_display(args.id, events).text)
+    print(history_display(args.id, events, mem.chain(args.id), versions).text)
 
 
 def cmd_snapshot(mem, args) -> None:

@@ -346,16 +346,35 @@ def snapshots_display(snapshots: Sequence[Snapshot]) -> Rich:
     return Rich(text, _table(["name", "sealed", "notes", "message", "author"], rows))
 
 
-def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note] = ()) -> Rich:
+def _detail(data: dict) -> str:
+    """An event's data as words: ``changed=text, tags``, not ``changed=['text', 'tags']``."""
+    return "; ".join(f"{k}={', '.join(map(str, v)) if isinstance(v, list) else v}"
+                     for k, v in data.items())
+
+
+def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note] = (),
+                    versions: Sequence[Note] = ()) -> Rich:
+    """The journal of a note, its supersede chain, and (when it was edited) what each
+    version said."""
+    header = ("seq", "time", "event", "actor", "detail")
     rows = [(str(e.seq), e.at.strftime("%Y-%m-%d %H:%M:%S") if e.at else "", e.type,
-             e.actor or "", ", ".join(f"{k}={v}" for k, v in e.data.items())) for e in events]
-    text = f"History of #{note_id}\n" + "\n".join("  ".join(r).rstrip() for r in rows)
-    body = f"<p><b>History of #{note_id}</b></p>" + _table(
-        ["seq", "time", "event", "actor", "detail"], rows)
+             e.actor or "", _detail(e.data)) for e in events]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in [header, *rows]]
+    text = f"History of #{note_id}\n" + "\n".join(line.rstrip() for line in lines)
+    body = f"<p><b>History of #{note_id}</b></p>" + _table(list(header), rows)
     if len(chain) > 1:
         links = " -> ".join(f"#{n.id} ({n.status})" for n in chain)
         text += f"\nSupersede chain: {links}"
         body += f"<p>Supersede chain: {html.escape(links)}</p>"
+    if len(versions) > 1:
+        heads = [f"v{v.version}, {v.updated_at:%Y-%m-%d %H:%M}"
+                 + (f" by {v.author}" if v.author else "") for v in versions]
+        text += "\nVersions" + "".join(
+            f"\n{head}:\n" + textwrap.indent(v.text, "    ") for head, v in zip(heads, versions))
+        body += "<p><b>Versions</b></p>" + "".join(
+            f'<p class="nbm-muted">{html.escape(head)}</p><blockquote>{html.escape(v.text)}'
+            "</blockquote>" for head, v in zip(heads, versions))
     return Rich(text, body)
 
 

@@ -36,7 +36,8 @@ class MemoryCommands:
         ids = parse_ids(rest)
         if len(ids) != 1:
             raise UsageError("Give one note id: %memory history 12")
-        display(show.history_display(ids[0], self.mem.history(ids[0]), self.mem.chain(ids[0])))
+        display(show.history_display(ids[0], self.mem.history(ids[0]), self.mem.chain(ids[0]),
+                                     self.mem.versions(ids[0])))
 
     def _memory_reinstate(self, rest: str):
         ids = parse_ids(rest)

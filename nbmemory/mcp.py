@@ -115,7 +115,7 @@ class LazyMemory:
         ``creating`` (an agent reading a mistyped store would be told nothing is there)."""
         with self._lock:
             if self._memory is None:
-                from .cli_commands import CommandError, require_store
+                from .cli_args import CommandError, require_store
                 from .memory import Memory
 
                 try:
@@ -398,14 +398,19 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                      session.returned([c.note.text for c in diff.changes]) if changes else None)
 
     @tool("The note and every event of its history (created, edited, superseded, revoked, "
-          "reinstated...), with time and actor: use it to see why a note changed.", read_only=True)
+          "reinstated...), with time and actor, and what each version said: use it to see "
+          "why a note changed.", read_only=True)
     def history(note_id: Annotated[int, Field(ge=1)]) -> list[TextContent]:
         with tool_errors():
             mem = memory.get()
             note = mem.get(note_id)
             events = mem.history(note_id)
-        return reply({"note": note_dict(note), "events": [e.to_dict() for e in events]},
-                     session.returned([note.text]))
+            versions = mem.versions(note_id)
+        data: dict[str, Any] = {"note": note_dict(note), "events": [e.to_dict() for e in events]}
+        if len(versions) > 1:  # what it said before each edit
+            data["versions"] = [{"version": v.version, "at": v.updated_at.isoformat(),
+                                 "author": v.author, "text": v.text} for v in versions]
+        return reply(data, session.returned([v.text for v in versions] or [note.text]))
 
     @tool("The store (where, how many notes, model, index) and this session's counters: calls "
           "and errors per tool, empty recalls, tokens of note content returned.", read_only=True)

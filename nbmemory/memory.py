@@ -475,6 +475,11 @@ class Memory:
     def history(self, note_id: int) -> list[Event]:
         return self._call("history", note_id=note_id)
 
+    def versions(self, note_id: int) -> list[Note]:
+        """Every version of a note, oldest first (``version``, ``text``..., ``updated_at``
+        when it was written): what it said before each edit."""
+        return self._call("versions", note_id=note_id)
+
     def chain(self, note_id: int) -> list[Note]:
         """The notes that superseded one another through ``note_id``, oldest first."""
         return self._call("chain", note_id=note_id)

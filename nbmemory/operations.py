@@ -64,6 +64,7 @@ OPERATIONS: dict[str, Operation] = _table(
     Operation("similar", read=True),
     Operation("history", read=True),
     Operation("chain", read=True),
+    Operation("versions", read=True),
     Operation("open_questions", read=True),
     Operation("snapshots", read=True),
     Operation("snapshot_diff", read=True),

@@ -202,6 +202,14 @@ def test_edit_writes_a_new_version_that_history_shows(nbm):
     assert (r.code, r.out.strip()) == (0, "Nothing changed: #1 already says that (version 5).")
     r = nbm("history", "1", "--json")
     assert [e["type"] for e in r.json["events"]] == ["created"] + ["edited"] * 4
+    # What the note said before each edit ("version 1 stays in: nbmemory history 1").
+    assert [(v["version"], v["text"]) for v in r.json["versions"]][:3] == [
+        (1, "orders.amount is in dollars"), (2, "orders.amount is in cents"),
+        (3, "orders.amount is in cents until 2021")]
+    out = nbm("history", "1").out
+    assert "\n    orders.amount is in dollars\n" in out
+    assert out.splitlines()[1].split() == ["seq", "time", "event", "actor", "detail"]
+    assert "changed=text, priority, tags" in out
 
 
 @pytest.mark.parametrize("argv, stdin, code, message", [

@@ -106,6 +106,7 @@ def test_remember_recall_forget_reinstate_status(store_dir):
             assert data["reinstated"] == 1 and data["note"]["status"] == "active"
             data, _ = await call(client, "history", note_id=1)
             assert [e["type"] for e in data["events"]] == ["created", "revoked", "reinstated"]
+            assert "versions" not in data  # never edited: one version, the note's text
 
             data, _ = await call(client, "snapshot", name="after-units", message="units known")
             assert data["snapshot"]["note_count"] == 2
@@ -168,6 +169,20 @@ def test_long_notes_are_cut_in_lists_and_pointers_get_advice(store_dir):
             assert [n["id"] for n in data["notes"]] == [1] and "cut" in data["notes"][0]
             data, _ = await call(client, "list_notes", stale=True)
             assert (data["total"], data["notes"]) == (0, [])
+    run(body)
+
+
+def test_history_gives_what_each_version_said(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder(64)) as mem:  # the analyst edited it
+        mem.remember("the export job runs at 02:00 UTC")
+        mem.edit(1, text="the export job runs at 03:00 UTC since May")
+
+    async def body():
+        async with connect(store_dir) as client:
+            data, _ = await call(client, "history", note_id=1)
+            assert [(v["version"], v["text"]) for v in data["versions"]] == [
+                (1, "the export job runs at 02:00 UTC"),
+                (2, "the export job runs at 03:00 UTC since May")]
     run(body)
 
 

@@ -153,6 +153,7 @@ class Engine:
     notes = _by("reads", Reads.notes)
     history = _by("reads", Reads.history)
     chain = _by("reads", Reads.chain)
+    versions = _by("reads", Reads.versions)
     open_questions = _by("reads", Reads.open_questions)
     recall = _by("recalls", Recall.recall)
     recall_terms = _by("recalls", Recall.recall_terms)

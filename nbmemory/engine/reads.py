@@ -55,6 +55,12 @@ class Reads(Part):
             self.get(note_id)
             return self.store.events(note_id)
 
+    def versions(self, note_id: int) -> list[Note]:
+        """Every version of the note, oldest first: what it said before each edit."""
+        with self.lock:
+            self.get(note_id)
+            return self.store.versions(note_id)
+
     def chain(self, note_id: int) -> list[Note]:
         """The supersede chain through ``note_id``, oldest first."""
         with self.lock:

@@ -9,8 +9,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ..models import Anchor, Snapshot
-from .filters import _ACTIVE_AFTER, _NOTE_FROM, _STATUS_EVENTS, _aware, _naive
+from ..models import Anchor, Note, Snapshot
+from .filters import _ACTIVE_AFTER, _NOTE_FROM, _STATUS_EVENTS, _aware, _naive, _note
 
 _RECALL_LOG_COLUMNS = ("logged_at", "query", "k", "returned", "lexical", "dense", "filtered_out")
 
@@ -286,6 +286,16 @@ class Rows:
 
     def embedding_keys(self) -> set[tuple[str, str]]:
         return set(self.con.execute("SELECT content_hash, model FROM embeddings").fetchall())
+
+    def versions(self, note_id: int) -> list[Note]:
+        """Every version of a note, oldest first (``version``, its text and fields, and
+        ``updated_at``: when it was written); status is the note's now."""
+        rows = self.con.execute(
+            "SELECT v.note_id, v.text, v.kind, v.priority, v.tags, n.status, v.version, "
+            "n.created_at, v.created_at, v.author, v.provenance, n.supersedes, NULL, NULL "
+            "FROM note_versions v JOIN notes n ON n.id = v.note_id WHERE v.note_id = ? "
+            "ORDER BY v.version", [note_id]).fetchall()
+        return [_note(r) for r in rows]
 
     def set_event_data(self, seq: int, data: dict) -> None:
         """Rewrite one event's data (an import pointing a link at this store's note ids)."""
