@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 from . import syntax
 from .cli_args import (EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError,
                        build_parser, require_store)
 from .cli_commands import CREATING_COMMANDS, OTHER_COMMANDS, STORE_COMMANDS, emit_json, open_memory
 from .errors import InvalidInput, ModelUnavailable, NbMemoryError, StoreUnavailable
+from .wording import printable
 
 def exit_code_for(exc: BaseException) -> int:
     if isinstance(exc, CommandError):
@@ -37,9 +39,31 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.command in OTHER_COMMANDS:
         return OTHER_COMMANDS[args.command](args)
     require_store(args.store, creating=args.command in CREATING_COMMANDS)
-    with open_memory(args.store, args.model) as mem:
+    with open_memory(args.store, args.model) as mem, _printable_stdout():
         STORE_COMMANDS[args.command](mem, args)
     return EXIT_OK
+
+
+class _Printable:
+    """stdout with a note's control characters shown, never obeyed (wording.printable)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(printable(text))
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def _printable_stdout() -> Iterator[None]:
+    stream, sys.stdout = sys.stdout, _Printable(sys.stdout)
+    try:
+        yield
+    finally:
+        sys.stdout = stream
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exit_code_for(exc)
         message = (syntax.message(exc, syntax.CLI) if isinstance(exc, NbMemoryError)
                    else " ".join(str(exc).split()))
-        print(f"nbmemory: {message}", file=sys.stderr)
+        print(f"nbmemory: {printable(message)}", file=sys.stderr)
         if json_mode:
             emit_json({"error": {"type": type(exc).__name__, "message": message, "exit": code}})
     except BrokenPipeError:  # the reader stopped early (| head): not an error

@@ -23,8 +23,12 @@ def open_memory(store: str | None = None, model: str | None = None):
     return Memory.open(store or None, model=configured_model(model))
 
 
+# JSON escapes C0 controls itself; DEL and C1 (which a terminal may obey) are escaped too.
+_JSON_CONTROL = {c: f"\\u{c:04x}" for c in range(0x7f, 0xa0)}
+
+
 def emit_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+    print(json.dumps(value, indent=2, default=str, ensure_ascii=False).translate(_JSON_CONTROL))
 
 
 def width() -> int:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any, Iterable, Sequence
 
 from .models import CHANGES, Event, Hit, Hits, Note, Snapshot, SnapshotDiff
-from .wording import _from, age, anchors_line, stale_marker
+from .wording import _from, age, anchors_line, printable, stale_marker
 
 # JupyterLab right-aligns table cells with a more specific rule (.jp-RenderedHTMLCommon
 # td): ours must be at least as specific. Only the last column (the note) wraps.
@@ -26,7 +26,7 @@ class Rich:
     """Something to display with both a text and an HTML form."""
 
     def __init__(self, text: str, html_text: str):
-        self.text = text
+        self.text = printable(text)  # a terminal shows it; HTML is escaped where built
         self.html = html_text
 
     def __repr__(self) -> str:
@@ -216,7 +216,11 @@ class ShownHits(Hits):
         return hits_html(self, provenance=self.provenance)
 
     def _repr_pretty_(self, printer, cycle) -> None:
-        printer.text(hits_text(self, provenance=self.provenance))
+        printer.text(str(self))
+
+    def __str__(self) -> str:
+        """``print(hits)`` in a script: the terminal's table, with what it may lack."""
+        return printable(hits_text(self, provenance=self.provenance))
 
 
 def _why_not(note: Note) -> str:

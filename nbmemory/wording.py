@@ -24,6 +24,17 @@ def age(when: datetime | None, now: datetime | None = None) -> str:
     return f"{int(seconds // (86400 * 365))} y"
 
 
+# Terminal control characters (C0 but tab and newline, DEL, C1) shown as \\xNN: a note's
+# text (imported, or written by an agent) must not move the cursor, retitle the terminal
+# or hide what precedes it.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0)]}
+
+
+def printable(text: str) -> str:
+    """``text`` safe to write to a terminal."""
+    return text.translate(_CONTROL)
+
+
 def counted(n: int, noun: str) -> str:
     """``1 note``, ``2 notes``."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

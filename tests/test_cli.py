@@ -507,6 +507,20 @@ def test_a_mistyped_store_is_refused_not_created_empty(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # nothing created
 
 
+def test_a_notes_terminal_controls_are_shown_not_obeyed(nbm):
+    """A note (imported, or written by an agent) must not retitle the terminal, move the
+    cursor or hide text: its control characters print as \\xNN; JSON escapes them."""
+    text = "amount \x1b[31min cents\x1b[0m \x1b]0;pwned\x07\rspoof \x9b2J"
+    nbm("remember", "-", stdin=text)
+    for argv in (("list",), ("show", "1"), ("recall", "amount cents"), ("history", "1")):
+        out = nbm(*argv).out
+        assert not any(c in out for c in "\x1b\x07\r\x9b"), argv
+    shown = nbm("show", "1").out
+    assert "amount \\x1b[31min cents\\x1b[0m \\x1b]0;pwned\\x07\\x0d" in shown
+    assert "spoof \\x9b2J" in shown
+    assert nbm("show", "1", "--json").json["text"] == text
+
+
 def test_a_note_that_is_only_a_location_gets_a_hint(nbm):
     r = nbm("remember", "see resolver.rs:214")
     assert r.out.splitlines() == [

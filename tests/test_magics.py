@@ -102,7 +102,10 @@ def test_recall_returns_hits_with_html_and_text(ip):
     assert "lexical" in html and "Keyword weight" in html
     from IPython.lib.pretty import pretty
 
-    assert pretty(hits).startswith("#1  ")
+    assert pretty(hits).startswith("#1  ") and str(hits) == pretty(hits)
+    run(ip, "remember orders.amount \x1b]0;pwned\x07 retitles a terminal")
+    hits, _ = run(ip, "recall orders.amount retitles")
+    assert "\\x1b]0;pwned\\x07" in pretty(hits) and "\x1b" not in pretty(hits)
 
 
 @pytest.mark.parametrize("line, message", [
