@@ -227,7 +227,7 @@ def _why_not(note: Note) -> str:
     if note.status == "refuted" and note.resolution_reason:
         return f"refuted: {note.resolution_reason}"
     if note.status == "superseded" and note.stale:
-        return f"superseded by {note.stale[0].target}"
+        return str(note.stale[0]).replace("superseded #", "superseded by #")
     return note.status
 
 

@@ -228,6 +228,22 @@ def test_merged_snapshots_divide_the_files_events_as_they_did(tmp_path):
         assert hits[0].note.text == "orders amount in dollars"
 
 
+def test_a_note_shared_without_its_replacement_says_it_was_superseded_elsewhere(tmp_path):
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("orders.amount is in cents before 2021")
+        a.supersede(1, "orders.amount is in cents before 2022")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        b.remember("refunds are negative amounts")
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.share([1], tmp_path / "b", embedder=HashEmbedder())
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        note = b.get(2)
+        assert note.status == "superseded"
+        assert [str(r) for r in note.stale] == ["superseded (by a note not in this store)"]
+        hits = b.recall("orders.amount cents before 2021", min_score=0)
+        assert "Previously believed (#2, superseded (by a note not in this store)): " in str(hits)
+
+
 def test_a_snapshot_whose_name_is_taken_is_reported_not_renamed(tmp_path):
     with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
         a.remember("a note")

@@ -36,7 +36,9 @@ class Staleness(Part):
             return []
         by = next((e.data.get("by") for e in reversed(self.store.events(note.id))
                    if e.type == "superseded_by" and (upto is None or e.seq <= upto)), None)
-        return [StaleReason("superseded", f"#{by}" if by else "")]
+        if by is None:  # shared or exported without the note that replaced it
+            return [StaleReason("superseded", "", "by a note not in this store")]
+        return [StaleReason("superseded", f"#{by}")]
 
     def stale_ids(self, variables: dict | None,
                   statuses: Sequence[str] = ("active",)) -> set[int]:
