@@ -90,6 +90,8 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
         info = owner_info(directory)
         if info and info.get("mode") == "service" and "state" in info:
             yield from check_live_owner(directory, info, model, opt)
+            if location.address:  # the server, schema and grants: asked directly, as below
+                yield from check_team(location.address, opt)
             return
         if location.address:
             yield from check_team(location.address, opt)

@@ -521,6 +521,8 @@ def test_the_cli_and_doctor_on_a_team_store(team_url, tmp_path, monkeypatch, cap
     assert "the ledger closes" not in out.out
     code, out = nbm("list", "--author", "someone-else,nobody")
     assert "No active notes." in out.out
+    code, out = nbm("doctor")  # an owner serves the store: the server is checked too
+    assert "OK    server" in out.out and "may read and write" in out.out, out.out
     code, out = nbm("stop")
     code, out = nbm("doctor")
     assert "1 active" in out.out and "may read and write" in out.out
