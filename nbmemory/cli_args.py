@@ -207,7 +207,7 @@ def build_parser() -> Parser:
                           "Markdown pages with --markdown")
     p.add_argument("path", help="the .jsonl file, or with --markdown a directory")
     p.add_argument("--markdown", action="store_true", help="write Markdown pages into PATH")
-    p.add_argument("--by", choices=("tag", "kind"), default="tag",
+    p.add_argument("--by", choices=("tag", "kind"), default=None,
                    help="with --markdown: one page per tag (default) or per kind")
 
     p = command("import", "import a file written by nbmemory export; importing it again "

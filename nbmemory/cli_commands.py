@@ -320,8 +320,11 @@ def cmd_reindex(mem, args) -> None:
 def cmd_export(mem, args) -> None:
     # Absolute: the store's owner may be another process with another working directory.
     args.path = os.path.abspath(args.path)
+    if args.by and not args.markdown:
+        raise CommandError("--by groups Markdown pages: add --markdown (a JSON Lines export "
+                           "is one file of every note).")
     if args.markdown:
-        pages = mem.export_markdown(args.path, by=args.by)
+        pages = mem.export_markdown(args.path, by=args.by or "tag")
         if args.json:
             return emit_json({"markdown": pages})
         print(f"Wrote {len(pages)} Markdown pages to {args.path} (start at index.md).")

@@ -139,15 +139,18 @@ class MemoryCommands:
 
     @magic_arguments()
     @argument("--markdown", action="store_true", help="write Markdown pages into a directory")
-    @argument("--by", default="tag", help="with --markdown: one page per 'tag' or 'kind'")
+    @argument("--by", default=None, help="with --markdown: one page per 'tag' (default) or 'kind'")
     @argument("path", help="file (JSON Lines) or, with --markdown, directory")
     def _export_args(self, line):  # holds the parser for %memory export
         """%memory export FILE.jsonl | %memory export --markdown DIR [--by tag|kind]"""
 
     def _memory_export(self, rest: str):
         args = parse_argstring(self._export_args, rest)
+        if args.by and not args.markdown:
+            raise UsageError("--by groups Markdown pages: add --markdown (a JSON Lines export "
+                             "is one file of every note).")
         if args.markdown:
-            pages = self.mem.export_markdown(args.path, by=args.by)
+            pages = self.mem.export_markdown(args.path, by=args.by or "tag")
             print(f"Wrote {len(pages)} Markdown pages to {args.path} (start at index.md).")
             return
         with progress_bar("exporting") as progress:

@@ -3,6 +3,7 @@ two exports of the same notes diff well. (The lossless format is exchange's JSON
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -21,6 +22,7 @@ def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "
     except OSError as exc:
         raise InvalidInput(f"Cannot write Markdown pages to {directory}: {exc.strerror}. "
                            "Check the path and its permissions.") from None
+    earlier = _pages_of_earlier_export(directory)
     groups: dict[str, list[Note]] = {}
     for note in sorted(notes, key=lambda n: n.id):
         keys = (note.tags or ("untagged",)) if by == "tag" else (note.kind,)
@@ -43,7 +45,24 @@ def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "
         written.append(page)
         index.append(f"- [{key}]({page.name}) ({counted(len(groups[key]), 'note')})")
     (directory / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
+    for page in earlier - set(written):  # a tag no note has now: its page would mislead
+        page.unlink(missing_ok=True)
     return [directory / "index.md", *written]
+
+
+_LINK = re.compile(r"^- \[.*\]\(([^/()]+\.md)\) \(\d+ notes?\)$")
+
+
+def _pages_of_earlier_export(directory: Path) -> set[Path]:
+    """The pages an earlier export into ``directory`` wrote (its index lists them); other
+    files there are not ours and stay."""
+    try:
+        lines = (directory / "index.md").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    if not lines or lines[0] != "# nbmemory notes":
+        return set()
+    return {directory / m.group(1) for line in lines if (m := _LINK.match(line))}
 
 
 def _slug(text: str) -> str:

@@ -361,6 +361,8 @@ def test_export_and_import_round_trip(nbm, store_dir, tmp_path, monkeypatch):
     r = nbm("export", "relative.jsonl", "--json")
     assert r.json["path"] == str(tmp_path / "relative.jsonl")
     assert (tmp_path / "relative.jsonl").read_text() == path.read_text()
+    r = nbm("export", str(path), "--by", "kind")
+    assert r.code == 2 and "--by groups Markdown pages: add --markdown" in one_line(r.err)
     r = nbm("export", "--markdown", str(tmp_path / "pages"), "--json")
     assert r.code == 0 and any(p.endswith("orders.md") for p in r.json["markdown"])
     assert (tmp_path / "pages" / "orders.md").read_text().count("orders.amount is in cents") == 1

@@ -497,6 +497,18 @@ def test_markdown_export_gives_every_tag_a_page_of_its_own(memory, tmp_path):
     assert "- [index](index-2.md) (1 note)" in pages["index.md"]
 
 
+def test_markdown_export_again_removes_its_pages_no_note_has_now(memory, tmp_path):
+    """Exporting by kind where an export by tag was: the tag pages would sit beside the new
+    index and mislead; a file that is not the export's own stays."""
+    memory.remember("amount is in cents", tags="orders")
+    memory.export_markdown(tmp_path / "md")
+    (tmp_path / "md" / "README.md").write_text("my own page")
+    written = memory.export_markdown(tmp_path / "md", by="kind")
+    assert sorted(p.name for p in (tmp_path / "md").iterdir()) == [
+        "README.md", "finding.md", "index.md"]
+    assert len(written) == 2
+
+
 def test_export_file_is_json_lines_with_header_and_end(memory, tmp_path):
     memory.remember("x")
     memory.export_jsonl(tmp_path / "e.jsonl")
