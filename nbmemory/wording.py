@@ -180,6 +180,11 @@ def verified_text(note: Note, event: Event) -> str:
     text = f"Verified #{note.id}: re-took {retaken} fingerprint{'s' if retaken != 1 else ''}"
     if data.get("cleared"):
         text += "; cleared " + "; ".join(data["cleared"])
+    gone = [r.split(" ", 1)[1] for r in data.get("cleared", ()) if r.startswith("missing ")]
+    if gone:  # verified as still true without it: say what that means
+        text += (f". {', '.join(gone)} {'is' if len(gone) == 1 else 'are'} gone: the note is "
+                 "flagged again only if it comes back changed; if it moved, remember the note "
+                 f"again about its new place, superseding #{note.id}")
     if data.get("kept"):
         kinds = {a.target: a.kind for a in note.anchors}
         text += ". Kept the old fingerprint of " + "; ".join(

@@ -305,6 +305,14 @@ def test_stale_notes_and_verify(nbm, store_dir, tmp_path):
     assert nbm("stale", "--json").json["total"] == 0
     assert nbm("history", "1", "--json").json["events"][-1]["type"] == "verified"
 
+    source.unlink()  # verifying a note whose file is gone says what that means
+    assert nbm("stale", "--json").json["notes"][0]["stale"][0]["reason"] == "missing"
+    r = nbm("verify", "1")
+    assert r.out.strip() == (
+        "Verified #1: re-took 1 fingerprint; cleared missing lock.py. lock.py is gone: the note "
+        "is flagged again only if it comes back changed; if it moved, remember the note again "
+        "about its new place, superseding #1.")
+
 
 def test_snapshot_diff_and_recall_as_of(nbm):
     nbm("remember", "-t", "orders", "orders.amount is in cents")
