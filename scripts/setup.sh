@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create the project's virtual environment (default .venv) and install nbmemory into it.
-# CPU torch is pinned and installed first: an unpinned torch pulls a CUDA build of several GB.
+# CPU torch is pinned and installed first: an unpinned torch, or PyPI's for Linux, is a CUDA
+# build of several GB.
 # The editable install builds the JupyterLab panel (labextension/ -> nbmemory/labextension/)
 # with jlpm when its sources changed: this needs Node >= 18 and the npm registry.
 # Browser tests need Debian's Chromium, the team store tests Debian's PostgreSQL 15 (the
@@ -32,8 +33,15 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${PIP[@]}" install --upgrade pip
+# PyPI's torch for Linux is the CUDA build: on Linux take the CPU wheel from PyTorch's index
+# when it answers (a machine with a local wheel mirror and no internet finds it there).
+TORCH_INDEX=()
+if [ "$(uname -s)" = Linux ] && "$VENV/bin/python" -c "import urllib.request as u; \
+    u.urlopen('https://download.pytorch.org/whl/cpu/', timeout=5)" > /dev/null 2>&1; then
+  TORCH_INDEX=(--extra-index-url https://download.pytorch.org/whl/cpu)
+fi
 echo "==> installing $TORCH (CPU)"
-"${PIP[@]}" install "$TORCH"
+"${PIP[@]}" install ${TORCH_INDEX[@]+"${TORCH_INDEX[@]}"} "$TORCH"
 # The panel is served through a symlink into the source tree (below); remove it first so
 # that pip never writes or deletes files through it.
 LINK="$VENV/share/jupyter/labextensions/nbmemory"
