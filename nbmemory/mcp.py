@@ -29,7 +29,7 @@ from .anchors import pointer_only
 from .config import configured_model
 from .display import LONG_NOTE, long_note_hint
 from .wording import pointer_hint
-from .errors import InvalidInput, NbMemoryError
+from .errors import InvalidInput, NbMemoryError, NotFound
 
 Kind = Literal["finding", "gotcha", "decision", "question", "reference", "procedure"]
 Priority = Literal["high", "medium", "low"]
@@ -310,9 +310,18 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
     def show(note_ids: NoteIds) -> list[TextContent]:
         with tool_errors():
             mem = memory.get()
-            notes = [mem.get(i) for i in note_ids]
-        return reply({"notes": [note_dict(n) for n in notes]},
-                     session.returned([n.text for n in notes]))
+            notes, missing = [], []
+            for i in dict.fromkeys(note_ids):
+                try:
+                    notes.append(mem.get(i))
+                except NotFound:  # the others are still worth having
+                    missing.append(i)
+            if not notes:
+                mem.get(missing[0])  # raises: "No note #N. ..."
+        data: dict[str, Any] = {"notes": [note_dict(n) for n in notes]}
+        if missing:
+            data["not_found"] = missing
+        return reply(data, session.returned([n.text for n in notes]))
 
     @tool("List notes newest first, a page at a time (text cut like recall's): to see what "
           "is known without a question, and with stale=true the notes whose file, data or "
@@ -452,6 +461,9 @@ def _middleware(session: Session, parameters: dict[str, set[str]]):
         params = ctx.params or {}
         name = params.get("name", "")
         arguments = params.get("arguments") or {}
+        if name not in parameters:
+            return error(f"Unknown tool {name!r}; nbmemory's tools are "
+                         f"{', '.join(sorted(parameters))}. Nothing was changed.")
         if name in parameters:
             if not isinstance(arguments, dict):
                 session.count(name, error=True)

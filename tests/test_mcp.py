@@ -162,6 +162,8 @@ def test_long_notes_are_cut_in_lists_and_pointers_get_advice(store_dir):
             assert hit["cut"].endswith("characters; show(note_ids=[1]) gives the whole text")
             data, _ = await call(client, "show", note_ids=[1])
             assert data["notes"][0]["text"] == long_text
+            data, _ = await call(client, "show", note_ids=[1, 99])  # the one there, at least
+            assert ([n["id"] for n in data["notes"]], data["not_found"]) == ([1], [99])
             data, _ = await call(client, "list_notes", limit=1)
             assert (data["total"], [n["id"] for n in data["notes"]]) == (2, [2])
             assert data["next"] == "list_notes(offset=1, ...)"
@@ -333,7 +335,10 @@ BAD_CALLS = [
     ("snapshot_diff", {"a": "sealed", "b": "missing"}, "No snapshot named 'missing'"),
     ("recall", {"query": "x", "as_of": "missing"}, "No snapshot named 'missing'"),
     ("show", {"note_ids": ["abc"]}, "Bad arguments for show: note_ids: Input should be a valid integer"),
-    ("nonexistent", {}, "Unknown tool: nonexistent"),
+    ("show", {"note_ids": [99, 98]}, "No note #99"),
+    ("nonexistent", {}, "Unknown tool 'nonexistent'; nbmemory's tools are forget, history, "
+                        "list_notes, recall, reinstate, remember, show, snapshot, snapshot_diff, "
+                        "snapshot_list, status, verify. Nothing was changed."),
 ]
 
 
