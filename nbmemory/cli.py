@@ -32,7 +32,11 @@ def exit_code_for(exc: BaseException) -> int:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:  # argparse would name the top-level help, not the command's
+        where = f"nbmemory {args.command}" if getattr(args, "command", None) else "nbmemory"
+        raise CommandError(f"unrecognized arguments: {' '.join(extra)} (see: {where} --help)",
+                           EXIT_USAGE)
     for name, default in (("store", None), ("model", None), ("json", False)):
         if not hasattr(args, name):
             setattr(args, name, default)

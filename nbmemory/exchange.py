@@ -162,6 +162,9 @@ def _lines(handle, path: Path):
 def read_export(path: str | Path) -> Export:
     """Parse and check a whole export file; raises InvalidInput before any write."""
     path = Path(path)
+    if path.is_dir():
+        raise InvalidInput(f"{path} is a directory; give the .jsonl file nbmemory export wrote "
+                           "(Markdown pages cannot be imported).")
     if not path.is_file():
         raise InvalidInput(f"No file {path}; give the path of a file made by nbmemory export.")
     export: Export | None = None

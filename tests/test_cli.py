@@ -482,6 +482,9 @@ def test_help_documents_the_exit_codes():
     (["remember", "-k", "idea", "x"], 2, "nbmemory: Unknown kind 'idea'; use one of: finding, gotcha"),
     (["remember", "-t", "two words", "x"], 2, "Tag 'two words' contains a space"),
     (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
+    (["remember", "--bogus", "x"], 2, "nbmemory: unrecognized arguments: --bogus "
+                                      "(see: nbmemory remember --help)"),
+    (["import", "."], 2, "is a directory; give the .jsonl file nbmemory export wrote"),
     (["recall", "--min-score", "5", "x"], 2, "nbmemory: min_score is a score from -1 to 1"),
     (["list", "--status", "bogus"], 2, "nbmemory: Unknown status 'bogus'; use one or more of: "
                                        "active, revoked, superseded, refuted, purged"),
