@@ -564,6 +564,49 @@ function Pager(props: { model: MemoryModel }): JSX.Element {
   );
 }
 
+/** What a note said before each edit, newest first, read when opened (and when it changes). */
+function EarlierVersions(props: { model: MemoryModel; note: INote }): JSX.Element {
+  const { model, note } = props;
+  const trans = model.trans;
+  const [versions, setVersions] = React.useState<INote[] | null>(null);
+  const [error, setError] = React.useState<string | null>(null);
+  React.useEffect(() => {
+    let current = true;
+    model.detail(note.id).then(
+      detail => current && setVersions(detail.versions),
+      reason => current && setError(String(reason?.message ?? reason))
+    );
+    return () => {
+      current = false;
+    };
+  }, [note.id, note.version]);
+  if (error) {
+    return (
+      <div className="nbm-Versions nbm-mod-error" role="alert">
+        {error}
+      </div>
+    );
+  }
+  if (!versions) {
+    return <div className="nbm-Versions">{trans.__('Reading earlier versions…')}</div>;
+  }
+  const earlier = versions.filter(v => v.version < note.version).reverse();
+  return (
+    <ol className="nbm-Versions" aria-label={trans.__('Earlier versions of #%1', note.id)}>
+      {earlier.map(v => (
+        <li key={v.version} className="nbm-VersionItem">
+          <div className="nbm-VersionHead">
+            {v.author
+              ? trans.__('v%1 · %2 · by %3', v.version, age(v.updated_at, trans), v.author)
+              : trans.__('v%1 · %2', v.version, age(v.updated_at, trans))}
+          </div>
+          <div className="nbm-VersionText">{v.text}</div>
+        </li>
+      ))}
+    </ol>
+  );
+}
+
 function ActionButton(props: {
   className: string;
   icon: LabIcon;
@@ -649,6 +692,7 @@ function NoteCard(
   const reasons = note.stale.map(r => describeStale(r, trans)).join('; ');
   const check = model.checks.get(note.id);
   const [checking, setChecking] = React.useState(false);
+  const [showVersions, setShowVersions] = React.useState(false);
   return (
     <li
       className={`nbm-Note nbm-mod-${note.priority}${stale ? ' nbm-mod-stale' : ''}`}
@@ -670,9 +714,15 @@ function NoteCard(
           {age(note.created_at, trans)}
         </span>
         {note.version > 1 ? (
-          <span className="nbm-Version" title={trans.__('version')}>
+          <button
+            className="nbm-LinkButton nbm-Version"
+            aria-expanded={showVersions}
+            aria-label={trans.__('Earlier versions of #%1', note.id)}
+            title={trans.__('Version %1: show what it said before', note.version)}
+            onClick={() => setShowVersions(!showVersions)}
+          >
             v{note.version}
-          </span>
+          </button>
         ) : null}
         {props.score !== undefined ? (
           <span
@@ -742,6 +792,7 @@ function NoteCard(
       ) : (
         <ClampedText text={note.text} rendermime={props.rendermime} trans={trans} />
       )}
+      {showVersions ? <EarlierVersions model={model} note={note} /> : null}
       {check ? <CheckLine check={check} note={note} trans={trans} /> : null}
       <Provenance
         note={note}

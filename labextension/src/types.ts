@@ -75,6 +75,8 @@ export interface IEvent {
 export interface INoteDetail {
   note: INote;
   history: IEvent[];
+  /** Every version, oldest first (`updated_at`: when it was written). */
+  versions: INote[];
 }
 
 export interface ISnapshot {

@@ -58,11 +58,12 @@ class NotesHandler(NbMemoryHandler):
 class NoteHandler(NbMemoryHandler):
     @api
     async def get(self, ident: str):
-        """One note (any status) with its history."""
+        """One note (any status) with its history and every version's text."""
         def detail(memory):
             note = memory.get(note_id(ident))
             return {"note": self.note(note),
-                    "history": [e.to_dict() for e in memory.history(note.id)]}
+                    "history": [e.to_dict() for e in memory.history(note.id)],
+                    "versions": [v.to_dict() for v in memory.versions(note.id)]}
 
         self.reply(await self.call(detail, "get"))
 

@@ -202,6 +202,13 @@ def test_edit_writes_a_new_version(page, lab):
     status, detail = lab.api(f"notes/{note['id']}")
     assert detail["note"]["text"] == "the retry limit is 5 since v2.3"
     assert [e["type"] for e in detail["history"]] == ["created", "edited"]
+    assert [v["text"] for v in detail["versions"]] == [
+        "the retry limit is 3", "the retry limit is 5 since v2.3"]
+    # What it said before: the version badge opens the earlier versions.
+    edited.get_by_role("button", name=f"Earlier versions of #{note['id']}").click()
+    earlier = edited.get_by_role("list", name=f"Earlier versions of #{note['id']}")
+    expect(earlier.locator(".nbm-VersionText")).to_have_text(["the retry limit is 3"])
+    expect(earlier.locator(".nbm-VersionHead")).to_contain_text("v1 · ")
 
 
 def test_edit_error_is_shown_and_nothing_changes(page, lab):
