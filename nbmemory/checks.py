@@ -79,7 +79,7 @@ def _short(value: Any) -> str:
         value = value.item()  # 0.081, not np.float64(0.081)
     try:
         text = " ".join(repr(value).split())
-        if isinstance(value, float) and len(text) > 10:
+        if isinstance(value, float) and len(text) > 10 and abs(value) < 1e6:
             text = f"{value:.6g}"  # 0.333333, not 0.3333333333333333
     except Exception as exc:  # noqa: BLE001 - a value whose repr fails is still a value
         text = f"<{type(value).__name__}: repr failed: {exc}>"

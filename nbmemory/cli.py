@@ -55,7 +55,8 @@ class _Printable:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        return self._stream.write(printable(text))
+        self._stream.write(printable(text))
+        return len(text)
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)

@@ -23,12 +23,10 @@ def open_memory(store: str | None = None, model: str | None = None):
     return Memory.open(store or None, model=configured_model(model))
 
 
-# JSON escapes C0 controls itself; DEL and C1 (which a terminal may obey) are escaped too.
-_JSON_CONTROL = {c: f"\\u{c:04x}" for c in range(0x7f, 0xa0)}
-
-
 def emit_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, default=str, ensure_ascii=False).translate(_JSON_CONTROL))
+    from .wording import JSON_CONTROL
+
+    print(json.dumps(value, indent=2, default=str, ensure_ascii=False).translate(JSON_CONTROL))
 
 
 def width() -> int:
@@ -197,7 +195,7 @@ def cmd_reinstate(mem, args) -> None:
 
 
 def cmd_list(mem, args) -> None:
-    from .wording import counted
+    from .wording import counted, statuses_text
 
     statuses = [s.strip() for s in args.status.split(",") if s.strip()]
     page = mem.notes(tags=args.tags, kind=args.kind, priority=args.priority, since=args.since,
@@ -208,11 +206,11 @@ def cmd_list(mem, args) -> None:
     if page.behind:
         print(f"({page.behind})")
     if not page.notes:
-        print(f"No {' or '.join(statuses)} notes" + (" match." if page.total else "."))
+        print(f"No {statuses_text(args.status)} notes" + (" match." if page.total else "."))
         return
     print(table(["id", "age", "priority", "kind", "tags", "status", "note"], note_rows(page.notes)))
     shown = f"{page.offset + 1}-{page.offset + len(page.notes)}"
-    print(f"({shown} of {counted(page.total, ' or '.join(statuses) + ' note')})")
+    print(f"({shown} of {counted(page.total, statuses_text(args.status) + ' note')})")
 
 
 def cmd_show(mem, args) -> None:

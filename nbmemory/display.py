@@ -227,7 +227,8 @@ def _why_not(note: Note) -> str:
     if note.status == "refuted" and note.resolution_reason:
         return f"refuted: {note.resolution_reason}"
     if note.status == "superseded" and note.stale:
-        return str(note.stale[0]).replace("superseded #", "superseded by #")
+        reason = note.stale[0]
+        return f"superseded by {reason.target}" if reason.target else str(reason)
     return note.status
 
 
@@ -364,7 +365,8 @@ def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note]
     rows = [(str(e.seq), e.at.strftime("%Y-%m-%d %H:%M:%S") if e.at else "", e.type,
              e.actor or "", _detail(e.data)) for e in events]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in [header, *rows]]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4]
+             for r in [header, *rows]]
     text = f"History of #{note_id}\n" + "\n".join(line.rstrip() for line in lines)
     body = f"<p><b>History of #{note_id}</b></p>" + _table(list(header), rows)
     if len(chain) > 1:

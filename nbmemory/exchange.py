@@ -5,8 +5,9 @@ snapshots, and whatever later migrations add), between a header line and an end 
 that counts the rows, so a truncated or foreign file is refused before anything is
 written. Importing into an empty store restores it exactly (ids and journal positions
 included); importing into a store with notes merges by note uid with an explicit
-conflict policy, keeping the file's order of events, and importing the same file twice
-changes nothing.
+conflict policy, and importing the same file twice changes nothing. The notes a merge adds
+keep the file's order of events, so the file's snapshots divide them as they did; what it
+changes in this store's notes (replace) is journalled after them, as of the import.
 """
 
 from __future__ import annotations
@@ -401,7 +402,8 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
         if snap["name"] in here:
             # The same snapshot from an earlier import is no news; another is not taken.
             same = _utc(datetime.fromisoformat(snap["sealed_at"])) == _utc(here[snap["name"]].at)
-            summary["snapshots_skipped"] += not same
+            if not same:
+                summary["snapshots_skipped"] += 1
             continue
         stale = {str(id_map[int(i)]): r for i, r in json.loads(snap.get("stale") or "{}").items()
                  if int(i) in id_map}

@@ -111,8 +111,8 @@ class MemoryCommands:
         if page.behind:
             print(f"({page.behind})")
         display(show.notes_display(
-            page.notes, title=wording.counted(
-                page.total, " or ".join(s.strip() for s in args.status.split(",")) + " note"),
+            page.notes, title=wording.counted(page.total,
+                                              wording.statuses_text(args.status) + " note"),
             total=page.total))
 
     def _memory_browse(self, rest: str):

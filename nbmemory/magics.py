@@ -466,10 +466,15 @@ def load_ipython_extension(ipython) -> None:
     magics = NbMemory(ipython)
     # IPython has a %recall of its own (history; also %rep): keep it to put it back on unload.
     table = ipython.magics_manager.magics
-    # IPython 9 declares its magics lazily: a placeholder resolves by name, which would be
-    # ours once registered, so load the real ones first.
-    find = getattr(ipython.magics_manager, "find", lambda kind, name: table[kind][name])
-    magics._shadowed = {(kind, name): find(kind, name) for kind in ("line", "cell")
+    # Recent IPython declares its magics lazily: a placeholder resolves by name, which would
+    # be ours once registered, so load the real ones first.
+    def real(kind: str, name: str):
+        try:
+            return ipython.find_magic(name, kind) or table[kind][name]
+        except UsageError:  # a lazy declaration that fails to load: keep it as it was
+            return table[kind][name]
+
+    magics._shadowed = {(kind, name): real(kind, name) for kind in ("line", "cell")
                         for name in MAGIC_NAMES if name in table[kind]}
     ipython.register_magics(magics)
     rep, history_recall = table["line"].get("rep"), magics._shadowed.get(("line", "recall"))

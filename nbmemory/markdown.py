@@ -3,6 +3,7 @@ two exports of the same notes diff well. (The lossless format is exchange's JSON
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Iterable
@@ -38,31 +39,49 @@ def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "
             name = f"{base}-{n}"
         taken.add(name)
         page = directory / f"{name}.md"
-        lines = [f"# {key}", ""]
+        lines = [f"# {_one_line(key)}", ""]
         for note in groups[key]:
             lines += _note_markdown(note)
         page.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
         written.append(page)
-        index.append(f"- [{key}]({page.name}) ({counted(len(groups[key]), 'note')})")
+        label = _one_line(key).replace("[", "\\[").replace("]", "\\]")
+        index.append(f"- [{label}]({page.name}) ({counted(len(groups[key]), 'note')})")
     (directory / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
-    for page in earlier - set(written):  # a tag no note has now: its page would mislead
-        page.unlink(missing_ok=True)
+    now = {os.path.normcase(page.name) for page in written}
+    for page in earlier:  # a tag no note has now: its page would mislead
+        if os.path.normcase(page.name) not in now and _is_our_page(page):
+            page.unlink(missing_ok=True)
     return [directory / "index.md", *written]
 
 
-_LINK = re.compile(r"^- \[.*\]\(([^/()]+\.md)\) \(\d+ notes?\)$")
+_LINK = re.compile(r"^- \[.*\]\(([^()]+)\) \(\d+ notes?\)$")
 
 
 def _pages_of_earlier_export(directory: Path) -> set[Path]:
-    """The pages an earlier export into ``directory`` wrote (its index lists them); other
-    files there are not ours and stay."""
+    """The pages an earlier export into ``directory`` wrote, as its index lists them: only
+    names this module makes (no path, no index.md); other files there stay."""
     try:
         lines = (directory / "index.md").read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return set()
     if not lines or lines[0] != "# nbmemory notes":
         return set()
-    return {directory / m.group(1) for line in lines if (m := _LINK.match(line))}
+    names = {m.group(1) for line in lines if (m := _LINK.match(line))}
+    return {directory / name for name in names
+            if name.endswith(".md") and name[:-3] == _slug(name[:-3]) and name != "index.md"}
+
+
+def _is_our_page(page: Path) -> bool:
+    """A page as this module writes it: its first line is a ``# key`` title."""
+    try:
+        with open(page, encoding="utf-8") as handle:
+            return handle.readline().startswith("# ")
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _slug(text: str) -> str:

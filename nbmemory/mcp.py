@@ -6,25 +6,25 @@ first tool call and keeps it for the session. Tool descriptions teach good use; 
 note it returns carries its id, stale reasons and provenance. A :class:`Session` counts
 calls, errors and empty recalls per tool, and once the notes returned pass a size (or a
 number of calls) it appends one line reminding the agent that they can be fetched again
-by id, so it need not re-read files just in case.
+by id, so it need not re-read files just in case (mcp_calls.py).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-import re
 import threading
 from contextlib import contextmanager
 from typing import Annotated, Any, Iterator, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import TextContent, ToolAnnotations
 from pydantic import Field
 
 from ._version import __version__
 from . import syntax
+from .mcp_calls import Session, _middleware
 from .anchors import pointer_only
 from .config import configured_model
 from .display import LONG_NOTE, long_note_hint
@@ -44,63 +44,6 @@ findings about a codebase or dataset ("orders.amount is in cents before 2021").
   (list_notes with stale=true lists them).
 - Notes you have seen can be fetched again by id with show; you need not re-read files to be safe.
 """
-
-HINT = ("Notes returned in this session can be fetched again by id with show(note_ids=[...]); "
-        "no need to re-read files or repeat searches just to be safe.")
-
-
-class Session:
-    """What this MCP session did: per-tool counters and the re-retrievable hint."""
-
-    def __init__(self, hint_tokens: int = 4000, hint_calls: int = 25):
-        self.hint_tokens = hint_tokens
-        self.hint_calls = hint_calls
-        self.tools: dict[str, dict[str, int]] = {}
-        self.tokens_returned = 0
-        self.content_calls = 0
-        self.hints = 0
-        self._next_tokens = hint_tokens
-        self._next_calls = hint_calls
-        self._lock = threading.Lock()
-
-    def _counters(self, tool: str) -> dict[str, int]:
-        return self.tools.setdefault(tool, {"calls": 0, "errors": 0, **({"empty": 0} if tool == "recall" else {})})
-
-    def count(self, tool: str, *, error: bool = False) -> None:
-        with self._lock:
-            counters = self._counters(tool)
-            counters["calls"] += 1
-            counters["errors"] += int(error)
-
-    def count_empty(self, tool: str) -> None:
-        """A call that succeeded but found nothing (a recall with no hits)."""
-        with self._lock:
-            self._counters(tool)["empty"] += 1
-
-    def returned(self, texts: list[str]) -> str | None:
-        """Account for note content sent to the agent; the hint when a threshold is passed.
-
-        Tokens are approximated as characters / 4. The hint is given once per threshold
-        crossed, not on every call after it.
-        """
-        with self._lock:
-            self.tokens_returned += sum(len(t) for t in texts) // 4
-            self.content_calls += 1
-            if self.tokens_returned >= self._next_tokens or self.content_calls >= self._next_calls:
-                self._next_tokens = self.tokens_returned + self.hint_tokens
-                self._next_calls = self.content_calls + self.hint_calls
-                self.hints += 1
-                return HINT
-            return None
-
-    def to_dict(self) -> dict[str, Any]:
-        with self._lock:
-            recall = self.tools.get("recall", {})
-            return {"tools": {k: dict(v) for k, v in sorted(self.tools.items())},
-                    "recalls": recall.get("calls", 0), "empty_recalls": recall.get("empty", 0),
-                    "tokens_returned": self.tokens_returned, "hints_given": self.hints,
-                    "hint_every_tokens": self.hint_tokens, "hint_every_calls": self.hint_calls}
-
 
 class LazyMemory:
     """Opens the store on first use and keeps it; a failed open is retried next call."""
@@ -148,6 +91,16 @@ def tool_errors() -> Iterator[None]:
         raise ToolError(f"{message}{end} Nothing was changed.") from None
 
 
+def _excerpt(text: str, whole: str) -> tuple[str, str | None]:
+    """A long text's start (cut at a space), and how to get the rest (``whole``)."""
+    if len(text) <= LONG_NOTE:
+        return text, None
+    at = text.rfind(" ", LONG_NOTE // 2, LONG_NOTE)
+    start = text[:at if at > 0 else LONG_NOTE]
+    return start + " …", (f"the first {len(start):,} of {len(text):,} characters; "
+                          f"{whole} gives the whole text")
+
+
 def note_dict(note, *, score: float | None = None, excerpt: bool = False) -> dict[str, Any]:
     """A note for the agent; with ``excerpt``, a long text is cut (one note written with a
     whole file in it would otherwise fill the agent's context on every related recall)."""
@@ -158,12 +111,9 @@ def note_dict(note, *, score: float | None = None, excerpt: bool = False) -> dic
     out: dict[str, Any] = {"id": note.id}
     if score is not None:
         out["score"] = score
-    text = note.text
-    if excerpt and len(text) > LONG_NOTE:
-        cut = text.rfind(" ", LONG_NOTE // 2, LONG_NOTE)
-        text = text[:cut if cut > 0 else LONG_NOTE] + " …"
-        out["cut"] = (f"the first {len(text) - 2:,} of {len(note.text):,} characters; "
-                      f"show(note_ids=[{note.id}]) gives the whole text")
+    text, cut = _excerpt(note.text, f"show(note_ids=[{note.id}])") if excerpt else (note.text, None)
+    if cut:
+        out["cut"] = cut
     out.update(text=text, kind=note.kind, priority=note.priority, tags=list(note.tags),
                status=note.status, version=note.version,
                created_at=note.created_at.isoformat() if note.created_at else None,
@@ -317,7 +267,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                 except NotFound:  # the others are still worth having
                     missing.append(i)
             if not notes:
-                mem.get(missing[0])  # raises: "No note #N. ..."
+                mem.get(missing[0])  # none there: the store's own "No note #N" error
         data: dict[str, Any] = {"notes": [note_dict(n) for n in notes]}
         if missing:
             data["not_found"] = missing
@@ -328,8 +278,10 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
           "cell changed since, to check and verify or supersede. Returns the total matched.",
           read_only=True)
     def list_notes(
-        tags: Annotated[list[str] | str | None, Field(description="only notes having all these tags")] = None,
-        kind: Annotated[list[Kind] | Kind | None, Field(description="only notes of these kinds")] = None,
+        tags: Annotated[list[str] | str | None,
+                        Field(description="only notes having all these tags")] = None,
+        kind: Annotated[list[Kind] | Kind | None,
+                        Field(description="only notes of these kinds")] = None,
         stale: Annotated[bool | None, Field(description="true: only stale notes; false: only "
                                                         "fresh ones")] = None,
         offset: Annotated[int, Field(ge=0, description="notes to skip (the next page)")] = 0,
@@ -416,10 +368,15 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
             events = mem.history(note_id)
             versions = mem.versions(note_id)
         data: dict[str, Any] = {"note": note_dict(note), "events": [e.to_dict() for e in events]}
-        if len(versions) > 1:  # what it said before each edit
-            data["versions"] = [{"version": v.version, "at": v.updated_at.isoformat(),
-                                 "author": v.author, "text": v.text} for v in versions]
-        return reply(data, session.returned([v.text for v in versions] or [note.text]))
+        if len(versions) > 1:  # what it said before each edit, each cut like recall's
+            data["versions"] = []
+            for v in versions:
+                text, cut = _excerpt(v.text, "the CLI's nbmemory history")
+                data["versions"].append({"version": v.version, "at": v.updated_at.isoformat(),
+                                         "author": v.author, "text": text,
+                                         **({"cut": cut} if cut else {})})
+        texts = [v["text"] for v in data.get("versions", [])] or [data["note"]["text"]]
+        return reply(data, session.returned(texts))
 
     @tool("The store (where, how many notes, model, index) and this session's counters: calls "
           "and errors per tool, empty recalls, tokens of note content returned.", read_only=True)
@@ -429,73 +386,6 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         return reply({"store": store, "session": session.to_dict()})
 
     return server, session, memory
-
-
-_PYDANTIC = re.compile(r"^(?P<loc>\S[^\n]*)\n  (?P<msg>[^\n]*?) \[type=(?P<type>[\w.]+),"
-                       r"(?: input_value=(?P<value>.*?), input_type=\w+)?\]", re.M)
-
-
-def clear_validation_error(tool: str, text: str) -> str:
-    """Pydantic's multi-line report -> one line naming each bad argument."""
-    problems = []
-    for match in _PYDANTIC.finditer(text):
-        loc = match.group("loc").split(".")[0]
-        if match.group("type") == "missing":
-            problems.append(f"{loc} is required")
-        else:
-            problems.append(f"{loc}: {match.group('msg')} (got {match.group('value')})")
-    if not problems:
-        return text
-    return f"Bad arguments for {tool}: {'; '.join(problems)}. Nothing was changed."
-
-
-def _middleware(session: Session, parameters: dict[str, set[str]]):
-    """Reject unknown arguments, make validation errors readable, count every tool call."""
-
-    def error(text: str) -> CallToolResult:
-        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-
-    async def middleware(ctx, call_next):
-        if ctx.method != "tools/call":
-            return await call_next(ctx)
-        params = ctx.params or {}
-        name = params.get("name", "")
-        arguments = params.get("arguments") or {}
-        if name not in parameters:
-            return error(f"Unknown tool {name!r}; nbmemory's tools are "
-                         f"{', '.join(sorted(parameters))}. Nothing was changed.")
-        if name in parameters:
-            if not isinstance(arguments, dict):
-                session.count(name, error=True)
-                return error(f"The arguments for {name} must be an object of its parameters "
-                             f"({', '.join(sorted(parameters[name]))}), not "
-                             f"{type(arguments).__name__}. Nothing was changed.")
-            unknown = sorted(set(arguments) - parameters[name])
-            if unknown:
-                session.count(name, error=True)
-                return error(f"Unknown argument(s) for {name}: {', '.join(unknown)}; it takes "
-                             f"{', '.join(sorted(parameters[name])) or 'no arguments'}. "
-                             "Nothing was changed.")
-        result = await call_next(ctx)
-        # The SDK hands middleware the wire form (a dict) or a model; read both.
-        if isinstance(result, dict):
-            is_error, content = bool(result.get("isError")), result.get("content") or []
-            first = content[0].get("text", "") if content else ""
-        else:
-            is_error, content = bool(getattr(result, "is_error", False)), getattr(result, "content", [])
-            first = getattr(content[0], "text", "") if content else ""
-        if name in parameters:
-            session.count(name, error=is_error)
-        if is_error and first:
-            text = first
-            prefix = f"Error executing tool {name}: "
-            text = text[len(prefix):] if text.startswith(prefix) else text
-            if "validation error" in text:
-                text = clear_validation_error(name, text)
-            result = error(text)
-        return result
-
-    return middleware
 
 
 def serve(store: str | None = None, model: str | None = None, *, hint_tokens: int = 4000,

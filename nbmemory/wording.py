@@ -30,9 +30,18 @@ def age(when: datetime | None, now: datetime | None = None) -> str:
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0)]}
 
 
+# JSON escapes C0 itself; DEL and C1 (which a terminal may obey) it leaves as they are.
+JSON_CONTROL = {c: f"\\u{c:04x}" for c in range(0x7f, 0xa0)}
+
+
+def statuses_text(statuses: str) -> str:
+    """``active,revoked`` -> ``active or revoked`` (for "3 active or revoked notes")."""
+    return " or ".join(s.strip() for s in statuses.split(",") if s.strip())
+
+
 def printable(text: str) -> str:
-    """``text`` safe to write to a terminal."""
-    return text.translate(_CONTROL)
+    """``text`` safe to write to a terminal (Windows line ends read as line ends)."""
+    return text.replace("\r\n", "\n").translate(_CONTROL)
 
 
 def counted(n: int, noun: str) -> str:
@@ -53,7 +62,7 @@ def pointer_hint(note_id: int, example: str) -> str:
 
 
 def imported_text(summary: dict[str, int], path: str) -> str:
-    """``Imported ... from x.jsonl: 2 added, 1 replaced; 1 snapshot; 2 texts embedded.``"""
+    """``Imported x.jsonl: 2 added, 1 replaced; 1 snapshot; 2 texts embedded.``"""
     if "restored" in summary:
         head = f"Restored {counted(summary['restored'], 'note')} from {path} into the empty store"
     else:

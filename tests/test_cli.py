@@ -417,6 +417,7 @@ def test_purge_needs_confirmation(nbm, store_dir):
     assert r.code == 0 and r.json["purged"][0]["status"] == "purged"
     shown = nbm("show", "1", "--json").json
     assert shown["status"] == "purged" and "secret" not in json.dumps(shown)
+    assert nbm("history", "1", "--json").json["versions"] == []  # erased: no blank versions
     r = nbm("forget", "--purge", "--yes", "7")
     assert r.code == 1 and "No note #7" in one_line(r.err)
 
@@ -532,6 +533,8 @@ def test_a_notes_terminal_controls_are_shown_not_obeyed(nbm):
     assert "amount \\x1b[31min cents\\x1b[0m \\x1b]0;pwned\\x07\\x0d" in shown
     assert "spoof \\x9b2J" in shown
     assert nbm("show", "1", "--json").json["text"] == text
+    nbm("remember", "-", stdin="written on windows\r\nsecond line\r\n")
+    assert "written on windows\n    second line" in nbm("show", "2").out  # no \\x0d
 
 
 def test_a_note_that_is_only_a_location_gets_a_hint(nbm):

@@ -502,11 +502,18 @@ def test_markdown_export_again_removes_its_pages_no_note_has_now(memory, tmp_pat
     index and mislead; a file that is not the export's own stays."""
     memory.remember("amount is in cents", tags="orders")
     memory.export_markdown(tmp_path / "md")
-    (tmp_path / "md" / "README.md").write_text("my own page")
+    (tmp_path / "md" / "README.md").write_text("# my own page")
+    (tmp_path / "md" / "notes.md").write_text("my own notes")
+    # An index that names files the export did not write (edited by hand, or a tag that
+    # tried to add a line): only pages as the export names and writes them go.
+    with open(tmp_path / "md" / "index.md", "a") as index:
+        index.write("- [x](README.md) (1 note)\n- [y](notes.md) (1 note)\n"
+                    "- [z](../outside.md) (1 note)\n")
+    (tmp_path / "outside.md").write_text("# outside")
     written = memory.export_markdown(tmp_path / "md", by="kind")
     assert sorted(p.name for p in (tmp_path / "md").iterdir()) == [
-        "README.md", "finding.md", "index.md"]
-    assert len(written) == 2
+        "README.md", "finding.md", "index.md", "notes.md"]
+    assert len(written) == 2 and (tmp_path / "outside.md").exists()
 
 
 def test_export_file_is_json_lines_with_header_and_end(memory, tmp_path):

@@ -337,21 +337,24 @@ def test_unloading_gives_ipython_its_own_recall_back():
         shell.run_line_magic(name, "1")
         return shell.rl_next_input == "40 + 2"
 
-    shell.run_cell("40 + 2", store_history=True)
-    shell.run_line_magic("load_ext", "nbmemory")
     try:
-        assert type(shell.magics_manager.magics["line"]["recall"].__self__).__name__ == "NbMemory"
-        assert "rep" in shell.magics_manager.lsmagic()["line"]
-        # %rep is IPython's history recall still (its alias would follow %recall to ours).
-        assert history_recall("rep")
-    finally:
+        shell.run_cell("40 + 2", store_history=True)
+        shell.run_line_magic("load_ext", "nbmemory")
+        try:
+            assert type(shell.magics_manager.magics["line"]["recall"].__self__).__name__ == \
+                "NbMemory"
+            assert "rep" in shell.magics_manager.lsmagic()["line"]
+            # %rep is IPython's history recall still (its alias would follow %recall to ours).
+            assert history_recall("rep")
+        finally:
+            shell.run_line_magic("unload_ext", "nbmemory")
+        assert history_recall("recall") and history_recall("rep")
+        assert "remember" not in shell.magics_manager.magics["line"]
+        shell.run_line_magic("load_ext", "nbmemory")  # and loading again works
         shell.run_line_magic("unload_ext", "nbmemory")
-    assert history_recall("recall") and history_recall("rep")
-    assert "remember" not in shell.magics_manager.magics["line"]
-    shell.run_line_magic("load_ext", "nbmemory")  # and loading again works
-    shell.run_line_magic("unload_ext", "nbmemory")
-    assert history_recall("recall") and history_recall("rep")
-    InteractiveShell.clear_instance()
+        assert history_recall("recall") and history_recall("rep")
+    finally:
+        InteractiveShell.clear_instance()
 
 
 def test_notebook_output_reads_left_to_right_and_stays_short(ip):

@@ -536,17 +536,19 @@ def test_doctor_says_when_a_role_may_not_create_the_store_it_names(
 
     monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("NBMEMORY_MODEL", "hash:64")
-    admin = psycopg.connect(Address.parse(team_url).conninfo, autocommit=True)
-    admin.execute("CREATE ROLE newcomer LOGIN")
-    url = team_url.replace("postgres@", "newcomer@")
-    assert cli.main(["--store", url, "doctor"]) == 1
+    with psycopg.connect(Address.parse(team_url).conninfo, autocommit=True) as admin:
+        admin.execute("CREATE ROLE newcomer LOGIN")
+        try:
+            url = team_url.replace("postgres@", "newcomer@")
+            assert cli.main(["--store", url, "doctor"]) == 1
+        finally:
+            admin.execute("DROP ROLE newcomer")
     out = capsys.readouterr().out
     assert ("FAIL  schema            empty store (no schema yet), and newcomer may not create "
             "it (schema nbmemory)") in out
     assert "-> Ask the database's owner to open it once, or to grant CREATE on the database." \
         in out
     assert out.rstrip().endswith("1 problem found.")
-    admin.execute("DROP ROLE newcomer")
 
 
 WRITER = """

@@ -64,7 +64,7 @@ export function MemoryPanelView(props: IPanelProps): JSX.Element {
               id={`nbm-tab-${view}`}
               role="tab"
               aria-selected={model.view === view}
-              aria-controls={`nbm-tabpanel-${view}`}
+              aria-controls={model.view === view ? `nbm-tabpanel-${view}` : undefined}
               tabIndex={model.view === view ? 0 : -1}
               className={`nbm-Tab${model.view === view ? ' nbm-mod-active' : ''}`}
               onClick={() => model.setView(view)}
@@ -572,6 +572,8 @@ function EarlierVersions(props: { model: MemoryModel; note: INote }): JSX.Elemen
   const [error, setError] = React.useState<string | null>(null);
   React.useEffect(() => {
     let current = true;
+    setVersions(null);
+    setError(null);
     model.detail(note.id).then(
       detail => current && setVersions(detail.versions),
       reason => current && setError(String(reason?.message ?? reason))
@@ -579,7 +581,7 @@ function EarlierVersions(props: { model: MemoryModel; note: INote }): JSX.Elemen
     return () => {
       current = false;
     };
-  }, [note.id, note.version]);
+  }, [model, note.id, note.version]);
   if (error) {
     return (
       <div className="nbm-Versions nbm-mod-error" role="alert">

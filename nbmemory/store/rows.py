@@ -289,12 +289,13 @@ class Rows:
 
     def versions(self, note_id: int) -> list[Note]:
         """Every version of a note, oldest first (``version``, its text and fields, and
-        ``updated_at``: when it was written); status is the note's now."""
+        ``updated_at``: when it was written); status is the note's now. None of a purged
+        note (their text is erased)."""
         rows = self.con.execute(
             "SELECT v.note_id, v.text, v.kind, v.priority, v.tags, n.status, v.version, "
             "n.created_at, v.created_at, v.author, v.provenance, n.supersedes, NULL, NULL "
             "FROM note_versions v JOIN notes n ON n.id = v.note_id WHERE v.note_id = ? "
-            "ORDER BY v.version", [note_id]).fetchall()
+            "AND n.status <> 'purged' ORDER BY v.version", [note_id]).fetchall()
         return [_note(r) for r in rows]
 
     def set_event_data(self, seq: int, data: dict) -> None:
