@@ -30,6 +30,25 @@ class Operation:
     def writes(self) -> bool:
         return not self.read
 
+    @property
+    def words(self) -> str:
+        """The operation as a message to a user names it ("retrying a recall")."""
+        return WORDS.get(self.name, self.name.replace("_", " "))
+
+
+# What the others are, to someone who never called them by name: the magics read the
+# anchored variables, files and notes before a cell's ambient line or a recall.
+WORDS = {"recall_terms": "a recall", "variable_anchors": "a look-up of the anchored variables",
+         "anchor_targets": "a look-up of the anchored files", "import_jsonl": "an import",
+         "notes_about": "a look-up of the notes about a cell", "export_jsonl": "an export",
+         "export_markdown": "a Markdown export", "remember_many": "a bulk remember",
+         "get": "a read of a note", "notes": "a listing", "stale": "a listing of stale notes",
+         "status": "a status", "history": "a read of a note's history", "edit": "an edit",
+         "open_questions": "a listing of open questions",
+         "snapshot_diff": "a snapshot diff", "snapshots": "a listing of snapshots",
+         "versions": "a read of a note's versions", "chain": "a read of a supersede chain",
+         "checks": "a read of the checks", "similar": "a look-up of similar notes"}
+
 
 def _table(*operations: Operation) -> dict[str, Operation]:
     return {op.name: op for op in operations}

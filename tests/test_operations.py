@@ -53,3 +53,11 @@ def test_an_unknown_operation_is_refused_by_name():
     with pytest.raises(InvalidInput, match="Unknown operation 3"):
         operation(3)
     assert operation("recall").read and not operation("remember").read
+
+
+def test_every_operation_is_named_in_words_a_user_knows():
+    """Retry and lost-owner messages name the operation; the magics' own look-ups
+    (variable_anchors, notes_about) must not reach a user as identifiers."""
+    assert OPERATIONS["variable_anchors"].words == "a look-up of the anchored variables"
+    assert OPERATIONS["remember"].words == "remember"
+    assert not [op.name for op in OPERATIONS.values() if "_" in op.words]

@@ -247,7 +247,7 @@ class ServiceBackend:
                 if isinstance(exc, Lost):
                     if not resend_safe:
                         raise StoreUnavailable(
-                            f"The store's owner stopped while handling {operation} ({exc}); "
+                            f"The store's owner stopped while handling {op.words} ({exc}); "
                             f"it may or may not have been applied. Check, then try again. "
                             f"Owner log: {self.directory / LOG_NAME}") from None
                     lost += 1
@@ -267,7 +267,7 @@ class ServiceBackend:
                 if time.monotonic() > deadline:
                     raise _error(error, f"(still unreachable after {self.resend_timeout:g} s)")
                 if not told:
-                    _say(f"the team store is unreachable; retrying {operation} for up to "
+                    _say(f"the team store is unreachable; retrying {op.words} for up to "
                          f"{self.resend_timeout:g} s (sending it again is safe: it is applied once)")
                     told = True
                 time.sleep(min(2.0, 0.1 * tries))  # back off while the server is away
@@ -286,14 +286,16 @@ class ServiceBackend:
         if time.monotonic() > deadline and (lost or tries > 2):
             if lost:
                 raise StoreUnavailable(
-                    f"The store's owner stopped {lost} time(s) while handling {operation}, "
+                    f"The store's owner stopped {lost} time(s) while handling "
+                    f"{lookup(operation).words}, "
                     f"over {self.resend_timeout:g} s of sending it again; it may or may not "
                     f"have been applied (sending it again is safe: it is applied once). See "
                     f"{self.directory / LOG_NAME}, then try again.")
             raise StoreUnavailable(f"Could not reach the owner of {self.directory} within "
                                    f"{self.resend_timeout:g} s; see {self.directory / LOG_NAME}")
         if lost and not told:
-            _say(f"the store's owner stopped while handling {operation}; waiting for a new "
+            _say(f"the store's owner stopped while handling {lookup(operation).words}; "
+                 "waiting for a new "
                  f"owner to send it again (up to {self.resend_timeout:g} s; it is applied once)")
             told = True
         self.ensure_owner()
