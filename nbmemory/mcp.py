@@ -246,7 +246,10 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         if hits.previously:
             data["previously_believed"] = [note_dict(h.note, score=h.score, excerpt=True)
                                            for h in hits.previously]
-        if not len(hits):
+        if not len(hits) and as_of:
+            data["advice"] = (f"Nothing matched in the notes as they were at snapshot {as_of!r}; "
+                              "recall without as_of searches the notes as they are now.")
+        elif not len(hits):
             data["advice"] = ("Nothing stored matches. When you find the answer, remember the "
                               "finding so the next recall succeeds.")
         if not len(hits):

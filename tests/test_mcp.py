@@ -233,6 +233,9 @@ def test_snapshot_diff_and_recall_as_of(store_dir):
             assert [h["id"] for h in data["hits"]] == [1] and data["hits"][0]["status"] == "active"
             data, _ = await call(client, "recall", query="when does the export job run")
             assert data["hits"][0]["id"] == 2 and data["hits"][0]["supersedes"] == 1
+            data, _ = await call(client, "recall", query="refunds kubernetes", as_of="before")
+            assert data["advice"].startswith("Nothing matched in the notes as they were at "
+                                             "snapshot 'before'")
             text = await error(client, "snapshot_diff", a="nope")
             assert "No snapshot named 'nope'" in text
             text = await error(client, "recall", query="export", as_of="nope")
