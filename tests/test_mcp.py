@@ -317,7 +317,8 @@ BAD_CALLS = [
     ("remember", {"text": "x", "kind": "idea"},
      "Bad arguments for remember: kind: Input should be 'finding', 'gotcha', 'decision', "
      "'question', 'reference' or 'procedure' (got 'idea'). Nothing was changed."),
-    ("remember", {"text": "x", "tags": ["two words"]}, "Tag 'two words' contains a space"),
+    ("remember", {"text": "x", "tags": ["two words"]},
+     "Tag 'two words' contains a space; use - or _ inside a tag (a list's items are the tags)"),
     ("remember", {"text": "x", "supersedes": 99}, "No note #99"),
     ("remember", {"text": "x", "note": "y"},
      "Unknown argument(s) for remember: note; it takes about, kind, priority, supersedes, tags, text. "

@@ -84,6 +84,7 @@ def note_id(value) -> int:
 def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
     if tags is None:
         return ()
+    listed = not isinstance(tags, str)
     if isinstance(tags, str):
         tags = tags.split(",")
     elif not isinstance(tags, (list, tuple, set, frozenset)):
@@ -98,8 +99,9 @@ def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
         if not tag:
             continue
         if any(c.isspace() for c in tag):
-            raise InvalidInput(f"Tag {tag!r} contains a space; separate tags with commas "
-                               "(a,b)")
+            how = ("use - or _ inside a tag (a list's items are the tags)" if listed
+                   else "separate tags with commas (a,b)")
+            raise InvalidInput(f"Tag {tag!r} contains a space; {how}")
         if tag not in out:
             out.append(tag)
     if len(out) > MAX_TAGS:
