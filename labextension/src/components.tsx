@@ -49,8 +49,18 @@ const LONG_NOTE = 2000;
 export function MemoryPanelView(props: IPanelProps): JSX.Element {
   const { model } = props;
   const trans = model.trans;
+  const panel = React.useRef<HTMLDivElement>(null);
+  const drafting = React.useRef(false);
+  React.useEffect(() => {
+    // The new-note form closed (saved or cancelled) with focus in it: back to its + button.
+    const active = document.activeElement;
+    if (drafting.current && !model.draft && (!active || active === document.body)) {
+      panel.current?.querySelector<HTMLElement>('button.nbm-NewNote, .nbm-NewNote button')?.focus();
+    }
+    drafting.current = !!model.draft;
+  }, [model.draft]);
   return (
-    <div className="nbm-Panel">
+    <div className="nbm-Panel" ref={panel}>
       <div className="nbm-Header">
         <div
           className="nbm-Tabs"
@@ -136,6 +146,38 @@ function moveBetweenTabs(event: React.KeyboardEvent, model: MemoryModel): void {
   model.setView(VIEWS[to]);
   const list = event.currentTarget as HTMLElement;
   requestAnimationFrame(() => list.querySelector<HTMLElement>(`#nbm-tab-${VIEWS[to]}`)?.focus());
+}
+
+/**
+ * After `done`, focus the first of `selectors` found in the panel holding `from` (once the
+ * view has rendered): a keyboard user goes on from there, not from the page's body.
+ */
+function thenFocus(
+  from: HTMLElement,
+  done: Promise<unknown>,
+  ...choices: (string | (() => string))[]
+): void {
+  const panel = from.closest('.nbm-Panel');
+  let selectors: string[] = [];
+  const find = (selector: string) => {
+    const target = panel?.querySelector<HTMLElement>(selector);
+    return target && !(target as HTMLButtonElement).disabled ? target : null;
+  };
+  // The first choice may take a few frames to render; the others are fallbacks.
+  const attempt = (frames: number) => {
+    const target =
+      find(selectors[0]) ?? (frames > 30 ? selectors.slice(1).map(find).find(Boolean) : null);
+    if (target) {
+      target.focus();
+    } else if (frames < 120) {
+      requestAnimationFrame(() => attempt(frames + 1));
+    }
+  };
+  void done.then(() => {
+    // A choice may depend on what the action brought (read once it is done).
+    selectors = choices.map(choice => (typeof choice === 'string' ? choice : choice()));
+    requestAnimationFrame(() => attempt(0));
+  });
 }
 
 /**
@@ -426,7 +468,13 @@ function NotesView(props: IPanelProps): JSX.Element {
               {searching
                 ? trans.__('Nothing recalled. Try other words.')
                 : trans.__('No notes match these filters.')}{' '}
-              <button className="nbm-LinkButton nbm-ClearFilters" onClick={() => model.clearFilters()}>
+              <button
+                className="nbm-LinkButton nbm-ClearFilters"
+                onClick={event => {
+                  model.clearFilters();
+                  thenFocus(event.currentTarget, Promise.resolve(), '.nbm-Search');
+                }}
+              >
                 {trans.__('Clear the search and filters')}
               </button>
             </>
@@ -454,7 +502,7 @@ function NotesView(props: IPanelProps): JSX.Element {
         </div>
       ) : null}
       {model.draft ? <NewNote model={model} draft={model.draft} /> : null}
-      <div className="nbm-Summary">
+      <div className="nbm-Summary" role="status">
         {(items.length || !empty) && !(model.error && !items.length)
           ? searching
             ? trans._n(
@@ -468,7 +516,13 @@ function NotesView(props: IPanelProps): JSX.Element {
         {searching && model.filteredOut ? (
           <>
             {' ' + trans.__('(%1 more below the score threshold:', model.filteredOut) + ' '}
-            <button className="nbm-LinkButton nbm-ShowBelow" onClick={() => model.showBelow()}>
+            <button
+              className="nbm-LinkButton nbm-ShowBelow"
+              onClick={event => {
+                const next = `.nbm-NoteList > .nbm-Note:nth-of-type(${items.length + 1})`;
+                thenFocus(event.currentTarget, model.showBelow(), next, '.nbm-Search');
+              }}
+            >
               {trans.__('show them')}
             </button>
             {')'}
@@ -489,7 +543,14 @@ function NotesView(props: IPanelProps): JSX.Element {
         ))}
         {more ? (
           <li className="nbm-PagerItem">
-            <button className="nbm-Button nbm-MoreHits" onClick={() => model.moreHits()}>
+            <button
+              className="nbm-Button nbm-MoreHits"
+              onClick={event => {
+                // The first of the new hits (the button is gone while they load).
+                const next = `.nbm-NoteList > .nbm-Note:nth-of-type(${away.length + items.length + 1})`;
+                thenFocus(event.currentTarget, model.moreHits(), next, '.nbm-MoreHits');
+              }}
+            >
               {trans.__('More')}
             </button>
           </li>
@@ -509,8 +570,15 @@ function NotesView(props: IPanelProps): JSX.Element {
                     {' '}
                     <button
                       className="nbm-LinkButton nbm-Reinstate"
-                      aria-label={trans.__('Bring #%1 back', hit.note.id)}
-                      onClick={() => void model.undoForget(hit.note.id)}
+                      aria-label={trans.__('Bring back #%1', hit.note.id)}
+                      onClick={event =>
+                        thenFocus(
+                          event.currentTarget,
+                          model.undoForget(hit.note.id),
+                          `.nbm-Note[data-note-id="${hit.note.id}"]`,
+                          '.nbm-Search'
+                        )
+                      }
                     >
                       {trans.__('Bring back')}
                     </button>
@@ -536,27 +604,34 @@ function Pager(props: { model: MemoryModel }): JSX.Element {
   const last = Math.min(model.offset + model.pageSize, model.total);
   const pager = React.useRef<HTMLDivElement>(null);
   // Another page starts at its top, not where the last one was scrolled to.
-  const turn = (offset: number) => {
-    model.setPage(offset);
+  const turn = (offset: number, pressed: string) => {
     const list = pager.current?.closest('.nbm-NoteList');
     if (list) {
       list.scrollTop = 0;
     }
+    // At the first or last page the button pressed is disabled: then focus the other one.
+    thenFocus(pager.current!, model.setPage(offset), () =>
+      model.offset <= 0
+        ? '.nbm-Older'
+        : model.offset + model.pageSize >= model.total
+          ? '.nbm-Newer'
+          : pressed
+    );
   };
   return (
     <div className="nbm-Pager" ref={pager}>
       <button
-        className="nbm-Button"
+        className="nbm-Button nbm-Newer"
         disabled={model.offset === 0}
-        onClick={() => turn(model.offset - model.pageSize)}
+        onClick={() => turn(model.offset - model.pageSize, '.nbm-Newer')}
       >
         {trans.__('‹ Newer')}
       </button>
       <span>{trans.__('%1–%2 of %3', model.offset + 1, last, model.total)}</span>
       <button
-        className="nbm-Button"
+        className="nbm-Button nbm-Older"
         disabled={last >= model.total}
-        onClick={() => turn(model.offset + model.pageSize)}
+        onClick={() => turn(model.offset + model.pageSize, '.nbm-Older')}
       >
         {trans.__('Older ›')}
       </button>
@@ -598,9 +673,15 @@ function EarlierVersions(props: { model: MemoryModel; note: INote }): JSX.Elemen
       {earlier.map(v => (
         <li key={v.version} className="nbm-VersionItem">
           <div className="nbm-VersionHead">
-            {v.author
-              ? trans.__('v%1 · %2 · by %3', v.version, age(v.updated_at, trans), v.author)
-              : trans.__('v%1 · %2', v.version, age(v.updated_at, trans))}
+            {[
+              `v${v.version}`,
+              age(v.updated_at, trans),
+              v.author ? trans.__('by %1', v.author) : '',
+              `${kindLabel(v.kind, trans)}, ${priorityLabel(v.priority, trans)}`,
+              v.tags.length ? trans.__('tags: %1', v.tags.join(', ')) : trans.__('no tags')
+            ]
+              .filter(Boolean)
+              .join(' · ')}
           </div>
           <div className="nbm-VersionText">{v.text}</div>
         </li>
@@ -695,8 +776,19 @@ function NoteCard(
   const check = model.checks.get(note.id);
   const [checking, setChecking] = React.useState(false);
   const [showVersions, setShowVersions] = React.useState(false);
+  const card = React.useRef<HTMLLIElement>(null);
+  const wasEditing = React.useRef(false);
+  React.useEffect(() => {
+    // Saved or cancelled: the editor that had focus is gone; go back to the card's Edit.
+    const active = document.activeElement;
+    if (wasEditing.current && !edit && (!active || active === document.body)) {
+      card.current?.querySelector<HTMLElement>('.nbm-Edit')?.focus();
+    }
+    wasEditing.current = !!edit;
+  }, [edit]);
   return (
     <li
+      ref={card}
       className={`nbm-Note nbm-mod-${note.priority}${stale ? ' nbm-mod-stale' : ''}`}
       data-note-id={note.id}
       tabIndex={-1}
@@ -719,7 +811,7 @@ function NoteCard(
           <button
             className="nbm-LinkButton nbm-Version"
             aria-expanded={showVersions}
-            aria-label={trans.__('Earlier versions of #%1', note.id)}
+            aria-label={trans.__('v%1: earlier versions of #%2', note.version, note.id)}
             title={trans.__('Version %1: show what it said before', note.version)}
             onClick={() => setShowVersions(!showVersions)}
           >

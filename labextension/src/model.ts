@@ -337,15 +337,15 @@ export class MemoryModel {
   }
 
   /** Recall a page more of hits. */
-  moreHits(): void {
+  moreHits(): Promise<void> {
     this.recallSize = Math.min(this.recallSize + this.pageSize, MAX_HITS);
-    void this.refresh();
+    return this.refresh();
   }
 
   /** Show the hits below the score threshold too (until the query changes). */
-  showBelow(): void {
+  showBelow(): Promise<void> {
     this.belowShown = true;
-    void this.refresh();
+    return this.refresh();
   }
 
   private _firstPage(): void {
@@ -354,9 +354,9 @@ export class MemoryModel {
     this.belowShown = false;
   }
 
-  setPage(offset: number): void {
+  setPage(offset: number): Promise<void> {
     this.offset = Math.max(0, offset);
-    void this.refresh();
+    return this.refresh();
   }
 
   // -- notices (JupyterLab's notifications) --------------------------------------------

@@ -138,6 +138,7 @@ def test_nothing_recalled_offers_a_way_back_that_works(page, lab):
     # Only a query is set (no filter): the link still clears it and lists the notes again.
     empty.locator(".nbm-ClearFilters").click()
     expect(search).to_have_value("")
+    expect(search).to_be_focused()  # the link is gone: the keyboard goes on from the search
     expect(card(page, "the warehouse refresh runs at dawn")).to_be_visible()
     expect(page.locator(f"{PANEL} .nbm-Summary")).not_to_contain_text("recalled")
     expect(page.locator(f"{PANEL} .nbm-Summary")).not_to_contain_text("below the score")
@@ -152,9 +153,10 @@ def test_a_forgotten_note_can_be_brought_back_from_previously_believed(page, lab
     search.press("Enter")
     before = page.locator(f"{PANEL} .nbm-Previously")
     expect(before).to_contain_text(f"Previously believed (#{note['id']}, forgotten):")
-    before.get_by_role("button", name=f"Bring #{note['id']} back").click()
+    before.get_by_role("button", name=f"Bring back #{note['id']}").click()
     expect(toast(page, f"Reinstated #{note['id']}.")).to_be_visible()
     expect(card_of(page, note)).to_be_visible()
+    expect(card_of(page, note)).to_be_focused()
     assert lab.api(f"notes/{note['id']}")[1]["note"]["status"] == "active"
     # Forgotten again elsewhere meanwhile: the panel says so in a notebook's words.
     assert lab.api(f"notes/{note['id']}/forget", "POST", {})[0] == 200
@@ -197,6 +199,7 @@ def test_edit_writes_a_new_version(page, lab):
     shown.locator(".nbm-Save").click()
     edited = card(page, "the retry limit is 5 since v2.3")
     expect(edited.locator(".nbm-Version")).to_have_text("v2")
+    expect(edited.locator(".nbm-Edit")).to_be_focused()  # back where the edit began
     expect(edited.locator(".nbm-Priority")).to_have_text("high")
     expect(toast(page, f"Saved #{note['id']} as version 2")).to_be_visible()
     status, detail = lab.api(f"notes/{note['id']}")
@@ -209,6 +212,7 @@ def test_edit_writes_a_new_version(page, lab):
     earlier = edited.get_by_role("list", name=f"Earlier versions of #{note['id']}")
     expect(earlier.locator(".nbm-VersionText")).to_have_text(["the retry limit is 3"])
     expect(earlier.locator(".nbm-VersionHead")).to_contain_text("v1 · ")
+    expect(earlier.locator(".nbm-VersionHead")).to_contain_text("tags: config")
 
 
 def test_edit_error_is_shown_and_nothing_changes(page, lab):
@@ -330,9 +334,27 @@ def test_settings_page_size_and_poll_interval(browser_context, lab):
     try:
         expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(5)
         expect(page.locator(f"{PANEL} .nbm-Pager")).to_contain_text("1–5 of")
-        page.locator(f"{PANEL} .nbm-Pager button", has_text="Older").click()
+        older = page.locator(f"{PANEL} .nbm-Pager button", has_text="Older")
+        newer = page.locator(f"{PANEL} .nbm-Pager button", has_text="Newer")
+        older.click()
         expect(page.locator(f"{PANEL} .nbm-Pager")).to_contain_text("6–")
-        page.locator(f"{PANEL} .nbm-Pager button", has_text="Newer").click()
+        # Enter again and again with the keyboard: focus stays on Older, and on the last
+        # page (Older disabled) it is on Newer, never on the page's body.
+        pager = page.locator(f"{PANEL} .nbm-Pager span")
+
+        def turn_with_enter():
+            shown = pager.inner_text()
+            page.keyboard.press("Enter")
+            expect(pager).not_to_have_text(shown)  # the page turned
+            expect(page.locator(f"{PANEL} .nbm-Pager button:focus")).to_have_count(1)
+
+        expect(page.locator(f"{PANEL} .nbm-Pager button:focus")).to_have_count(1)
+        while not older.is_disabled():
+            turn_with_enter()
+        expect(newer).to_be_focused()
+        while not newer.is_disabled():
+            turn_with_enter()
+        expect(older).to_be_focused()
         # Recall shows a page of hits too, and a page more on request.
         search = page.locator(f"{PANEL} .nbm-Search")
         search.fill("paging")
@@ -340,6 +362,7 @@ def test_settings_page_size_and_poll_interval(browser_context, lab):
         expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text("5 recalled for")
         page.locator(f"{PANEL} .nbm-MoreHits").click()
         expect(card(page, "paging note")).to_have_count(7)
+        expect(page.locator(f"{PANEL} .nbm-NoteList > .nbm-Note").nth(5)).to_be_focused()
         # The notes below the score threshold are one click away.
         expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text("more below the score")
         page.locator(f"{PANEL} .nbm-ShowBelow").click()
