@@ -1324,7 +1324,7 @@ function SnapshotsView(props: { model: MemoryModel }): JSX.Element {
             <tr>
               <th>{trans.__('name')}</th>
               <th>{trans.__('sealed')}</th>
-              <th title={trans.__('notes')}>#</th>
+              <th>{trans.__('notes')}</th>
               <th>{trans.__('message')}</th>
             </tr>
           </thead>
@@ -1335,7 +1335,9 @@ function SnapshotsView(props: { model: MemoryModel }): JSX.Element {
                   {s.name}
                 </td>
                 <td title={s.at}>{trans.__('%1 ago', age(s.at, trans))}</td>
-                <td>{s.note_count}</td>
+                <td className="nbm-SnapshotCount">
+                  {trans._n('%1 note', '%1 notes', s.note_count)}
+                </td>
                 <td className="nbm-SnapshotMessage">{s.message}</td>
               </tr>
             ))}
@@ -1381,6 +1383,11 @@ function SnapshotsView(props: { model: MemoryModel }): JSX.Element {
           >
             {trans.__('Compare')}
           </button>
+        </div>
+      ) : null}
+      {model.diffError ? (
+        <div className="nbm-Banner nbm-mod-error nbm-DiffError" role="alert">
+          {model.diffError}
         </div>
       ) : null}
       {model.diff ? <DiffView diff={model.diff} trans={trans} /> : null}

@@ -135,6 +135,8 @@ export class MemoryModel {
   phase: Phase = null;
   snapshots: ISnapshot[] = [];
   diff: ISnapshotDiff | null = null;
+  /** Why the last comparison was refused (shown in place of the diff). */
+  diffError: string | null = null;
   diffNames: [string, string] | null = null;
   draft: IDraft | null = null;
   /**
@@ -592,15 +594,17 @@ export class MemoryModel {
     });
   }
 
+  /** Compare two snapshots; a refusal is shown where the diff would be (a toast cuts it). */
   async diffSnapshots(from: string, to: string): Promise<void> {
     this.diffNames = [from, to];
     try {
       const query =
         `from=${encodeURIComponent(from)}` + (to ? `&to=${encodeURIComponent(to)}` : '');
       this.diff = await this._request<ISnapshotDiff>(`snapshots/diff?${query}`);
+      this.diffError = null;
     } catch (error) {
       this.diff = null;
-      this.say(messageOf(error), 'error');
+      this.diffError = messageOf(error);
     }
     this._emit();
   }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import time
 import urllib.request
 
@@ -268,8 +269,9 @@ def test_stale_badge_and_verify(page, lab):
 
 def test_copy_recall_snippet_and_insert_into_notebook(page, lab):
     lab.remember("insert me into the notebook as markdown", tags="insert")
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:create-new', "
-                  "{kernelName: 'python3'})")
+    # The command resolves to the notebook widget, which the page cannot hand back.
+    page.evaluate("async () => { await window.jupyterapp.commands.execute("
+                  "'notebook:create-new', {kernelName: 'python3'}); }")
     page.locator(".jp-NotebookPanel .jp-Cell").first.wait_for()
     page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
     refresh(page)
@@ -318,6 +320,18 @@ def test_snapshots_list_and_diff(page, lab):
     expect(added).to_contain_text("after the snapshot")
     expect(diff).not_to_contain_text("before the snapshot")
     screenshot(page, "panel-snapshot-diff.png")
+    # Later to earlier is refused, in the panel (a toast would cut the sentence).
+    page.locator(f"{PANEL} .nbm-DiffFrom").select_option("panel-b")
+    page.locator(f"{PANEL} .nbm-DiffTo").select_option("panel-a")
+    page.locator(f"{PANEL} .nbm-Compare").click()
+    expect(page.locator(f"{PANEL} .nbm-DiffError")).to_have_text(
+        "Snapshot 'panel-b' was sealed after 'panel-a'; a diff goes from the earlier to the "
+        "later: give 'panel-a' first.")
+    expect(diff).to_have_count(0)
+    # At the default 250 px one block per snapshot: every word whole, the count with its noun.
+    row = table.locator("tr", has_text="panel-a")
+    expect(row).to_contain_text(re.compile(r"\d+ notes?"))
+    assert row.bounding_box()["width"] <= page.locator(PANEL).bounding_box()["width"]
     snapshots_tab.focus()
     page.keyboard.press("Home")
     expect(notes_tab).to_be_focused()

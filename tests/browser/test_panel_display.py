@@ -134,8 +134,9 @@ HOSTILE = ("Raw <img src=x onerror=\"window.pwned=1\"> and <script>window.pwned=
 
 def test_insert_reads_exactly_as_the_panel_shows_the_note(page, lab):
     note = lab.remember(HOSTILE)
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:create-new', "
-                  "{kernelName: 'python3'})")
+    # The command resolves to the notebook widget, which the page cannot hand back.
+    page.evaluate("async () => { await window.jupyterapp.commands.execute("
+                  "'notebook:create-new', {kernelName: 'python3'}); }")
     page.locator(".jp-NotebookPanel .jp-Cell").first.wait_for()
     page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
     refresh(page)
