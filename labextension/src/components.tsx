@@ -534,6 +534,25 @@ function NotesView(props: IPanelProps): JSX.Element {
           {model.behind}
         </div>
       ) : null}
+      {model.forgotten !== null && !model.readOnly ? (
+        <div className="nbm-Forgotten">
+          {trans.__('Forgot #%1.', model.forgotten) + ' '}
+          <button
+            className="nbm-LinkButton nbm-UndoForget"
+            aria-label={trans.__('Undo: bring back #%1', model.forgotten)}
+            onClick={event =>
+              thenFocus(
+                event.currentTarget,
+                model.undoForget(model.forgotten!),
+                `.nbm-Note[data-note-id="${model.forgotten}"]`,
+                '.nbm-Search'
+              )
+            }
+          >
+            {trans.__('Undo')}
+          </button>
+        </div>
+      ) : null}
       <ul className="nbm-NoteList">
         {away.map(note => (
           <NoteCard key={note.id} note={note} away={true} {...props} />

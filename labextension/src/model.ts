@@ -124,6 +124,9 @@ export class MemoryModel {
   previously: IHit[] = [];
   /** Why the last recall may miss recent notes (a team store's server was away). */
   behind: string | null = null;
+  /** The note forgotten last, until it is brought back or another is: Undo in the panel
+   * (the toast's Undo is far away in the tab order, and gone after UNDO_MS). */
+  forgotten: number | null = null;
   status: IStatus | null = null;
   statusError: string | null = null;
   /** Why the last refresh failed, shown in the panel until one succeeds. */
@@ -544,6 +547,7 @@ export class MemoryModel {
   async forget(id: number): Promise<boolean> {
     return this._act(async () => {
       await this._request<INote>(`notes/${id}/forget`, json('POST'));
+      this.forgotten = id;
       Notification.info(this.trans.__('Forgot #%1.', id), {
         autoClose: UNDO_MS,
         actions: [
@@ -561,6 +565,9 @@ export class MemoryModel {
   async undoForget(id: number): Promise<boolean> {
     return this._act(async () => {
       await this._request<INote>(`notes/${id}/reinstate`, json('POST'));
+      if (this.forgotten === id) {
+        this.forgotten = null;
+      }
       this.say(this.trans.__('Reinstated #%1.', id), 'success');
     });
   }

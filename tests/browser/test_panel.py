@@ -242,6 +242,14 @@ def test_forget_then_undo(page, lab):
     notice.get_by_role("button", name="Undo").click()
     expect(card(page, "forget me, then bring me back")).to_be_visible()
     assert lab.api(f"notes/{note['id']}")[1]["note"]["status"] == "active"
+    # The toast's Undo is far down the tab order and gone in 10 s: the panel has one too.
+    card(page, "forget me, then bring me back").locator(".nbm-Forget").click()
+    undo = page.get_by_role("button", name=f"Undo: bring back #{note['id']}")
+    expect(page.locator(f"{PANEL} .nbm-Forgotten")).to_have_text(f"Forgot #{note['id']}. Undo")
+    undo.click()
+    expect(card_of(page, note)).to_be_focused()
+    expect(page.locator(f"{PANEL} .nbm-Forgotten")).to_have_count(0)
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["status"] == "active"
 
 
 def test_stale_badge_and_verify(page, lab):
