@@ -374,7 +374,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         if len(versions) > 1:  # what it said before each edit, each cut like recall's
             data["versions"] = []
             for v in versions:
-                text, cut = _excerpt(v.text, "the CLI's nbmemory history")
+                text, cut = _excerpt(v.text, f"nbmemory history {note_id} (in a shell)")
                 data["versions"].append({"version": v.version, "at": v.updated_at.isoformat(),
                                          "author": v.author, "text": text,
                                          **({"cut": cut} if cut else {})})

@@ -363,13 +363,14 @@ def test_an_address_the_server_refuses_is_said_at_once_not_retried(postgres_serv
         assert said in str(refused.value)
 
 
-def login_role(admin, team_url: str, name: str, privileges: str) -> str:
-    """A new PostgreSQL role ``name`` with ``privileges`` on the store's tables (not their
-    owner, not a superuser); the store's address as that role."""
+def open_as_role(admin, team_url: str, name: str, privileges: str, tmp_path, monkeypatch):
+    """The store opened as a new PostgreSQL role ``name`` with ``privileges`` on its tables
+    (not their owner, not a superuser), with a cache directory of its own."""
     admin.execute(f"CREATE ROLE {name} LOGIN")
     admin.execute(f"GRANT USAGE ON SCHEMA nbmemory TO {name}")
     admin.execute(f"GRANT {privileges} ON ALL TABLES IN SCHEMA nbmemory TO {name}")
-    return team_url.replace("postgres@", f"{name}@")
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / f"cache-{name}"))
+    return Memory.open(team_url.replace("postgres@", f"{name}@"), embedder=HashEmbedder())
 
 
 def test_purging_needs_the_tables_owner_and_says_so_before_erasing_anything(
@@ -380,9 +381,8 @@ def test_purging_needs_the_tables_owner_and_says_so_before_erasing_anything(
     with member(team_url, tmp_path, monkeypatch, "ada") as ada:
         ada.remember("the vendor api key is rotated monthly")
     admin = psycopg.connect(Address.parse(team_url).conninfo, autocommit=True)
-    bo_url = login_role(admin, team_url, "bo", "SELECT, INSERT, UPDATE, DELETE")
-    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache-bo"))
-    with Memory.open(bo_url, embedder=HashEmbedder()) as bo:
+    with open_as_role(admin, team_url, "bo", "SELECT, INSERT, UPDATE, DELETE",
+                      tmp_path, monkeypatch) as bo:
         with pytest.raises(Conflict) as refused:
             bo.purge(1)
         assert str(refused.value) == (
@@ -399,6 +399,7 @@ def test_purging_needs_the_tables_owner_and_says_so_before_erasing_anything(
         assert bo.purge(1).status == "purged"
     texts = admin.execute("SELECT count(*) FROM nbmemory.note_versions "
                           "WHERE text LIKE '%api key%'").fetchone()[0]
+    admin.close()
     assert texts == 0
 
 
@@ -407,11 +408,9 @@ def test_a_reader_without_write_grants_is_told_so_and_nothing_is_written(
     with member(team_url, tmp_path, monkeypatch, "ada") as ada:
         ada.remember("the churn model is retrained on Mondays")
     admin = psycopg.connect(Address.parse(team_url).conninfo, autocommit=True)
-    viewer_url = login_role(admin, team_url, "viewer", "SELECT")
-    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache-viewer"))
     from nbmemory.errors import ReadOnlyStore
 
-    with Memory.open(viewer_url, embedder=HashEmbedder()) as viewer:
+    with open_as_role(admin, team_url, "viewer", "SELECT", tmp_path, monkeypatch) as viewer:
         assert viewer.status()["read_only"] is True
         from nbmemory.display import status_display
 
