@@ -78,9 +78,11 @@ def diff(before: dict[int, Note], after: dict[int, Note],
             changes.append(Change("edited", new, f"v{old.version} -> v{new.version}"))
         if new.status == "active":
             was = {str(r) for r in stale_before.get(note_id, [])}
-            now = {str(r) for r in stale_after.get(note_id, [])}
-            if now - was:
-                changes.append(Change("became_stale", new, "; ".join(sorted(now - was))))
+            now = {str(r): r for r in stale_after.get(note_id, [])}
+            if set(now) - was:
+                new_reasons = sorted(set(now) - was)
+                changes.append(Change("became_stale", new, "; ".join(new_reasons),
+                                      tuple(now[r] for r in new_reasons)))
             elif was and not now:
                 changes.append(Change("no_longer_stale", new))
     return changes

@@ -314,13 +314,16 @@ class Change:
     change: str
     note: Note
     detail: str = ""
+    reasons: tuple[StaleReason, ...] = ()  # became_stale: the new reasons, as data
 
     def to_dict(self) -> dict[str, Any]:
-        return {"change": self.change, "note": self.note.to_dict(), "detail": self.detail}
+        return {"change": self.change, "note": self.note.to_dict(), "detail": self.detail,
+                "reasons": [r.to_dict() for r in self.reasons]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Change:
-        return cls(data["change"], Note.from_dict(data["note"]), data.get("detail", ""))
+        return cls(data["change"], Note.from_dict(data["note"]), data.get("detail", ""),
+                   tuple(StaleReason.from_dict(r) for r in data.get("reasons") or ()))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from nbmemory.display import hits_text, stale_marker
 from nbmemory.embed import HashEmbedder
 from nbmemory.errors import InvalidInput
 from nbmemory.memory import Memory
-from nbmemory.models import Anchor, Provenance
+from nbmemory.models import Anchor, Provenance, StaleReason
 from nbmemory.provenance import source_hash
 from nbmemory import store as store_module
 
@@ -349,6 +349,10 @@ def test_a_snapshot_diff_says_which_notes_went_stale_and_why(ws, mem):
     changes = mem.snapshot_diff("before").changes
     assert [(c.change, c.note.id, c.detail) for c in changes] == [
         ("became_stale", 1, "rows_changed data/orders.csv (2 → 3 rows)")]
+    # ... and as data, for the panel to say in its own words.
+    assert changes[0].reasons == (StaleReason("rows_changed", "data/orders.csv", "2 → 3 rows"),)
+    assert changes[0].to_dict()["reasons"] == [
+        {"reason": "rows_changed", "target": "data/orders.csv", "detail": "2 → 3 rows"}]
 
 
 def test_listing_only_stale_or_only_fresh_notes_counts_what_it_keeps(mem, ws):

@@ -694,7 +694,7 @@ function EarlierVersions(props: { model: MemoryModel; note: INote }): JSX.Elemen
           <div className="nbm-VersionHead">
             {[
               `v${v.version}`,
-              age(v.updated_at, trans),
+              v.updated_at ? trans.__('%1 ago', age(v.updated_at, trans)) : '',
               v.author ? trans.__('by %1', v.author) : '',
               `${kindLabel(v.kind, trans)}, ${priorityLabel(v.priority, trans)}`,
               v.tags.length ? trans.__('tags: %1', v.tags.join(', ')) : trans.__('no tags')
@@ -824,7 +824,7 @@ function NoteCard(
           </span>
         ) : null}
         <span className="nbm-Age" title={note.created_at ?? ''}>
-          {age(note.created_at, trans)}
+          {note.created_at ? trans.__('%1 ago', age(note.created_at, trans)) : ''}
         </span>
         {note.version > 1 ? (
           <button
@@ -1440,6 +1440,13 @@ function changeLabel(kind: string, trans: TranslationBundle): string {
   return labels[kind] ?? kind.replace(/_/g, ' ');
 }
 
+/** Why a note became stale in the panel's words ("content changed x.py"), else the detail. */
+function changeDetail(change: ISnapshotDiff['changes'][0], trans: TranslationBundle): string {
+  return change.reasons?.length
+    ? change.reasons.map(r => describeStale(r, trans)).join('; ')
+    : change.detail;
+}
+
 /** A diff line shows the start of a long note, not all of it. */
 const DIFF_TEXT = 240;
 
@@ -1475,7 +1482,7 @@ function DiffView(props: { diff: ISnapshotDiff; trans: TranslationBundle }): JSX
                   ? change.note.text.slice(0, DIFF_TEXT) + '…'
                   : change.note.text}
                 {change.detail ? (
-                  <span className="nbm-DiffDetail"> ({change.detail})</span>
+                  <span className="nbm-DiffDetail"> ({changeDetail(change, trans)})</span>
                 ) : null}
               </li>
             ))}

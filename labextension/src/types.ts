@@ -93,7 +93,8 @@ export interface ISnapshotDiff {
   b: string;
   a_seq: number;
   b_seq: number;
-  changes: { change: string; note: INote; detail: string }[];
+  /** `reasons`: a note that became stale, why (its new reasons, as data). */
+  changes: { change: string; note: INote; detail: string; reasons?: IStaleReason[] }[];
 }
 
 export interface IStatus {

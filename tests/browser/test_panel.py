@@ -275,6 +275,26 @@ def test_stale_badge_and_verify(page, lab):
     assert lab.api(f"notes/{note['id']}")[1]["history"][-1]["type"] == "verified"
 
 
+def test_a_diff_to_now_says_in_words_why_a_note_went_stale(page, lab):
+    data = lab.store.parent / "inputs"
+    data.mkdir(exist_ok=True)
+    (data / "depots.csv").write_text("depot\nleeds\n")
+    note = lab.remember("depot names come from inputs/depots.csv")
+    assert lab.api("snapshots", "POST", {"name": "panel-depots"})[0] == 201
+    (data / "depots.csv").write_text("depot\nleeds\nyork\n")
+    refresh(page)
+    expect(card_of(page, note).locator(".nbm-Age")).to_have_text(re.compile(r"^\d+ s ago$"))
+    page.get_by_role("tab", name="Snapshots").click()
+    page.locator(f"{PANEL} .nbm-DiffFrom").select_option("panel-depots")
+    page.locator(f"{PANEL} .nbm-DiffTo").select_option("")
+    page.locator(f"{PANEL} .nbm-Compare").click()
+    went = page.locator(f"{PANEL} .nbm-DiffSection.nbm-mod-became_stale")
+    expect(went).to_contain_text("became stale (1)")
+    expect(went.locator(".nbm-DiffDetail")).to_have_text(
+        " (rows changed inputs/depots.csv (1 → 2 rows))")
+    page.get_by_role("tab", name="Notes").click()
+
+
 def test_copy_recall_snippet_and_insert_into_notebook(page, lab):
     lab.remember("insert me into the notebook as markdown", tags="insert")
     # The command resolves to the notebook widget, which the page cannot hand back.
