@@ -130,15 +130,19 @@ export function MemoryPanelView(props: IPanelProps): JSX.Element {
 
 const VIEWS = ['notes', 'snapshots'] as const;
 
+/** Where an arrow, Home or End key moves from item ``at`` of ``count`` (wrapping), if anywhere. */
+function arrowTarget(key: string, at: number, count: number): number | undefined {
+  return {
+    ArrowRight: (at + 1) % count,
+    ArrowLeft: (at + count - 1) % count,
+    Home: 0,
+    End: count - 1
+  }[key];
+}
+
 /** The tabs' keys (WAI-ARIA tabs): arrows, Home and End select and focus a tab. */
 function moveBetweenTabs(event: React.KeyboardEvent, model: MemoryModel): void {
-  const at = VIEWS.indexOf(model.view);
-  const to = {
-    ArrowRight: (at + 1) % VIEWS.length,
-    ArrowLeft: (at + VIEWS.length - 1) % VIEWS.length,
-    Home: 0,
-    End: VIEWS.length - 1
-  }[event.key];
+  const to = arrowTarget(event.key, VIEWS.indexOf(model.view), VIEWS.length);
   if (to === undefined) {
     return;
   }
@@ -733,6 +737,51 @@ function ActionButton(props: {
   );
 }
 
+/**
+ * A card's actions as one stop of the Tab key (a WAI-ARIA toolbar): the arrows, Home and
+ * End move between its buttons, and Tab comes back to the one last used, so a list of
+ * cards is not five stops a card.
+ */
+function Toolbar(props: { label: string; children: React.ReactNode }): JSX.Element {
+  const bar = React.useRef<HTMLDivElement>(null);
+  const current = React.useRef(0);
+  const buttons = () => [...(bar.current?.querySelectorAll<HTMLButtonElement>(':scope > button') ?? [])];
+  const rove = () => {
+    const all = buttons();
+    if (!all[current.current] || all[current.current].disabled) {
+      current.current = Math.max(0, all.findIndex(button => !button.disabled));
+    }
+    all.forEach((button, i) => (button.tabIndex = i === current.current ? 0 : -1));
+  };
+  React.useLayoutEffect(rove);
+  return (
+    <div
+      ref={bar}
+      className="nbm-Actions"
+      role="toolbar"
+      aria-label={props.label}
+      onFocus={event => {
+        const at = buttons().findIndex(button => button === (event.target as Element));
+        if (at >= 0) {
+          current.current = at;
+          rove();
+        }
+      }}
+      onKeyDown={event => {
+        const all = buttons().filter(button => !button.disabled);
+        const at = all.findIndex(button => button === (event.target as Element));
+        const to = arrowTarget(event.key, at, all.length);
+        if (to !== undefined && all.length) {
+          event.preventDefault();
+          all[to].focus();
+        }
+      }}
+    >
+      {props.children}
+    </div>
+  );
+}
+
 /** A long note is shown clamped; a click (or Show more) opens it, Show less closes it. */
 function ClampedText(props: { text: string; rendermime: IRenderMimeRegistry; trans: TranslationBundle }): JSX.Element {
   const { trans } = props;
@@ -914,7 +963,7 @@ function NoteCard(
         byAuthor={author => model.setFilters({ author, mine: false })}
       />
       {edit ? null : (
-        <div className="nbm-Actions">
+        <Toolbar label={trans.__('Actions for #%1', note.id)}>
           {check && writable ? (
             <ActionButton
               className="nbm-Recheck"
@@ -979,7 +1028,7 @@ function NoteCard(
             title={trans.__('Insert into the active notebook as a Markdown cell')}
             onClick={() => actions.insert(note)}
           />
-        </div>
+        </Toolbar>
       )}
     </li>
   );

@@ -275,6 +275,29 @@ def test_stale_badge_and_verify(page, lab):
     assert lab.api(f"notes/{note['id']}")[1]["history"][-1]["type"] == "verified"
 
 
+def test_a_cards_actions_are_one_tab_stop_moved_through_with_arrows(page, lab):
+    note = lab.remember("the toolbar note", tags="keys")
+    refresh(page)
+    shown = card_of(page, note)
+    bar = shown.get_by_role("toolbar", name=f"Actions for #{note['id']}")
+    expect(bar.locator("button[tabindex='0']")).to_have_count(1)
+    shown.locator(".nbm-Edit").focus()
+    page.keyboard.press("ArrowRight")
+    expect(shown.locator(".nbm-Verify")).to_be_focused()
+    page.keyboard.press("End")
+    expect(shown.locator(".nbm-Insert")).to_be_focused()
+    page.keyboard.press("ArrowRight")  # wraps
+    expect(shown.locator(".nbm-Edit")).to_be_focused()
+    page.keyboard.press("ArrowLeft")
+    expect(shown.locator(".nbm-Insert")).to_be_focused()
+    page.keyboard.press("Tab")  # out of the toolbar at once, not through its five buttons
+    assert not page.evaluate("() => !!document.activeElement.closest('[role=toolbar]')"
+                             " && document.activeElement.closest('.nbm-Note')?.dataset.noteId"
+                             f" === '{note['id']}'")
+    page.keyboard.press("Shift+Tab")  # back to the button last used
+    expect(shown.locator(".nbm-Insert")).to_be_focused()
+
+
 def test_a_diff_to_now_says_in_words_why_a_note_went_stale(page, lab):
     data = lab.store.parent / "inputs"
     data.mkdir(exist_ok=True)
