@@ -75,7 +75,7 @@ def is_glob(target: str) -> bool:
 # Path-like tokens: contain a slash or end in a file extension; ``:214`` line suffixes go.
 _QUOTED = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"|'([^'\n]+)'")
 _TOKEN = re.compile(r"(?<![\w@])(?:~|\.{1,2})?/?(?:[\w.\-]+/)*[\w.\-]+/?")
-_URL = re.compile(r"[A-Za-z][\w+.-]*://\S+")
+_URL = re.compile(r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S+")  # from a run's start: linear
 _LINE = re.compile(r"(?::\d+){1,2}$|#L\d+(?:-L?\d+)?$")
 
 

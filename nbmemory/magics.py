@@ -8,6 +8,7 @@ apostrophes and quotes in a note need no escaping. Settings are traitlets:
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from IPython.core.error import UsageError
@@ -401,7 +402,14 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         %snapshot --diff A [B]    notes added, edited, superseded, revoked and gone stale
                                   from A to B (default: now)
         """
+        # The message is the rest of the line, quoted or not (as %remember's text is).
+        message = re.search(r"(?:^|\s)(?:-m|--message)(?:\s+|=)(.*)$", line, re.S)
+        if message:
+            line = line[:message.start()]
         args = parse_argstring(self.snapshot, line)
+        args.name = [n for n in map(unquote, args.name) if n]
+        if message:
+            args.message = message.group(1)
         if args.list and (args.diff or args.name):
             raise UsageError("--list takes nothing else: %snapshot --list")
         with usage_errors():

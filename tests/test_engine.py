@@ -793,6 +793,12 @@ def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir)
     (lambda m: m.recall("fine", tags=",".join(f"t{i}" for i in range(5000))),
      "5,000 tags; a note or a filter takes at most 100"),
     (lambda m: m.notes(tags=[f"t{i}" for i in range(5000)]), "5,000 tags"),
+    (lambda m: m.remember("fine", tags=[f"t{i}" for i in range(100_000)]), "100,000 tags"),
+    (lambda m: m.remember("fine", tags=["a,b"]),
+     "Tag 'a,b' contains a comma; give each tag as its own item"),
+    (lambda m: m.remember("fine", tags=["t\x00"]),
+     "contains a control character; tags are words"),
+    (lambda m: m.snapshot("nul\x00x"), "a name without spaces, quotes or control characters"),
     (lambda m: m.remember("fine", provenance=Provenance(cell_id="c\ud800")),
      "Provenance field 'cell_id' holds characters that are not valid Unicode"),
     (lambda m: m.recall("x", since=datetime(9999, 12, 31, 23, 59, tzinfo=timezone(

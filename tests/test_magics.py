@@ -384,6 +384,20 @@ def test_a_quoted_snapshot_message_is_stored_without_its_quotes(ip):
         "a message with spaces"
 
 
+def test_snapshot_names_lose_their_quotes_and_the_message_is_the_rest_of_the_line(ip):
+    run(ip, "remember a finding")
+    _, out = run(ip, "snapshot 'quoted' -m first session, before the join")
+    assert out.stdout.startswith("Sealed snapshot 'quoted' at journal position 2")
+    assert ip.magics_manager.registry["NbMemory"].mem.snapshots()[0].message == \
+        "first session, before the join"
+    _, out = run(ip, "snapshot --diff quoted now")  # "now" as the diff's header calls it
+    assert "From 'quoted' to 'now'" in out.stdout
+    with pytest.raises(UsageError, match="Give the snapshot a name: %snapshot NAME"):
+        run(ip, 'snapshot ""')
+    with pytest.raises(UsageError, match="without spaces, quotes or control characters"):
+        run(ip, 'snapshot it\'s')
+
+
 def test_the_first_magic_says_it_starts_the_memory_service(tmp_path, monkeypatch):
     """No silent wait: the cell that starts an owner says so under itself (stderr)."""
     monkeypatch.chdir(tmp_path)

@@ -252,6 +252,8 @@ async def test_missing_note_is_404_with_message(api):
     assert code == 404 and data["message"].startswith("No note #4242")
     code, data = await api("notes/4242", "PATCH", {"text": "x"})
     assert code == 404
+    code, data = await api("notes/" + "9" * 5000)  # more digits than Python reads: no note
+    assert code == 404 and data["message"].startswith("No note #1000"), data
 
 
 BAD_REQUESTS = [
@@ -302,6 +304,17 @@ BAD_REQUESTS = [
     ("notes", "POST", {"text": "ok", "provenance": {"notebook": "a.ipynb",
                                                     "cell_id": "\ud800"}}, {},
      "Provenance field 'cell_id' holds a NUL"),
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "a.ipynb",
+                                                    "cell_id": "c" * 10_000}}, {},
+     "Provenance field 'cell_id' has 10,000 characters; at most 200."),
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "a.ipynb",
+                                                    "execution_count": -5}}, {},
+     "'execution_count' must be a whole number from 0"),
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "d/" * 3000}}, {},
+     "Provenance field 'notebook' has 6,000 characters; at most 4,096."),
+    ("notes", "POST", "[" * 200_000 + "]" * 200_000, {}, "not valid JSON"),
+    ("notes", "POST", {"text": "ok", "tags": ["a,b"]}, {}, "Tag 'a,b' contains a comma"),
+    ("snapshots", "POST", {"name": "nul\u0000x"}, {}, "without spaces, quotes or control"),
     ("notes", "GET", None, {"since": "9999-12-31T23:59:59-23:59"}, "since is out of range"),
     ("recall", "GET", None, {"query": "x", "since": "0001-01-01T00:00:00+23:59"},
      "since is out of range"),

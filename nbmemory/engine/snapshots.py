@@ -25,9 +25,9 @@ class Snapshots(Part):
             raise InvalidInput(f"The snapshot's name has {len(name):,} characters; keep it "
                                f"under {MAX_NAME_CHARS}, and put the story in its message")
         message = unicode_text(message or "", "The snapshot's message")
-        if not name or any(c.isspace() for c in name):
-            raise InvalidInput("Give the snapshot a name without spaces, e.g. {0}",
-                               Command("snapshot", ("before-refactor",)))
+        if not name or any(c.isspace() or not c.isprintable() or c in "\"'`" for c in name):
+            raise InvalidInput("Give the snapshot a name without spaces, quotes or control "
+                               "characters, e.g. {0}", Command("snapshot", ("before-refactor",)))
         if name.lower() == "now":
             raise InvalidInput("'now' is what a diff compares with when it is given one "
                                "snapshot; give the snapshot another name, e.g. {0}",
@@ -86,7 +86,7 @@ class Snapshots(Part):
         with self.lock:
             first = self.named(a)
             before = {n.id: n for n, _ in self.store.notes_at(first.seq)}
-            if b is None:
+            if b is None or b.strip().lower() == "now":  # no snapshot may be named now
                 b_name, b_seq = "now", self.store.position()
                 stale_after = self.stale_now(variables)
             else:

@@ -90,7 +90,7 @@ def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
     elif not isinstance(tags, (list, tuple, set, frozenset)):
         raise InvalidInput(f"Tags are a list or a comma-separated string, not "
                            f"{type(tags).__name__}")
-    out = []
+    out: dict[str, None] = {}  # ordered, and a look-up is O(1)
     for tag in tags:
         tag = unicode_text(tag, "A tag").strip().lower().lstrip("#")
         if len(tag) > MAX_TAG_CHARS:
@@ -102,10 +102,14 @@ def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
             how = ("use - or _ inside a tag (a list's items are the tags)" if listed
                    else "separate tags with commas (a,b)")
             raise InvalidInput(f"Tag {tag!r} contains a space; {how}")
-        if tag not in out:
-            out.append(tag)
-    if len(out) > MAX_TAGS:
-        raise InvalidInput(f"{len(out):,} tags; a note or a filter takes at most {MAX_TAGS}")
+        if "," in tag:  # a filter splits on commas: such a tag could never be asked for
+            raise InvalidInput(f"Tag {tag!r} contains a comma; give each tag as its own item")
+        if not tag.isprintable():
+            raise InvalidInput(f"Tag {tag!r} contains a control character; tags are words")
+        out[tag] = None
+        if len(out) > MAX_TAGS:  # said at once, not after reading 100,000 of them
+            raise InvalidInput(f"{len(tags):,} tags; a note or a filter takes at most "
+                               f"{MAX_TAGS}")
     return tuple(out)
 
 

@@ -12,6 +12,7 @@ from ..models import Provenance
 
 # What the panel may say about where a note written in it comes from.
 PROVENANCE_FIELDS = ("notebook", "cell_id", "execution_count", "cell_source")
+MAX_LENGTH = {"notebook": 4096, "cell_id": 200}  # a path's limit; nbformat's ids are 64 at most
 
 
 def provenance_fields(value: Any, root: str | None) -> dict[str, Any]:
@@ -35,9 +36,14 @@ def provenance_fields(value: Any, root: str | None) -> dict[str, Any]:
         if "\x00" in text or not _encodes(text):
             raise InvalidInput(f"Provenance field {name!r} holds a NUL or a character that is "
                                "not valid Unicode (a lone surrogate).")
+        if len(text) > MAX_LENGTH.get(name, len(text)):
+            raise InvalidInput(f"Provenance field {name!r} has {len(text):,} characters; "
+                               f"at most {MAX_LENGTH[name]:,}.")
     count = value.get("execution_count")
-    if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
-        raise InvalidInput("Provenance field 'execution_count' must be a whole number.")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool)
+                              or not 0 <= count < 2**31):
+        raise InvalidInput("Provenance field 'execution_count' must be a whole number "
+                           "from 0 (a cell's [N]).")
     fields = {k: v for k, v in value.items() if v not in (None, "")}
     if "notebook" in fields:
         fields["notebook"] = server_path(fields["notebook"], root)
@@ -58,7 +64,10 @@ def server_path(lab: str, root: str | None) -> str:
     """The absolute path of ``lab`` (a path JupyterLab shows), refused outside the root."""
     base = Path(root or os.getcwd()).expanduser().resolve()
     relative = Path(lab)
-    path = (base / relative).resolve()
+    try:
+        path = (base / relative).resolve()
+    except (OSError, RuntimeError) as exc:  # a loop of links
+        raise InvalidInput(f"The notebook path {lab!r} cannot be used: {exc}.") from None
     if relative.is_absolute() or not path.is_relative_to(base):
         raise InvalidInput(f"The notebook {lab!r} is not under the Jupyter server's root "
                            "directory; give its path as JupyterLab shows it.")
@@ -73,7 +82,11 @@ def panel_provenance(where: dict[str, Any], author: str | None, root: str | None
     notebook = where.get("notebook")
     root = root or os.getcwd()
     cwd = Path(notebook).parent if notebook else Path(root).expanduser()
-    fields = capture(None, cwd=cwd if cwd.is_dir() else root, source="panel").to_dict()
+    try:
+        usable = cwd.is_dir()
+    except OSError:  # a path longer than the system takes
+        usable = False
+    fields = capture(None, cwd=cwd if usable else root, source="panel").to_dict()
     fields.update({k: v for k, v in where.items() if k != "cell_source"})
     source = where.get("cell_source")
     if source and source.strip():

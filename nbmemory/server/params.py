@@ -23,7 +23,7 @@ class RequestParsing:
         raw = self.request.body or b"{}"
         try:
             data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # nested past Python's stack
             raise InvalidInput("The request body is not valid JSON; send a JSON object such "
                                'as {"text": "..."}.') from None
         if not isinstance(data, dict):
