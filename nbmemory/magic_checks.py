@@ -5,12 +5,14 @@ after a cell changes what a check reads. Checks run here, in the user's kernel, 
 from __future__ import annotations
 
 import difflib
+import os
 import textwrap
 
 from IPython.core.error import UsageError
 
 from . import checks as evaluation
 from .magic_args import ask, parse_ids
+from .wording import counted
 
 MAX_EVIDENCE = 4000  # characters of a cell's output kept as a note's evidence
 
@@ -53,15 +55,30 @@ class CheckCommands:
 
     def _memory_check(self, rest: str):
         ids = parse_ids(rest)
-        results = self.mem.check(self.shell.user_ns, ids or None, budget=self.check_budget)
+        elsewhere = []
+        if not ids:  # a check reads the names of its own notebook: run those of this one
+            listed = self.mem.checks()
+            ids = [i["note"].id for i in listed if self._written_here(i["note"])]
+            elsewhere = sorted({i["note"].id for i in listed} - set(ids))
+            if not ids:
+                print("No note has a check." if not elsewhere else
+                      f"No check was written in this notebook; "
+                      f"{counted(len(elsewhere), 'note')} in others "
+                      f"({', '.join(f'#{i}' for i in elsewhere)}) "
+                      f"{'has one' if len(elsewhere) == 1 else 'have them'}. "
+                      f"To run them here: %memory check {' '.join(map(str, elsewhere))}")
+                return
+        results = self.mem.check(self.shell.user_ns, ids, budget=self.check_budget)
         self._checks = None  # the ambient re-check reads the outcomes afresh
         if not results:
-            print("No note has a check." if not ids else
-                  f"None of {', '.join(f'#{i}' for i in ids)} has a check "
+            print(f"None of {', '.join(f'#{i}' for i in ids)} has a check "
                   "(add one with %remember --check EXPR ...).")
             return
         for item, outcome in results:
             print(describe(item["note"].id, item["expression"], outcome))
+        if elsewhere:
+            print(f"Not run: the checks of {', '.join(f'#{i}' for i in elsewhere)}, written in "
+                  f"other notebooks (%memory check {' '.join(map(str, elsewhere))} runs them here).")
         untrusted = [item["note"].id for item, o in results if o.why.startswith("not trusted")]
         if untrusted:
             print(f"Read those checks first (%memory history {untrusted[0]}), then run them "
@@ -130,6 +147,8 @@ class CheckCommands:
             reads = set(item["names"])
             if not item["trusted"] or not reads & names or not reads <= set(self.shell.user_ns):
                 continue
+            if not self._written_here(item["note"]):
+                continue  # another notebook's `orders` is not the one the check is about
             seen = {n: variable_fingerprint(self.shell.user_ns[n]) for n in sorted(reads)}
             key = (item["note"].id, item["expression"])
             if seen == self._check_seen.get(key, item["variables"]):
@@ -142,12 +161,17 @@ class CheckCommands:
                 continue
             outcomes.append({"note_id": item["note"].id, "expression": item["expression"],
                              **outcome.to_dict()})
-            if outcome.status == "failed" or (outcome.status == "passed" and last == "failed"):
+            if outcome.status in ("failed", "error") or (
+                    outcome.status == "passed" and last in ("failed", "error")):
                 lines.append(describe(item["note"].id, item["expression"], outcome))
         if outcomes:
             self.mem.record_checks(outcomes)
             self._checks = None
         return lines
+
+    def _written_here(self, note) -> bool:
+        """Whether ``note`` was written in this kernel's notebook (or both outside one)."""
+        return same_notebook(note.provenance.notebook or "", self._scope())
 
     def _check_cache(self) -> list[dict]:
         if self._checks is None:
@@ -156,6 +180,15 @@ class CheckCommands:
 
 
 MAGICS = ("%remember", "%%remember", "%recall", "%forget", "%snapshot", "%memory")
+
+
+def same_notebook(a: str, b: str) -> bool:
+    if not a or not b:
+        return a == b
+    try:
+        return a == b or os.path.samefile(a, b)
+    except OSError:  # one of them is not there (any more)
+        return False
 
 
 def without_magics(source: str) -> str:

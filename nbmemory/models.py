@@ -22,6 +22,8 @@ STALE_REASONS = (
     "rows_changed",
     "cell_changed",
     "superseded",
+    "check_failed",  # its check's latest outcome (engine/checking.py)
+    "check_error",
     "unchecked",  # a team store's repository is not checked out on this machine
 )
 

@@ -13,6 +13,7 @@ from nbmemory import checks
 from nbmemory.embed import HashEmbedder
 from nbmemory.errors import InvalidInput
 from nbmemory.memory import Memory
+from nbmemory.models import Provenance
 from nbmemory.service import stop
 
 pd = pytest.importorskip("pandas")
@@ -104,15 +105,23 @@ def test_a_failing_check_is_a_stale_reason_until_it_holds_again(memory):
     assert memory.notes(stale=True).total == 0
 
 
-def test_an_error_or_a_skip_is_journalled_and_is_not_a_failure(memory):
+def test_an_error_is_a_stale_reason_and_a_skip_changes_nothing(memory):
+    """A check that can no longer run (its column is gone) does not hold either; a kernel
+    without its names says nothing either way."""
     ns = {"orders": orders(1.0)}
     note = memory.remember("x", check=CHECK, namespace=ns)
+    memory.check({})
+    assert memory.get(note.id).stale == ()
     memory.check({"orders": "not a frame"})
+    [reason] = memory.get(note.id).stale
+    assert str(reason) == (f"check_error {CHECK} (raised AttributeError: 'str' object has no "
+                           "attribute 'amount')")
     memory.check({})
     history = memory.history(note.id)
-    assert [e.type for e in history][-2:] == ["check_error", "check_skipped"]
-    assert history[-2].data["error"].startswith("AttributeError: 'str' object has no attribute")
+    assert [e.type for e in history][-3:] == ["check_skipped", "check_error", "check_skipped"]
     assert history[-1].data["why"] == "orders not defined here"
+    assert memory.get(note.id).stale == (reason,)
+    memory.check(ns)
     assert memory.get(note.id).stale == ()
 
 
@@ -182,6 +191,37 @@ def test_a_check_keeps_the_quotes_inside_it(ip):
     assert "About: check label != 'x' (held, value 'y')" in shown
     shown = cell(ip, "%remember --check 'label in [\"y\", \"z\"]' the label is y or z")
     assert "About: check label in [\"y\", \"z\"] (held, value 'y')" in shown
+
+
+def test_a_check_runs_by_itself_only_in_the_notebook_it_was_written_in(ip):
+    """Another notebook's `orders` is not the one a check is about: it neither fails the
+    note for everyone nor runs there unless asked by id."""
+    mem = ip.magics_manager.registry["NbMemory"].mem
+    ns = {"orders": orders(1.0, 2.0)}
+    mem.remember("orders.amount has under 5% nulls", check=CHECK, namespace=ns,
+                 provenance=Provenance(notebook="/elsewhere/explore.ipynb"))
+    assert cell(ip, "import pandas as pd\norders = pd.DataFrame({'amount': [1.0, None]})") == ""
+    assert mem.get(1).stale == ()
+    assert cell(ip, "%memory check") == (
+        "No check was written in this notebook; 1 note in others (#1) has one. "
+        "To run them here: %memory check 1\n")
+    cell(ip, "%remember --check 'len(orders) > 1' orders has rows")
+    assert cell(ip, "%memory check") == (
+        "#2 holds: len(orders) > 1 (value 2)\n"
+        "Not run: the checks of #1, written in other notebooks (%memory check 1 runs them "
+        "here).\n")
+    assert cell(ip, "%memory check 1") == f"#1 FAILS: {CHECK} is now False (value 0.5)\n"
+
+
+def test_a_check_that_can_no_longer_run_says_so_under_the_cell(ip):
+    cell(ip, "import pandas as pd\norders = pd.DataFrame({'amount': [1.0, 2.0]})")
+    cell(ip, f"%remember --check '{CHECK}' orders.amount has under 5% nulls")
+    assert cell(ip, "orders = orders.rename(columns={'amount': 'cents'})") == (
+        f"nbmemory: #1 could not be checked: {CHECK} raised AttributeError: 'DataFrame' "
+        "object has no attribute 'amount'\n")
+    assert "check_error" in cell(ip, "%memory stale")
+    assert cell(ip, "orders = orders.rename(columns={'cents': 'amount'})") == (
+        f"nbmemory: #1 holds: {CHECK} (value 0.0)\n")
 
 
 def test_memory_check_says_why_it_did_not_run(ip):
@@ -303,6 +343,9 @@ def test_checks_in_a_real_kernel(tmp_path):
         # past its budget: stopped, reported, and the cell goes on
         assert outputs(nb, 9) == ("#2 could not be checked: slow() ran past its budget "
                                   "of 0.5 s\nthe kernel goes on\n")
+        assert [line.split(" raised ")[0] for line in outputs(nb, 10).splitlines()] == [
+            "nbmemory: #3 could not be checked: orders.amount.sum() > 0",
+            f"nbmemory: #1 could not be checked: {CHECK}"]
         # raises: an outcome, not a traceback
         assert outputs(nb, 11).startswith("#3 could not be checked: orders.amount.sum() > 0 "
                                           "raised AttributeError: 'str' object has no attribute")
@@ -320,9 +363,10 @@ def test_checks_in_a_real_kernel(tmp_path):
     with Memory.open(store, embedder=HashEmbedder()) as mem:
         assert [e.type for e in mem.history(1) if e.type.startswith("check_")] == [
             "check_failed", "check_failed", "check_passed",
-            "check_error",  # journalled, not shown, when orders became a string
+            "check_error",  # when orders became a string: said under that cell
             "check_skipped"]
-        assert mem.get(1).stale == ()
+        # an error is a stale reason, and a kernel without orders (the skip) keeps it
+        assert [r.reason for r in mem.get(1).stale] == ["check_error"]
         assert [e.type for e in mem.history(4)][-3:] == ["check_skipped", "trusted",
                                                          "check_passed"]
 

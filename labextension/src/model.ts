@@ -914,6 +914,7 @@ export function describeStale(
     cell_changed: t.__('cell changed'),
     superseded: t.__('superseded'),
     check_failed: t.__('check failed'),
+    check_error: t.__('check could not run'),
     unchecked: t.__('cannot check')
   };
   const name = names[reason.reason] ?? reason.reason.replace(/_/g, ' ');

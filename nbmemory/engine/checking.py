@@ -2,7 +2,9 @@
 
 The engine never evaluates a check: kernels do (nbmemory.checks) and send the outcomes,
 which are journalled here as ``check_passed``, ``check_failed``, ``check_error`` or
-``check_skipped``. The latest failure of a check is a stale reason of its note.
+``check_skipped``. The latest failure of a check is a stale reason of its note, and so is
+an error: a check that can no longer run (its column is gone) does not hold either. A skip
+(the names are not in that kernel) changes nothing.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class Checking(Part):
             return self.engine.reads.get(note_id)
 
     def failed(self, notes: Sequence[Note]) -> dict[int, list[StaleReason]]:
-        """``check_failed`` reasons of the notes whose latest check outcome was a failure."""
+        """``check_failed`` and ``check_error`` reasons of the notes whose latest check
+        outcome was a failure or an error."""
         ids = [n.id for n in notes if any(a.kind == "check" for a in n.anchors)]
         if not ids:
             return {}
@@ -89,11 +92,17 @@ class Checking(Part):
         out: dict[int, list[StaleReason]] = {}
         for note in notes:
             for anchor in note.anchors:
-                last = anchor.kind == "check" and _latest(events.get(note.id, ()), anchor.target)
+                last = anchor.kind == "check" and _latest(events.get(note.id, ()), anchor.target,
+                                                          skips=False)
                 if last and last["status"] == "failed":
                     out.setdefault(note.id, []).append(StaleReason(
                         "check_failed", anchor.target,
                         f"is now False, value {last.get('value', '?')}"))
+                elif last and last["status"] == "error":
+                    error = last.get("error", "?")
+                    out.setdefault(note.id, []).append(StaleReason(
+                        "check_error", anchor.target,
+                        error if error.startswith("ran past") else f"raised {error}"))
         return out
 
 
@@ -116,8 +125,11 @@ def _trusted(events, actor: str) -> bool:
     return trusted
 
 
-def _latest(events, expression: str) -> dict[str, Any] | None:
+def _latest(events, expression: str, *, skips: bool = True) -> dict[str, Any] | None:
+    """The latest outcome of a check (``skips=False``: the latest that said anything)."""
     for event in reversed(list(events)):
+        if event.type == "check_skipped" and not skips:
+            continue
         if event.type.startswith("check_") and event.data.get("expression") == expression:
             return {"status": event.type[len("check_"):], "at": event.at.isoformat(),
                     "by": event.actor, **{k: v for k, v in event.data.items()
