@@ -168,6 +168,8 @@ def cmd_forget(mem, args) -> None:
     if args.json:
         return emit_json({"forgotten": [n.to_dict() for n in notes]})
     print(syntax.forgot([n.id for n in notes], syntax.CLI))
+    if replaced := syntax.still_replaced(notes, syntax.CLI):
+        print(replaced)
 
 
 def purge(mem, args) -> None:
@@ -185,6 +187,8 @@ def purge(mem, args) -> None:
     if args.json:
         return emit_json({"purged": [n.to_dict() for n in purged]})
     print(f"Purged {listed}: text and vectors erased; the journal keeps only that it happened.")
+    if replaced := syntax.still_replaced(purged, syntax.CLI):
+        print(replaced)
 
 
 def cmd_reinstate(mem, args) -> None:

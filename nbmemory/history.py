@@ -72,7 +72,7 @@ def diff(before: dict[int, Note], after: dict[int, Note],
             elif new.status == "superseded":
                 by = next((n.id for n in after.values() if n.supersedes == note_id), None)
                 changes.append(Change("superseded", new, f"by #{by}" if by else ""))
-            elif new.status == "active" and old.status in ("revoked", "refuted"):
+            elif new.status == "active" and old.status in ("revoked", "refuted", "superseded"):
                 changes.append(Change("reinstated", new))
         elif new.status == "active" and new.version != old.version:
             changes.append(Change("edited", new, f"v{old.version} -> v{new.version}"))

@@ -363,6 +363,8 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         with usage_errors():
             notes = self.mem.forget(ids)
         print(syntax.forgot([n.id for n in notes], syntax.MAGIC))
+        if replaced := syntax.still_replaced(notes, syntax.MAGIC):
+            print(replaced)
 
     def _purge(self, ids: list[int], *, confirmed: bool) -> None:
         with usage_errors():
@@ -385,6 +387,8 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
             for note in notes:
                 self.mem.purge(note.id)
         print(f"Purged {', '.join(f'#{n.id}' for n in notes)}: text and vectors erased.")
+        if replaced := syntax.still_replaced(notes, syntax.MAGIC):
+            print(replaced)
 
     # -- %snapshot ------------------------------------------------------------------------
 

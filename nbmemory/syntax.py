@@ -78,6 +78,14 @@ def forgot(note_ids, syntax: Syntax) -> str:
     return f"Forgot {listed}. Undo with: {write(Command('reinstate', tuple(ids)), syntax)}"
 
 
+def still_replaced(notes, syntax: Syntax) -> str:
+    """After forgetting or purging corrections: the notes they replaced stay replaced, and
+    the command that brings each back (else nothing: ``notes`` replaced none)."""
+    return "\n".join(f"#{n.supersedes}, which #{n.id} replaced, stays replaced; bring it back "
+                     f"with: {write(Command('reinstate', (n.supersedes,)), syntax)}"
+                     for n in notes if n.supersedes)
+
+
 def message(exc: NbMemoryError, syntax: Syntax) -> str:
     """``exc``'s message with its commands in ``syntax``, on one line."""
     return " ".join(exc.render(syntax).split())

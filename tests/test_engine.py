@@ -134,6 +134,27 @@ def test_supersede_links_and_marks_the_old_note(memory):
         memory.supersede(old.id, "again")
 
 
+def test_a_replaced_note_comes_back_once_its_replacement_is_purged_or_forgotten(memory):
+    """Purging a mistaken correction must not leave the belief it replaced out of reach."""
+    old = memory.remember("the churn window is 30 days", tags="churn")
+    new = memory.supersede(old.id, "the churn window is 45 days (wrong)")
+    with pytest.raises(Conflict, match=f"Cannot reinstate note #{old.id}: it is superseded by "
+                                       f"#{new.id}, which is active; forget #{new.id} first"):
+        memory.reinstate(old.id)
+    with pytest.raises(Conflict, match=f"it is superseded by #{new.id}; change #{new.id}"):
+        memory.forget(old.id)
+    memory.snapshot("corrected")
+    memory.purge(new.id)
+    back = memory.reinstate(old.id)
+    assert (back.status, back.stale) == ("active", ())
+    assert [h.note.id for h in memory.recall("churn window")] == [old.id]
+    assert [(c.change, c.note.id) for c in memory.snapshot_diff("corrected").changes] == [
+        ("reinstated", old.id), ("purged", new.id)]
+    newer = memory.supersede(old.id, "the churn window is 60 days")
+    memory.forget(newer.id)
+    assert memory.reinstate(old.id).status == "active"
+
+
 def test_filters_apply_before_ranking(memory):
     memory.remember("lock ordering matters", tags="locks", kind="gotcha", priority="high")
     memory.remember("lock files live in /tmp", tags="fs", kind="finding", priority="low")

@@ -302,6 +302,16 @@ def test_history_shows_the_supersede_chain(ip):
     assert "Supersede chain: #1 (superseded) -> #2 (active)" in out.stdout
 
 
+def test_purging_a_correction_says_how_to_bring_back_what_it_replaced(ip):
+    run(ip, "remember the churn window is 30 days")
+    run(ip, "remember --supersedes 1 the churn window is 45 days")
+    _, out = run(ip, "forget --purge --yes 2")
+    assert out.stdout.splitlines()[1:] == [
+        "#1, which #2 replaced, stays replaced; bring it back with: %memory reinstate 1"]
+    run(ip, "memory reinstate 1")
+    assert [h.note.id for h in run(ip, "recall churn window")[0]] == [1]
+
+
 def test_store_set_in_config_before_load(store_dir):
     from traitlets.config import Config
 

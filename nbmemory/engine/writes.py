@@ -317,15 +317,36 @@ class Writes(Part):
         if note.status == "revoked" and action == "forget":
             raise Conflict(f"Note #{note_id} is already forgotten; {{0}} brings it back.",
                            Command("reinstate", (note_id,)))
+        by = self.superseded_by(note_id) if note.status == "superseded" else None
         why, then = {"revoked": ("is revoked; reinstate it first with {0}",
                                  Command("reinstate", (note_id,))),
-                     "superseded": ("is superseded; change the note that superseded it instead",
+                     "superseded": (f"is superseded by #{by}; change #{by} instead" if by else
+                                    "is superseded; change the note that superseded it instead",
                                     None),
                      "purged": ("was purged and cannot come back", None),
                      "refuted": ("is refuted; reopen it first with {0}",
                                  Command("reopen", (note_id,))),
                      "active": ("is active", None)}[note.status]
         raise Conflict(f"Cannot {action} note #{note_id}: it {why}.", *([then] if then else []))
+
+    def superseded_by(self, note_id: int) -> int | None:
+        """The note that last replaced ``note_id`` (None if it is not in this store)."""
+        return next((e.data.get("by") for e in reversed(self.store.events(note_id))
+                     if e.type == "superseded_by"), None)
+
+    def _require_reinstatable(self, note_id: int) -> None:
+        """A forgotten note comes back, and so does a replaced one whose replacement was
+        forgotten or purged: else purging a mistaken correction would leave the belief it
+        replaced out of reach for good."""
+        note = self.store.get_notes([valid_id(note_id)]).get(note_id)
+        if note is not None and note.status == "superseded":
+            by = self.superseded_by(note_id)
+            replacement = self.store.get_notes([by]).get(by) if by else None
+            if replacement is not None and replacement.status == "active":
+                raise Conflict(f"Cannot reinstate note #{note_id}: it is superseded by #{by}, "
+                               f"which is active; forget #{by} first, or change it.")
+            return
+        self.require_status(note_id, "revoked", "reinstate")
 
     def _done_before(self, request_id: str | None, note_id: int) -> Note | None:
         """The note as it is now when ``request_id`` was already applied (a resent write)."""
@@ -356,8 +377,8 @@ class Writes(Part):
 
     def reinstate(self, note_id: int | Iterable[int], *, actor: str | None = None,
                   request_id: str | None = None) -> Note | list[Note]:
-        """Bring back forgotten (revoked) notes: one id gives its note, several a list, and
-        either all of them come back or none does."""
+        """Bring back forgotten (revoked) notes, or replaced ones whose replacement is gone:
+        one id gives its note, several a list, and either all of them come back or none does."""
         single, ids = _each_once(note_id)
         if not ids:
             raise InvalidInput("Give the id of the note to reinstate, e.g. {0}",
@@ -367,7 +388,7 @@ class Writes(Part):
                 at, actor = utcnow(), actor or default_author()
                 with self.engine.writing() as entry:
                     for one in ids:  # inside the transaction, as forget's
-                        self.require_status(one, "revoked", "reinstate")
+                        self._require_reinstatable(one)
                     for one in ids:
                         entry.append("reinstated", one, actor=actor, at=at,
                                      request_id=request_id)
