@@ -39,9 +39,10 @@ class Outcome:
     value: str = ""  # repr of the value (capped)
     error: str = ""  # the exception line, for an error
     why: str = ""  # for skipped
+    gave: str = ""  # the type of a value that is not True or False (kept out of the journal)
 
     def to_dict(self) -> dict[str, str]:
-        return {k: v for k, v in self.__dict__.items() if v}
+        return {k: v for k, v in self.__dict__.items() if v and k != "gave"}
 
     @property
     def trouble(self) -> str:
@@ -136,7 +137,9 @@ def _result(value: Any, shown: Any) -> Outcome:
         held = bool(value)
     except Exception as exc:  # noqa: BLE001 - e.g. the truth value of a Series
         return Outcome("error", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:MAX_VALUE])
-    return Outcome("passed" if held else "failed", value=_short(shown))
+    boolean = type(value).__name__ in ("bool", "bool_")  # numpy's too, without importing it
+    return Outcome("passed" if held else "failed", value=_short(shown),
+                   gave="" if boolean else type(value).__name__)
 
 
 def _error(exc: BaseException, budget: float) -> Outcome:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import textwrap
 
 from IPython.core.error import UsageError
@@ -26,6 +27,21 @@ def describe(note_id: int, expression: str, outcome: evaluation.Outcome) -> str:
     if outcome.status == "error":
         return f"#{note_id} could not be checked: {expression} {outcome.trouble}"
     return f"#{note_id} not checked: {expression} ({outcome.why})"
+
+
+# What a note's text cannot start with when it is the rest of a check cut at a space.
+_CONTINUES = re.compile(r"(?:[<>]=?|[=!]=|[-+*/%&|^@.\[]|(?:and|or|in|is|not|if)\b)")
+
+
+def check_whole(line: str, check: str | None, text: str) -> None:
+    """Refuse ``--check len(df) > 100 ...``: unquoted, the check ends at its first space
+    and the rest of it would be stored as the note."""
+    if check is None or re.search(r"--check(?:=|\s+)[\"']", line):
+        return
+    if _CONTINUES.match(text):
+        raise UsageError(f"The check stops at its first space unless quoted: it would be "
+                         f"{check!r} and the note {text[:40]!r}. Quote the check: "
+                         f"%remember --check \"{check} {text.split(' ')[0]} ...\" the finding")
 
 
 def evidence(shell, before: int | None = None, count: int | None = None) -> dict:

@@ -25,7 +25,7 @@ from .ambient import Ambient, Gate
 from .namespace import namespace_terms
 from .config import Settings, configured_model, current_user
 from .magic_args import ask, parse_ids, split_options, unquote, usage_errors
-from .magic_checks import CheckCommands, evidence
+from .magic_checks import CheckCommands, check_whole, evidence
 from .magic_memory import MemoryCommands
 from .when import parse_since
 from .models import Anchor, Provenance
@@ -214,6 +214,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         from .wording import pointer_hint
 
         args, text = split_options(self.remember.parser, line, self._expand, ("--check",))
+        check_whole(line, args.check, text)
         if cell is not None:
             text = cell if not text else f"{text}\n{cell}"
         if args.procedure or args.cells:

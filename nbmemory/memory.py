@@ -88,6 +88,11 @@ def _checked(expression: str, namespace: Mapping[str, Any] | None, budget: float
                 "error": outcome.trouble, "skipped": f"cannot run ({outcome.why})"}[outcome.status]
         raise InvalidInput(f"The check {expression.strip()!r} {said}; the note was not "
                            "stored. Fix the check or the finding.")
+    if outcome.gave:  # a mean or a length holds while it is not 0, even when NaN
+        raise InvalidInput(f"The check {expression.strip()!r} gives a {outcome.gave} (value "
+                           f"{outcome.value}), not True or False, so it would hardly ever fail; "
+                           "write what must hold, e.g. a comparison such as "
+                           f"'{expression.strip()} > 0'. The note was not stored.")
     return evaluation.check_anchor(expression, namespace, outcome)
 
 

@@ -185,6 +185,23 @@ def test_remember_check_then_a_cell_that_breaks_it(ip):
     assert cell(ip, "%memory check") == f"#1 holds: {CHECK} (value 0.0)\n"
 
 
+def test_a_check_cut_at_its_first_space_or_that_gives_no_true_or_false_is_refused(ip):
+    cell(ip, "import pandas as pd\ndf = pd.DataFrame({'x': range(200)})")
+    with pytest.raises(UsageError, match=re.escape(
+            "The check stops at its first space unless quoted: it would be 'len(df)' and the "
+            "note '> 100 df has more than 100 rows'. Quote the check: %remember --check "
+            "\"len(df) > ...\" the finding")):
+        cell(ip, "%remember --check len(df) > 100 df has more than 100 rows")
+    with pytest.raises(UsageError, match=re.escape(
+            "The check 'df.x.mean()' gives a float64 (value 99.5), not True or False, so it "
+            "would hardly ever fail; write what must hold")):
+        cell(ip, "%remember --check 'df.x.mean()' the mean is about 100")
+    assert ip.magics_manager.registry["NbMemory"].mem.notes().total == 0
+    assert "Remembered #1" in cell(ip, "%remember --check df.x.is_unique x has no repeats")
+    assert "Remembered #2" in cell(ip, "%remember --check '(df.x >= 0).all()' x is never "
+                                       "negative")
+
+
 def test_a_check_keeps_the_quotes_inside_it(ip):
     cell(ip, "label = 'y'")
     shown = cell(ip, "%remember --check \"label != 'x'\" the label is never x")
