@@ -245,6 +245,39 @@ def test_an_owner_exits_when_its_store_directory_is_gone(store, damage):
     memory.close()
 
 
+@pytest.mark.parametrize("damage", [_remove, _replace])
+def test_a_write_just_after_the_store_is_deleted_is_kept_in_the_store_there_now(store, damage):
+    """The owner of the deleted files must not acknowledge a write into them during the
+    second its watch takes to notice: the call goes to the next owner, of the new store."""
+    with Memory.open(store, model=HASH, mode="service", idle_timeout=0) as memory:
+        memory.remember("in the store that is deleted")
+        damage(store)
+        written = [memory.remember(f"written after the delete {i}") for i in range(5)]
+        assert [n.id for n in written] == [1, 2, 3, 4, 5]  # no id given out twice
+        assert sorted(n.text for n in memory.notes().notes) == sorted(n.text for n in written)
+
+
+def test_a_local_store_deleted_while_open_keeps_no_write_and_spares_the_new_one(tmp_path):
+    store = tmp_path / "store"
+    memory = Memory.open(store, model=HASH, mode="local")
+    memory.remember("before the delete")
+    shutil.rmtree(store)
+    with pytest.raises(StoreUnavailable, match="was deleted or replaced while this process "
+                                               "had it open, so this write was not kept"):
+        memory.remember("after the delete")
+    # Another process makes a new store there and dies before a checkpoint: its notes are
+    # in the write-ahead log only, which closing the old store removed (DuckDB, by name).
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import os
+        from nbmemory.memory import Memory
+        memory = Memory.open({str(store)!r}, model={HASH!r}, mode="local")
+        memory.remember("new one"); memory.remember("new two")
+        os._exit(0)""")], check=True)
+    memory.close()
+    with Memory.open(store, model=HASH, mode="local") as again:
+        assert sorted(n.text for n in again.notes().notes) == ["new one", "new two"]
+
+
 @pytest.mark.parametrize("damage", ["removed", "replaced"])
 def test_an_owner_exits_when_its_lock_file_is_gone(store, damage):
     with Memory.open(store, model=HASH, mode="service", idle_timeout=0) as memory:

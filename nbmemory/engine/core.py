@@ -23,7 +23,7 @@ import numpy as np
 from .. import __version__
 from ..config import Settings, find_git_root
 from ..embed import Embedder, make_embedder, model_name
-from ..errors import Command, EmbedderMismatch, StoreUnreachable
+from ..errors import Command, EmbedderMismatch, StoreUnavailable, StoreUnreachable
 from ..events import INDEXED
 from ..lock import OwnerLock, prepare_directory
 from ..models import Hits, Page, utcnow
@@ -180,15 +180,19 @@ class Engine:
     def close(self) -> None:
         with self.lock:
             if self._owner.held:
+                # A store directory deleted (and maybe made anew) while open: whatever this
+                # engine wrote now would land in the files of the store at that path now.
+                mine = self._owner.intact()
                 try:
-                    self.recalls.flush_log()
-                    self.keywords.save()
-                    self.cards.save()
-                    self.dense.save()
+                    if mine:
+                        self.recalls.flush_log()
+                        self.keywords.save()
+                        self.cards.save()
+                        self.dense.save()
                 finally:
                     self.dense.close()
                     self.checker.close()
-                    self.store.close()
+                    self.store.close(checkpoint=mine)
                     if self.mirror is not None:
                         self.mirror.close()
                     self._owner.release()
@@ -380,6 +384,11 @@ class Engine:
                 if first:
                     self.set_identity(f"{self.embedder.name}:{ndim}")
                 yield entry
+                if not self._owner.intact():  # checked before the commit: else it is lost
+                    raise StoreUnavailable(
+                        f"The store directory {self.directory} was deleted or replaced while "
+                        f"this process had it open, so this write was not kept. Open the "
+                        f"store again (a new kernel, or %reload_ext nbmemory) and repeat it.")
         except BaseException:
             self._identity = None  # set_meta may have been rolled back
             raise

@@ -23,7 +23,7 @@ from ..embed import DEFAULT_ALIASES
 from ..errors import Command, EmbedderMismatch, NbMemoryError, StoreUnavailable
 from . import codec, transport as transports
 from .log import log
-from .protocol import HEADER_CLIENT, HEADER_MODEL, PROTOCOL, STATUS_BY_ERROR
+from .protocol import HEADER_CLIENT, HEADER_MODEL, PROTOCOL, STATUS_BY_ERROR, OwnerGone
 
 Owner = Any  # the owner.Owner serving this server (not imported: owner imports this)
 
@@ -202,6 +202,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             result = owner.call(operation, arguments, id(self.connection),
                                 progress_token=request.get("progress_token"))
             return 200, {"result": codec.encode(result)}
+        except OwnerGone as exc:  # the client sends it again, to the next owner
+            return 503, {"error": {"type": "OwnerExiting",
+                                   "message": f"The store's owner is stopping ({exc})."}}
         except NbMemoryError as exc:
             return STATUS_BY_ERROR.get(type(exc).__name__, 400), {"error": exc.to_dict()}
         except Exception as exc:  # noqa: BLE001 - reported to the client, logged here

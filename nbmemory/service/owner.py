@@ -31,7 +31,7 @@ from .batcher import RememberBatcher
 from .handler import Server, disk_full
 from .log import log
 from .protocol import (DEFAULT_IDLE_TIMEOUT, ERROR_NAME, HEADER_PROTOCOL, HEADER_MODEL,
-                       HEADER_VERSION, INFO_NAME, LOG_NAME, PROTOCOL, read_info,
+                       HEADER_VERSION, INFO_NAME, LOG_NAME, PROTOCOL, OwnerGone, read_info,
                        remove_leftovers, same_model, write_info)
 
 SHUTDOWN_GRACE = 60.0  # asked to stop: calls in flight may finish for this long
@@ -473,10 +473,25 @@ class Owner:
 
     def call(self, operation: str, arguments: dict[str, Any], client: Any = None,
              progress_token: str | None = None) -> Any:
+        """Do ``operation``; OwnerGone if the store's files are no longer this owner's,
+        before or during it: the watch would see it within a second, while a write
+        acknowledged meanwhile would be lost with the deleted files (the engine refuses
+        to commit one)."""
         try:
-            return self._call(operation, arguments, client, progress_token)
+            self._still_mine()
+            try:
+                return self._call(operation, arguments, client, progress_token)
+            except Exception:
+                self._still_mine()
+                raise
         finally:
             self._answered.set()
+
+    def _still_mine(self) -> None:
+        gone = self.files_gone()
+        if gone:
+            self.request_shutdown(gone)
+            raise OwnerGone(gone)
 
     def _call(self, operation: str, arguments: dict[str, Any], client: Any,
               progress_token: str | None) -> Any:

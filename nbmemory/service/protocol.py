@@ -46,6 +46,11 @@ STATUS_BY_ERROR = {
     "ModelUnavailable": 503,
 }
 
+
+class OwnerGone(Exception):
+    """The store's files are no longer this owner's (deleted, or replaced by a new store):
+    it stops, and its clients send the call again to the next owner."""
+
 def default_idle_timeout(environ=None) -> float:
     """Seconds a started owner waits for requests before exiting: ``NBMEMORY_IDLE_TIMEOUT``
     (0: never) or 1800. Read by every client that spawns owners and by the owner's command."""

@@ -83,13 +83,12 @@ class Store(Rows):
             self.con.close()
             raise
 
-    def close(self) -> None:
-        """Checkpoint, then close: after a clean close every note is in the main file, none
-        only in the write-ahead log."""
-        try:
-            self.con.execute("CHECKPOINT")
-        except duckdb.Error:
-            pass  # a read-only or failing disk: closing must still release the file
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Checkpoint, then close: after a clean close every note is in the main file. Not
+        when the files at this path are no longer this store's: DuckDB would remove the
+        write-ahead log of the store that replaced it (by name) on closing."""
+        with suppress(duckdb.Error):  # a read-only or failing disk: still release the file
+            self.con.execute("CHECKPOINT" if checkpoint else "PRAGMA disable_checkpoint_on_shutdown")
         self.con.close()
 
     def compact(self) -> None:

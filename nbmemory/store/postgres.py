@@ -181,7 +181,7 @@ class PostgresStore(Store):
             f"The team store {self.address.url} is unreachable ({why}); what was not "
             "acknowledged was not written, and sending it again is safe.")
 
-    def close(self) -> None:
+    def close(self, *, checkpoint: bool = True) -> None:
         self._closed = True
         self.con.raw.close()
 
