@@ -289,6 +289,20 @@ def remembered_display(note: Note, similar: Sequence[Hit], *, hint: str | None =
     return Rich("\n".join(text_lines), _STYLE + body)
 
 
+def already_display(note: Note) -> Rich:
+    """What %remember says when its cell runs again: the note that cell wrote, as it is now."""
+    when = f" on {note.created_at:%Y-%m-%d %H:%M}" if note.created_at else ""
+    now = {"superseded": "; it is superseded since (%memory history {id} shows by what)",
+           "revoked": "; it was forgotten since (%memory reinstate {id} brings it back)",
+           "refuted": "; it was refuted since",
+           "purged": "; it was purged since"}.get(note.status, "")
+    if note.status == "active" and note.version > 1:
+        now = f"; edited since (now version {note.version})"
+    text = (f"Already remembered as #{note.id} by this cell{when}{now.format(id=note.id)}: "
+            f"not written again. (Change the line to write a new note.)")
+    return Rich(text, _STYLE + f'<p class="nbm-muted">{html.escape(text)}</p>')
+
+
 def _waiting(count: int) -> str:
     """Notes written while the model loaded, not yet embedded."""
     if not count:

@@ -92,6 +92,13 @@ def usage_errors():
         raise UsageError(exc.render(syntax.MAGIC)) from None
 
 
+def split_message(line: str) -> tuple[str, str]:
+    """``NAME -m the message`` -> (``NAME``, ``the message``): a message is the rest of the
+    line, quoted or not, as a note's text is."""
+    found = re.search(r"(?:^|\s)(?:-m|--message)(?:\s+|=)(.*)$", line, re.S)
+    return (line[:found.start()], unquote(found.group(1))) if found else (line, "")
+
+
 def unquote(value: str) -> str:
     """``"a message"`` -> ``a message``: IPython's argument parser keeps the quotes."""
     value = (value or "").strip()

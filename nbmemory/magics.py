@@ -8,7 +8,6 @@ apostrophes and quotes in a note need no escaping. Settings are traitlets:
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 from IPython.core.error import UsageError
@@ -24,7 +23,7 @@ from . import procedures, syntax, wording
 from .ambient import Ambient, Gate
 from .namespace import namespace_terms
 from .config import Settings, configured_model, current_user
-from .magic_args import ask, parse_ids, split_options, unquote, usage_errors
+from .magic_args import ask, parse_ids, split_message, split_options, unquote, usage_errors
 from .magic_checks import CheckCommands, check_whole, evidence
 from .magic_memory import MemoryCommands
 from .when import parse_since
@@ -211,6 +210,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         shows it. The note goes stale when what it is about changes (%memory stale).
         """
         from .anchors import pointer_only
+        from .provenance import cell_request_id
         from .wording import pointer_hint
 
         args, text = split_options(self.remember.parser, line, self._expand, ("--check",))
@@ -226,16 +226,18 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
                                   count=args.output_of))
         with usage_errors():
             options = dict(kind=args.kind, priority=args.priority, tags=args.tags,
-                           provenance=provenance, author=provenance.author, about=about)
+                           provenance=provenance, author=provenance.author, about=about,
+                           request_id=cell_request_id(provenance, line, cell))
             if args.check is not None:
                 options.update(check=unquote(args.check), namespace=self.shell.user_ns,
                                budget=self.check_budget)
             note, similar = self.mem.remember_with_similar(
                 text, supersedes=args.supersedes, similar=self.similar, **options)
-        hint = None
-        if pointer_only(note.text):
-            hint = pointer_hint(note.id, f"%remember --supersedes {note.id} <the finding>")
-        display(show.remembered_display(note, similar, hint=hint))
+        if note.provenance.captured_at != provenance.captured_at:  # run again: not written
+            return display(show.already_display(note))
+        hint = pointer_only(note.text) and pointer_hint(
+            note.id, f"%remember --supersedes {note.id} <the finding>")
+        display(show.remembered_display(note, similar, hint=hint or None))
 
     def _procedure(self, args, description: str) -> str:
         if not (args.procedure and args.cells):
@@ -407,14 +409,9 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         %snapshot --diff A [B]    notes added, edited, superseded, revoked and gone stale
                                   from A to B (default: now)
         """
-        # The message is the rest of the line, quoted or not (as %remember's text is).
-        message = re.search(r"(?:^|\s)(?:-m|--message)(?:\s+|=)(.*)$", line, re.S)
-        if message:
-            line = line[:message.start()]
+        line, message = split_message(line)
         args = parse_argstring(self.snapshot, line)
-        args.name = [n for n in map(unquote, args.name) if n]
-        if message:
-            args.message = message.group(1)
+        args.name, args.message = [n for n in map(unquote, args.name) if n], message
         if args.list and (args.diff or args.name):
             raise UsageError("--list takes nothing else: %snapshot --list")
         with usage_errors():
@@ -427,7 +424,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
                     self.mem.snapshot_diff(*args.name, variables=self._variables())))
             if not args.name:
                 raise UsageError("Give the snapshot a name: %snapshot NAME [-m message]")
-            snap = self.mem.snapshot(" ".join(args.name), message=unquote(args.message),
+            snap = self.mem.snapshot(" ".join(args.name), message=args.message,
                                      variables=self._variables())
         print(f"Sealed snapshot {snap.name!r} at journal position {snap.seq} "
               f"({wording.counted(snap.note_count, 'active note')}).")

@@ -352,3 +352,14 @@ def capture(shell=None, *, environ: Mapping[str, str] | None = None,
     fields["source"] = source or ("notebook" if fields.get("notebook") else
                                   "kernel" if in_kernel else "ipython")
     return Provenance(**{k: v for k, v in fields.items() if v is not None})
+
+
+def cell_request_id(provenance: Provenance, line: str, cell: str | None) -> str | None:
+    """A ``%remember``'s request id, made from the cell that runs it: running that cell
+    again (Run All, a restarted kernel) finds the note it wrote instead of a copy, as a
+    resent write does. None outside a notebook's cell (a terminal's line is typed anew)."""
+    if not (provenance.notebook and provenance.cell_id):
+        return None
+    key = "\0".join((provenance.author or "", provenance.notebook, provenance.cell_id, line,
+                      cell or ""))
+    return "cell-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import sys
 import time
 import subprocess
@@ -221,6 +222,40 @@ def test_provenance_from_a_notebook_run_by_nbclient(repo):
     assert [(a.kind, a.target) for a in note.anchors] == [
         ("variable", "df"), ("data", "data/orders.csv"), ("cell", f"analysis/orders.ipynb#{cells[2].id}")]
     assert note.anchors[0].fingerprint["scope"] == str(nb_path)
+
+
+@pytest.mark.timeout(300)
+def test_running_a_notebook_again_finds_the_notes_its_cells_wrote(repo):
+    """Run All twice (a new kernel each time) is the everyday way to check an analysis:
+    it must not store every finding again; a changed line is a new note."""
+    store = repo / ".nbmemory"
+    nb_path = repo / "analysis" / "churn.ipynb"
+    cells = [NOTEBOOK_CELLS[0].format(store=str(store)),
+             "%remember -t churn the churn window is 30 days",
+             "%remember the export runs nightly"]
+    nbformat.write(nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(c) for c in cells]), nb_path)
+
+    def shown(nb, index):
+        return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                       for o in nb.cells[index].outputs if o.get("name") != "stderr")
+
+    first = run_notebook(nb_path)
+    assert shown(first, 1).startswith("Remembered #1 (finding, medium) [churn]")
+    stop(store)
+    with Memory.open(store, embedder=HashEmbedder()) as mem:
+        mem.forget(2)
+    again = run_notebook(nb_path)
+    assert re.fullmatch(r"Already remembered as #1 by this cell on \S+ \S+: not written again\. "
+                        r"\(Change the line to write a new note\.\)", shown(again, 1))
+    assert "; it was forgotten since (%memory reinstate 2 brings it back)" in shown(again, 2)
+    changed = nbformat.read(nb_path, as_version=4)
+    changed.cells[2].source = "%remember the export runs nightly at 02:00"
+    nbformat.write(changed, nb_path)
+    assert shown(run_notebook(nb_path), 2).startswith("Remembered #3 (finding, medium)")
+    stop(store)
+    with Memory.open(store, embedder=HashEmbedder()) as mem:
+        assert [n.id for n in mem.notes(status=("active", "revoked")).notes] == [3, 2, 1]
 
 
 @pytest.mark.timeout(300)
