@@ -300,10 +300,12 @@ class Memory:
 
     def edit(self, note_id: int, *, text: str | None = None, kind: str | None = None,
              priority: str | None = None, tags: str | Iterable[str] | None = None,
-             author: str | None = None, request_id: str | None = None) -> Note:
-        """Write a new version of a note with the given fields changed."""
+             author: str | None = None, request_id: str | None = None,
+             version: int | None = None) -> Note:
+        """Write a new version of a note with the given fields changed; with ``version``,
+        only if the note is still at that version (else Conflict)."""
         return self._call("edit", note_id=note_id, text=text, kind=kind, priority=priority,
-                          tags=tags, author=author, request_id=request_id)
+                          tags=tags, author=author, request_id=request_id, version=version)
 
     def forget(self, note_ids: int | Iterable[int], *, actor: str | None = None,
                request_id: str | None = None) -> list[Note]:

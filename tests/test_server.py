@@ -147,6 +147,18 @@ async def test_get_note_with_history_and_edit_makes_new_version(api):
     assert [e["type"] for e in detail["history"]] == ["created", "edited"]
 
 
+async def test_an_edit_from_an_older_read_is_refused_when_it_names_its_version(api):
+    note = await remember(api, "exports run at 02:00")
+    code, b = await api(f"notes/{note['id']}", "PATCH", {"text": "at 03:00", "version": 1})
+    assert (code, b["version"]) == (200, 2)
+    code, a = await api(f"notes/{note['id']}", "PATCH", {"text": "at 04:00", "version": 1})
+    assert code == 409 and a["message"] == (
+        f"Note #{note['id']} is at version 2, not 1: it was edited since it was read. Nothing "
+        "was written; read it again and edit version 2.")
+    code, detail = await api(f"notes/{note['id']}")
+    assert (detail["note"]["text"], detail["note"]["version"]) == ("at 03:00", 2)
+
+
 async def test_a_note_that_supersedes_keeps_what_it_does_not_say(api):
     await remember(api, "exports run at 02:00", kind="gotcha", priority="high", tags=["export"])
     code, note = await api("notes", "POST", {"text": "exports run at 03:00", "supersedes": 1})
@@ -273,6 +285,12 @@ BAD_REQUESTS = [
     ("notes/1", "PATCH", {"text": ""}, {}, "The note is empty"),
     ("notes/1", "PATCH", {"priority": "urgent"}, {}, "Unknown priority"),
     ("notes/1", "PATCH", {"id": 7}, {}, "Unknown field(s) id"),
+    ("notes/1", "PATCH", {"text": None, "tags": None}, {},
+     "Field(s) tags, text are null; leave out a field to keep it as it is."),
+    ("notes/1", "PATCH", {"version": 1}, {}, "Nothing to change"),
+    ("notes/1", "PATCH", {"text": "x", "version": "1"}, {}, "Field 'version' is the version"),
+    ("recall", "GET", None, {"query": "x", "explain": "maybe"},
+     "explain is yes or no (1/true/yes, 0/false/no), not 'maybe'."),
     ("notes/1/supersede", "POST", {"kind": "gotcha"}, {}, "Missing field(s) text"),
     ("notes/1/forget", "POST", {"reason": "x"}, {}, "Unknown field(s) reason"),
     ("notes", "GET", None, {"limit": "lots"}, "limit must be a whole number"),

@@ -256,10 +256,17 @@ class Writes(Part):
 
     def edit(self, note_id: int, *, text: str | None = None, kind: str | None = None,
              priority: str | None = None, tags: str | Iterable[str] | None = None,
-             author: str | None = None, request_id: str | None = None) -> Note:
-        """Write a new version of a note; the old version stays in its history."""
+             author: str | None = None, request_id: str | None = None,
+             version: int | None = None) -> Note:
+        """Write a new version of a note; the old version stays in its history. With
+        ``version``, only over that version: an edit made from an older read is refused."""
         with self.lock:
             old = self.require_status(note_id, "active", "edit")
+            if version is not None and old.version != version and not (
+                    request_id and self.store.request_note(request_id) is not None):
+                raise Conflict(f"Note #{note_id} is at version {old.version}, not {version}: "
+                               f"it was edited since it was read. Nothing was written; read "
+                               f"it again and edit version {old.version}.")
             new_text = check_text(text) if text is not None else old.text
             new_kind = check_kind(kind) if kind is not None else old.kind
             new_priority = check_priority(priority) if priority is not None else old.priority

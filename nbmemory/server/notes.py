@@ -69,10 +69,20 @@ class NoteHandler(NbMemoryHandler):
 
     @api
     async def patch(self, ident: str):
-        """Edit: write a new version with the given fields changed."""
-        data = self.body(("text", "kind", "priority", "tags"))
-        if not data:
+        """Edit: write a new version with the given fields changed (``version``: only over
+        that version, else 409)."""
+        data = self.body(("text", "kind", "priority", "tags", "version"))
+        if not set(data) - {"version"}:
             raise InvalidInput("Nothing to change; send text, kind, priority or tags.")
+        empty = sorted(name for name, value in data.items() if value is None)
+        if empty:  # null is not "unchanged": that is a field left out
+            raise InvalidInput(f"Field(s) {', '.join(empty)} are null; leave out a field to "
+                               "keep it as it is.")
+        version = data.get("version")
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)
+                                    or version < 1):
+            raise InvalidInput("Field 'version' is the version the edit was made from, a "
+                               "whole number from 1.")
         author = self.user()
         note = await self.call(lambda m: m.edit(note_id(ident), author=author, **data), "edit")
         self.reply(self.note(note))

@@ -51,10 +51,13 @@ class RequestParsing:
         return value if value not in ("",) else default
 
     def flag(self, name: str, default: bool) -> bool:
-        """A yes/no query parameter: 1/true/yes, 0/false/no."""
+        """A yes/no query parameter: 1/true/yes, 0/false/no (anything else is refused)."""
         value = (self.arg(name) or "").lower()
-        if default:
-            return value not in ("0", "false", "no")
+        if not value:
+            return default
+        if value not in ("1", "true", "yes", "0", "false", "no"):
+            raise InvalidInput(f"{name} is yes or no (1/true/yes, 0/false/no), not "
+                               f"{self.arg(name)!r}.")
         return value in ("1", "true", "yes")
 
     def int_arg(self, name: str, default: int, low: int = 0, high: int | None = None) -> int:
