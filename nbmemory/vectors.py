@@ -7,8 +7,10 @@ Files are written to a temporary name and renamed over the old one, never in pla
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +117,7 @@ class VectorIndex:
         elif len(keys) and self._filler is None:
             self._filler = threading.Thread(target=self._fill_all, args=(keys,),
                                             name="nbmemory-vector-rows", daemon=True)
+            _WORKING.add(self)
             self._filler.start()
 
     def _fill(self, keys: np.ndarray) -> None:
@@ -195,6 +198,7 @@ class VectorIndex:
         index.built = (0, len(keys))
         index._builder = threading.Thread(target=index._build, args=(done, progress),
                                           name="nbmemory-vector-graph", daemon=True)
+        _WORKING.add(index)
         index._builder.start()
         return index
 
@@ -479,3 +483,15 @@ class VectorIndex:
                      source=source, source_all=source_all, fill_below=fill_below)
         loaded._viewed = Path(path)
         return loaded, meta
+
+
+_WORKING: weakref.WeakSet = weakref.WeakSet()  # indexes with a thread started, maybe running
+
+
+@atexit.register
+def _stop_working() -> None:
+    """At exit, stop the threads of indexes nobody closed (a script that never closed its
+    store), as close does: usearch's own threads, killed mid-insert, abort the process
+    ("terminate called without an active exception"). The notes are in the database."""
+    for index in list(_WORKING):
+        index.close()

@@ -278,6 +278,24 @@ def test_a_local_store_deleted_while_open_keeps_no_write_and_spares_the_new_one(
         assert sorted(n.text for n in again.notes().notes) == ["new one", "new two"]
 
 
+def test_a_script_that_never_closes_its_store_exits_cleanly_while_the_graph_builds(tmp_path):
+    """Scripts often skip close(): exiting while the vector graph is built in the background
+    aborted the interpreter (usearch's threads killed mid-insert), exit status 134."""
+    store = tmp_path / "store"
+    with Memory.open(store, model=HASH, mode="local") as memory:
+        memory.remember_many([{"text": f"note {i} about orders"} for i in range(2_500)])
+    for leftover in store.glob("vectors.usearch*"):
+        leftover.unlink()  # the next open builds the graph again, in the background
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        from nbmemory.memory import Memory
+        memory = Memory.open({str(store)!r}, model={HASH!r}, mode="local")
+        print(memory.remember("written by a script that never closes").id)""")],
+        capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "2501\n", "")
+    with Memory.open(store, model=HASH, mode="local") as memory:
+        assert memory.get(2501).text == "written by a script that never closes"
+
+
 @pytest.mark.parametrize("damage", ["removed", "replaced"])
 def test_an_owner_exits_when_its_lock_file_is_gone(store, damage):
     with Memory.open(store, model=HASH, mode="service", idle_timeout=0) as memory:
