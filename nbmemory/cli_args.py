@@ -256,8 +256,8 @@ def require_store(store: str | None, *, creating: bool = False,
     where a mistyped ``--store`` points ("No active notes." would say the notes are gone);
     a store is created only in a directory that exists."""
     from .config import locate_store
-    from .errors import StoreUnavailable
-    from .store import DB_FILENAME
+    from .errors import StoreDamaged, StoreUnavailable
+    from .store import DB_FILENAME, lost_database
 
     if store == "":
         raise CommandError("--store is empty: give the store's directory or postgresql:// "
@@ -275,6 +275,8 @@ def require_store(store: str | None, *, creating: bool = False,
                                "exist. Check --store and NBMEMORY_HOME, or make the directory "
                                "first.", EXIT_USAGE)
     elif not (path / DB_FILENAME).exists():
+        if lost := lost_database(path, 0):
+            raise StoreDamaged(lost)
         raise StoreUnavailable(
             f"No store at {location}: nothing was remembered there yet. Check --store and "
             f"NBMEMORY_HOME; {how} creates it.")

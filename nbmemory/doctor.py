@@ -68,7 +68,7 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
     from .config import locate_store
     from .embed import model_name
     from .lock import LOCK_FILENAME, OwnerLock, read_owner_pid, world_writable
-    from .store import DB_FILENAME
+    from .store import DB_FILENAME, lost_database
 
     location = locate_store(store)
     directory = location.path
@@ -111,8 +111,10 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
             return
         database = directory / DB_FILENAME
         if not database.exists():
-            yield Check("database", "warn", f"no {DB_FILENAME} yet in {directory}",
-                        "It is created by the first remember.")
+            lost = lost_database(directory, 0)
+            yield (Check("database", "fail", f"{DB_FILENAME} is missing from {directory}", lost)
+                   if lost else Check("database", "warn", f"no {DB_FILENAME} yet in {directory}",
+                                      "It is created by the first remember."))
             return
         import duckdb
 

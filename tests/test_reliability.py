@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from nbmemory.embed import HashEmbedder
-from nbmemory.errors import EmbedderMismatch, StoreUnavailable
+from nbmemory.errors import EmbedderMismatch, StoreDamaged, StoreUnavailable
 from nbmemory.memory import Memory
 from nbmemory.service import owner_info, stop
 from nbmemory.service.protocol import lock_held
@@ -276,6 +276,27 @@ def test_a_local_store_deleted_while_open_keeps_no_write_and_spares_the_new_one(
     memory.close()
     with Memory.open(store, model=HASH, mode="local") as again:
         assert sorted(n.text for n in again.notes().notes) == ["new one", "new two"]
+
+
+def test_a_deleted_database_beside_its_index_is_refused_not_started_afresh(tmp_path):
+    """The vector index is the evidence that notes were there: a new empty store over it
+    would tell the user nothing was ever remembered, and overwrite that evidence."""
+    store = tmp_path / "store"
+    with Memory.open(store, model=HASH, mode="local") as memory:
+        memory.remember_many([{"text": f"finding {i}"} for i in range(5)])
+    for database in store.glob("memory.duckdb*"):
+        database.unlink()
+    said = (f"The store {store} has lost its database: its vector index saw journal position "
+            f"5, and memory.duckdb is missing or holds less (position 0). Nothing was changed.")
+    cli = subprocess.run([str(Path(sys.executable).parent / "nbmemory"), "--store", str(store), "status"],
+                         capture_output=True, text=True)
+    assert cli.returncode == 3 and said in " ".join(cli.stderr.split()), cli.stderr
+    with pytest.raises(StoreDamaged, match=re.escape(said)):
+        Memory.open(store, model=HASH, mode="local")
+    assert json.loads((store / "vectors.usearch.json").read_text())["seq"] == 5  # kept
+    doctor = subprocess.run([str(Path(sys.executable).parent / "nbmemory"), "--store", str(store), "doctor"],
+                            capture_output=True, text=True)
+    assert "memory.duckdb is missing from" in doctor.stdout and doctor.returncode != 0
 
 
 def test_a_script_that_never_closes_its_store_exits_cleanly_while_the_graph_builds(tmp_path):

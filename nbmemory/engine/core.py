@@ -23,13 +23,14 @@ import numpy as np
 from .. import __version__
 from ..config import Settings, find_git_root
 from ..embed import Embedder, make_embedder, model_name
-from ..errors import Command, EmbedderMismatch, StoreUnavailable, StoreUnreachable
+from ..errors import (Command, EmbedderMismatch, StoreDamaged, StoreUnavailable,
+                      StoreUnreachable)
 from ..events import INDEXED
 from ..lock import OwnerLock, prepare_directory
 from ..models import Hits, Page, utcnow
 from ..repos import Repositories
 from ..stale import StaleChecker
-from ..store import SCHEMA_VERSION, open_store
+from ..store import SCHEMA_VERSION, lost_database, open_store
 from ..vectors import VectorIndex
 from .about import About
 from .checking import Checking
@@ -261,6 +262,10 @@ class Engine:
         self.recalls.forget_past()
         self.dense.close()
         stored = self.stored_identity
+        if not stored and not self.store.shared:  # new, or its database was deleted?
+            lost = lost_database(self.directory, self.store.position())
+            if lost:
+                raise StoreDamaged(lost)
         if not stored or self.mismatch:
             self._index_state = "empty" if not stored else "needs re-embedding"
         else:  # first: it refuses, touching nothing, a store that has lost writes

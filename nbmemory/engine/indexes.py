@@ -23,14 +23,13 @@ from ..events import EFFECTS, INACTIVE, INDEXED
 from ..lexical import LexicalIndex, LexicalIndexError
 from ..errors import StoreDamaged
 from ..models import PRIORITIES, Note
-from ..store import DB_FILENAME, SCHEMA_VERSION, Filters, Store
+from ..store import DB_FILENAME, SCHEMA_VERSION, VECTOR_FILENAME, Filters, Store
 from ..store.rows import as_stored
 from ..vectors import VectorIndex, VectorIndexError
 from .journal import Change
 from .neighbours import Neighbours
 
 Progress = Callable[[int, int], None]
-VECTOR_FILENAME = "vectors.usearch"
 KEYWORDS_FILENAME = "keywords.index"
 CARDS_FILENAME = "cards.index"
 

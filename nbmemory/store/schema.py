@@ -4,8 +4,35 @@ written by a newer nbmemory and is refused untouched."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 DB_FILENAME = "memory.duckdb"
 COMPACT_FILENAME = "memory.compact.duckdb"
+VECTOR_FILENAME = "vectors.usearch"  # the engine's index of the vectors, beside the database
+
+
+def indexed_position(directory: Path) -> int:
+    """The journal position the vector index in ``directory`` last saw (0: none): the
+    evidence that a database missing or new there has lost what it held."""
+    try:
+        meta = json.loads((Path(directory) / f"{VECTOR_FILENAME}.json").read_text())
+        return int(meta.get("seq", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
+
+
+def lost_database(directory: Path, position: int) -> str | None:
+    """Why the store in ``directory`` must not be used as if new, or None: its database
+    (at journal ``position``) holds less than its vector index saw."""
+    seen = indexed_position(directory)
+    if seen <= position:
+        return None
+    return (f"The store {directory} has lost its database: its vector index saw journal "
+            f"position {seen:,}, and {DB_FILENAME} is missing or holds less (position "
+            f"{position:,}). Nothing was changed. Put {DB_FILENAME} back from a backup; or, to "
+            f"start an empty store here, move {VECTOR_FILENAME}, {VECTOR_FILENAME}.json, "
+            f"keywords.index and cards.index away first.")
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
