@@ -445,8 +445,10 @@ def spec_anchor(spec: str, roots: list[Path], root: Path, reader: DataReader | N
 
 
 def cell_anchor(notebook: str, cell_id: str, cell_hash: str, root: Path) -> Anchor:
+    """``saved``: the notebook was on disk then, so its going away later is news."""
     target = f"{display_path(Path(notebook), root)}#{cell_id}"
-    return Anchor("cell", target, {"sha": cell_hash, "at": time.time()}, "cell")
+    return Anchor("cell", target, {"sha": cell_hash, "at": time.time(),
+                                   "saved": os.path.exists(notebook)}, "cell")
 
 
 def split_cell_target(target: str) -> tuple[str, str]:

@@ -345,6 +345,9 @@ class StaleChecker:
             return []
         notebook, cell_id = split_cell_target(anchor.target)
         key, cells = self._cell(absolute(notebook, self.root))
+        if key is None and old.get("saved"):  # a verify stops watching it (see retake)
+            return [StaleReason("missing", notebook, "the notebook it was written in; "
+                                "renamed or moved?")]
         if key is None or cells is None or key[0] / 1e9 <= float(old.get("at", 0)):
             return []
         shown = f"{notebook} cell {cell_id[:8]}"
@@ -394,11 +397,15 @@ class StaleChecker:
             return Anchor(anchor.kind, anchor.target, fingerprint, anchor.origin)
         if anchor.kind == "cell":
             notebook, cell_id = split_cell_target(anchor.target)
-            _, cells = self._cell(absolute(notebook, self.root))
+            key, cells = self._cell(absolute(notebook, self.root))
+            if key is None:  # gone: the note was checked without it, and stops watching it
+                return Anchor("cell", anchor.target, {**anchor.fingerprint, "at": time.time(),
+                                                      "saved": False}, anchor.origin)
             if cells is None:
                 return None
             sha = source_hash(cells[cell_id]) if cell_id in cells else None
-            return Anchor("cell", anchor.target, {"sha": sha, "at": time.time()}, anchor.origin)
+            return Anchor("cell", anchor.target, {"sha": sha, "at": time.time(), "saved": True},
+                          anchor.origin)
         if anchor.kind == "variable":
             scope = anchor.fingerprint.get("scope", "")
             if not variables or variables.get("scope", "") != scope:

@@ -172,8 +172,8 @@ def anchors_line(note: Note) -> str:
 def _not_retaken(kind: str, target: str) -> str:
     """What a verify could not re-take, why, and what to do."""
     if kind == "cell":
-        return (f"its cell: the notebook {target.split('#', 1)[0]} is not there any more "
-                "(renamed or moved?)")
+        return (f"its cell: the notebook {target.split('#', 1)[0]} cannot be read (is it "
+                "a valid .ipynb?)")
     if kind == "variable":
         return (f"{target}: it cannot be re-taken here (a variable must exist in this "
                 "notebook's kernel: run the cell that defines it, then verify again)")
@@ -190,6 +190,11 @@ def verified_text(note: Note, event: Event) -> str:
     if data.get("cleared"):
         text += "; cleared " + "; ".join(data["cleared"])
     gone = [r.split(" ", 1)[1] for r in data.get("cleared", ()) if r.startswith("missing ")]
+    notebooks = [g.split(" (", 1)[0] for g in gone if "(the notebook it was written in" in g]
+    gone = [g for g in gone if "(the notebook it was written in" not in g]
+    if notebooks:
+        text += (f". The notebook {', '.join(notebooks)} is gone: the note no longer watches "
+                 "the cell it came from")
     if gone:  # verified as still true without it: say what that means
         text += (f". {', '.join(gone)} {'is' if len(gone) == 1 else 'are'} gone: the note is "
                  "flagged again only if it comes back changed; if it moved, remember the note "

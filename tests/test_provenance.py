@@ -332,3 +332,9 @@ def test_a_kernel_started_as_jupyter_server_does_records_notebook_and_cell_id(re
         os.utime(nb_path, (later, later))
         assert [str(r) for r in mem.get(1).stale] == [
             "cell_changed analysis/orders.ipynb cell 3f2a9c1e (source edited)"]
+        # Renamed: the flag does not silently go; a verify stops watching the old name.
+        nb_path.rename(nb_path.with_name("orders-2024.ipynb"))
+        assert [str(r) for r in mem.get(1).stale] == [
+            "missing analysis/orders.ipynb (the notebook it was written in; renamed or moved?)"]
+        assert mem.verify(1).stale == ()
+        assert mem.get(1).stale == ()

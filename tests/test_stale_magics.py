@@ -194,6 +194,8 @@ def test_verify_of_a_note_whose_notebook_moved_talks_about_the_notebook(ip, ws):
     assert [a.kind for a in note.anchors] == ["cell"]
     path.rename(path.with_name("sales-notes.ipynb"))
     _, out = run(ip, f"memory verify {note.id}")
-    assert ("Kept the old fingerprint of its cell: the notebook analysis/Untitled.ipynb is not "
-            "there any more (renamed or moved?)") in " ".join(out.split())
+    assert " ".join(out.split()) == (
+        f"Verified #{note.id}: re-took 1 fingerprint; cleared missing analysis/Untitled.ipynb "
+        "(the notebook it was written in; renamed or moved?). The notebook "
+        "analysis/Untitled.ipynb is gone: the note no longer watches the cell it came from.")
     assert "variable" not in out
