@@ -1,4 +1,5 @@
-"""Times as people type them: ``7d``, ``12h``, ``3w`` ago, or an ISO date."""
+"""Times as people type them: ``7d``, ``12h``, ``3w`` ago, or an ISO date. As the end of
+a range (``until``) a bare date means the whole of that day."""
 
 from __future__ import annotations
 
@@ -25,3 +26,15 @@ def parse_since(value: str | None, *, now: datetime | None = None) -> datetime |
         raise InvalidInput(f"Cannot read the time {value!r}; use 7d, 12h, 2w or 2026-01-31 "
                            "(no earlier than year 1)") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def parse_until(value: str | None, *, now: datetime | None = None) -> datetime | None:
+    """The end of a range (notes before it): as :func:`parse_since`, but a bare date
+    ``2026-12-05`` takes that day in (until the next midnight)."""
+    moment = parse_since(value, now=now)
+    if moment is not None and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
+        try:
+            return moment + timedelta(days=1)
+        except OverflowError:
+            return moment.replace(hour=23, minute=59, second=59, microsecond=999999)
+    return moment

@@ -2,6 +2,7 @@
 
 import inspect
 import json
+from datetime import datetime, timezone
 import os
 import re
 import subprocess
@@ -159,6 +160,16 @@ async def test_an_edit_from_an_older_read_is_refused_when_it_names_its_version(a
     assert (detail["note"]["text"], detail["note"]["version"]) == ("at 03:00", 2)
 
 
+async def test_since_and_until_read_as_people_type_them(api):
+    await remember(api, "written today")
+    today = datetime.now(timezone.utc).date().isoformat()
+    for params, total in (({"until": today}, 1),  # a bare date takes that day in
+                          ({"since": "7d"}, 1), ({"since": today}, 1),
+                          ({"until": "2000-01-01"}, 0)):
+        code, page = await api("notes", **params)
+        assert (code, page["total"]) == (200, total), (params, page)
+
+
 async def test_a_note_that_supersedes_keeps_what_it_does_not_say(api):
     await remember(api, "exports run at 02:00", kind="gotcha", priority="high", tags=["export"])
     code, note = await api("notes", "POST", {"text": "exports run at 03:00", "supersedes": 1})
@@ -264,6 +275,10 @@ async def test_missing_note_is_404_with_message(api):
     assert code == 404 and data["message"].startswith("No note #4242")
     code, data = await api("notes/4242", "PATCH", {"text": "x"})
     assert code == 404
+    for path, method in (("notes/abc", "GET"), ("notes/1/explode", "POST"), ("nope", "GET")):
+        code, data = await api(path, method, {} if method == "POST" else None)
+        assert code == 404 and data["message"].startswith(f"No nbmemory endpoint {method} /")
+        assert f"/nbmemory/{path}; the routes are listed in docs/rest-api.md" in data["message"]
     code, data = await api("notes/" + "9" * 5000)  # more digits than Python reads: no note
     assert code == 404 and data["message"].startswith("No note #1000"), data
 
@@ -428,11 +443,12 @@ async def test_every_route_rejects_unauthenticated_requests(jp_serverapp, http_s
                                                             jp_base_url, api):
     await remember(api, "a note so that routes with ids have something to find")
     routes = nbmemory_routes(jp_serverapp.web_app)
-    assert len(routes) == 14, routes
+    assert len(routes) == 15, routes  # 14 and the JSON 404 for any other path
     assert all(issubclass(h, NbMemoryHandler) for _, h in routes)
     checked = 0
     for pattern, handler in routes:
         path = re.sub(r"\(\?P<ident>[^)]*\)", "1", pattern).rstrip("$")
+        path = re.sub(r"\(\?P<path>[^)]*\)", "no-such-route", path)
         assert path.startswith(jp_base_url.rstrip("/") + "/nbmemory/"), path
         for verb in implemented_verbs(handler):
             for headers in ({}, {"Authorization": "token wrong-token"}):
@@ -441,7 +457,7 @@ async def test_every_route_rejects_unauthenticated_requests(jp_serverapp, http_s
                     body="{}" if verb in ("POST", "PATCH", "PUT") else None)
                 assert response.code == 403, (verb, path, response.code)
                 checked += 1
-    assert checked == 2 * 17
+    assert checked == 2 * (17 + 5)
     code, page = await api("notes")
     assert page["total"] == 1
 

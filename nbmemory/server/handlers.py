@@ -156,3 +156,16 @@ class NbMemoryHandler(RequestParsing, APIHandler):
         if self.flag("mine", default=False):
             return self.user() or current_user()
         return self.arg("author")
+
+
+class NoRouteHandler(NbMemoryHandler):
+    """Any other path under /nbmemory: a JSON 404 (to a signed-in client only), not
+    Jupyter's HTML page."""
+
+    @api
+    async def get(self, path: str):
+        raise NotFound(f"No nbmemory endpoint {self.request.method} {self.request.path}; "
+                       "the routes are listed in docs/rest-api.md (e.g. GET nbmemory/notes, "
+                       "GET nbmemory/notes/12, GET nbmemory/recall?query=...).")
+
+    post = patch = put = delete = get

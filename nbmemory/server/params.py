@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import InvalidInput
+from ..when import parse_since, parse_until
 
 STRING_FIELDS = ("text", "kind", "priority", "name", "message", "query")
 
@@ -90,15 +91,16 @@ class RequestParsing:
         return None if value is None else value == "stale"
 
     def time_arg(self, name: str) -> datetime | None:
+        """``since``/``until`` as the CLI takes them (7d, 12h, 2w or an ISO date); a bare
+        date as ``until`` takes that day in."""
         value = self.arg(name)
         if value is None:
             return None
         try:
-            when = datetime.fromisoformat(value)
-        except ValueError:
-            raise InvalidInput(f"Query parameter {name} must be an ISO date or time, "
-                               f"e.g. 2026-01-31, got {value!r}.") from None
-        when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+            when = (parse_until if name == "until" else parse_since)(value)
+        except InvalidInput:
+            raise InvalidInput(f"Query parameter {name} must be 7d, 12h, 2w or an ISO date "
+                               f"or time, e.g. 2026-01-31, got {value!r}.") from None
         try:
             return when.astimezone(timezone.utc)
         except OverflowError:

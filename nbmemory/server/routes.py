@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .checks import ChecksHandler
+from .handlers import NoRouteHandler
 from .notes import (ForgetHandler, NoteHandler, NotesHandler, ReinstateHandler,
                     SupersedeHandler, VerifyHandler)
 from .recall import RecallHandler
@@ -31,4 +32,5 @@ def routes() -> list[tuple[str, type]]:
         (f"{prefix}/checks", ChecksHandler),
         (f"{prefix}/snapshots", SnapshotsHandler),
         (f"{prefix}/snapshots/diff", SnapshotDiffHandler),
+        (f"{prefix}/(?P<path>.*)", NoRouteHandler),  # last: anything else is a JSON 404
     ]
