@@ -342,6 +342,19 @@ def test_editing_the_text_moves_its_path_anchors(ws, mem):
                     (1, "data/orders.csv", True), (2, "data", None)]
 
 
+def test_recall_as_of_a_snapshot_filters_by_staleness_as_it_was_sealed(ws, mem):
+    """The hits of --as-of show the flags sealed then: --stale/--fresh must filter by the
+    same, not by today's (a note fresh then was listed as stale with no flag shown)."""
+    note = mem.remember("data/orders.csv amount is in cents")
+    mem.snapshot("fresh-then")
+    (ws / "data" / "orders.csv").write_text(ORDERS + "3,4200\n")
+    assert [h.note.id for h in mem.recall("amount in cents", stale=True)] == [note.id]
+    assert [h.note.id for h in mem.recall("amount in cents", as_of="fresh-then",
+                                          stale=True)] == []
+    [hit] = mem.recall("amount in cents", as_of="fresh-then", stale=False)
+    assert (hit.note.id, hit.note.stale) == (note.id, ())
+
+
 def test_a_snapshot_diff_says_which_notes_went_stale_and_why(ws, mem):
     mem.remember("data/orders.csv amount is in cents")
     mem.snapshot("before")

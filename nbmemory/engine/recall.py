@@ -126,10 +126,11 @@ class Recall(Part):
             ranked = None
             if len(view.vectors):
                 candidates = view.candidates(filters) if filters.narrows else None
-                if stale is not None:
+                if stale is not None:  # as of a snapshot: stale as sealed, as the hits show
                     candidates = self.engine.staleness.by_staleness(
                         view.candidates(filters) if candidates is None else candidates,
-                        stale, variables)
+                        stale, variables, marked=None if as_of is None else set(
+                            self.engine.seals.stale_at(self.engine.seals.named(as_of))))
                 qvec = self.engine.embedder.encode([query])[0] if mode != "lexical" else None
                 ranked = rank_arrays(query, qvec, view.lexical, view.vectors,
                                      candidates=candidates, pool=max(10 * k, 50),

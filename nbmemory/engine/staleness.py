@@ -52,10 +52,12 @@ class Staleness(Part):
         return stale | set(self.engine.checking.failed(checked))
 
     def by_staleness(self, candidates: np.ndarray, stale: bool, variables,
-                     statuses: Sequence[str] = ("active",)) -> np.ndarray:
+                     statuses: Sequence[str] = ("active",), *,
+                     marked: set[int] | None = None) -> np.ndarray:
         """The ``candidates`` (notes in ``statuses``) that are, or are not, stale as
-        :meth:`with_stale` flags them: a stale anchor, or superseded."""
-        marked = self.stale_ids(variables, statuses)
+        :meth:`with_stale` flags them: a stale anchor, or superseded (``marked``: the
+        notes stale when a snapshot was sealed instead)."""
+        marked = self.stale_ids(variables, statuses) if marked is None else set(marked)
         if "superseded" in statuses:
             marked |= set(self.store.note_ids(Filters(statuses=("superseded",))).tolist())
         hit = np.isin(candidates, np.fromiter(marked, np.int64))
