@@ -204,4 +204,6 @@ def verified_text(note: Note, event: Event) -> str:
         text += ". Kept the old fingerprint of " + "; ".join(
             _not_retaken(kinds.get(t, ""), t) for t in data["kept"])
     still = stale_marker(note)
+    if any(r.reason in ("check_failed", "check_error") for r in note.stale):
+        still += " (a check's flag clears when the check passes again, not by a verify)"
     return text + "." + (f" Still {still}" if still else "")

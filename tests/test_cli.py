@@ -227,7 +227,7 @@ def test_edit_writes_a_new_version_that_history_shows(nbm):
     (["edit", "1", "-k", "idea"], None, 2, "nbmemory: Unknown kind 'idea'"),
     (["edit", "1", "-p", "urgent"], None, 2, "nbmemory: Unknown priority 'urgent'"),
     (["edit", "2", "--text", "x"], None, 1,
-     "nbmemory: Cannot edit note #2: it is revoked; reinstate it first"),
+     "nbmemory: Cannot edit note #2: it is forgotten (revoked); reinstate it first"),
     (["edit", "x1", "--text", "x"], None, 2, "nbmemory: argument ID: 'x1' is not a note id"),
 ])
 def test_edit_errors_are_clear_and_change_nothing(nbm, argv, stdin, code, message):

@@ -92,7 +92,7 @@ def test_superseding_unknown_or_revoked_ids_fails_and_changes_nothing(memory):
     with pytest.raises(NotFound, match="No note #99"):
         memory.supersede(99, "y")
     memory.forget(note.id)
-    with pytest.raises(Conflict, match="Cannot supersede note #1: it is revoked"):
+    with pytest.raises(Conflict, match="Cannot supersede note #1: it is forgotten"):
         memory.supersede(note.id, "y")
     assert memory.notes(status=("active", "revoked", "superseded")).total == 1
 

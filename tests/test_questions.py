@@ -36,7 +36,7 @@ def test_resolution_errors(memory):
     with pytest.raises(Conflict, match="already confirmed"):
         memory.confirm(q.id)
     memory.forget(q.id)
-    with pytest.raises(Conflict, match="Cannot refute note #1: it is revoked"):
+    with pytest.raises(Conflict, match="Cannot refute note #1: it is forgotten"):
         memory.refute(q.id, "because")
     fresh = memory.remember("a finding")
     with pytest.raises(Conflict, match="nothing to reopen"):

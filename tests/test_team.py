@@ -311,7 +311,7 @@ def test_a_write_that_a_colleague_overtook_is_refused_not_applied(ada_and_bo, te
                      ("edit", lambda: ada.edit(first.id, text="hourly, at :05", author="ada")))
     assert not isinstance(done["forget"], Exception)
     assert isinstance(done["edit"], Conflict)
-    assert str(done["edit"]).startswith(f"Cannot edit note #{first.id}: it is revoked")
+    assert str(done["edit"]).startswith(f"Cannot edit note #{first.id}: it is forgotten (revoked)")
     assert [e.type for e in ada.history(first.id)] == ["created", "revoked"]
 
     done = overtaken(("bo", lambda: bo.edit(second.id, priority="high", author="bo")),

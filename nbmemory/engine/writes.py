@@ -325,12 +325,13 @@ class Writes(Part):
             raise Conflict(f"Note #{note_id} is already forgotten; {{0}} brings it back.",
                            Command("reinstate", (note_id,)))
         by = self.superseded_by(note_id) if note.status == "superseded" else None
-        why, then = {"revoked": ("is revoked; reinstate it first with {0}",
+        why, then = {"revoked": ("is forgotten (revoked); reinstate it first with {0}",
                                  Command("reinstate", (note_id,))),
                      "superseded": (f"is superseded by #{by}; change #{by} instead" if by else
                                     "is superseded; change the note that superseded it instead",
                                     None),
-                     "purged": ("was purged and cannot come back", None),
+                     "purged": ("was purged: its text is erased for good" if action != "reinstate"
+                                else "was purged and cannot come back", None),
                      "refuted": ("is refuted; reopen it first with {0}",
                                  Command("reopen", (note_id,))),
                      "active": ("is active", None)}[note.status]
