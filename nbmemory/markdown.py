@@ -3,6 +3,7 @@ two exports of the same notes diff well. (The lossless format is exchange's JSON
 
 from __future__ import annotations
 
+import html
 import os
 import re
 from pathlib import Path
@@ -39,12 +40,12 @@ def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "
             name = f"{base}-{n}"
         taken.add(name)
         page = directory / f"{name}.md"
-        lines = [f"# {_one_line(key)}", ""]
+        lines = [f"# {_inline(key)}", ""]
         for note in groups[key]:
             lines += _note_markdown(note)
         page.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
         written.append(page)
-        label = _one_line(key).replace("[", "\\[").replace("]", "\\]")
+        label = _inline(key).replace("[", "\\[").replace("]", "\\]")
         index.append(f"- [{label}]({page.name}) ({counted(len(groups[key]), 'note')})")
     (directory / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
     now = {os.path.normcase(page.name) for page in written}
@@ -84,17 +85,24 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _inline(text: str) -> str:
+    """A label (a tag, an author, a path) on one line, its ``<`` and ``&`` shown as
+    written: a renderer that allows raw HTML would run a tag named ``<img onerror=...>``.
+    A note's own text is Markdown and exported as the note was written."""
+    return html.escape(_one_line(text), quote=False)
+
+
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in text.lower()) or "notes"
 
 
 def _note_markdown(note: Note) -> list[str]:
     lines = [f"## #{note.id}: {note.kind}, {note.priority} priority", "", note.text, ""]
-    meta = [f"- written {note.created_at:%Y-%m-%d} by {note.author or 'unknown'}"
+    meta = [f"- written {note.created_at:%Y-%m-%d} by {_inline(note.author or 'unknown')}"
             + (f", version {note.version} of {note.updated_at:%Y-%m-%d}" if note.version > 1 else "")]
     if note.tags:
-        meta.append("- tags: " + ", ".join(note.tags))
-    meta.append("- from: " + provenance_line(note))
+        meta.append("- tags: " + _inline(", ".join(note.tags)))
+    meta.append("- from: " + _inline(provenance_line(note)))
     if note.stale:
-        meta.append("- " + stale_marker(note))
+        meta.append("- " + _inline(stale_marker(note)))
     return lines + meta + [""]

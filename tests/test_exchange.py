@@ -497,6 +497,17 @@ def test_markdown_export_gives_every_tag_a_page_of_its_own(memory, tmp_path):
     assert "- [index](index-2.md) (1 note)" in pages["index.md"]
 
 
+def test_markdown_export_shows_a_tag_made_of_html_as_text(memory, tmp_path):
+    """A renderer that allows raw HTML would run a tag heading <svg/onload=...>."""
+    memory.remember("a note with a hostile tag", tags="<svg/onload=alert(3)>")
+    memory.export_markdown(tmp_path / "md")
+    [page] = [p for p in (tmp_path / "md").glob("*.md") if p.name != "index.md"]
+    text = page.read_text()
+    assert text.startswith("# &lt;svg/onload=alert(3)&gt;\n")
+    assert "- tags: &lt;svg/onload=alert(3)&gt;" in text and "<svg" not in text
+    assert "<svg" not in (tmp_path / "md" / "index.md").read_text()
+
+
 def test_markdown_export_again_removes_its_pages_no_note_has_now(memory, tmp_path):
     """Exporting by kind where an export by tag was: the tag pages would sit beside the new
     index and mislead; a file that is not the export's own stays."""
