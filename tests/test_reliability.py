@@ -299,6 +299,23 @@ def test_a_deleted_database_beside_its_index_is_refused_not_started_afresh(tmp_p
     assert "memory.duckdb is missing from" in doctor.stdout and doctor.returncode != 0
 
 
+def test_a_store_directory_that_cannot_be_written_is_said_in_words(tmp_path):
+    store = tmp_path / "store"
+    with Memory.open(store, model=HASH, mode="local") as memory:
+        memory.remember("written while it could be")
+    if os.geteuid() != 0 or not shutil.which("chattr"):
+        pytest.skip("needs root's chattr: root writes to a chmod 500 directory anyway")
+    if subprocess.run(["chattr", "+i", str(store)], capture_output=True).returncode:
+        pytest.skip("this file system has no immutable flag")
+    try:
+        with pytest.raises(StoreUnavailable, match=re.escape(
+                f"The store directory {store} cannot be written (Operation not permitted: ")):
+            with Memory.open(store, model=HASH, mode="service") as memory:
+                memory.notes()
+    finally:
+        subprocess.run(["chattr", "-i", str(store)], check=True)
+
+
 def test_a_script_that_never_closes_its_store_exits_cleanly_while_the_graph_builds(tmp_path):
     """Scripts often skip close(): exiting while the vector graph is built in the background
     aborted the interpreter (usearch's threads killed mid-insert), exit status 134."""

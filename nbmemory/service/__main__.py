@@ -11,7 +11,7 @@ from pathlib import Path
 import traceback
 
 from .protocol import (DEFAULT_IDLE_TIMEOUT, EXIT_LOCKED, EXIT_UNREACHABLE, IDLE_TIMEOUT_ENV,
-                       default_idle_timeout, record_start_error)
+                       default_idle_timeout, record_start_error, unwritable)
 
 # Tests only: while the file this names exists, the owner holds every call before
 # computing it, as if its model were still loading (tests/test_reliability.py).
@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         say(f"nbmemory: {exc}")
         record_start_error(store, exc)  # the client raises the same class, in one line
         return EXIT_UNREACHABLE if isinstance(exc, StoreUnreachable) else 2
+    except PermissionError as exc:  # e.g. a read-only directory: said in words, not a traceback
+        error = unwritable(store, exc)
+        say(f"nbmemory: {error}")
+        record_start_error(store, error)
+        return 2
     except Exception as exc:  # noqa: BLE001 - the traceback goes to owner.log
         say(traceback.format_exc().rstrip())
         record_start_error(store, exc)

@@ -33,7 +33,7 @@ from .control import owner_info, stop, wait_for_exit  # noqa: F401 - re-exported
 from .protocol import (EXIT_LOCKED, EXIT_UNREACHABLE, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
                        HEADER_VERSION, LOG_NAME, PROTOCOL, SPAWN_LOCK_NAME,
                        check_private_directory, default_idle_timeout, lock_held, lock_holder,
-                       read_info, read_start_error)
+                       read_info, read_start_error, unwritable)
 from .wire import Connection, Lost, NotSent, Refused, connect, exchange
 
 # An owner outlives the kernel that started it: a session of its own on POSIX, a process
@@ -404,9 +404,12 @@ class ServiceBackend:
 
     def _spawn(self, deadline: float) -> None:
         """Start an owner unless another client is doing so (``spawn.lock``)."""
-        prepare_directory(self.directory)  # as the engine would: 0700, .gitignore in git
-        check_private_directory(self.directory)
-        fd = open_private(self.directory / SPAWN_LOCK_NAME, os.O_RDWR | os.O_CREAT)
+        try:
+            prepare_directory(self.directory)  # as the engine would: 0700, .gitignore in git
+            check_private_directory(self.directory)
+            fd = open_private(self.directory / SPAWN_LOCK_NAME, os.O_RDWR | os.O_CREAT)
+        except PermissionError as exc:
+            raise unwritable(self.directory, exc) from None
         try:
             if not try_lock(fd):
                 return  # someone else is starting one; keep polling

@@ -47,6 +47,15 @@ STATUS_BY_ERROR = {
 }
 
 
+def unwritable(directory: Path, exc: OSError) -> StoreUnavailable:
+    """A store directory this user cannot write, said in words (the owner's and the
+    client's: either may be the first to try)."""
+    return StoreUnavailable(
+        f"The store directory {directory} cannot be written ({exc.strerror}: {exc.filename}); "
+        f"nbmemory keeps its lock, owner and index files there, even to read. Make it writable "
+        f"for this user, or work on a copy of the store in a directory you can write.")
+
+
 class OwnerGone(Exception):
     """The store's files are no longer this owner's (deleted, or replaced by a new store):
     it stops, and its clients send the call again to the next owner."""
