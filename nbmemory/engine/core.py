@@ -362,7 +362,9 @@ class Engine:
         index = self.dense.index
         if index is not None and index.building:
             done, total = index.built
-            return f"building {done:,}/{total:,} (recall searches exactly meanwhile)"
+            why = self._index_state.removeprefix("rebuilt ")  # "(no index file)", ...
+            why = f" {why}" if why.startswith("(") else ""
+            return f"building {done:,}/{total:,}{why} (recall searches exactly meanwhile)"
         if self._index_state == "empty" and index is not None:
             return "new"
         return self._index_state
