@@ -14,6 +14,7 @@ import ast
 import builtins
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -142,9 +143,11 @@ def _result(value: Any, shown: Any) -> Outcome:
                    gave="" if boolean else type(value).__name__)
 
 
-def _error(exc: BaseException, budget: float) -> Outcome:
+def _error(exc: BaseException, budget: float, took: float = 0.0) -> Outcome:
     if isinstance(exc, CheckTimeout):
-        return Outcome("error", error=f"{_PAST_BUDGET} of {budget:g} s")
+        late = (f" (stopped after {took:.1f} s: a call into C, such as sum() or a pandas "
+                f"method, is only stopped once it returns)") if took > max(2 * budget, budget + 0.2) else ""
+        return Outcome("error", error=f"{_PAST_BUDGET} of {budget:g} s{late}")
     return Outcome("error", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:MAX_VALUE])
 
 
@@ -154,12 +157,13 @@ def _with_alarm(run, budget: float) -> Outcome:
 
     previous = signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, budget)
+    began = time.monotonic()
     try:
         value, shown = run()
     except BaseException as exc:  # noqa: BLE001 - every failure of a check is an outcome
         if isinstance(exc, KeyboardInterrupt):
             raise
-        return _error(exc, budget)
+        return _error(exc, budget, time.monotonic() - began)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

@@ -105,6 +105,15 @@ def test_a_failing_check_is_a_stale_reason_until_it_holds_again(memory):
     assert memory.notes(stale=True).total == 0
 
 
+def test_a_check_stopped_late_says_so():
+    """SIGALRM interrupts Python code, not a call into C: say when the budget was not kept."""
+    outcome = checks.evaluate("sum(range(5 * 10**7)) > 0", {}, budget=0.05)
+    assert outcome.status == "error"
+    assert re.fullmatch(r"ran past its budget of 0\.05 s \(stopped after \d+\.\d s: a call into "
+                        r"C, such as sum\(\) or a pandas method, is only stopped once it "
+                        r"returns\)", outcome.error), outcome.error
+
+
 def test_an_error_is_a_stale_reason_and_a_skip_changes_nothing(memory):
     """A check that can no longer run (its column is gone) does not hold either; a kernel
     without its names says nothing either way."""
