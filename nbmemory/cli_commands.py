@@ -168,7 +168,7 @@ def cmd_forget(mem, args) -> None:
     if args.json:
         return emit_json({"forgotten": [n.to_dict() for n in notes]})
     print(syntax.forgot([n.id for n in notes], syntax.CLI))
-    if replaced := syntax.still_replaced(notes, syntax.CLI):
+    if replaced := syntax.still_replaced(notes, syntax.CLI, mem.get):
         print(replaced)
 
 
@@ -187,7 +187,7 @@ def purge(mem, args) -> None:
     if args.json:
         return emit_json({"purged": [n.to_dict() for n in purged]})
     print(f"Purged {listed}: text and vectors erased; the journal keeps only that it happened.")
-    if replaced := syntax.still_replaced(purged, syntax.CLI):
+    if replaced := syntax.still_replaced(purged, syntax.CLI, mem.get):
         print(replaced)
 
 

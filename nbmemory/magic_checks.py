@@ -29,8 +29,9 @@ def describe(note_id: int, expression: str, outcome: evaluation.Outcome) -> str:
     return f"#{note_id} not checked: {expression} ({outcome.why})"
 
 
-# What a note's text cannot start with when it is the rest of a check cut at a space.
-_CONTINUES = re.compile(r"(?:[<>]=?|[=!]=|[-+*/%&|^@.\[]|(?:and|or|in|is|not|if)\b)")
+# A comparison's operator: no note starts with one, the rest of a check cut at a space does
+# (a check cut elsewhere, ``len(df)``, gives no True or False and is refused for that).
+_CONTINUES = re.compile(r"(?:[<>]=?|[=!]=)(?:\s|\w|$)")
 
 
 def check_whole(line: str, check: str | None, text: str) -> None:
@@ -176,9 +177,9 @@ class CheckCommands:
             if outcome.status == last and outcome.status != "failed":
                 continue
             outcomes.append({"note_id": item["note"].id, "expression": item["expression"],
-                             **outcome.to_dict()})
-            if outcome.status in ("failed", "error") or (
-                    outcome.status == "passed" and last in ("failed", "error")):
+                             "auto": True, **outcome.to_dict()})
+            flagged = last == "failed" or last == "error" and not item["last"].get("auto")
+            if outcome.status == "failed" or (outcome.status == "passed" and flagged):
                 lines.append(describe(item["note"].id, item["expression"], outcome))
         if outcomes:
             self.mem.record_checks(outcomes)

@@ -220,6 +220,10 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         if args.procedure or args.cells:
             text, args.kind = self._procedure(args, text), "procedure"
         provenance = self._provenance()
+        request_id = cell_request_id(provenance, line, cell)
+        with usage_errors():  # run again (Run All): the note this cell wrote, not a copy
+            if request_id and (earlier := self.mem.written_by(request_id)) is not None:
+                return display(show.already_display(earlier))
         about = self._about(args.about, provenance.notebook or "")
         if args.from_output or args.output_of is not None:
             about.append(evidence(self.shell, before=self.shell.execution_count,
@@ -227,14 +231,12 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         with usage_errors():
             options = dict(kind=args.kind, priority=args.priority, tags=args.tags,
                            provenance=provenance, author=provenance.author, about=about,
-                           request_id=cell_request_id(provenance, line, cell))
+                           request_id=request_id)
             if args.check is not None:
                 options.update(check=unquote(args.check), namespace=self.shell.user_ns,
                                budget=self.check_budget)
             note, similar = self.mem.remember_with_similar(
                 text, supersedes=args.supersedes, similar=self.similar, **options)
-        if note.provenance.captured_at != provenance.captured_at:  # run again: not written
-            return display(show.already_display(note))
         hint = pointer_only(note.text) and pointer_hint(
             note.id, f"%remember --supersedes {note.id} <the finding>")
         display(show.remembered_display(note, similar, hint=hint or None))
@@ -366,7 +368,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         with usage_errors():
             notes = self.mem.forget(ids)
         print(syntax.forgot([n.id for n in notes], syntax.MAGIC))
-        if replaced := syntax.still_replaced(notes, syntax.MAGIC):
+        if replaced := syntax.still_replaced(notes, syntax.MAGIC, self.mem.get):
             print(replaced)
 
     def _purge(self, ids: list[int], *, confirmed: bool) -> None:
@@ -390,7 +392,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
             for note in notes:
                 self.mem.purge(note.id)
         print(f"Purged {', '.join(f'#{n.id}' for n in notes)}: text and vectors erased.")
-        if replaced := syntax.still_replaced(notes, syntax.MAGIC):
+        if replaced := syntax.still_replaced(notes, syntax.MAGIC, self.mem.get):
             print(replaced)
 
     # -- %snapshot ------------------------------------------------------------------------

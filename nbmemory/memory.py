@@ -430,6 +430,10 @@ class Memory:
     def get(self, note_id: int) -> Note:
         return self._call("get", note_id=note_id)
 
+    def written_by(self, request_id: str) -> Note | None:
+        """The note a write with ``request_id`` made, as it is now; None if none did."""
+        return self._call("written_by", request_id=request_id)
+
     def notes(self, *, tags=None, kind=None, priority=None, since: datetime | None = None,
               until: datetime | None = None, status: str | Sequence[str] = "active",
               offset: int = 0, limit: int = 50, order: str = "newest",

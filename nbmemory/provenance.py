@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -360,6 +361,7 @@ def cell_request_id(provenance: Provenance, line: str, cell: str | None) -> str 
     resent write does. None outside a notebook's cell (a terminal's line is typed anew)."""
     if not (provenance.notebook and provenance.cell_id):
         return None
-    key = "\0".join((provenance.author or "", provenance.notebook, provenance.cell_id, line,
-                      cell or ""))
+    # The host too: two members of a team store may both be "jovyan" at the same path.
+    key = "\0".join((provenance.author or "", socket.gethostname(), provenance.notebook,
+                      provenance.cell_id, line, cell or ""))
     return "cell-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -78,12 +78,13 @@ def forgot(note_ids, syntax: Syntax) -> str:
     return f"Forgot {listed}. Undo with: {write(Command('reinstate', tuple(ids)), syntax)}"
 
 
-def still_replaced(notes, syntax: Syntax) -> str:
-    """After forgetting or purging corrections: the notes they replaced stay replaced, and
-    the command that brings each back (else nothing: ``notes`` replaced none)."""
+def still_replaced(notes, syntax: Syntax, get) -> str:
+    """After forgetting or purging corrections: the notes they replaced (read with ``get``)
+    that stay replaced, and the command that brings each back; else nothing."""
+    replaced = [n for n in notes if n.supersedes and get(n.supersedes).status == "superseded"]
     return "\n".join(f"#{n.supersedes}, which #{n.id} replaced, stays replaced; bring it back "
                      f"with: {write(Command('reinstate', (n.supersedes,)), syntax)}"
-                     for n in notes if n.supersedes)
+                     for n in replaced)
 
 
 def message(exc: NbMemoryError, syntax: Syntax) -> str:

@@ -132,6 +132,10 @@ def test_an_error_is_a_stale_reason_and_a_skip_changes_nothing(memory):
     assert memory.get(note.id).stale == (reason,)
     memory.check(ns)
     assert memory.get(note.id).stale == ()
+    # Running out of time depends on the machine: it says nothing about the finding.
+    memory.record_checks([{"note_id": note.id, "expression": CHECK, "status": "error",
+                           "error": "ran past its budget of 1 s"}])
+    assert memory.get(note.id).stale == ()
 
 
 def test_an_imported_check_does_not_run_until_trusted(memory, tmp_path):
@@ -239,12 +243,16 @@ def test_a_check_runs_by_itself_only_in_the_notebook_it_was_written_in(ip):
     assert cell(ip, "%memory check 1") == f"#1 FAILS: {CHECK} is now False (value 0.5)\n"
 
 
-def test_a_check_that_can_no_longer_run_says_so_under_the_cell(ip):
+def test_a_check_that_can_no_longer_run_is_flagged_once_someone_runs_it(ip):
+    """Run All passes through states where a column is not made yet: the ambient re-check's
+    error is journalled, quietly; %memory check's is a stale reason until the check holds."""
     cell(ip, "import pandas as pd\norders = pd.DataFrame({'amount': [1.0, 2.0]})")
     cell(ip, f"%remember --check '{CHECK}' orders.amount has under 5% nulls")
-    assert cell(ip, "orders = orders.rename(columns={'amount': 'cents'})") == (
-        f"nbmemory: #1 could not be checked: {CHECK} raised AttributeError: 'DataFrame' "
-        "object has no attribute 'amount'\n")
+    assert cell(ip, "orders = orders.rename(columns={'amount': 'cents'})") == ""
+    assert "No stale notes" in cell(ip, "%memory stale")
+    assert cell(ip, "%memory check") == (
+        f"#1 could not be checked: {CHECK} raised AttributeError: 'DataFrame' object has no "
+        "attribute 'amount'\n")
     assert "check_error" in cell(ip, "%memory stale")
     assert cell(ip, "orders = orders.rename(columns={'cents': 'amount'})") == (
         f"nbmemory: #1 holds: {CHECK} (value 0.0)\n")
@@ -369,9 +377,7 @@ def test_checks_in_a_real_kernel(tmp_path):
         # past its budget: stopped, reported, and the cell goes on
         assert outputs(nb, 9) == ("#2 could not be checked: slow() ran past its budget "
                                   "of 0.5 s\nthe kernel goes on\n")
-        assert [line.split(" raised ")[0] for line in outputs(nb, 10).splitlines()] == [
-            "nbmemory: #3 could not be checked: orders.amount.sum() > 0",
-            f"nbmemory: #1 could not be checked: {CHECK}"]
+        assert outputs(nb, 10) == ""  # the ambient re-check's errors are journalled quietly
         # raises: an outcome, not a traceback
         assert outputs(nb, 11).startswith("#3 could not be checked: orders.amount.sum() > 0 "
                                           "raised AttributeError: 'str' object has no attribute")
@@ -389,10 +395,11 @@ def test_checks_in_a_real_kernel(tmp_path):
     with Memory.open(store, embedder=HashEmbedder()) as mem:
         assert [e.type for e in mem.history(1) if e.type.startswith("check_")] == [
             "check_failed", "check_failed", "check_passed",
-            "check_error",  # when orders became a string: said under that cell
+            "check_error",  # the ambient re-check's, when orders became a string
             "check_skipped"]
-        # an error is a stale reason, and a kernel without orders (the skip) keeps it
-        assert [r.reason for r in mem.get(1).stale] == ["check_error"]
+        assert mem.get(1).stale == ()  # that error is no stale reason, nor is the skip
+        # %memory check 3 ran it and it raised: that one is
+        assert [r.reason for r in mem.get(3).stale] == ["check_error"]
         assert [e.type for e in mem.history(4)][-3:] == ["check_skipped", "trusted",
                                                          "check_passed"]
 

@@ -153,6 +153,15 @@ def test_a_replaced_note_comes_back_once_its_replacement_is_purged_or_forgotten(
     newer = memory.supersede(old.id, "the churn window is 60 days")
     memory.forget(newer.id)
     assert memory.reinstate(old.id).status == "active"
+    # Never two active versions of one belief: not through a chain, not by an undo.
+    with pytest.raises(Conflict, match=f"Cannot reinstate note #{newer.id}: the note it "
+                                       f"replaced, #{old.id}, is active again; forget "
+                                       f"#{old.id} first"):
+        memory.reinstate(newer.id)
+    second = memory.supersede(old.id, "the churn window is 90 days")
+    third = memory.supersede(second.id, "the churn window is 120 days")
+    with pytest.raises(Conflict, match=f"it is superseded by #{third.id}, which is active"):
+        memory.reinstate(old.id)
 
 
 def test_filters_apply_before_ranking(memory):

@@ -914,7 +914,7 @@ export function describeStale(
     cell_changed: t.__('cell changed'),
     superseded: t.__('superseded'),
     check_failed: t.__('check failed'),
-    check_error: t.__('check could not run'),
+    check_error: t.__('could not be checked'),
     unchecked: t.__('cannot check')
   };
   const name = names[reason.reason] ?? reason.reason.replace(/_/g, ' ');

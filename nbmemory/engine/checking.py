@@ -3,8 +3,11 @@
 The engine never evaluates a check: kernels do (nbmemory.checks) and send the outcomes,
 which are journalled here as ``check_passed``, ``check_failed``, ``check_error`` or
 ``check_skipped``. The latest failure of a check is a stale reason of its note, and so is
-an error: a check that can no longer run (its column is gone) does not hold either. A skip
-(the names are not in that kernel) changes nothing.
+an error where someone ran the check (``%memory check``, the panel's Re-check): a check that
+can no longer run (its column is gone) does not hold either. Not an error of the ambient
+re-check (``auto``: a Run All passes through states where a column is not made yet), nor a
+check stopped at its time budget (that depends on the machine). A skip (the names are not
+in that kernel) changes nothing.
 """
 
 from __future__ import annotations
@@ -126,9 +129,11 @@ def _trusted(events, actor: str) -> bool:
 
 
 def _latest(events, expression: str, *, skips: bool = True) -> dict[str, Any] | None:
-    """The latest outcome of a check (``skips=False``: the latest that said anything)."""
+    """The latest outcome of a check (``skips=False``: the latest that said whether it
+    holds: no skip, no error of the ambient re-check, no time budget run out)."""
     for event in reversed(list(events)):
-        if event.type == "check_skipped" and not skips:
+        if not skips and (event.type == "check_skipped" or event.type == "check_error" and (
+                event.data.get("auto") or event.data.get("error", "").startswith("ran past"))):
             continue
         if event.type.startswith("check_") and event.data.get("expression") == expression:
             return {"status": event.type[len("check_"):], "at": event.at.isoformat(),
@@ -148,4 +153,5 @@ def _outcome(raw: Any) -> dict[str, Any]:
     for key in ("value", "error", "why"):
         value = raw.get(key) or ""
         out[key] = unicode_text(value, f"A check's {key}")[:500]
+    out["auto"] = raw.get("auto") is True  # the ambient re-check's, not someone's run
     return out

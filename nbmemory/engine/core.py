@@ -151,6 +151,7 @@ class Engine:
     refute = _by("writes", Writes.refute)
     reopen = _by("writes", Writes.reopen)
     get = _by("reads", Reads.get)
+    written_by = _by("reads", Reads.written_by)
     notes = _by("reads", Reads.notes)
     history = _by("reads", Reads.history)
     chain = _by("reads", Reads.chain)
@@ -195,7 +196,7 @@ class Engine:
                     self.checker.close()
                     self.store.close(checkpoint=mine)
                     if self.mirror is not None:
-                        self.mirror.close()
+                        self.mirror.close(checkpoint=mine)
                     self._owner.release()
 
     def __enter__(self) -> Engine:
@@ -395,7 +396,7 @@ class Engine:
                     raise StoreUnavailable(
                         f"The store directory {self.directory} was deleted or replaced while "
                         f"this process had it open, so this write was not kept. Open the "
-                        f"store again (a new kernel, or %reload_ext nbmemory) and repeat it.")
+                        f"store again (a new kernel, script or command) and repeat it.")
         except BaseException:
             self._identity = None  # set_meta may have been rolled back
             raise

@@ -28,8 +28,8 @@ class Mirror:
         self.position = int(self.store.meta("mirrored_position", "0") or 0)
         self.synced_at: str | None = self.store.meta("mirrored_at")
 
-    def close(self) -> None:
-        self.store.close()
+    def close(self, *, checkpoint: bool = True) -> None:
+        self.store.close(checkpoint=checkpoint)
 
     def catch_up(self, upto: int, at: str) -> None:
         """Copy the notes changed since the last copy (all of them the first time)."""

@@ -11,11 +11,17 @@ from ..errors import InvalidInput, NotFound
 from ..models import STATUSES, Event, Note, Page
 from ..store import Filters
 from .part import Part
-from .validate import check_page, filters_for, no_note
+from .validate import check_page, filters_for, no_note, unicode_text
 from .validate import note_id as valid_id
 
 
 class Reads(Part):
+    def written_by(self, request_id: str) -> Note | None:
+        """The note the write ``request_id`` made, as it is now (None if none did)."""
+        with self.lock:
+            note_id = self.store.request_note(unicode_text(request_id, "A request id"))
+            return None if note_id is None else self.get(note_id)
+
     def get(self, note_id: int) -> Note:
         note_id = valid_id(note_id)
         with self.lock:

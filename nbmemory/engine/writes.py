@@ -346,14 +346,26 @@ class Writes(Part):
         """A forgotten note comes back, and so does a replaced one whose replacement was
         forgotten or purged: else purging a mistaken correction would leave the belief it
         replaced out of reach for good."""
-        note = self.store.get_notes([valid_id(note_id)]).get(note_id)
-        if note is not None and note.status == "superseded":
-            by = self.superseded_by(note_id)
-            replacement = self.store.get_notes([by]).get(by) if by else None
-            if replacement is not None and replacement.status == "active":
+        def status(of: int | None) -> str | None:
+            found = self.store.get_notes([of]).get(of) if of else None
+            return found.status if found else None
+
+        note_id = valid_id(note_id)
+        mine = status(note_id)
+        if mine == "superseded":  # the newest of its replacements decides
+            by, seen = self.superseded_by(note_id), {note_id}
+            while status(by) == "superseded" and by not in seen:
+                seen.add(by)
+                by = self.superseded_by(by)
+            if status(by) == "active":
                 raise Conflict(f"Cannot reinstate note #{note_id}: it is superseded by #{by}, "
                                f"which is active; forget #{by} first, or change it.")
             return
+        replaced = self.store.get_notes([note_id])[note_id].supersedes if mine else None
+        if mine == "revoked" and status(replaced) == "active":  # two versions of one belief
+            raise Conflict(f"Cannot reinstate note #{note_id}: the note it replaced, "
+                           f"#{replaced}, is active again; forget #{replaced} first, or "
+                           f"change it.")
         self.require_status(note_id, "revoked", "reinstate")
 
     def _done_before(self, request_id: str | None, note_id: int) -> Note | None:
