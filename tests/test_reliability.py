@@ -278,6 +278,24 @@ def test_a_local_store_deleted_while_open_keeps_no_write_and_spares_the_new_one(
         assert sorted(n.text for n in again.notes().notes) == ["new one", "new two"]
 
 
+def test_a_graph_built_after_its_store_was_deleted_is_not_saved_into_the_next(tmp_path):
+    """Else the next store at that path holds an index of 2,500 notes it never had, and is
+    refused as one that lost its database."""
+    store = tmp_path / "store"
+    with Memory.open(store, model=HASH, mode="local") as memory:
+        memory.remember_many([{"text": f"note {i} about orders"} for i in range(2_500)])
+    for leftover in store.glob("vectors.usearch*"):
+        leftover.unlink()
+    memory = Memory.open(store, model=HASH, mode="local")  # builds the graph in the background
+    shutil.rmtree(store)
+    store.mkdir()
+    assert memory._backend.engine.vectors.wait(120)
+    memory.close()
+    assert list(store.iterdir()) == []
+    with Memory.open(store, model=HASH, mode="local") as fresh:
+        assert fresh.remember("the first note of the new store").id == 1
+
+
 def test_a_deleted_database_beside_its_index_is_refused_not_started_afresh(tmp_path):
     """The vector index is the evidence that notes were there: a new empty store over it
     would tell the user nothing was ever remembered, and overwrite that evidence."""

@@ -107,8 +107,9 @@ class Engine:
         self.state = NoteState()
         self.keywords = Keywords(self.directory, self.settings, self.store,
                                  lambda: self.journal.position)
-        self.dense = Dense(self.directory, self.settings, self.store,
-                           lambda: self.journal.position, self.lock)
+        self.dense = Dense(self.directory, self.settings, self.store,  # None: not ours now
+                           lambda: self.journal.position if self._owner.intact() else None,
+                           self.lock)
         self.cards = NoteCards(self.directory, self.settings, self.store,
                                lambda: self.journal.position)
         self.journal.projections = [self.state, self.keywords, self.dense, self.cards]

@@ -507,10 +507,12 @@ class Dense:
         self._save_when_due()
 
     def save(self, force: bool = False) -> None:
-        """Write the file (atomically) with the journal position it reflects."""
-        if self.index is None or self.index.building or not (force or self.unsaved):
+        """Write the file (atomically) with the journal position it reflects; not over the
+        files of a store made anew at this path (position None: a background build's end)."""
+        seq = self.position()
+        if seq is None or self.index is None or self.index.building or not (force or self.unsaved):
             return
-        meta = {"seq": self.position(), "embedder": self.identity,
+        meta = {"seq": seq, "embedder": self.identity,
                 "count": len(self.index), "nbmemory": __version__}
         self.index.save(self.path, meta)
         self.unsaved = 0
