@@ -221,6 +221,8 @@ def cmd_show(mem, args) -> None:
     note = mem.get(args.id)
     if args.json:
         return emit_json(note.to_dict())
+    if note.behind:
+        print(f"({note.behind})")
     print(show_note(note))
 
 

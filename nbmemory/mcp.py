@@ -274,6 +274,8 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         data: dict[str, Any] = {"notes": [note_dict(n) for n in notes]}
         if missing:
             data["not_found"] = missing
+        if any(n.behind for n in notes):
+            data["behind"] = next(n.behind for n in notes if n.behind)
         return reply(data, session.returned([n.text for n in notes]))
 
     @tool("List notes newest first, a page at a time (text cut like recall's): to see what "

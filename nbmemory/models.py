@@ -140,6 +140,7 @@ class Note:
     supersedes: int | None = None
     resolution: str | None = None  # confirmed | refuted (questions and hypotheses)
     resolution_reason: str | None = None
+    behind: str | None = None  # read from this machine's copy of an unreachable team store
 
     @property
     def is_stale(self) -> bool:
@@ -163,6 +164,7 @@ class Note:
             "supersedes": self.supersedes,
             "resolution": self.resolution,
             "resolution_reason": self.resolution_reason,
+            **({"behind": self.behind} if self.behind else {}),
         }
 
     @classmethod
@@ -184,6 +186,7 @@ class Note:
             supersedes=data.get("supersedes"),
             resolution=data.get("resolution"),
             resolution_reason=data.get("resolution_reason"),
+            behind=data.get("behind"),
         )
 
 

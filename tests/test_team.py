@@ -768,7 +768,9 @@ def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind
             assert [h.note.id for h in hits] == [note.id]
             assert hits.behind.startswith("The team store is unreachable: these come from "
                                           "this machine's copy as of ")
-            assert bo.get(note.id).text == note.text
+            shown = bo.get(note.id)  # one note read (show) says so too
+            assert (shown.text, shown.behind) == (note.text, hits.behind)
+            assert shown.to_dict()["behind"] == hits.behind
             page = bo.notes(tags="warehouse")
             assert [n.id for n in page.notes] == [note.id]
             assert page.behind == hits.behind  # a listing says it may be behind too
@@ -788,3 +790,4 @@ def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind
         hits = bo.recall("when is the warehouse rebuilt")
         assert hits.behind is None and [h.note.id for h in hits] == [note.id]
         assert bo.notes(tags="warehouse").behind is None
+        assert bo.get(note.id).behind is None and "behind" not in bo.get(note.id).to_dict()

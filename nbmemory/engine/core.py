@@ -27,7 +27,7 @@ from ..errors import (Command, EmbedderMismatch, StoreDamaged, StoreUnavailable,
                       StoreUnreachable)
 from ..events import INDEXED
 from ..lock import OwnerLock, prepare_directory
-from ..models import Hits, Page, utcnow
+from ..models import Hits, Note, Page, utcnow
 from ..repos import Repositories
 from ..stale import StaleChecker
 from ..store import SCHEMA_VERSION, lost_database, open_store
@@ -335,7 +335,7 @@ class Engine:
                   f"{self.mirror.synced_at}, possibly behind.")
         if isinstance(result, Hits):
             result.behind = behind
-        elif isinstance(result, Page):
+        elif isinstance(result, (Page, Note)):
             result = dataclasses.replace(result, behind=behind)
         return result
 

@@ -61,7 +61,7 @@ class NoteHandler(NbMemoryHandler):
         """One note (any status) with its history and every version's text."""
         def detail(memory):
             note = memory.get(note_id(ident))
-            return {"note": self.note(note),
+            return {"note": self.note(note), **({"behind": note.behind} if note.behind else {}),
                     "history": [e.to_dict() for e in memory.history(note.id)],
                     "versions": [v.to_dict() for v in memory.versions(note.id)]}
 
