@@ -164,6 +164,16 @@ def test_a_replaced_note_comes_back_once_its_replacement_is_purged_or_forgotten(
         memory.reinstate(old.id)
 
 
+def test_a_notes_author_is_who_wrote_it_and_each_version_keeps_its_editor(memory):
+    """A colleague fixing a typo must not take the note out of its writer's "mine"."""
+    note = memory.remember("the ledger closes on day 3", author="ada")
+    edited = memory.edit(note.id, text="the ledger closes on day 4", author="bo")
+    assert edited.author == "ada"
+    assert [n.id for n in memory.notes(author="ada").notes] == [note.id]
+    assert memory.notes(author="bo").total == 0
+    assert [(v.version, v.author) for v in memory.versions(note.id)] == [(1, "ada"), (2, "bo")]
+
+
 def test_filters_apply_before_ranking(memory):
     memory.remember("lock ordering matters", tags="locks", kind="gotcha", priority="high")
     memory.remember("lock files live in /tmp", tags="fs", kind="finding", priority="low")

@@ -66,7 +66,8 @@ def test_what_one_member_remembers_the_other_recalls_and_sees_change(ada_and_bo)
     assert bo.recall("amount in cents", mode="dense")[0].note.id == note.id
 
     edited = bo.edit(note.id, text="orders.amount is in cents before 2021-03")
-    assert (edited.version, edited.author) == (2, "bo")
+    assert (edited.version, edited.author) == (2, "ada")  # still ada's note; v2 is bo's
+    assert [v.author for v in ada.versions(note.id)] == ["ada", "bo"]
     assert ada.get(note.id).text.endswith("2021-03")
     assert [e.actor for e in ada.history(note.id)] == ["ada", "bo"]
 

@@ -296,7 +296,8 @@ class Writes(Part):
                 # writing the fields read then would undo that change without a word.
                 now = self.require_status(note_id, "active", "edit")
                 if now.version != old.version:
-                    raise Conflict(f"Note #{note_id} was edited by {now.author or 'someone'} "
+                    by = self.store.versions(note_id)[-1].author
+                    raise Conflict(f"Note #{note_id} was edited by {by or 'someone'} "
                                    f"while this edit was written (it is version {now.version} "
                                    f"now); nothing was written. Read it again, then edit it.")
                 if vector is not None:

@@ -335,10 +335,10 @@ class Store(Rows):
             [note_id, version, text, content_hash, kind, priority, list(tags), author,
              _naive(at), json.dumps(provenance.to_dict()), seq],
         )
-        self.con.execute(
+        self.con.execute(  # the note's author stays who wrote it; a version's, who edited
             "UPDATE notes SET version = ?, updated_at = ?, text = ?, content_hash = ?, kind = ?, "
-            "priority = ?, tags = ?, author = ?, provenance = ? WHERE id = ?",
-            [version, _naive(at), text, content_hash, kind, priority, list(tags), author,
+            "priority = ?, tags = ?, provenance = ? WHERE id = ?",
+            [version, _naive(at), text, content_hash, kind, priority, list(tags),
              json.dumps(provenance.to_dict()), note_id])
         return version
 
