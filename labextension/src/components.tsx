@@ -872,9 +872,6 @@ function NoteCard(
             {trans.__('stale')}
           </span>
         ) : null}
-        <span className="nbm-Age" title={note.created_at ?? ''}>
-          {note.created_at ? trans.__('%1 ago', age(note.created_at, trans)) : ''}
-        </span>
         {note.version > 1 ? (
           <button
             className="nbm-LinkButton nbm-Version"
@@ -1147,6 +1144,15 @@ function Provenance(props: {
           >
             {note.author}
           </button>
+        </>
+      ) : null}
+      {note.created_at ? (
+        <>
+          {' · '}
+          {/* Here, not in the header: "3 d ago" wrapped the header at the 250 px sidebar. */}
+          <span className="nbm-Age" title={note.created_at}>
+            {trans.__('%1 ago', age(note.created_at, trans))}
+          </span>
         </>
       ) : null}
     </div>
