@@ -325,7 +325,7 @@ class Writes(Part):
         if note.status == "revoked" and action == "forget":
             raise Conflict(f"Note #{note_id} is already forgotten; {{0}} brings it back.",
                            Command("reinstate", (note_id,)))
-        by = self.superseded_by(note_id) if note.status == "superseded" else None
+        by = self.store.superseded_by(note_id) if note.status == "superseded" else None
         why, then = {"revoked": ("is forgotten (revoked); reinstate it first with {0}",
                                  Command("reinstate", (note_id,))),
                      "superseded": (f"is superseded by #{by}; change #{by} instead" if by else
@@ -338,32 +338,25 @@ class Writes(Part):
                      "active": ("is active", None)}[note.status]
         raise Conflict(f"Cannot {action} note #{note_id}: it {why}.", *([then] if then else []))
 
-    def superseded_by(self, note_id: int) -> int | None:
-        """The note that last replaced ``note_id`` (None if it is not in this store)."""
-        return next((e.data.get("by") for e in reversed(self.store.events(note_id))
-                     if e.type == "superseded_by"), None)
-
     def _require_reinstatable(self, note_id: int) -> None:
         """A forgotten note comes back, and so does a replaced one whose replacement was
         forgotten or purged: else purging a mistaken correction would leave the belief it
         replaced out of reach for good."""
         def status(of: int | None) -> str | None:
-            found = self.store.get_notes([of]).get(of) if of else None
-            return found.status if found else None
+            return self.store.status_of(of) if of else None
 
-        note_id = valid_id(note_id)
-        mine = status(note_id)
-        if mine == "superseded":  # the newest of its replacements decides
-            by, seen = self.superseded_by(note_id), {note_id}
+        note = self.store.get_notes([valid_id(note_id)]).get(note_id)
+        if note is not None and note.status == "superseded":  # its newest replacement decides
+            by, seen = self.store.superseded_by(note_id), {note_id}
             while status(by) == "superseded" and by not in seen:
                 seen.add(by)
-                by = self.superseded_by(by)
+                by = self.store.superseded_by(by)
             if status(by) == "active":
                 raise Conflict(f"Cannot reinstate note #{note_id}: it is superseded by #{by}, "
                                f"which is active; forget #{by} first, or change it.")
             return
-        replaced = self.store.get_notes([note_id])[note_id].supersedes if mine else None
-        if mine == "revoked" and status(replaced) == "active":  # two versions of one belief
+        replaced = note.supersedes if note is not None and note.status == "revoked" else None
+        if status(replaced) == "active":  # two versions of one belief
             raise Conflict(f"Cannot reinstate note #{note_id}: the note it replaced, "
                            f"#{replaced}, is active again; forget #{replaced} first, or "
                            f"change it.")

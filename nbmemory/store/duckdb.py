@@ -377,7 +377,8 @@ class Store(Rows):
                          [resolution, reason, note_id])
 
     def superseded_by(self, note_id: int) -> int | None:
-        row = self.con.execute("SELECT id FROM notes WHERE supersedes = ?", [note_id]).fetchone()
+        row = self.con.execute("SELECT id FROM notes WHERE supersedes = ? ORDER BY id DESC LIMIT 1",
+                               [note_id]).fetchone()  # the newest, if it was replaced again
         return row[0] if row else None
 
     def status_of(self, note_id: int) -> str | None:
