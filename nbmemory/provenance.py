@@ -47,8 +47,8 @@ def source_hash(source: str) -> str:
 
 # -- notebooks ---------------------------------------------------------------------------
 
-def notebook_cells(path: str | os.PathLike) -> dict[str, str] | None:
-    """``{cell_id: source}`` of the code cells of a notebook file, or None if unreadable."""
+def notebook_cells(path: str | os.PathLike) -> dict[str, tuple[str, str]] | None:
+    """``{cell_id: (cell_type, source)}`` of a notebook file's cells, or None if unreadable."""
     try:
         path = Path(path)
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
@@ -56,10 +56,11 @@ def notebook_cells(path: str | os.PathLike) -> dict[str, str] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
         cells = {}
         for cell in data.get("cells") or ():
-            if cell.get("cell_type") != "code" or not cell.get("id"):
+            if not cell.get("id"):
                 continue
             source = cell.get("source", "")
-            cells[str(cell["id"])] = "".join(source) if isinstance(source, list) else str(source)
+            cells[str(cell["id"])] = (str(cell.get("cell_type", "code")),
+                                      "".join(source) if isinstance(source, list) else str(source))
         return cells
     except (OSError, ValueError, AttributeError, TypeError):
         return None

@@ -353,7 +353,10 @@ class StaleChecker:
         shown = f"{notebook} cell {cell_id[:8]}"
         if cell_id not in cells:
             return [StaleReason("cell_changed", shown, "cell deleted")]
-        if source_hash(cells[cell_id]) != old["sha"]:
+        kind, source = cells[cell_id]
+        if kind != "code":
+            return [StaleReason("cell_changed", shown, f"cell turned into {kind}")]
+        if source_hash(source) != old["sha"]:
             return [StaleReason("cell_changed", shown, "source edited")]
         return []
 
@@ -403,7 +406,8 @@ class StaleChecker:
                                                       "saved": False}, anchor.origin)
             if cells is None:
                 return None
-            sha = source_hash(cells[cell_id]) if cell_id in cells else None
+            kind, source = cells.get(cell_id, ("", ""))
+            sha = source_hash(source) if kind == "code" else None
             return Anchor("cell", anchor.target, {"sha": sha, "at": time.time(), "saved": True},
                           anchor.origin)
         if anchor.kind == "variable":

@@ -189,10 +189,10 @@ def test_about_something_that_does_not_exist_is_refused_and_nothing_stored(ws, m
     assert mem.notes().total == 1
 
 
-def notebook(path, cells):
+def notebook(path, cells, kind="code"):
     nb = nbformat.v4.new_notebook()
     for cell_id, source in cells:
-        cell = nbformat.v4.new_code_cell(source)
+        cell = getattr(nbformat.v4, f"new_{kind}_cell")(source)
         cell.id = cell_id
         nb.cells.append(cell)
     return nbformat.writes(nb)
@@ -216,6 +216,10 @@ def test_cell_changed_when_the_saved_cell_differs(ws, mem):
 
     save_later(nb_path, notebook(nb_path, [("c0", "import x"), ("c1", source)]))
     assert mem.get(note.id).stale == ()
+
+    save_later(nb_path, notebook(nb_path, [("c0", "import x"), ("c1", source)], kind="raw"))
+    assert reasons(mem.get(note.id)) == [("cell_changed", "analysis.ipynb cell c1",
+                                          "cell turned into raw")]
 
     save_later(nb_path, notebook(nb_path, [("c0", "import x")]))
     assert reasons(mem.get(note.id)) == [("cell_changed", "analysis.ipynb cell c1", "cell deleted")]
