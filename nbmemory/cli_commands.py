@@ -105,8 +105,17 @@ def cmd_remember(mem, args) -> None:
 
 def cmd_recall(mem, args) -> None:
     query = " ".join(args.query)
+    stale = True if args.stale else False if args.fresh else None
     if args.open and not query:
-        questions = mem.open_questions(limit=args.k)
+        needless = [flag for flag, given in (("--kind", args.kind), ("--explain", args.explain),
+                                             ("--min-score", args.min_score is not None),
+                                             ("--as-of", args.as_of)) if given]
+        if needless:
+            raise CommandError(f"--open with no query lists the open questions; "
+                               f"{', '.join(needless)} appl{'ies' if len(needless) == 1 else 'y'} only to a query "
+                               f"(nbmemory recall --open QUERY...)")
+        questions = mem.open_questions(limit=args.k, tags=args.tags, priority=args.priority,
+                                       since=args.since, author=author_of(args), stale=stale)
         if args.json:
             return emit_json({"open_questions": [n.to_dict() for n in questions]})
         print(table(["id", "age", "priority", "kind", "tags", "status", "note"], note_rows(questions))
@@ -117,8 +126,7 @@ def cmd_recall(mem, args) -> None:
                            "(see: nbmemory recall --help)")
     hits = mem.recall(query, k=args.k, tags=args.tags, kind="question" if args.open else args.kind,
                       priority=args.priority, since=args.since, explain=args.explain,
-                      min_score=args.min_score, as_of=args.as_of,
-                      stale=True if args.stale else False if args.fresh else None,
+                      min_score=args.min_score, as_of=args.as_of, stale=stale,
                       author=author_of(args))
     if args.open:
         hits[:] = [h for h in hits if h.note.resolution is None]

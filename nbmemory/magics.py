@@ -21,16 +21,15 @@ from traitlets import Bool, Float, Int, Unicode, default, observe
 from . import display as show
 from . import procedures, syntax, wording
 from .ambient import Ambient, Gate
-from .namespace import namespace_terms
-from .config import Settings, configured_model, current_user
+from .config import Settings, configured_model
 from .magic_args import ask, parse_ids, split_message, split_options, unquote, usage_errors
 from .magic_checks import CheckCommands, check_whole, evidence
 from .magic_memory import MemoryCommands
-from .when import parse_since
+from .magic_recall import RecallCommands
 from .models import Anchor, Provenance
 
 @magics_class
-class NbMemory(MemoryCommands, CheckCommands, Magics):
+class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     """Remember findings, recall them, forget them, snapshot what you know."""
 
     store = Unicode("", help="Store directory, or a team store's postgresql:// address. Empty: "
@@ -310,40 +309,7 @@ class NbMemory(MemoryCommands, CheckCommands, Magics):
         (``hits.to_dataframe()`` for pandas).
         """
         args, query = split_options(self.recall.parser, line, self._expand)
-        if args.fresh and args.stale:
-            raise UsageError("Use --fresh or --stale, not both")
-        stale = True if args.stale else False if args.fresh else None
-        if args.mine and args.author:
-            raise UsageError("Use --mine or --author, not both")
-        author = current_user() if args.mine else args.author
-        if not query and not args.open:
-            hidden = set(getattr(self.shell, "user_ns_hidden", {}))
-            terms = namespace_terms(self.shell.user_ns, hidden)
-            with usage_errors():
-                hits = self.mem.recall_terms(terms, k=self.k if args.k is None else args.k,
-                                             scope=self._scope(), variables=self._variables())
-            if stale is not None:
-                hits[:] = [h for h in hits if bool(h.note.stale) == stale]
-            if author:
-                authors = {a.strip() for a in author.split(",")}
-                hits[:] = [h for h in hits if h.note.author in authors]
-            return hits
-        if args.open and not query:
-            with usage_errors():
-                questions = self.mem.open_questions(limit=args.k or 50)
-            return display(show.notes_display(questions, title="Open questions"))
-        if args.open:
-            args.kind = "question"
-        with usage_errors():
-            hits = self.mem.recall(query, k=self.k if args.k is None else args.k, tags=args.tags, kind=args.kind,
-                                      priority=args.priority, since=parse_since(args.since),
-                                      explain=args.explain, min_score=args.min_score,
-                                      as_of=args.as_of, stale=stale,
-                                      variables=self._variables(), author=author)
-        if args.open:
-            hits[:] = [h for h in hits if h.note.resolution is None]
-        hits.provenance = args.provenance
-        return hits
+        return self._recall_parsed(args, query)
 
     # -- %forget --------------------------------------------------------------------------
 

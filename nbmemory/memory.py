@@ -342,9 +342,11 @@ class Memory:
         """Undo a confirm or refute."""
         return self._call("reopen", note_id=note_id, actor=actor, request_id=request_id)
 
-    def open_questions(self, *, limit: int = 50) -> list[Note]:
-        """Questions that are neither confirmed nor refuted."""
-        return self._call("open_questions", limit=limit)
+    def open_questions(self, *, limit: int = 50, tags=None, priority=None, since=None,
+                       until=None, author=None, stale: bool | None = None) -> list[Note]:
+        """Unresolved questions, newest first; the filters are :meth:`notes`'s."""
+        return self._call("open_questions", limit=limit, tags=tags, priority=priority,
+                          since=since, until=until, author=author, stale=stale)
 
     def snapshot(self, name: str, *, message: str = "", author: str | None = None,
                  request_id: str | None = None, variables: dict | None = None) -> Snapshot:

@@ -351,6 +351,10 @@ def test_open_questions(nbm):
     nbm("remember", "a plain finding about the watcher")
     r = nbm("recall", "--open", "--json")
     assert [n["id"] for n in r.json["open_questions"]] == [1]
+    assert nbm("recall", "--open", "-t", "nosuchtag", "--json").json["open_questions"] == []
+    r = nbm("recall", "--open", "--min-score", "0.5")
+    assert r.code == 2 and "--open with no query lists the open questions; --min-score applies " \
+        "only to a query" in one_line(r.err)
     r = nbm("recall", "--open", "watcher", "--json")
     assert [h["note"]["id"] for h in r.json["hits"]] == [1]
     r = nbm("recall")

@@ -114,6 +114,12 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("remember -k idea finding", "Unknown kind 'idea'"),
     ("remember --colour red finding", "Unknown option --colour"),
     ("recall", "Nothing to recall about"),
+    ("recall -t customers", r"^-t needs a query: %recall -t \.\.\. <what you want to know>\. "
+                            r"With no query, %recall shows the notes about this kernel's "
+                            r"variables; to list notes by tag, kind or priority: %memory list"),
+    ("recall --kind decision -p low", "^--kind, -p need a query"),
+    ("recall --as-of nosuchsnap", "^--as-of needs a query"),
+    ("recall --min-score 0.99", "^--min-score needs a query"),
     ("recall -k 0 x", "k must be at least 1"),
     ("recall --since yesterday x", "Cannot read the time 'yesterday'"),
     ("recall --min-score 5 x", r"min_score is a score from -1 to 1 .*, not 5\.0$"),

@@ -69,3 +69,26 @@ def test_question_magics(ip):  # noqa: F811
     assert "[CONFIRMED: yes, 50 ms]" in pretty(hits)
     _, out = run(ip, "recall --open")
     assert "Open questions: none." in out.stdout
+
+
+def test_open_questions_take_the_listing_filters(memory):
+    wal = memory.remember("does the WAL replay after kill -9?", kind="question", tags=["wal"],
+                          priority="high")
+    memory.remember("is the cache shared?", kind="question", tags=["cache"])
+    memory.remember("the WAL is replayed on open", tags=["wal"])  # a finding, not a question
+    assert [n.id for n in memory.open_questions(tags="wal")] == [wal.id]
+    assert [n.id for n in memory.open_questions(priority="high")] == [wal.id]
+    assert memory.open_questions(tags="nosuchtag") == []
+    assert len(memory.open_questions(stale=False)) == 2 and memory.open_questions(stale=True) == []
+
+
+def test_recall_open_with_filters_in_a_notebook(ip):  # noqa: F811
+    run(ip, "remember -k question -t wal -p high does the WAL replay after a crash")
+    run(ip, "remember -k question -t cache is the cache shared")
+    _, out = run(ip, "recall --open -t wal")
+    assert "#1" in out.stdout and "#2" not in out.stdout
+    _, out = run(ip, "recall --open -p low")
+    assert "Open questions: none." in out.stdout
+    with pytest.raises(Exception, match=r"^%recall --open with no query lists the open "
+                                        r"questions; --as-of applies only to a query"):
+        run(ip, "recall --open --as-of base")

@@ -82,9 +82,18 @@ class Reads(Part):
                     return chain
                 chain.append(self.get(newer))
 
-    def open_questions(self, *, limit: int = 50) -> list[Note]:
-        """Active questions that are neither confirmed nor refuted, newest first."""
+    def open_questions(self, *, limit: int = 50, tags=None, priority=None,
+                       since: datetime | None = None, until: datetime | None = None,
+                       author=None, stale: bool | None = None) -> list[Note]:
+        """Active questions that are neither confirmed nor refuted, newest first, filtered
+        as :meth:`notes` filters (``stale``: True only stale ones, False only fresh)."""
+        check_page(0, limit)
+        filters = filters_for(tags=tags, kind="question", priority=priority, since=since,
+                              until=until, author=author)
         with self.lock:
-            notes = self.store.list_notes(Filters(kinds=("question",)), limit=2**62)[0]
-            return self.engine.staleness.with_stale([n for n in notes if n.resolution is None][:limit])
+            notes = self.store.list_notes(filters, limit=2**62)[0]
+            found = self.engine.staleness.with_stale([n for n in notes if n.resolution is None])
+            if stale is not None:
+                found = [n for n in found if bool(n.stale) == stale]
+            return found[:limit]
 

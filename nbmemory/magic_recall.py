@@ -1,0 +1,82 @@
+"""What ``%recall`` does with its parsed line: a query, the open questions, or (with
+neither) the notes about what is alive in the kernel."""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.display import display
+
+from . import display as show
+from .config import current_user
+from .magic_args import usage_errors
+from .namespace import namespace_terms
+from .when import parse_since
+
+
+def _given(args, names: tuple[str, ...]) -> list[str]:
+    """The options among ``names`` (``tags`` for -t/--tags...) that the line gave."""
+    flags = {"tags": "-t", "kind": "--kind", "priority": "-p", "since": "--since",
+             "as_of": "--as-of", "min_score": "--min-score", "explain": "--explain"}
+    return [flags[n] for n in names if getattr(args, n) not in (None, False)]
+
+
+class RecallCommands:
+    """Mixed into :class:`~nbmemory.magics.NbMemory`, which provides ``mem``, ``shell``,
+    ``k``, ``_scope()`` and ``_variables()``."""
+
+    def _recall_parsed(self, args, query: str):
+        if args.fresh and args.stale:
+            raise UsageError("Use --fresh or --stale, not both")
+        stale = True if args.stale else False if args.fresh else None
+        if args.mine and args.author:
+            raise UsageError("Use --mine or --author, not both")
+        author = current_user() if args.mine else args.author
+        k = self.k if args.k is None else args.k
+        if args.open and not query:
+            return self._open_questions(args, k, stale, author)
+        if not query:
+            return self._recall_kernel(args, k, stale, author)
+        with usage_errors():
+            hits = self.mem.recall(query, k=k, tags=args.tags,
+                                   kind="question" if args.open else args.kind,
+                                   priority=args.priority, since=parse_since(args.since),
+                                   explain=args.explain, min_score=args.min_score,
+                                   as_of=args.as_of, stale=stale,
+                                   variables=self._variables(), author=author)
+        if args.open:
+            hits[:] = [h for h in hits if h.note.resolution is None]
+        hits.provenance = args.provenance
+        return hits
+
+    def _open_questions(self, args, k: int, stale, author):
+        needless = _given(args, ("kind", "as_of", "min_score", "explain"))
+        if needless:
+            raise UsageError(f"%recall --open with no query lists the open questions; "
+                             f"{', '.join(needless)} appl{'ies' if len(needless) == 1 else 'y'} only to a query: "
+                             f"%recall --open {' '.join(needless)} ... <what you want to know>")
+        with usage_errors():
+            questions = self.mem.open_questions(
+                limit=args.k or 50, tags=args.tags, priority=args.priority,
+                since=parse_since(args.since), author=author, stale=stale)
+        return display(show.notes_display(questions, title="Open questions"))
+
+    def _recall_kernel(self, args, k: int, stale, author):
+        """No query: notes about the kernel's variables, columns and paths."""
+        needless = _given(args, ("tags", "kind", "priority", "since", "as_of", "min_score",
+                                 "explain"))
+        if needless:
+            raise UsageError(
+                f"{', '.join(needless)} need{'s' if len(needless) == 1 else ''} a query: "
+                f"%recall {' '.join(needless)} ... <what you want to know>. With no query, "
+                "%recall shows the notes about this kernel's variables; to list notes by "
+                "tag, kind or priority: %memory list -t TAGS --kind KIND")
+        terms = namespace_terms(self.shell.user_ns, set(getattr(self.shell, "user_ns_hidden", {})))
+        with usage_errors():
+            hits = self.mem.recall_terms(terms, k=k, scope=self._scope(),
+                                         variables=self._variables())
+        if stale is not None:
+            hits[:] = [h for h in hits if bool(h.note.stale) == stale]
+        if author:
+            authors = {a.strip() for a in author.split(",")}
+            hits[:] = [h for h in hits if h.note.author in authors]
+        return hits
