@@ -107,8 +107,8 @@ def find_cell(source: str, directory: Path, notebook: str | None = None) -> tupl
             return None
     found = []
     for path in paths:
-        for cell_id, cell_source in (notebook_cells(path) or {}).items():
-            if source_hash(cell_source) == wanted:
+        for cell_id, (kind, cell_source) in (notebook_cells(path) or {}).items():
+            if kind == "code" and source_hash(cell_source) == wanted:
                 found.append((str(path.resolve()), cell_id))
     return found[0] if len(found) == 1 else None
 
