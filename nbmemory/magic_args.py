@@ -38,6 +38,13 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
         if option == "--":
             rest = rest[match.end():]
             break
+        if option not in takes_value and option[:2] in takes_value and option[1] != "-":
+            if not takes_value[option[:2]]:  # -pt is -p t, as argparse reads it; -xy is no flag
+                raise UsageError(f"Unknown option {option}; see the help with ?")
+            # -k1, -phigh, -ta,b: the value attached, up to the next space
+            tail = re.match(r"\S*", rest[match.end():]).group() if inline is None else ""
+            option, inline = option[:2], option[2:] + (tail if inline is None else f"={inline}")
+            rest = rest[:match.end()] + rest[match.end() + len(tail):]
         if option not in takes_value:
             if option.startswith("--") or len(option) == 2:
                 raise UsageError(f"Unknown option {option}; see the help with ?")

@@ -238,6 +238,20 @@ def test_split_options_stops_at_text():
     assert (args.kind, text) == ("gotcha", "x -p low")
 
 
+def test_short_options_take_an_attached_value_as_argparse_does(ip):
+    args, text = split_options(NbMemory.remember.parser, "-phigh -twal,cache the loader runs at 2")
+    assert (args.priority, args.tags, text) == ("high", "wal,cache", "the loader runs at 2")
+    args, query = split_options(NbMemory.recall.parser, "-k1 codename")
+    assert (args.k, query) == (1, "codename")
+    with pytest.raises(UsageError, match=r"^Unknown priority 't'"):  # -pt is -p t
+        run(ip, "remember -k gotcha -t wal -pt high mistyped flag")
+    assert run(ip, "memory list")[1].stdout.startswith("0 active notes")
+    with pytest.raises(UsageError, match=r"^Unknown option --x1; see the help with \?"):
+        run(ip, "recall --x1 codename")
+    _, out = run(ip, "remember -xyz is a flag of the tool")  # not an option: the note's text
+    assert "Remembered #1" in out.stdout
+
+
 def test_snapshot_diff_and_recall_as_of(ip):
     run(ip, "remember -k gotcha -t cache the cache is never invalidated")
     run(ip, "snapshot before")
