@@ -112,3 +112,25 @@ def unquote(value: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         return value[1:-1]
     return value
+
+
+_ENDS_IN_QUESTION = re.compile(
+    r"^([ \t]*)%(remember|recall|forget|snapshot|memory)[ \t]+(.*\?)[ \t]*$")
+
+
+def keep_question_marks(lines: list[str]) -> list[str]:
+    """An IPython input transformer: ``%remember Is order_date in UTC?`` runs the magic with
+    its ``?`` instead of asking IPython for help on ``UTC`` (IPython reads a line ending in
+    ``?`` as a help request, and the note was never stored). ``%remember?`` alone still
+    shows the help; a ``%%remember`` cell's body is left as it is."""
+    if not lines or lines[0].lstrip().startswith("%%"):
+        return lines
+    out = []
+    for at, line in enumerate(lines):
+        found = _ENDS_IN_QUESTION.match(line.rstrip("\r\n"))
+        continued = at > 0 and lines[at - 1].rstrip("\r\n").endswith("\\")
+        if found and found.group(3).strip("? \t") and not continued:
+            indent, name, rest = found.groups()
+            line = f"{indent}get_ipython().run_line_magic({name!r}, {rest!r})\n"
+        out.append(line)
+    return out

@@ -22,7 +22,8 @@ from . import display as show
 from . import procedures, syntax, wording
 from .ambient import Ambient, Gate
 from .config import Settings, configured_model
-from .magic_args import ask, parse_ids, split_message, split_options, unquote, usage_errors
+from .magic_args import (ask, keep_question_marks, parse_ids, split_message, split_options,
+                         unquote, usage_errors)
 from .magic_checks import CheckCommands, check_whole, evidence
 from .magic_memory import MemoryCommands
 from .magic_recall import RecallCommands
@@ -460,6 +461,8 @@ def load_ipython_extension(ipython) -> None:
         # %rep is IPython's alias of whatever %recall is: point it at the history one.
         magics._shadowed[("line", "rep")] = rep
         table["line"]["rep"] = history_recall
+    if keep_question_marks not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(keep_question_marks)
     ipython.events.register("post_run_cell", magics._record_outcome)
     ipython.events.register("pre_run_cell", magics._ambient.before)
     ipython.events.register("post_run_cell", magics._ambient.after)
@@ -473,6 +476,8 @@ def unload_ipython_extension(ipython) -> None:
         ipython.events.unregister("pre_run_cell", magics._ambient.before)
         ipython.events.unregister("post_run_cell", magics._ambient.after)
         magics._ambient.close()
+        if keep_question_marks in ipython.input_transformers_cleanup:
+            ipython.input_transformers_cleanup.remove(keep_question_marks)
         table = ipython.magics_manager.magics
         for kind in ("line", "cell"):
             for name in MAGIC_NAMES:

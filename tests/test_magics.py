@@ -9,6 +9,7 @@ from IPython.utils.capture import capture_output
 
 from nbmemory.config import Settings
 from nbmemory.embed import HashEmbedder
+from nbmemory.magic_args import keep_question_marks
 from nbmemory.magics import NbMemory, split_options
 from nbmemory.memory import Memory
 from nbmemory.models import Hits
@@ -449,3 +450,21 @@ def test_the_first_magic_says_it_starts_the_memory_service(tmp_path, monkeypatch
         from nbmemory.service import stop
 
         stop(tmp_path / "store")
+
+
+def test_a_line_ending_in_a_question_mark_is_stored_not_taken_for_help(ip):
+    with capture_output() as captured:
+        ip.run_cell("%remember -k question -t orders Is order_date in UTC or local time?")
+        ip.run_cell("for day in ['mon']:\n    %remember did {day} load twice??\n")
+    assert "Remembered #1 (question, medium) [orders]" in Shown(captured).stdout
+    memory = ip.magics_manager.registry["NbMemory"].mem
+    assert [n.text for n in memory.notes().notes] == [
+        "did {day} load twice??", "Is order_date in UTC or local time?"]
+    hits = ip.run_cell("%recall is order_date in UTC?").result
+    assert [h.note.id for h in hits][:1] == [1]
+    with capture_output() as captured:
+        ip.run_cell("%remember?")  # the magic's own help, as before
+    assert "Store a finding" in captured.stdout and memory.notes().total == 2
+    ip.run_line_magic("unload_ext", "nbmemory")
+    assert keep_question_marks not in ip.input_transformers_cleanup
+    ip.run_line_magic("load_ext", "nbmemory")
