@@ -100,10 +100,21 @@ def usage_errors():
 
 
 def split_message(line: str) -> tuple[str, str]:
-    """``NAME -m the message`` -> (``NAME``, ``the message``): a message is the rest of the
-    line, quoted or not, as a note's text is."""
+    """``NAME -m the message`` -> (``NAME``, ``the message``): after the name a message is
+    the rest of the line, quoted or not, as a note's text is. Before the name (options come
+    first) it is one word or one quoted phrase: ``-m "after cleaning" NAME``."""
     found = re.search(r"(?:^|\s)(?:-m|--message)(?:\s+|=)(.*)$", line, re.S)
-    return (line[:found.start()], unquote(found.group(1))) if found else (line, "")
+    if not found:
+        return line, ""
+    before, after = line[:found.start()], found.group(1)
+    if any(not token.startswith("-") for token in before.split()):
+        return before, unquote(after)
+    token = _VALUE.match(" " + after)
+    message, rest = (token.group(1), after[token.end() - 1:]) if token else ("", "")
+    if len(rest.split()) > 1 and message[:1] not in "\"'":
+        raise UsageError(f"Put a message of more than one word in quotes, or after the "
+                         f"name: %snapshot NAME -m {message} {rest.strip()}")
+    return f"{before} {rest}", unquote(message)
 
 
 def unquote(value: str) -> str:

@@ -429,6 +429,18 @@ def test_snapshot_names_lose_their_quotes_and_the_message_is_the_rest_of_the_lin
         run(ip, 'snapshot it\'s')
 
 
+def test_a_snapshot_message_may_come_before_the_name(ip):
+    run(ip, "remember a finding")
+    run(ip, 'snapshot -m "after cleaning" after-cleaning')
+    run(ip, "snapshot -m msg snapA")
+    run(ip, 'snapshot --message="x y" snapB')
+    assert [(s.name, s.message) for s in ip.magics_manager.registry["NbMemory"].mem.snapshots()] \
+        == [("after-cleaning", "after cleaning"), ("snapA", "msg"), ("snapB", "x y")]
+    with pytest.raises(UsageError, match=r"^Put a message of more than one word in quotes, or "
+                                         r"after the name: %snapshot NAME -m only a message$"):
+        run(ip, "snapshot -m only a message")
+
+
 def test_the_first_magic_says_it_starts_the_memory_service(tmp_path, monkeypatch):
     """No silent wait: the cell that starts an owner says so under itself (stderr)."""
     monkeypatch.chdir(tmp_path)
