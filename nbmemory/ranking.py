@@ -335,8 +335,8 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
     ``pool`` by selection (no sort of every match) and only the union of the two is
     fused.
     """
-    if candidates is not None:
-        candidates = candidates[vectors.holds(candidates)]
+    if candidates is not None and mode != "lexical":  # keywords need no vector: a note
+        candidates = candidates[vectors.holds(candidates)]  # waiting for one is found too
         if not len(candidates):
             return _EMPTY
     searching = None

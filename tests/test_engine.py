@@ -589,9 +589,10 @@ def test_notes_written_while_the_model_loads_are_embedded_once_it_has(store_dir)
     model = LoadingEmbedder()
     with model_loading(store_dir, model) as (mem, warming):
         engine = mem._backend.engine
-        note = mem.remember("the wombat census runs on Tuesdays")  # does not wait
+        note = mem.remember("the wombat census runs on Tuesdays", tags=["wal"])  # no wait
         assert note.id == 2
         assert [h.note.id for h in mem.recall("wombat census")] == [2]
+        assert [h.note.id for h in mem.recall("wombat census", tags="wal")] == [2]
         assert (mem.status()["unembedded"], mem.status()["vectors"]) == (1, 1)
         shown = status_display(mem.status()).text
         assert "(loading: recall answers from keywords meanwhile); 1 new note waits for its vector" in shown
