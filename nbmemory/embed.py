@@ -11,6 +11,7 @@ import os
 import re
 import threading
 import time
+from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -268,6 +269,32 @@ def make_embedder(name: str) -> Embedder:
     if name.startswith("hash:"):
         return HashEmbedder(int(name.split(":", 1)[1]))
     return ThreadTuner(SentenceTransformerEmbedder(name))
+
+
+def findable(name: str) -> bool:
+    """Whether the model ``name`` is on this machine to load offline, told without loading
+    it: the default (its package's absence has a message of its own), the test embedder, a
+    directory, or a model in the local Hugging Face cache."""
+    if name.startswith("hash:") or name in DEFAULT_ALIASES or Path(name).expanduser().is_dir():
+        return True
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - sentence-transformers depends on it
+        return True  # cannot tell: loading will say
+    for repo in [name] if "/" in name else [name, f"sentence-transformers/{name}"]:
+        try:
+            if isinstance(try_to_load_from_cache(repo, "config.json"), str):
+                return True
+        except Exception:  # not a repository name at all (HFValidationError)
+            continue
+    return False
+
+
+def lacks_model(embedder) -> bool:
+    """Whether ``embedder`` is a sentence-transformers model this machine does not have."""
+    inner = getattr(embedder, "embedder", embedder)  # a ThreadTuner's
+    return isinstance(inner, SentenceTransformerEmbedder) and not inner.loaded and \
+        not findable(inner.name)
 
 
 def model_name(identity: str) -> str:

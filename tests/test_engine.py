@@ -14,7 +14,7 @@ from nbmemory.cards import BLOCK
 from nbmemory.config import Settings
 from nbmemory.embed import HashEmbedder
 from nbmemory.engine import CARDS_FILENAME, KEYWORDS_FILENAME, VECTOR_FILENAME, content_hash
-from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreLocked,
+from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, ModelUnavailable, NotFound, StoreLocked,
                              StoreTooNew)
 from nbmemory.display import hits_text, status_display
 from nbmemory.memory import Memory
@@ -744,6 +744,18 @@ def test_same_model_name_with_other_dims_is_a_mismatch(store_dir):
     with Memory.open(store_dir, embedder=HashEmbedder(32)) as mem:
         with pytest.raises(EmbedderMismatch, match="made with hash:64, but the configured model is 'hash:32'"):
             mem.recall("x")
+
+
+def test_a_model_this_machine_lacks_is_not_advised_to_reembed_with(store_dir):
+    with Memory.open(store_dir, embedder=HashEmbedder(64)) as mem:
+        mem.remember("x")
+    with Memory.open(store_dir, model="no-such-model", mode="local") as mem:
+        with pytest.raises(ModelUnavailable) as caught:
+            mem.recall("x")
+    assert str(caught.value) == (
+        "This store's vectors were made with hash:64, and the configured model 'no-such-model' "
+        "is not on this machine to load offline (a typo, or not in the Hugging Face cache). "
+        "Set the model back to 'hash'.")  # the test embedder's name
 
 
 def test_store_location_precedence_and_reason(tmp_path):

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from nbmemory.embed import HashEmbedder
-from nbmemory.errors import EmbedderMismatch, StoreDamaged, StoreUnavailable
+from nbmemory.errors import EmbedderMismatch, ModelUnavailable, StoreDamaged, StoreUnavailable
 from nbmemory.memory import Memory
 from nbmemory.service import owner_info, stop
 from nbmemory.service.protocol import lock_held
@@ -586,3 +586,22 @@ def test_a_full_disk_is_reported_as_such_and_nothing_acknowledged_is_lost(small_
     with Memory.open(store, model=HASH, mode="service") as memory:  # the next owner starts
         assert sorted(n.text for n in memory.notes(limit=1000).notes) == sorted(acknowledged)
 
+
+
+def test_a_mistyped_model_does_not_stop_the_owner(store):
+    """Replacing the owner for a model this machine does not have would leave the store
+    with an owner that cannot load its model: the client says so and nothing stops."""
+    with Memory.open(store, model=HASH, mode="service") as first:
+        first.remember("orders.amount is in cents")
+    pid = owner_info(store)["pid"]
+    wait_for(lambda: (owner_info(store) or {}).get("clients", 1) == 0,
+             what="the first client's connection to close")
+    with Memory.open(store, model="no-such-model", mode="service") as typo:
+        with pytest.raises(ModelUnavailable) as caught:
+            typo.recall("cents")
+    assert str(caught.value) == (
+        "The embedding model 'no-such-model' is not on this machine to load offline (a typo, "
+        "or not in the Hugging Face cache), so the store's owner keeps 'hash:64' and nothing "
+        "was done. Set the model back to 'hash:64', or put the model in the local Hugging "
+        "Face cache first.")
+    assert owner_info(store)["pid"] == pid and owner_info(store)["model"] == HASH

@@ -22,9 +22,9 @@ import numpy as np
 
 from .. import __version__
 from ..config import Settings, find_git_root
-from ..embed import Embedder, make_embedder, model_name
-from ..errors import (Command, EmbedderMismatch, StoreDamaged, StoreUnavailable,
-                      StoreUnreachable)
+from ..embed import Embedder, lacks_model, make_embedder, model_name
+from ..errors import (Command, EmbedderMismatch, ModelUnavailable, StoreDamaged,
+                      StoreUnavailable, StoreUnreachable)
 from ..events import INDEXED
 from ..lock import OwnerLock, prepare_directory
 from ..models import Hits, Note, Page, utcnow
@@ -433,6 +433,12 @@ class Engine:
         mismatch = self.mismatch
         if mismatch:
             stored, configured = mismatch
+            if lacks_model(self.embedder):
+                raise ModelUnavailable(
+                    f"This store's vectors were made with {stored}, and the configured model "
+                    f"{configured!r} is not on this machine to load offline (a typo, or not "
+                    f"in the Hugging Face cache). Set the model back to "
+                    f"{model_name(stored)!r}.")
             raise EmbedderMismatch(
                 f"This store's vectors were made with {stored}, but the configured model is "
                 f"{configured!r}. Re-embed the notes with {{0}}, or set the model back to "

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .. import __version__, errors
-from ..errors import InvalidInput, NbMemoryError, StoreLocked, StoreUnavailable, StoreUnreachable
+from ..errors import (InvalidInput, ModelUnavailable, NbMemoryError, StoreLocked, StoreUnavailable,
+                      StoreUnreachable)
 from ..lock import open_private, prepare_directory, try_lock, unlock
 from ..operations import operation as lookup
 from . import codec, transport as transports
@@ -481,7 +482,18 @@ class ServiceBackend:
         self._children = [p for p in self._children if p.poll() is None]
 
     def _replace_owner(self, error: dict[str, Any]) -> None:
-        """Ask an owner of another version or model to exit, then start a matching one."""
+        """Ask an owner of another version or model to exit, then start a matching one; not
+        for a model this machine does not have (the owner would be stopped for nothing)."""
+        from ..embed import DEFAULT_ALIASES, findable
+
+        serving = error.get("model")
+        if self.model and serving and self.model != serving and not findable(self.model):
+            unset = " (or leave it unset)" if serving in DEFAULT_ALIASES else ""
+            raise ModelUnavailable(
+                f"The embedding model {self.model!r} is not on this machine to load offline "
+                f"(a typo, or not in the Hugging Face cache), so the store's owner keeps "
+                f"{serving!r} and nothing was done. Set the model back to {serving!r}{unset}, "
+                f"or put the model in the local Hugging Face cache first.")
         reason = (f"client pid {os.getpid()} runs nbmemory {__version__}"
                   + (f" with model {self.model}" if self.model else "")
                   + f": {error.get('message', '')}")
