@@ -198,6 +198,17 @@ def test_threshold_counts_what_it_hides(memory):
     assert hits.filtered_out == 0 and len(hits) == 2
 
 
+def test_priority_does_not_decide_what_the_threshold_shows(memory):
+    high = memory.remember("retry budget is three attempts", priority="high")
+    low = memory.remember("retry budget is three attempts", priority="low")
+    scores = {h.note.id: h.score for h in memory.recall("retry budget", min_score=-1)}
+    fused = (scores[high.id] + scores[low.id]) / 2  # each is the fused score -+ 0.02
+    hits = memory.recall("retry budget", min_score=fused + 0.01)
+    assert len(hits) == 0 and hits.filtered_out == 2  # the bonus does not lift #1 over it
+    hits = memory.recall("retry budget", min_score=fused - 0.01)
+    assert [h.note.id for h in hits] == [high.id, low.id]  # nor the penalty sink #2 under it
+
+
 def test_explain_gives_channel_scores(memory):
     memory.remember("PyObject_GC_Del frees GC memory")
     hit = memory.recall("PyObject_GC_Del", explain=True)[0]

@@ -145,13 +145,16 @@ class Recall(Part):
                 # Best first, ties by id; only the head is looked at.
                 for at in np.lexsort((ranked.ids, -scores)).tolist():
                     note_id, score = ids[at], float(scores[at])
+                    # The threshold reads the fused score: priority orders, it does not
+                    # decide what is shown.
+                    shown = float(ranked.score[at]) >= threshold
                     if note_id in view.inactive:
-                        if score >= threshold and len(previously) < 3 and len(hits) < k:
+                        if shown and len(previously) < 3 and len(hits) < k:
                             previously.append((note_id, score, at))
                         continue
                     if len(hits) >= k:
                         break
-                    if score < threshold:
+                    if not shown:
                         below += 1
                         continue
                     hits.append((note_id, score, at))
