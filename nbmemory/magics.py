@@ -125,6 +125,9 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         namespace, as IPython fills in a whole magic line (left as typed if that fails)."""
         try:
             return DollarFormatter().vformat(value, args=[], kwargs=self.shell.user_ns)
+        except NameError as exc:  # said, or "nothing exists at {DATA}/x.csv" puzzles
+            print(f"nbmemory: {value} is used as typed ({exc} in this kernel)", file=sys.stderr)
+            return value
         except Exception:  # noqa: BLE001 - IPython's own var_expand does the same
             return value
 

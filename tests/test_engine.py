@@ -62,6 +62,7 @@ def test_ids_are_sequential_integers(memory):
     (dict(text="x", kind="idea"), "Unknown kind 'idea'; use one of: finding, gotcha"),
     (dict(text="x", priority="urgent"), "Unknown priority 'urgent'; use one of: high, medium, low"),
     (dict(text="x", tags="two words"), "Tag 'two words' contains a space"),
+    (dict(text="x", tags=",,"), "Tags ',,' name no tag; separate tags with commas, e.g. orders"),
 ])
 def test_bad_input_is_refused_and_store_unchanged(memory, store_dir, kwargs, message):
     memory.remember("a first note")

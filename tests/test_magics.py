@@ -81,6 +81,14 @@ def test_notes_and_queries_keep_dollars_and_braces_while_options_are_filled_in(i
     assert [a.target for a in checked.note.anchors if a.kind == "check"] == ["len({1, 2}) == 2"]
 
 
+def test_an_option_naming_an_undefined_variable_says_so(ip):
+    with capture_output() as captured:
+        with pytest.raises(UsageError, match=r"--about .*\{DATA\}/orders\.csv: nothing exists "):
+            ip.run_line_magic("remember", "--about {DATA}/orders.csv amounts are in cents")
+    assert captured.stderr == ("nbmemory: {DATA}/orders.csv is used as typed (name 'DATA' is "
+                               "not defined in this kernel)\n")
+
+
 def test_remember_cell_form_uses_the_body(ip):
     run(ip, "remember -t locks", "acquire_lock() must run first.\nThe watcher races it.")
     note = run(ip, "recall watcher")[0][0].note

@@ -86,6 +86,9 @@ def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
         return ()
     listed = not isinstance(tags, str)
     if isinstance(tags, str):
+        if tags.strip() and not tags.replace(",", "").replace("#", "").strip():
+            raise InvalidInput(f"Tags {tags!r} name no tag; separate tags with commas, "
+                               f"e.g. orders,units")
         tags = tags.split(",")
     elif not isinstance(tags, (list, tuple, set, frozenset)):
         raise InvalidInput(f"Tags are a list or a comma-separated string, not "
