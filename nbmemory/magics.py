@@ -266,7 +266,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
             else:
                 sources.append(history[count])
         if missing:
-            raise UsageError(f"No cell ran with execution count {', '.join(map(str, missing))} "
+            raise UsageError(f"No cell ran with execution count {procedures.cell_ranges(missing)} "
                              f"in this kernel (the last was {len(history) - 1}).")
         if failed:
             print(f"Left out cells that raised an error: {', '.join(map(str, failed))}.")
@@ -432,6 +432,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         handler = getattr(self, f"_memory_{command or 'status'}", None)
         if handler is None:
             raise UsageError(f"Unknown %memory command {command!r}; try %memory? for the list")
+        if command in ("status", "stale", "reindex", "reembed") and rest.strip():
+            raise UsageError(f"%memory {command} takes nothing after it (got {rest.strip()!r})")
         with usage_errors():
             return handler(rest.strip())
 

@@ -6,6 +6,7 @@ import re
 
 _FENCE = re.compile(r"```(?:python)?\n(.*?)\n```", re.S)
 _OWN_MAGIC = re.compile(r"^\s*%{1,2}(remember|recall|forget|snapshot|memory|load_ext|reload_ext)\b")
+MAX_CELLS = 1000
 
 
 def parse_cells(spec: str) -> list[int]:
@@ -19,10 +20,24 @@ def parse_cells(spec: str) -> list[int]:
         last = int(match.group(2) or first)
         if last < first:
             raise ValueError(f"The range {part!r} runs backwards; write it as {last}-{first}")
-        counts.extend(c for c in range(first, last + 1) if c not in counts)
+        if last - first >= MAX_CELLS:
+            raise ValueError(f"The range {part!r} spans {last - first + 1:,} cells; a procedure "
+                             f"takes at most {MAX_CELLS:,}")
+        counts.extend(range(first, last + 1))
     if not counts:
         raise ValueError("Say which cells: --cells 3-7 (execution counts, as in In [3])")
-    return counts
+    return list(dict.fromkeys(counts))
+
+
+def cell_ranges(counts: list[int]) -> str:
+    """``[2, 3, 4, 7]`` -> ``2-4, 7``."""
+    runs: list[list[int]] = []
+    for count in sorted(set(counts)):
+        if runs and count == runs[-1][1] + 1:
+            runs[-1][1] = count
+        else:
+            runs.append([count, count])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def is_bookkeeping(source: str) -> bool:

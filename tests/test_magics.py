@@ -138,6 +138,7 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("forget 99", "No note #99"),
     ("memory frobnicate", "Unknown %memory command 'frobnicate'"),
     ("memory history", "Give one note id"),
+    ("memory stale extra", r"^%memory stale takes nothing after it \(got 'extra'\)$"),
     ("snapshot", "Give the snapshot a name"),
     ("snapshot --list --diff base", "--list takes nothing else: %snapshot --list"),
 ])

@@ -37,6 +37,10 @@ def test_only_successful_cells_are_captured_and_insert_round_trips(ip):  # noqa:
     ("remember --procedure p --cells 9-x", "Cannot read the cells '9-x'"),
     ("remember --procedure p --cells 5-2", "The range '5-2' runs backwards"),
     ("remember --procedure p --cells 40", "No cell ran with execution count 40"),
+    ("remember --procedure p --cells 1,2-99,120", r"No cell ran with execution count 3-99, 120 in "
+                                                  r"this kernel \(the last was 2\)"),
+    ("remember --procedure p --cells 1-99999999", "The range '1-99999999' spans 99,999,999 "
+                                                  "cells; a procedure takes at most 1,000"),
     ("remember --procedure p --cells 2", "None of those cells ran without error"),
 ])
 def test_procedure_errors(ip, line, message):  # noqa: F811
