@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from . import __version__
 from .errors import InvalidInput
+from .export_rows import check_notes
 from .models import STATUSES, Anchor, Provenance
 from .sharing import Subset
 from .store import SCHEMA_VERSION, Store
@@ -207,6 +208,7 @@ def read_export(path: str | Path) -> Export:
     if end is None or {t: n for t, n in end["counts"].items() if n} != counts:
         raise InvalidInput(f"{path} is truncated (its end line is missing or its row counts "
                            "differ). Export again; nothing was imported.")
+    check_notes(path, export.rows)
     return export
 
 

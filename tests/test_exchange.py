@@ -338,13 +338,38 @@ def damage_a_row(lines):
     for line in lines:
         record = json.loads(line)
         if record.get("table") == "notes" and record["row"]["id"] == 11:
-            record["row"]["version"] = None
+            record["row"]["uid"] = None
         out.append(json.dumps(record) + "\n")
     return "".join(out)
 
 
+def edit_note(field, value, note=2):
+    """The export with one field of one note changed, as by hand."""
+    def edited(lines):
+        out = []
+        for line in lines:
+            record = json.loads(line)
+            if record.get("table") == "notes" and record["row"]["id"] == note:
+                record["row"][field] = value
+            out.append(json.dumps(record) + "\n")
+        return "".join(out)
+    return edited
+
+
+REFUSED = "The file is damaged or was edited by hand; nothing was imported."
+
+
 @pytest.mark.parametrize("into", ["existing store", "empty store"])
 @pytest.mark.parametrize("content, message", [
+    (edit_note("id", -5), "a note's id is -5, not a note id from 1 to 16,777,216. " + REFUSED),
+    (edit_note("id", 2**62), "a note's id is 4611686018427387904, not a note id from 1 to "),
+    (edit_note("id", True), "a note's id is True, not a note id"),
+    (edit_note("priority", "urgent"), "note 2 has priority 'urgent', none of high, medium, low"),
+    (edit_note("kind", "wat"), "note 2 has kind 'wat', none of finding, gotcha, decision"),
+    (edit_note("tags", ["has space"]), "note 2: Tag 'has space' contains a space"),
+    (edit_note("text", " "), "note 2 has no text. " + REFUSED),
+    (edit_note("supersedes", 999), "note 2 replaces note 999, which the file does not hold"),
+    (edit_note("version", 0), "note 2 has version 0, not a whole number from 1"),
     (None, "is truncated"),
     ('{"some": "json"}\n', "is not an nbmemory export"),
     ("id,text\n1,hello\n", "line 1 is not JSON"),

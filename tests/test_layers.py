@@ -11,7 +11,7 @@ LAYERS = {  # module (or package) -> layer; higher layers may import lower ones 
               "procedures", "progress", "__main__", "__init__"],
     "facade": ["memory"],
     "service": ["service"],
-    "engine": ["engine", "ranking", "stale", "history", "exchange", "sharing"],
+    "engine": ["engine", "ranking", "stale", "history", "exchange", "export_rows", "sharing"],
     "store": ["store"],
     "leaves": ["errors", "files", "arrays", "models", "config", "lexical", "lexical_segment", "tokenizer", "vectors", "dense_rows", "cards", "embed", "onnx_model", "anchors", "events",
                "operations", "address", "repos", "wording", "markdown", "when", "_version", "lock", "syntax", "display", "checks",

@@ -670,12 +670,12 @@ def test_owner_with_another_model_is_replaced(store):
     with Memory.open(store, model=HASH, mode="service") as memory:
         memory.remember("orders.amount is in cents")
         first = owner_info(store)["pid"]
-    with Memory.open(store, model="other-model", mode="service") as memory:
+    with Memory.open(store, model="hash:32", mode="service") as memory:
         with pytest.raises(EmbedderMismatch, match="made with hash:64, but the configured model "
-                                                   "is 'other-model'"):
+                                                   "is 'hash:32'"):
             memory.recall("cents")
         info = owner_info(store)
-        assert info["model"] == "other-model" and info["pid"] != first
+        assert info["model"] == "hash:32" and info["pid"] != first
 
 
 # -- the magics and the kernel ---------------------------------------------------------------
