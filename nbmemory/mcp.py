@@ -137,7 +137,7 @@ def reply(data: Any, hint: str | None = None) -> list[TextContent]:
     return content
 
 
-NoteIds = Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=100,
+NoteIds = Annotated[list[Annotated[int, Field(ge=1, strict=True)]], Field(min_length=1, max_length=100,
                                                              description="note ids, e.g. [12, 15]")]
 
 
@@ -186,7 +186,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                                                                   "spaces, e.g. ['orders', 'units']"
                                                                   "; with supersedes, default the "
                                                                   "old note's")] = None,
-        supersedes: Annotated[int | None, Field(ge=1, description="id of the note this one "
+        supersedes: Annotated[int | None, Field(ge=1, strict=True, description="id of the note this one "
                                                                   "replaces")] = None,
         about: Annotated[list[str] | None, Field(description="files, directories or globs the "
                                                              "finding is about (relative to the "
@@ -222,9 +222,10 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
           "on it. Pair each recall with a note: if nothing useful came back and you then find "
           "the answer, remember it.", read_only=True)
     def recall(
-        query: Annotated[str, Field(min_length=1, description="what you want to know, in any words; "
+        query: Annotated[str, Field(min_length=1, max_length=10_000,
+                                    description="what you want to know, in any words; "
                                                               "identifiers like acquire_lock match exactly")],
-        k: Annotated[int, Field(ge=1, le=50, description="how many notes at most")] = 5,
+        k: Annotated[int, Field(ge=1, le=50, strict=True, description="how many notes at most")] = 5,
         tags: Annotated[list[str] | str | None, Field(description="only notes having all these tags")] = None,
         kind: Annotated[list[Kind] | Kind | None, Field(description="only notes of these kinds")] = None,
         priority: Annotated[list[Priority] | Priority | None, Field(description="only these priorities")] = None,
@@ -287,10 +288,10 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                         Field(description="only notes having all these tags")] = None,
         kind: Annotated[list[Kind] | Kind | None,
                         Field(description="only notes of these kinds")] = None,
-        stale: Annotated[bool | None, Field(description="true: only stale notes; false: only "
+        stale: Annotated[bool | None, Field(strict=True, description="true: only stale notes; false: only "
                                                         "fresh ones")] = None,
-        offset: Annotated[int, Field(ge=0, description="notes to skip (the next page)")] = 0,
-        limit: Annotated[int, Field(ge=1, le=50, description="notes in this page")] = 20,
+        offset: Annotated[int, Field(ge=0, strict=True, description="notes to skip (the next page)")] = 0,
+        limit: Annotated[int, Field(ge=1, le=50, strict=True, description="notes in this page")] = 20,
     ) -> list[TextContent]:
         with tool_errors():
             page = memory.get().notes(tags=tags, kind=kind, stale=stale, offset=offset,
@@ -315,7 +316,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                       else "reinstate(note_id=...) for each"})
 
     @tool("Undo forget: make a revoked note active again.", idempotent=False)
-    def reinstate(note_id: Annotated[int, Field(ge=1)]) -> list[TextContent]:
+    def reinstate(note_id: Annotated[int, Field(ge=1, strict=True)]) -> list[TextContent]:
         with tool_errors():
             note = memory.get().reinstate(note_id)
         return reply({"reinstated": note.id, "note": note_dict(note)})
@@ -341,7 +342,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
     @tool("After checking that a stale note still holds (read the changed file, rerun the "
           "query), verify it: its fingerprints are re-taken and the stale flag clears. If it no "
           "longer holds, remember the correction with supersedes=<id> instead.")
-    def verify(note_id: Annotated[int, Field(ge=1)]) -> list[TextContent]:
+    def verify(note_id: Annotated[int, Field(ge=1, strict=True)]) -> list[TextContent]:
         with tool_errors():
             mem = memory.get()
             note = mem.verify(note_id)
@@ -366,7 +367,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
     @tool("The note and every event of its history (created, edited, superseded, revoked, "
           "reinstated...), with time and actor, and what each version said: use it to see "
           "why a note changed.", read_only=True)
-    def history(note_id: Annotated[int, Field(ge=1)]) -> list[TextContent]:
+    def history(note_id: Annotated[int, Field(ge=1, strict=True)]) -> list[TextContent]:
         with tool_errors():
             mem = memory.get()
             note = mem.get(note_id)

@@ -328,6 +328,17 @@ BAD_CALLS = [
     ("recall", {"query": ""}, "Bad arguments for recall: query: String should have at least 1 character"),
     ("recall", {"query": "x", "limit": 3}, "Unknown argument(s) for recall: limit"),
     ("forget", {"note_ids": [1, 99]}, "No note #99"),
+    ("forget", {"note_ids": [True]}, "Bad arguments for forget: note_ids: Input should be a "
+                                     "valid integer (got True). Nothing was changed."),
+    ("reinstate", {"note_id": True}, "Bad arguments for reinstate: note_id: Input should be a "
+                                     "valid integer"),
+    ("remember", {"text": "x", "supersedes": True}, "Bad arguments for remember: supersedes"),
+    ("show", {"note_ids": ["1"]}, "Bad arguments for show: note_ids: Input should be a valid "
+                                  "integer"),
+    ("recall", {"query": "x", "k": True}, "Bad arguments for recall: k: Input should be a valid "
+                                          "integer"),
+    ("recall", {"query": "x" * 10_001}, "Bad arguments for recall: query: String should have at "
+                                        "most 10000 characters"),
     ("forget", {"note_ids": []}, "Bad arguments for forget: note_ids: List should have at least 1 item"),
     ("forget", {"note_ids": "one"}, "Bad arguments for forget: note_ids: Input should be a valid list"),
     ("reinstate", {"note_id": 1}, "Cannot reinstate note #1: it is active"),
