@@ -73,6 +73,10 @@ def show_note(note) -> str:
 
 
 def read_text(words: list[str]) -> str:
+    if words[:1] == ["-"] and len(words) > 1:  # the piped note would be lost
+        raise CommandError(f"- reads the note from stdin and takes nothing after it (got "
+                           f"{' '.join(words[1:])!r}); for a note that starts with a dash, "
+                           f"quote it: nbmemory remember -- '- {' '.join(words[1:])}'")
     if words and words != ["-"]:
         return " ".join(words)
     if sys.stdin.isatty() and not words:
@@ -111,8 +115,9 @@ def cmd_recall(mem, args) -> None:
                                              ("--min-score", args.min_score is not None),
                                              ("--as-of", args.as_of)) if given]
         if needless:
+            verb = "applies" if len(needless) == 1 else "apply"
             raise CommandError(f"--open with no query lists the open questions; "
-                               f"{', '.join(needless)} appl{'ies' if len(needless) == 1 else 'y'} only to a query "
+                               f"{', '.join(needless)} {verb} only to a query "
                                f"(nbmemory recall --open QUERY...)")
         questions = mem.open_questions(limit=args.k, tags=args.tags, priority=args.priority,
                                        since=args.since, author=author_of(args), stale=stale)

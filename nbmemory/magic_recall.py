@@ -51,8 +51,9 @@ class RecallCommands:
     def _open_questions(self, args, k: int, stale, author):
         needless = _given(args, ("kind", "as_of", "min_score", "explain"))
         if needless:
+            verb = "applies" if len(needless) == 1 else "apply"
             raise UsageError(f"%recall --open with no query lists the open questions; "
-                             f"{', '.join(needless)} appl{'ies' if len(needless) == 1 else 'y'} only to a query: "
+                             f"{', '.join(needless)} {verb} only to a query: "
                              f"%recall --open {' '.join(needless)} ... <what you want to know>")
         with usage_errors():
             questions = self.mem.open_questions(

@@ -555,6 +555,14 @@ def test_remember_with_no_text_says_what_to_do(nbm):
     assert r.code == 2 and "The note is empty" in one_line(r.err)
 
 
+def test_remember_dash_and_words_refuses_rather_than_drop_the_piped_note(nbm):
+    r = nbm("remember", "-", "extra", "words", stdin="piped\n")
+    assert r.code == 2 and one_line(r.err) == (
+        "nbmemory: - reads the note from stdin and takes nothing after it (got 'extra words'); "
+        "for a note that starts with a dash, quote it: nbmemory remember -- '- extra words'")
+    assert nbm("list", "--json").json["total"] == 0
+
+
 def test_json_errors_are_json_on_stdout(store_dir):
     Memory.open(store_dir, embedder=HashEmbedder()).close()
     r = shell("--store", str(store_dir), "--json", "show", "7")
