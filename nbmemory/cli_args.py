@@ -68,6 +68,16 @@ def positive(text: str) -> int:
     return value
 
 
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
+    if not value >= 0 or value == float("inf"):  # nan and -5 too
+        raise argparse.ArgumentTypeError(f"must be 0 (never) or more seconds (got {text})")
+    return value
+
+
 def since_time(value: str) -> datetime:
     """``7d``, ``12h``, ``3w`` ago, or an ISO date (argparse's type for --since)."""
     try:
@@ -235,7 +245,7 @@ def build_parser() -> Parser:
 
     p = command("serve", "run the store's owner process in the foreground (clients start one "
                          "on demand; this is for running it yourself)")
-    p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--idle-timeout", type=seconds, default=None, metavar="SECONDS",
                    help="exit after this long without requests "
                         "(default: NBMEMORY_IDLE_TIMEOUT or 1800; 0 never)")
 

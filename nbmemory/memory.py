@@ -367,12 +367,14 @@ class Memory:
                           ids=None if ids is None else [int(i) for i in ids])
 
     def share(self, ids: Sequence[int], to: str | os.PathLike, **open_options) -> dict[str, int]:
-        """Copy the notes ``ids`` (with their history, authors and vectors) to another
-        store, usually a team store (``postgresql://...``, opened with ``open_options``):
-        merged by note uid, so sharing a note again adds nothing. Returns the other
-        store's import summary (``added``, ``skipped``...)."""
+        """Copy the notes ``ids`` (with history, authors and vectors) to another store, as a
+        rule a team store (``postgresql://...``, opened with ``open_options``), merged by uid
+        (sharing a note again adds nothing). Returns its import summary (``added``...)."""
         import tempfile
 
+        target = locate_store(os.fspath(to))
+        if target.address is None and not target.path.parent.is_dir():  # a typo: no new store
+            raise InvalidInput(f"Cannot share with {to}: {target.path.parent} does not exist.")
         with tempfile.TemporaryDirectory(prefix="nbmemory-share-") as tmp:
             path = os.path.join(tmp, "shared.jsonl")  # the directory is owner-only
             self.export_jsonl(path, ids=ids)

@@ -493,6 +493,9 @@ def test_help_documents_the_exit_codes():
     (["recall", "--min-score", "5", "x"], 2, "nbmemory: min_score is a score from -1 to 1"),
     (["list", "--status", "bogus"], 2, "nbmemory: Unknown status 'bogus'; use one or more of: "
                                        "active, revoked, superseded, refuted, purged"),
+    (["serve", "--idle-timeout", "-5"], 2, "nbmemory: argument --idle-timeout: must be 0 (never) "
+                                           "or more seconds (got -5)"),
+    (["share", "1", "--to", "nonexist/x"], 2, "nbmemory: Cannot share with nonexist/x: "),
 ])
 def test_errors_are_one_line_with_an_exit_code(store_dir, argv, code, message):
     Memory.open(store_dir, embedder=HashEmbedder()).close()  # an empty store

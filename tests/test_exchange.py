@@ -244,6 +244,15 @@ def test_a_note_shared_without_its_replacement_says_it_was_superseded_elsewhere(
         assert "Previously believed (#2, superseded (by a note not in this store)): " in str(hits)
 
 
+def test_sharing_with_a_mistyped_directory_makes_no_store(tmp_path):
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("orders.amount is in cents")
+        with pytest.raises(InvalidInput, match=r"^Cannot share with .*/nonexist/x: .*/nonexist "
+                                               r"does not exist\.$"):
+            a.share([1], tmp_path / "nonexist" / "x", embedder=HashEmbedder())
+    assert not (tmp_path / "nonexist").exists()
+
+
 def test_a_snapshot_whose_name_is_taken_is_reported_not_renamed(tmp_path):
     with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
         a.remember("a note")
