@@ -364,6 +364,41 @@ def test_an_address_the_server_refuses_is_said_at_once_not_retried(postgres_serv
         assert said in str(refused.value)
 
 
+def test_no_password_to_send_is_a_refusal_not_a_server_away():
+    from nbmemory.store.postgres import _refused
+
+    assert _refused('connection failed: connection to server at "127.0.0.1", port 5432 '
+                    'failed: fe_sendauth: no password supplied')
+    assert not _refused('connection failed: connection to server at "127.0.0.1", port 5432 '
+                        'failed: Connection refused')
+
+
+def test_a_server_away_at_the_owners_start_is_said_once_and_named_at_the_end(tmp_path,
+                                                                             monkeypatch):
+    """Owners are started again while a team store's server is away; the wait says so once
+    and ends with the server's own error, not with the owner's cache directory."""
+    import socket
+
+    from nbmemory.config import locate_store
+    from nbmemory.service.client import ServiceBackend
+
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"postgresql://nobody@127.0.0.1:{port}/analytics"
+    said = []
+    backend = ServiceBackend(locate_store(url).path, model="hash:64", startup_timeout=3,
+                             resend_timeout=60, announce=said.append)
+    with pytest.raises(StoreUnreachable) as caught:
+        backend.ensure_owner()
+    assert str(caught.value).startswith(f"The team store {url} is unreachable (")
+    assert "Connection refused" in str(caught.value) and "(still unreachable after " in \
+        str(caught.value)
+    assert len(said) == 1 and said[0].startswith("starting the memory service for ")
+    backend.close()
+
+
 def open_as_role(admin, team_url: str, name: str, privileges: str, tmp_path, monkeypatch):
     """The store opened as a new PostgreSQL role ``name`` with ``privileges`` on its tables
     (not their owner, not a superuser), with a cache directory of its own."""

@@ -175,6 +175,7 @@ class ServiceBackend:
         self._starting_owner: subprocess.Popen | None = None  # started, not yet answering
         self._unreachable_since: float | None = None  # owners failed to reach a team store
         self._told_unreachable = False
+        self._last_unreachable: StoreUnreachable | None = None  # why, to say when giving up
         self._children: list[subprocess.Popen] = []
         self._log_offset = 0
         self._pid = os.getpid()
@@ -371,6 +372,7 @@ class ServiceBackend:
 
     def _ensure_owner(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
+        self._unreachable_since = self._last_unreachable = None  # this wait's own
         delay = 0.005
         foreign_since = None
         while True:
@@ -394,6 +396,9 @@ class ServiceBackend:
                 foreign_since = None
                 self._spawn(deadline)
             if time.monotonic() > deadline:
+                if self._unreachable_since is not None and self._last_unreachable is not None:
+                    raise _error(self._last_unreachable.to_dict(), f"(still unreachable after "
+                                 f"{time.monotonic() - self._unreachable_since:.0f} s)")
                 last = _last_log_line(self.directory, self._log_offset)
                 raise StoreUnavailable(
                     f"No owner of {self.directory} answered within {self.startup_timeout:g} s"
@@ -447,7 +452,7 @@ class ServiceBackend:
             os.close(log_fd)
         self._starting_owner = proc
         self._children.append(proc)
-        if self.announce is not None:
+        if self.announce is not None and self._unreachable_since is None:  # once a wait
             self.announce(f"starting the memory service for {self.directory} (it loads the "
                           "embedding model once: a few seconds)")
         # Hold spawn.lock until the new owner holds the store lock (or gave up), so
@@ -465,6 +470,7 @@ class ServiceBackend:
             error = _start_error(self.directory, proc, self._log_offset)
             if not isinstance(error, StoreUnreachable):
                 raise error
+            self._last_unreachable = error
             # A team store's server is away (restarting, a network blip): start another
             # owner after a pause, as requests are sent again, until resend_timeout.
             now = time.monotonic()

@@ -402,7 +402,7 @@ _REFUSALS = ("authentication failed", "does not exist", "no password supplied",
 
 
 def _refused(message: str) -> bool:
-    if "FATAL:" in message:
+    if "FATAL:" in message or "fe_sendauth:" in message:  # libpq's own: no password to send
         return any(refusal in message for refusal in _REFUSALS)
     return message.startswith("connection is bad: invalid ")  # a malformed option
 
