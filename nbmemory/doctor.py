@@ -148,6 +148,8 @@ def check_team(url: str, opt: str) -> Iterator[Check]:
     except ImportError:
         yield Check("team", "fail", "psycopg is not installed", "pip install 'nbmemory[team]'")
         return
+    from .store.postgres import no_usage_message, without_usage
+
     address = Address.parse(url)
     try:
         con = psycopg.connect(address.conninfo, autocommit=True, connect_timeout=10)
@@ -161,6 +163,11 @@ def check_team(url: str, opt: str) -> Iterator[Check]:
         version = con.info.server_version
         yield Check("server", "ok", f"PostgreSQL {version // 10000}.{version % 10000} as "
                                     f"{con.info.user}, schema {address.schema}")
+        if without_usage(con, address.schema):
+            yield Check("schema", "fail", f"{con.info.user} may not use schema "
+                                          f"{address.schema}", no_usage_message(
+                                              url, address.schema, con.info.user))
+            return
         con.execute(f"SET search_path TO {address.schema}")
         schema = check_schema(con, opt, f"WHERE table_schema = '{address.schema}'")
         if schema.detail.startswith("empty") and not _may_create(con, address.schema):

@@ -586,6 +586,36 @@ def test_doctor_says_when_a_role_may_not_create_the_store_it_names(
     assert out.rstrip().endswith("1 problem found.")
 
 
+def test_a_member_without_usage_on_the_schema_is_told_which_grant_to_ask_for(
+        team_url, tmp_path, monkeypatch, capsys):
+    """PostgreSQL skips a schema the role may not use in its search path: the first
+    statement failed with 'no schema has been selected to create in', and doctor called
+    the existing store empty."""
+    from nbmemory import cli
+
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+        ada.remember("the ledger closes on the 3rd")
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache-dan"))
+    monkeypatch.setenv("NBMEMORY_MODEL", "hash:64")
+    url = team_url.replace("postgres@", "dan@")
+    with psycopg.connect(Address.parse(team_url).conninfo, autocommit=True) as admin:
+        admin.execute("CREATE ROLE dan LOGIN")
+        admin.execute("GRANT SELECT ON ALL TABLES IN SCHEMA nbmemory TO dan")  # no USAGE
+        try:
+            with pytest.raises(StoreUnavailable) as refused:
+                Memory.open(url, embedder=HashEmbedder())
+            assert cli.main(["--store", url, "doctor"]) == 1
+        finally:
+            admin.execute("DROP OWNED BY dan")
+            admin.execute("DROP ROLE dan")
+    said = (f"dan has no access to the team store {url} (schema nbmemory): ask its owner to "
+            "GRANT USAGE ON SCHEMA nbmemory TO dan, with the table grants of docs/team.md "
+            "(Permissions).")
+    assert str(refused.value) == said
+    out = capsys.readouterr().out
+    assert "FAIL  schema            dan may not use schema nbmemory" in out and said in out
+
+
 WRITER = """
 import json, os, sys
 from nbmemory.memory import Memory

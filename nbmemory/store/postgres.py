@@ -136,6 +136,10 @@ class PostgresStore(Store):
         for name in ("json", "jsonb"):  # JSON columns read back as text, as from DuckDB
             raw.adapters.register_loader(name, self._text_loader)
         try:
+            if without_usage(raw, address.schema):
+                user = raw.info.user
+                raw.close()
+                raise StoreUnavailable(no_usage_message(address.url, address.schema, user))
             if not raw.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
                                [address.schema]).fetchone():
                 try:
@@ -399,6 +403,20 @@ class PostgresStore(Store):
 # are retried.
 _REFUSALS = ("authentication failed", "does not exist", "no password supplied",
              "no pg_hba.conf entry", "permission denied for database")
+
+
+def without_usage(con, schema: str) -> bool:
+    """Whether the store's schema exists but this role may not use it: PostgreSQL then
+    skips it in the search path, and the first statement fails far from the cause."""
+    row = con.execute("SELECT NOT has_schema_privilege(oid, 'USAGE') FROM pg_namespace "
+                      "WHERE nspname = %s", [schema]).fetchone()
+    return bool(row and row[0])
+
+
+def no_usage_message(url: str, schema: str, user: str) -> str:
+    return (f"{user} has no access to the team store {url} (schema {schema}): ask its owner "
+            f"to GRANT USAGE ON SCHEMA {schema} TO {user}, with the table grants of "
+            f"docs/team.md (Permissions).")
 
 
 def _refused(message: str) -> bool:
