@@ -231,6 +231,9 @@ def build_parser() -> Parser:
     p.add_argument("ids", nargs="+", type=note_id, metavar="ID")
     p.add_argument("--to", required=True, metavar="DIR|URL",
                    help="the store to copy to, e.g. postgresql://db.internal/analytics")
+    p.add_argument("--replace", action="store_true",
+                   help="a note the store has in another version takes this one (kept in "
+                        "its history); by default it is left as it is")
 
     p = command("reindex", "rebuild the indexes from the store, with progress; re-embeds the "
                            "notes when the configured model differs from the store's")

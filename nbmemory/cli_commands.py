@@ -367,7 +367,8 @@ def cmd_import(mem, args) -> None:
 
 
 def cmd_share(mem, args) -> None:
-    summary = mem.share(args.ids, args.to, model=configured_model(getattr(args, "model", None)))
+    summary = mem.share(args.ids, args.to, replace=args.replace,
+                        model=configured_model(getattr(args, "model", None)))
     if args.json:
         return emit_json({"to": args.to, **summary})
     from .wording import shared_text

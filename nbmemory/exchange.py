@@ -319,6 +319,7 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
             return seq_map[seq]
         return max([v for k, v in seq_map.items() if k <= seq] or [before])
 
+    skipped: dict[int, dict] = {}  # this store's id -> the file's row it kept out
     added: list[dict] = []  # the file's notes that become notes here
     origin: dict[int, str] = {}  # file id -> the uid it copies (keep-both)
     for row in sorted(export.table("notes"), key=lambda r: r["id"]):
@@ -327,6 +328,7 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
             added.append({**row, "id": pending.note_id(), "file_id": row["id"]})
         elif policy == "skip":
             summary["skipped"] += 1
+            skipped[known[uid]] = row
         elif policy == "keep-both":
             copy_uid = uuid.uuid5(uuid.NAMESPACE_URL, f"nbmemory-copy:{uid}").hex
             if copy_uid in known:
@@ -335,6 +337,11 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
                 added.append({**row, "id": pending.note_id(), "file_id": row["id"],
                               "uid": copy_uid})
                 origin[row["id"]] = uid
+    here = store.get_notes(list(skipped))
+    summary["differ"] = sum(1 for note_id, row in skipped.items() if note_id in here and (
+        row["text"], row["kind"], row["priority"], tuple(row["tags"]), row["status"]) != (
+        here[note_id].text, here[note_id].kind, here[note_id].priority,
+        tuple(here[note_id].tags), here[note_id].status))
     for row in added:
         id_map[row.pop("file_id")] = row["id"]
         pending.add("notes", {**row, "supersedes": None})

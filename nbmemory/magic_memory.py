@@ -166,9 +166,11 @@ class MemoryCommands:
     @magic_arguments()
     @argument("--to", default=None, metavar="ADDRESS",
               help="the store to copy to (default NbMemory.team_store)")
+    @argument("--replace", action="store_true",
+              help="a note the store has in another version takes this one")
     @argument("ids", nargs="+", help="the notes to share")
     def _share_args(self, line):  # holds the parser for %memory share
-        """%memory share ID [ID ...] [--to postgresql://...]"""
+        """%memory share ID [ID ...] [--to postgresql://...] [--replace]"""
 
     def _memory_share(self, rest: str):
         args = parse_argstring(self._share_args, rest)
@@ -177,7 +179,8 @@ class MemoryCommands:
             raise UsageError("Say where to share the notes: %memory share ID --to "
                              "postgresql://host/db, or %config NbMemory.team_store = '...'")
         ids = parse_ids(" ".join(args.ids))
-        summary = self.mem.share(ids, to, model=self.model or None, mode=self.mode)
+        summary = self.mem.share(ids, to, replace=args.replace, model=self.model or None,
+                                 mode=self.mode)
         print(wording.shared_text(ids, summary, to))
 
     def _memory_import(self, rest: str):

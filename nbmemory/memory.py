@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import tempfile
 import uuid
 from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
@@ -366,12 +367,10 @@ class Memory:
         return self._call("export_jsonl", path=os.path.abspath(path), progress=progress,
                           ids=None if ids is None else [int(i) for i in ids])
 
-    def share(self, ids: Sequence[int], to: str | os.PathLike, **open_options) -> dict[str, int]:
-        """Copy the notes ``ids`` (with history, authors and vectors) to another store, as a
-        rule a team store (``postgresql://...``, opened with ``open_options``), merged by uid
-        (sharing a note again adds nothing). Returns its import summary (``added``...)."""
-        import tempfile
-
+    def share(self, ids: Sequence[int], to: str | os.PathLike, *, replace: bool = False,
+              **open_options) -> dict[str, int]:
+        """Copy notes (history, authors, vectors) to another store, as a rule a team store,
+        opened with ``open_options``; a note there already stays as it is unless ``replace``."""
         target = locate_store(os.fspath(to))
         if target.address is None and not target.path.parent.is_dir():  # a typo: no new store
             raise InvalidInput(f"Cannot share with {to}: {target.path.parent} does not exist.")
@@ -379,17 +378,18 @@ class Memory:
             path = os.path.join(tmp, "shared.jsonl")  # the directory is owner-only
             self.export_jsonl(path, ids=ids)
             with Memory.open(to, **open_options) as other:
-                return other.import_jsonl(path, merge=True)
+                return other.import_jsonl(path, merge=True,
+                                          on_conflict="replace" if replace else "skip")
 
     def import_jsonl(self, path: str | os.PathLike, *, on_conflict: str = "skip",
                      actor: str | None = None, progress: Progress | None = None,
                      request_id: str | None = None, merge: bool = False) -> dict[str, int]:
         """Import an export file. ``on_conflict``: skip, replace or keep-both for notes
-        already in this store. Importing the same file again changes nothing. Into an
-        empty store it is restored exactly, unless ``merge`` (ids are then this store's).
-        Returns counts: ``added``, ``skipped``, ``replaced``, ``unchanged``, ``snapshots``,
-        ``snapshots_skipped`` (their name is taken here), ``embedded``; a restore gives
-        ``restored``, ``snapshots`` and ``embedded``."""
+        already in this store (importing a file again changes nothing). Into an empty store
+        it is restored exactly, unless ``merge`` (ids are then this store's). Returns counts:
+        ``added``, ``skipped`` (``differ``: of them in another version here), ``replaced``,
+        ``unchanged``, ``snapshots``, ``snapshots_skipped`` (their name is taken here),
+        ``embedded``; a restore gives ``restored``, ``snapshots`` and ``embedded``."""
         return self._call("import_jsonl", path=os.path.abspath(path), on_conflict=on_conflict,
                           actor=actor, progress=progress, request_id=request_id, merge=merge)
 

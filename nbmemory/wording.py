@@ -67,10 +67,14 @@ def imported_text(summary: dict[str, int], path: str) -> str:
         head = f"Restored {counted(summary['restored'], 'note')} from {path} into the empty store"
     else:
         head = f"Imported {path}: {summary.get('added', 0)} added"
-        for key, words in (("skipped", "skipped (already here)"), ("replaced", "replaced"),
-                           ("unchanged", "unchanged")):
-            if summary.get(key):
-                head += f", {summary[key]} {words}"
+        differ = summary.get("differ", 0)
+        for count, words in ((summary.get("skipped", 0) - differ, "skipped (already here)"),
+                             (differ, "skipped (here in another version; --on-conflict "
+                                      "replace takes the file's)"),
+                             (summary.get("replaced"), "replaced"),
+                             (summary.get("unchanged"), "unchanged")):
+            if count:
+                head += f", {count} {words}"
     parts = [head]
     if summary.get("snapshots"):
         parts.append(counted(summary["snapshots"], "snapshot"))
@@ -85,8 +89,13 @@ def imported_text(summary: dict[str, int], path: str) -> str:
 def shared_text(ids, summary: dict[str, int], to: str) -> str:
     """``Shared 2 notes with postgresql://db/team: 1 added, 1 already there.``"""
     parts = [f"{summary.get('added', 0)} added"]
-    if summary.get("skipped") or summary.get("unchanged"):
-        parts.append(f"{summary.get('skipped', 0) + summary.get('unchanged', 0)} already there")
+    differ = summary.get("differ", 0)
+    same = summary.get("skipped", 0) - differ + summary.get("unchanged", 0)
+    if same:
+        parts.append(f"{same} already there")
+    if differ:
+        parts.append(f"{differ} there in another version, left as {'it is' if differ == 1 else 'they are'} "
+                     f"(--replace sends this one)")
     if summary.get("replaced"):
         parts.append(f"{summary['replaced']} replaced")
     return f"Shared {counted(len(ids), 'note')} with {to}: {', '.join(parts)}."

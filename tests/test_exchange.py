@@ -161,8 +161,8 @@ def test_merge_policies(tmp_path):
         b.remember("b's own note")
         assert b.import_jsonl(tmp_path / "v1.jsonl")["added"] == 1
         assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="skip") == {
-            "added": 1, "skipped": 1, "replaced": 0, "unchanged": 0, "snapshots": 1,
-            "snapshots_skipped": 0, "embedded": 0}
+            "added": 1, "skipped": 1, "differ": 1, "replaced": 0, "unchanged": 0,
+            "snapshots": 1, "snapshots_skipped": 0, "embedded": 0}  # skipped in another version
         assert b.recall("amount")[0].note.text == "amount is in dollars"
         assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="replace")["replaced"] == 1
         assert b.recall("amount")[0].note.text == "amount is in cents"

@@ -798,6 +798,13 @@ def test_memory_share_and_the_cli_share_to_the_team_store(team_url, tmp_path, mo
     capsys.readouterr()
     assert cli.main(["--store", str(mine), "share", "1", "--to", team_url]) == 0
     assert f"Shared 1 note with {team_url}: 1 added." in capsys.readouterr().out
+    assert cli.main(["--store", str(mine), "edit", "1", "--text", "the ledger closes on day 4"]) == 0
+    capsys.readouterr()
+    assert cli.main(["--store", str(mine), "share", "1", "--to", team_url]) == 0
+    assert (f"Shared 1 note with {team_url}: 0 added, 1 there in another version, left as it "
+            "is (--replace sends this one).") in capsys.readouterr().out
+    assert cli.main(["--store", str(mine), "share", "1", "--to", team_url, "--replace"]) == 0
+    assert f"Shared 1 note with {team_url}: 0 added, 1 replaced." in capsys.readouterr().out
 
     shell = InteractiveShell.instance(history_length=0)
     shell.run_line_magic("load_ext", "nbmemory")
@@ -816,7 +823,7 @@ def test_memory_share_and_the_cli_share_to_the_team_store(team_url, tmp_path, mo
         InteractiveShell.clear_instance()
     with Memory.open(team_url, model="hash:64") as team:
         assert sorted(n.text for n in team.notes().notes) == ["exports run at 02:00",
-                                                             "the ledger closes on day 3"]
+                                                             "the ledger closes on day 4"]
 
 
 def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind(
