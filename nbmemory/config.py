@@ -34,6 +34,13 @@ def current_user(environ: dict | None = None) -> str:
         return "unknown"
 
 
+def this_machine() -> str:
+    """``ada@laptop``: whose files a team store's cell anchor and sealed flags are about."""
+    import socket
+
+    return f"{current_user()}@{socket.gethostname()}"
+
+
 @dataclass(frozen=True)
 class StoreLocation:
     path: Path  # the local directory (a team store's projections, lock and sockets)

@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .anchors import (DataReader, Unreadable, absolute, cell_anchor, display_path,
                       file_fingerprint, glob_matches, hash_file, is_glob, path_anchor,
                       paths_in_text, spec_anchor, split_cell_target, stat_key, take)
+from .config import this_machine
 from .errors import InvalidInput
 from .models import Anchor, Provenance, StaleReason
 from .provenance import notebook_cells, source_hash
@@ -73,6 +74,8 @@ class StaleChecker:
         self.exclude = [Path(p).resolve() for p in exclude]
         # A team store's: paths in a git repository are kept relative to it, by identity.
         self.repositories = repositories
+        # A team store's too: whose machine an anchor only it can check was taken on.
+        self.machine = this_machine() if repositories is not None else None
         self.reader = DataReader()
         self._lock = threading.RLock()
         self._cache: dict[tuple, Any] = {}
@@ -99,6 +102,12 @@ class StaleChecker:
         if not wanted or not self.repositories:
             return self.root
         return self.repositories.locate(wanted)
+
+    def _elsewhere(self, anchor: Anchor) -> bool:
+        """An anchor taken on another member's machine (a team store's notebook cells): no
+        file here says anything about it, so it is neither stale nor missing here."""
+        machine = anchor.fingerprint.get("machine")
+        return bool(machine) and machine != self.machine
 
     def _cached(self, key: tuple, compute):
         with self._lock:
@@ -150,8 +159,12 @@ class StaleChecker:
                 if all(a.target != anchor.target for a in anchors):
                     anchors.append(anchor)
         if provenance.notebook and provenance.cell_id and provenance.cell_hash:
-            anchors.append(cell_anchor(provenance.notebook, provenance.cell_id,
-                                       provenance.cell_hash, self.root))
+            cell = cell_anchor(provenance.notebook, provenance.cell_id, provenance.cell_hash,
+                               self.root)
+            if self.machine:  # a team store: only the writer's machine has this notebook
+                cell = Anchor("cell", cell.target, {**cell.fingerprint, "machine": self.machine},
+                              cell.origin)
+            anchors.append(cell)
         return anchors
 
     def reanchor_text(self, current: list[tuple[int, Anchor]], text: str, provenance: Provenance,
@@ -242,7 +255,7 @@ class StaleChecker:
         if kind == "glob":
             return self._glob_reasons(anchor)
         if kind == "cell":
-            return self._cell_reasons(anchor)
+            return [] if self._elsewhere(anchor) else self._cell_reasons(anchor)
         if kind in ("check", "evidence"):
             return []  # a check's outcome is a journal event (the engine reads the latest);
             # evidence is what a cell printed once, compared by %memory rerun
@@ -399,6 +412,8 @@ class StaleChecker:
                 fingerprint["repo"] = anchor.fingerprint["repo"]
             return Anchor(anchor.kind, anchor.target, fingerprint, anchor.origin)
         if anchor.kind == "cell":
+            if self._elsewhere(anchor):
+                return None  # a colleague's notebook: their machine's to check
             notebook, cell_id = split_cell_target(anchor.target)
             key, cells = self._cell(absolute(notebook, self.root))
             if key is None:  # gone: the note was checked without it, and stops watching it
@@ -408,8 +423,10 @@ class StaleChecker:
                 return None
             kind, source = cells.get(cell_id, ("", ""))
             sha = source_hash(source) if kind == "code" else None
-            return Anchor("cell", anchor.target, {"sha": sha, "at": time.time(), "saved": True},
-                          anchor.origin)
+            mine = {"machine": anchor.fingerprint["machine"]} if "machine" in anchor.fingerprint \
+                else {}
+            return Anchor("cell", anchor.target, {"sha": sha, "at": time.time(), "saved": True,
+                                                  **mine}, anchor.origin)
         if anchor.kind == "variable":
             scope = anchor.fingerprint.get("scope", "")
             if not variables or variables.get("scope", "") != scope:

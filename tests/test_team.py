@@ -337,7 +337,7 @@ def test_an_export_edited_by_hand_is_refused_by_the_team_store_too(team_url, tmp
     for line in (tmp_path / "e.jsonl").read_text().splitlines():
         record = json.loads(line)
         if record.get("table") == "notes" and record["row"]["id"] == 2:
-            record["row"]["version"] = None
+            record["row"]["uid"] = None
         lines.append(json.dumps(record))
     (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
     with Memory.open(team_url, embedder=HashEmbedder()) as team:
@@ -751,6 +751,48 @@ def test_an_anchor_in_a_repository_is_checked_against_each_members_checkout(
         for mem in members.values():
             mem.memory.close()
     assert normalise_remote("ssh://git@gitlab.example.com:2222/a/b.git") == "gitlab.example.com/a/b"
+
+
+def test_a_colleagues_notebook_cell_and_sealed_flags_are_theirs_to_check(
+        team_url, tmp_path, monkeypatch):
+    """A cell is in the writer's notebook, on their machine: another member has no file to
+    judge it by (it showed every colleague's notebook note as missing), and flags sealed in
+    a snapshot are the sealer's machine's (a diff elsewhere showed changes that never were)."""
+    import nbformat
+
+    from nbmemory.models import Provenance
+    from nbmemory.provenance import source_hash
+
+    homes = {name: tmp_path / name for name in ("ada", "bo")}
+    members = {}
+    for name, home in homes.items():
+        home.mkdir()
+        monkeypatch.setenv("HOME", str(home))
+        members[name] = member(team_url, tmp_path, monkeypatch, name)
+    ada, bo = members.values()
+    try:
+        notebook = homes["ada"] / "analysis.ipynb"
+        source = "%remember refunds are negative amounts"
+        nb = nbformat.v4.new_notebook()
+        nb.cells.append(nbformat.v4.new_code_cell(source, id="c1"))
+        notebook.write_text(nbformat.writes(nb))
+        note = ada.remember("refunds are negative amounts", provenance=Provenance(
+            notebook=str(notebook), cell_id="c1", cell_hash=source_hash(source),
+            cell_source=source, source="notebook"))
+        (cell,) = [a for a in note.anchors if a.kind == "cell"]
+        assert cell.fingerprint["machine"].startswith("ada@")
+        notebook.unlink()
+        assert [r.reason for r in ada.get(note.id).stale] == ["missing"]
+        assert bo.get(note.id).stale == ()  # bo has no such notebook, and needs none
+        ada.snapshot("sealed-by-ada")
+        assert ada.recall("refunds negative", as_of="sealed-by-ada")[0].note.stale != ()
+        assert bo.recall("refunds negative", as_of="sealed-by-ada")[0].note.stale == ()
+        assert [c.change for c in bo.snapshot_diff("sealed-by-ada").changes] == []
+        assert bo.verify(note.id).anchors == note.anchors  # kept as ada took it
+        assert [r.reason for r in ada.get(note.id).stale] == ["missing"]
+    finally:
+        for mem in members.values():
+            mem.memory.close()
 
 
 def test_sharing_chosen_notes_copies_them_with_their_history_once(team_url, tmp_path, monkeypatch):

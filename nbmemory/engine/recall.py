@@ -130,7 +130,7 @@ class Recall(Part):
                     candidates = self.engine.staleness.by_staleness(
                         view.candidates(filters) if candidates is None else candidates,
                         stale, variables, marked=None if as_of is None else set(
-                            self.engine.seals.stale_at(self.engine.seals.named(as_of))))
+                            self.engine.seals.stale_at(self.engine.seals.named(as_of)) or {}))
                 qvec = self.engine.embedder.encode([query])[0] if mode != "lexical" else None
                 ranked = rank_arrays(query, qvec, view.lexical, view.vectors,
                                      candidates=candidates, pool=max(10 * k, 50),

@@ -43,6 +43,9 @@ class Snapshots(Part):
             author = author or default_author()
             stale = {str(note_id): [r.to_dict() for r in reasons]
                      for note_id, reasons in self.stale_now(variables).items()}
+            machine = self.engine.checker.machine
+            if machine:  # a team store: these flags are this machine's files' (stale_at)
+                stale = {f"@{machine}": stale}
             with self.engine.writing() as entry:
                 seq = entry.append("snapshot", None, actor=author, at=at, request_id=request_id,
                                    data={"name": name})
@@ -70,14 +73,21 @@ class Snapshots(Part):
 
     def as_sealed(self, notes: list[Note], snapshot: Snapshot) -> list[Note]:
         """Notes with the anchors and stale flags they had when ``snapshot`` was sealed."""
-        stale = self.stale_at(snapshot)
+        stale = self.stale_at(snapshot) or {}
         anchors = self.store.anchors_at([n.id for n in notes], snapshot.seq)
         return [replace(n, stale=tuple(self.engine.staleness.superseded(n, snapshot.seq) + stale.get(n.id, [])),
                          anchors=tuple(a for _, a in anchors.get(n.id, ()))) for n in notes]
 
-    def stale_at(self, snapshot: Snapshot) -> dict[int, list[StaleReason]]:
+    def stale_at(self, snapshot: Snapshot) -> dict[int, list[StaleReason]] | None:
+        """The stale flags sealed with ``snapshot``; None when they were another machine's
+        (a team store's member seals what their own files said)."""
+        sealed = self.store.snapshot_stale(snapshot.name)
+        if any(key.startswith("@") for key in sealed):
+            sealed = sealed.get(f"@{self.engine.checker.machine}")
+            if sealed is None:
+                return None
         return {int(i): [StaleReason.from_dict(r) for r in reasons]
-                for i, reasons in self.store.snapshot_stale(snapshot.name).items()}
+                for i, reasons in sealed.items()}
 
     def snapshot_diff(self, a: str, b: str | None = None, *,
                       variables: dict | None = None) -> SnapshotDiff:
@@ -97,6 +107,9 @@ class Snapshots(Part):
                                        f"from the earlier to the later: give {b!r} first.")
                 stale_after = self.stale_at(second)
             after = {n.id: n for n, _ in self.store.notes_at(b_seq)}
-            changes = diff(before, after, self.stale_at(first), stale_after)
+            stale_before = self.stale_at(first)
+            if stale_before is None or stale_after is None:  # sealed by another machine:
+                stale_before = stale_after = {}  # its files, not comparable with these
+            changes = diff(before, after, stale_before, stale_after)
             return SnapshotDiff(first.name, b_name, first.seq, b_seq, tuple(changes))
 
