@@ -513,7 +513,7 @@ function NotesView(props: IPanelProps): JSX.Element {
                 '%1 recalled for “%2”',
                 '%1 recalled for “%2”',
                 items.length,
-                model.query.trim()
+                model.hitsQuery || model.query.trim()
               )
             : trans._n('%1 note', '%1 notes', model.total)
           : ''}

@@ -5,7 +5,8 @@
  *
  * `&` and `<` are escaped as entities outside code. Inside code (fenced blocks, indented
  * blocks, inline spans) Markdown shows characters literally, so escaping there would show
- * `&lt;`: code is left alone. Autolinks (`<https://...>`) stay links.
+ * `&lt;`: code is left alone. Autolinks (`<https://...>`) stay links. An image
+ * (`![alt](url)`) becomes a link (`[image: alt](url)`), so reading a note fetches nothing.
  */
 
 const FENCE = /^( {0,3})(`{3,}|~{3,})(.*)$/;
@@ -71,6 +72,12 @@ export function escapeInline(text: string): string {
         out += ticks; // no closing run: literal backticks
         i += run;
       }
+      continue;
+    }
+    if (char === '!' && text[i + 1] === '[') {
+      // An image becomes a link: showing a note must not fetch a URL its writer chose.
+      out += text[i + 2] === ']' ? '[image' : '[image: ';
+      i += 2;
       continue;
     }
     if (char === '<') {

@@ -120,6 +120,8 @@ export class MemoryModel {
   total = 0;
   /** Recall results when a query is set, else null. */
   hits: IHit[] | null = null;
+  /** The query `hits` answer (the box may hold a newer one while it is asked). */
+  hitsQuery = '';
   filteredOut = 0;
   previously: IHit[] = [];
   /** Why the last recall may miss recent notes (a team store's server was away). */
@@ -283,6 +285,9 @@ export class MemoryModel {
     const now = this.status;
     if (now && this.error) {
       // The server answers again: try what failed (the store may be free by now).
+      await this.refresh({ force: true });
+    } else if (this.hits !== null && this.behind && now?.model_loaded && !before?.model_loaded) {
+      // Answered from the keywords while the model loaded: ask again with both channels.
       await this.refresh({ force: true });
     } else if (
       now?.running &&
@@ -697,6 +702,7 @@ export class MemoryModel {
     this.notes = [];
     this.total = 0;
     this.hits = this.query.trim() ? [] : null;
+    this.hitsQuery = this.query.trim();
     this.filteredOut = 0;
     this.previously = [];
     this.behind = null;
@@ -796,6 +802,7 @@ export class MemoryModel {
     const result = await this._request<IHits>(`recall?${params.join('&')}`, {}, 'recall');
     if (ticket === this._ticket) {
       this.hits = result.hits;
+      this.hitsQuery = result.query;
       this.filteredOut = result.filtered_out;
       this.previously = result.previously;
       this.behind = result.behind ?? null;

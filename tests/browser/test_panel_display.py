@@ -124,6 +124,7 @@ def test_a_renamed_notebook_gets_a_clear_message_not_a_404_and_a_ghost_tab(page,
 
 HOSTILE = ("Raw <img src=x onerror=\"window.pwned=1\"> and <script>window.pwned=2</script> "
            "stay text; so do AT&T and &lt;.\n\n"
+           "A tracker ![who reads](http://127.0.0.1:9/pixel.png?note) is a link.\n\n"
            "    if a < b && c:\n"
            "        return a\n\n"
            "Inline `x < y && z` and a fence:\n\n"
@@ -155,6 +156,7 @@ def test_insert_reads_exactly_as_the_panel_shows_the_note(page, lab):
         expect(where.locator("li")).to_contain_text("a list item with <b>bold?</b>")
         expect(where.locator("li")).to_contain_text("a paragraph of the item, not code: 1 < 2")
         assert where.locator("img, script, b").count() == 0
+        expect(where.locator("a", has_text="image: who reads")).to_have_count(1)
     assert page.evaluate("() => window.pwned") is None
     # The cell reads as the card, line for line, under the header line.
     inserted = rendered.inner_text().split("\n", 1)[1]
