@@ -941,11 +941,15 @@ function NoteCard(
                   )
                 : undefined
           }
+          conflict={edit.conflict ? conflictOf(edit.conflict, trans) : undefined}
           saveLabel={trans.__('Save as new version')}
           onChange={draft => model.updateEdit(note.id, draft)}
           onCancel={() => model.endEdit(note.id)}
           onSave={async draft => {
             await model.saveEdit(note.id, draft);
+          }}
+          onSaveOver={async draft => {
+            await model.saveEdit(note.id, draft, true);
           }}
         />
       ) : (
@@ -1160,6 +1164,34 @@ function Provenance(props: {
 }
 
 /** The form that writes a note: a new one (the draft) or a new version of one. */
+/** What the editor says when a save found its fields changed elsewhere too. */
+function conflictOf(
+  conflict: { note: INote; fields: string[] },
+  trans: TranslationBundle
+): { message: string; theirs: string } {
+  const { note, fields } = conflict;
+  const names: Record<string, string> = {
+    text: trans.__('text'),
+    kind: trans.__('kind'),
+    priority: trans.__('priority'),
+    tags: trans.__('tags')
+  };
+  return {
+    message: trans.__(
+      'Not saved: version %1, written elsewhere while you edited, changed the %2 too. It says:',
+      note.version,
+      fields.map(name => names[name] ?? name).join(', ')
+    ),
+    theirs: fields
+      .map(name =>
+        name === 'text'
+          ? note.text
+          : `${names[name] ?? name}: ${name === 'tags' ? note.tags.join(', ') : String((note as unknown as Record<string, unknown>)[name])}`
+      )
+      .join('\n')
+  };
+}
+
 function NoteEditor(props: {
   model: MemoryModel;
   initial: IDraft;
@@ -1167,6 +1199,9 @@ function NoteEditor(props: {
   pristine?: IDraft;
   /** Said above the text: why this edit needs a second look. */
   notice?: string;
+  /** The same fields changed elsewhere: theirs, with Save mine over it / Keep theirs. */
+  conflict?: { message: string; theirs: string };
+  onSaveOver?: (draft: IDraft) => Promise<void>;
   saveLabel: string;
   where?: string;
   autoFocus?: boolean;
@@ -1208,7 +1243,7 @@ function NoteEditor(props: {
       node.style.height = `${Math.min(Math.max(node.scrollHeight + 2, 110), 420)}px`;
     }
   }, [text]);
-  const save = () => {
+  const save = (over = false) => {
     if (!text.trim()) {
       setProblem(trans.__('The note is empty: write what you found, or press Escape to cancel.'));
       area.current?.focus();
@@ -1216,9 +1251,10 @@ function NoteEditor(props: {
     }
     setProblem(null);
     setSaving(true);
-    void props
-      .onSave({ ...initial, text, kind, priority, tags })
-      .finally(() => setSaving(false));
+    const draft = { ...initial, text, kind, priority, tags };
+    void (over && props.onSaveOver ? props.onSaveOver(draft) : props.onSave(draft)).finally(
+      () => setSaving(false)
+    );
   };
   return (
     <div
@@ -1240,9 +1276,30 @@ function NoteEditor(props: {
       }}
     >
       {props.where ? <div className="nbm-EditWhere">{props.where}</div> : null}
-      {props.notice ? (
+      {props.notice && !props.conflict ? (
         <div className="nbm-EditNotice" role="status">
           {props.notice}
+        </div>
+      ) : null}
+      {props.conflict ? (
+        <div className="nbm-Conflict" role="alert">
+          <div>{props.conflict.message}</div>
+          <pre className="nbm-ConflictTheirs">{props.conflict.theirs}</pre>
+          <div className="nbm-ConflictActions">
+            <button
+              className="jp-Button jp-mod-styled jp-mod-accept nbm-SaveOver"
+              disabled={saving}
+              onClick={() => save(true)}
+            >
+              {trans.__('Save mine over it')}
+            </button>
+            <button
+              className="jp-Button jp-mod-styled jp-mod-reject nbm-KeepTheirs"
+              onClick={() => props.onCancel()}
+            >
+              {trans.__('Keep theirs')}
+            </button>
+          </div>
         </div>
       ) : null}
       <textarea
@@ -1317,7 +1374,7 @@ function NoteEditor(props: {
         <button
           className="jp-Button jp-mod-accept jp-mod-styled nbm-Save"
           disabled={saving}
-          onClick={save}
+          onClick={() => save()}
           title={trans.__('Save (Ctrl+Enter)')}
         >
           {props.saveLabel}

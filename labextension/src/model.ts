@@ -58,6 +58,16 @@ export interface IDraft {
 export interface IEdit {
   base: INote;
   draft: IDraft;
+  /** Set when a save found the fields it changes changed elsewhere too: the note now. */
+  conflict?: { note: INote; fields: string[] };
+}
+
+type EditFields = { text?: string; priority?: string; kind?: string; tags?: string[] };
+
+/** A field of a note as an edit compares it. */
+function fieldOf(note: INote, name: string): string {
+  const value = (note as unknown as Record<string, unknown>)[name];
+  return Array.isArray(value) ? value.join(',') : String(value);
 }
 
 /** After this long a request asks the server why it is slow (`GET owner`). */
@@ -462,15 +472,21 @@ export class MemoryModel {
 
   /**
    * Save an edit as a new version: only the fields changed since the editor opened, so a
-   * change written elsewhere meanwhile (another field) is kept, not undone.
+   * change written elsewhere meanwhile (another field) is kept, not undone. When one of
+   * those fields changed elsewhere too, nothing is written: the edit shows the other
+   * version (`conflict`) until `over` saves this one over it, or the edit is cancelled.
    */
-  async saveEdit(id: number, draft: IDraft): Promise<boolean> {
+  async saveEdit(id: number, draft: IDraft, over = false): Promise<boolean> {
     const edit = this.edits.get(id);
     if (!edit) {
       return false;
     }
+    if (over && edit.conflict) {
+      edit.base = edit.conflict.note; // seen: this version is what the edit replaces
+    }
+    edit.conflict = undefined;
     const { base } = edit;
-    const fields: { text?: string; priority?: string; kind?: string; tags?: string[] } = {};
+    const fields: EditFields = {};
     if (draft.text !== base.text) {
       fields.text = draft.text;
     }
@@ -489,11 +505,44 @@ export class MemoryModel {
       return true;
     }
     this.updateEdit(id, draft);
-    const saved = await this.edit(id, fields);
-    if (saved) {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      let now: INote;
+      try {
+        now = (await this.detail(id)).note;
+      } catch (error) {
+        this.say(messageOf(error), 'error');
+        this._emit();
+        return false;
+      }
+      const clashing = Object.keys(fields).filter(
+        name => fieldOf(now, name) !== fieldOf(edit.base, name)
+      );
+      if (clashing.length) {
+        edit.conflict = { note: now, fields: clashing };
+        this._emit();
+        return false;
+      }
+      try {
+        // Only over the version just read: one written in between is a 409, read again.
+        const note = await this._request<INote>(
+          `notes/${id}`,
+          json('PATCH', { ...fields, version: now.version }),
+          'edit'
+        );
+        this.say(this.trans.__('Saved #%1 as version %2.', note.id, note.version), 'success');
+      } catch (error) {
+        if (error instanceof ApiError && error.status === 409 && attempt < 2) {
+          continue;
+        }
+        this.say(messageOf(error), 'error');
+        this._emit();
+        return false;
+      }
       this.endEdit(id);
+      await this.refresh({ force: true, status: true });
+      return true;
     }
-    return saved;
+    return false;
   }
 
   // -- the API, for the panel and for other extensions (INbMemory) --------------------
@@ -538,10 +587,7 @@ export class MemoryModel {
   }
 
   /** Write a new version of a note. */
-  async edit(
-    id: number,
-    fields: { text?: string; priority?: string; kind?: string; tags?: string[] }
-  ): Promise<boolean> {
+  async edit(id: number, fields: EditFields): Promise<boolean> {
     return this._act(async () => {
       const note = await this._request<INote>(`notes/${id}`, json('PATCH', fields), 'edit');
       this.say(this.trans.__('Saved #%1 as version %2.', note.id, note.version), 'success');

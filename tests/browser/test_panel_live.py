@@ -107,6 +107,36 @@ def test_an_edit_survives_a_write_elsewhere_and_keeps_it(page, lab):
     assert (saved["text"], saved["priority"]) == ("the retry limit is 5 since v2.3", "low")
 
 
+def test_an_edit_of_a_field_changed_elsewhere_too_shows_theirs_before_saving_over_it(page, lab):
+    """A colleague changed the text the edit changes: saving writes nothing and shows their
+    version (before, theirs was silently overwritten); the user saves over it or keeps it."""
+    note = lab.remember("the retry limit is 3", tags="config")
+    shown = card_of(page, note)
+    expect(shown).to_be_visible(timeout=10_000)
+    shown.locator(".nbm-Edit").click()
+    text = shown.locator(".nbm-EditText")
+    text.fill("the retry limit is 5")
+    assert lab.api(f"notes/{note['id']}", "PATCH", {"text": "the retry limit is 4"})[0] == 200
+    shown.locator(".nbm-Save").click()  # before the poll has brought version 2, or after
+    conflict = shown.locator(".nbm-Conflict")
+    expect(conflict).to_contain_text("Not saved: version 2, written elsewhere while you "
+                                     "edited, changed the text too. It says:")
+    expect(conflict.locator(".nbm-ConflictTheirs")).to_have_text("the retry limit is 4")
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["text"] == "the retry limit is 4"
+    expect(text).to_have_value("the retry limit is 5")  # nothing the user typed is lost
+    conflict.locator(".nbm-SaveOver").click()
+    expect(shown.locator(".nbm-Version")).to_have_text("v3")
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["text"] == "the retry limit is 5"
+    # Keep theirs: the edit closes and their version stays.
+    shown.locator(".nbm-Edit").click()
+    text.fill("the retry limit is 6")
+    assert lab.api(f"notes/{note['id']}", "PATCH", {"text": "the retry limit is 7"})[0] == 200
+    shown.locator(".nbm-Save").click()
+    shown.locator(".nbm-KeepTheirs").click()
+    expect(shown.locator(".nbm-Editor")).to_have_count(0)
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["text"] == "the retry limit is 7"
+
+
 def test_an_edit_stays_when_its_note_leaves_the_view(page, lab):
     """Another client's write takes the note out of the filtered list: its edit stays on
     top, saying why, until it is saved or cancelled."""
