@@ -1403,8 +1403,9 @@ function NewNote(props: { model: MemoryModel; draft: IDraft }): JSX.Element {
       model.draftStarted.disconnect(bump);
     };
   }, [model]);
+  const form = React.useRef<HTMLDivElement>(null);
   return (
-    <div className="nbm-NewNote-Form" role="form" aria-label={trans.__('New note')}>
+    <div className="nbm-NewNote-Form" role="form" aria-label={trans.__('New note')} ref={form}>
       <div className="nbm-FormTitle">{trans.__('New note')}</div>
       <NoteEditor
         key={generation}
@@ -1414,7 +1415,21 @@ function NewNote(props: { model: MemoryModel; draft: IDraft }): JSX.Element {
         saveLabel={trans.__('Remember')}
         onCancel={() => model.cancelDraft()}
         onSave={async next => {
-          await model.saveDraft(next);
+          let saved: INote | null = null;
+          const done = model.saveDraft(next).then(note => {
+            saved = note;
+          });
+          if (form.current) {
+            // Focus goes to the new note once listed (the page's body had it).
+            thenFocus(
+              form.current,
+              done,
+              () => (saved ? `.nbm-Note[data-note-id="${saved.id}"]` : '.nbm-EditText'),
+              'button.nbm-NewNote, .nbm-NewNote button',
+              '.nbm-Search'
+            );
+          }
+          await done;
         }}
       />
     </div>

@@ -423,7 +423,8 @@ export class MemoryModel {
     this._emit();
   }
 
-  async saveDraft(draft: IDraft): Promise<boolean> {
+  /** Remember the new note's form; the note, or null when it was not stored (said). */
+  async saveDraft(draft: IDraft): Promise<INote | null> {
     try {
       const note = await this.remember(draft.text, {
         kind: draft.kind,
@@ -433,11 +434,11 @@ export class MemoryModel {
       });
       this.draft = null;
       this.say(this.trans.__('Remembered #%1.', note.id), 'success');
-      return true;
+      return note;
     } catch (error) {
       this.say(messageOf(error), 'error');
       this._emit();
-      return false;
+      return null;
     }
   }
 

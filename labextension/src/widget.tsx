@@ -25,6 +25,20 @@ export class MemoryPanel extends ReactWidget {
    * refresh, status line included, when shown again. */
   dirty = true;
 
+  /** Opened from the palette or a shortcut: focus comes into the panel (its search box),
+   * not left behind in the launcher; a form being written keeps it. */
+  protected onActivateRequest(msg: Message): void {
+    super.onActivateRequest(msg);
+    requestAnimationFrame(() => {
+      if (!this.node.contains(document.activeElement)) {
+        const target =
+          this.node.querySelector<HTMLElement>('.nbm-Editor textarea') ??
+          this.node.querySelector<HTMLElement>('.nbm-Search');
+        target?.focus();
+      }
+    });
+  }
+
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
     if (this.dirty) {

@@ -84,6 +84,8 @@ def test_panel_opens_from_its_sidebar_icon_and_from_the_palette(browser_context,
         page.keyboard.type("nbmemory panel")
         page.locator(".lm-CommandPalette-item", has_text="Open the nbmemory panel").click()
         expect(page.locator(f"{PANEL} .nbm-Status")).to_be_visible()
+        # Focus comes with it: a keyboard user types the query next (it stayed behind).
+        expect(page.locator(f"{PANEL} .nbm-Search")).to_be_focused()
     finally:
         page.close()
 

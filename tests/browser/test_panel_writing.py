@@ -52,6 +52,7 @@ def test_new_note_from_the_panel(page, lab):
     expect(shown.locator(".nbm-Priority")).to_have_text("high")
     expect(shown.locator(".nbm-Tag")).to_have_text(["export", "ops"])
     expect(shown.locator(".nbm-Provenance")).to_contain_text("not from a notebook (panel)")
+    expect(shown).to_be_focused()  # not the page's body: a keyboard user goes on from it
 
 
 def test_new_note_cancels_on_escape_and_refuses_an_empty_text(page, lab):
