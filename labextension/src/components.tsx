@@ -205,6 +205,22 @@ function focusAfterRemoval(button: HTMLElement): () => void {
     });
 }
 
+/**
+ * For an action that may take the card holding `node` off the page (a verify in a stale
+ * list, cancelling the edit of a note that left it): afterwards, if it did and focus fell
+ * to the page's body, the next card (or the search box) takes it.
+ */
+function ifCardLeaves(node: HTMLElement | null): () => void {
+  const refocus = node ? focusAfterRemoval(node) : () => undefined;
+  return () =>
+    requestAnimationFrame(() => {
+      const active = document.activeElement;
+      if (node && !node.isConnected && (!active || active === document.body)) {
+        refocus();
+      }
+    });
+}
+
 /** Under the tabs, for a team store: where it is (never who connects or a password). */
 function TeamStoreLine(props: { model: MemoryModel; address: string }): JSX.Element {
   const { model, address } = props;
@@ -944,7 +960,11 @@ function NoteCard(
           conflict={edit.conflict ? conflictOf(edit.conflict, trans) : undefined}
           saveLabel={trans.__('Save as new version')}
           onChange={draft => model.updateEdit(note.id, draft)}
-          onCancel={() => model.endEdit(note.id)}
+          onCancel={() => {
+            const after = ifCardLeaves(card.current);
+            model.endEdit(note.id);
+            after();
+          }}
           onSave={async draft => {
             await model.saveEdit(note.id, draft);
           }}
@@ -998,7 +1018,10 @@ function NoteCard(
                 icon={checkIcon}
                 label={trans.__('Verify')}
                 title={trans.__('It still holds: re-take the fingerprints of what it is about')}
-                onClick={() => void model.verify(note.id)}
+                onClick={event => {
+                  const after = ifCardLeaves(event.currentTarget);
+                  void model.verify(note.id).then(after);
+                }}
               />
               <ActionButton
                 className="nbm-Forget"

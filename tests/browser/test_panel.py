@@ -272,6 +272,7 @@ def test_stale_badge_and_verify(page, lab):
     shown.locator(".nbm-Verify").click()
     expect(toast(page, f"Verified #{note['id']}")).to_be_visible()
     expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(0)
+    expect(page.locator(f"{PANEL} .nbm-Search")).to_be_focused()  # the last card left
     page.locator(f"{PANEL} .nbm-StaleFilter").select_option("")
     expect(card_of(page, note).locator(".nbm-StaleBadge")).to_have_count(0)
     assert lab.api(f"notes/{note['id']}")[1]["history"][-1]["type"] == "verified"

@@ -153,6 +153,8 @@ def test_an_edit_stays_when_its_note_leaves_the_view(page, lab):
     expect(shown.locator(".nbm-EditText")).to_have_value("exports are zstd since june")
     shown.locator(".nbm-Cancel").click()
     expect(shown).to_have_count(0)
+    # Its card is gone, focus is not: it went on in the panel (it fell to the page's body).
+    expect(page.locator(f"{PANEL} :focus")).to_have_count(1)
     assert lab.api(f"notes/{note['id']}")[1]["note"]["text"] == "exports are gzipped since march"
     tags.fill("")
     tags.press("Enter")
