@@ -758,7 +758,11 @@ function ActionButton(props: {
  * End move between its buttons, and Tab comes back to the one last used, so a list of
  * cards is not five stops a card.
  */
-function Toolbar(props: { label: string; children: React.ReactNode }): JSX.Element {
+function Toolbar(props: {
+  label: string;
+  children: React.ReactNode;
+  className?: string;
+}): JSX.Element {
   const bar = React.useRef<HTMLDivElement>(null);
   const current = React.useRef(0);
   const buttons = () => [...(bar.current?.querySelectorAll<HTMLButtonElement>(':scope > button') ?? [])];
@@ -773,7 +777,7 @@ function Toolbar(props: { label: string; children: React.ReactNode }): JSX.Eleme
   return (
     <div
       ref={bar}
-      className="nbm-Actions"
+      className={props.className ?? 'nbm-Actions'}
       role="toolbar"
       aria-label={props.label}
       onFocus={event => {
@@ -911,7 +915,8 @@ function NoteCard(
         ) : null}
       </div>
       {note.tags.length ? (
-        <div className="nbm-Tags">
+        // One tab stop, arrows between them: 50 tags were 50 Tab presses past a card.
+        <Toolbar className="nbm-Tags" label={trans.__('Tags of #%1', note.id)}>
           {note.tags.map(tag => {
             const on = activeTags.includes(tag);
             return (
@@ -930,7 +935,7 @@ function NoteCard(
               </button>
             );
           })}
-        </div>
+        </Toolbar>
       ) : null}
       {stale ? (
         <div className="nbm-StaleReason">{trans.__('Stale: %1', reasons)}</div>

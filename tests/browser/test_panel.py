@@ -279,9 +279,14 @@ def test_stale_badge_and_verify(page, lab):
 
 
 def test_a_cards_actions_are_one_tab_stop_moved_through_with_arrows(page, lab):
-    note = lab.remember("the toolbar note", tags="keys")
+    note = lab.remember("the toolbar note", tags="keys,more,most")
     refresh(page)
     shown = card_of(page, note)
+    tags = shown.get_by_role("toolbar", name=f"Tags of #{note['id']}")
+    expect(tags.locator("button[tabindex='0']")).to_have_count(1)  # not a stop per tag
+    tags.locator(".nbm-Tag").first.focus()
+    page.keyboard.press("ArrowRight")
+    expect(tags.locator(".nbm-Tag").nth(1)).to_be_focused()
     bar = shown.get_by_role("toolbar", name=f"Actions for #{note['id']}")
     expect(bar.locator("button[tabindex='0']")).to_have_count(1)
     shown.locator(".nbm-Edit").focus()
