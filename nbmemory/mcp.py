@@ -87,6 +87,9 @@ def tool_errors() -> Iterator[None]:
         yield
     except NbMemoryError as exc:
         message = syntax.message(exc, syntax.MCP).rstrip()
+        if message.startswith("--about "):  # the magics' and the CLI's name for it
+            message = "about: " + message.removeprefix("--about ")
+        message = message.removesuffix(" The note was not stored.")  # said below
         end = "" if message.endswith((".", "!", "?")) else "."
         raise ToolError(f"{message}{end} Nothing was changed.") from None
 
@@ -250,6 +253,13 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         if not len(hits) and as_of:
             data["advice"] = (f"Nothing matched in the notes as they were at snapshot {as_of!r}; "
                               "recall without as_of searches the notes as they are now.")
+        elif not len(hits) and any(f is not None for f in (tags, kind, priority, author)):
+            data["advice"] = ("Nothing matched among the notes these filters keep; recall "
+                              "without them searches every note.")
+        elif not len(hits) and hits.filtered_out:
+            data["advice"] = (f"{hits.filtered_out} note(s) matched only weakly (below the "
+                              "score threshold): ask in the words such a note would use. When "
+                              "you find the answer, remember the finding.")
         elif not len(hits):
             data["advice"] = ("Nothing stored matches. When you find the answer, remember the "
                               "finding so the next recall succeeds.")

@@ -299,15 +299,18 @@ def test_empty_recalls_are_counted(store_dir):
             await call(client, "remember", text=LONG_NOTE)
             data, _ = await call(client, "recall", query="kubernetes ingress timeout")
             assert data["hits"] == [] and "remember the finding" in data["advice"]
+            data, _ = await call(client, "recall", query="kubernetes", tags=["nosuch"])
+            assert data["advice"] == ("Nothing matched among the notes these filters keep; "
+                                      "recall without them searches every note.")
             await call(client, "recall", query="zebra migration patterns")
             data, _ = await call(client, "recall", query="orders.amount")
             assert data["hits"] and "advice" not in data
             await error(client, "recall", query="x", k=0)  # an error is not an empty recall
             data, _ = await call(client, "status")
-            assert data["session"]["tools"]["recall"] == {"calls": 4, "errors": 1, "empty": 2}
-            assert (data["session"]["recalls"], data["session"]["empty_recalls"]) == (4, 2)
+            assert data["session"]["tools"]["recall"] == {"calls": 5, "errors": 1, "empty": 3}
+            assert (data["session"]["recalls"], data["session"]["empty_recalls"]) == (5, 3)
             # The store's own log agrees (it counts recalls that ran).
-            assert (data["store"]["recalls"], data["store"]["empty_recalls"]) == (3, 2)
+            assert (data["store"]["recalls"], data["store"]["empty_recalls"]) == (4, 3)
     run(body)
 
 
@@ -328,6 +331,8 @@ BAD_CALLS = [
     ("recall", {"query": ""}, "Bad arguments for recall: query: String should have at least 1 character"),
     ("recall", {"query": "x", "limit": 3}, "Unknown argument(s) for recall: limit"),
     ("forget", {"note_ids": [1, 99]}, "No note #99"),
+    ("remember", {"text": "x", "about": ["/nonexistent/zzz"]},
+     "about: /nonexistent/zzz: nothing exists there"),
     ("forget", {"note_ids": [True]}, "Bad arguments for forget: note_ids: Input should be a "
                                      "valid integer (got True). Nothing was changed."),
     ("reinstate", {"note_id": True}, "Bad arguments for reinstate: note_id: Input should be a "
