@@ -227,7 +227,7 @@ def build_parser() -> Parser:
                    help="for notes already in this store: skip (default), replace, keep-both")
 
     p = command("share", "copy notes (with their history) to another store, usually a team "
-                         "store; sharing a note again adds nothing")
+                         "store; a note already there stays as it is unless --replace")
     p.add_argument("ids", nargs="+", type=note_id, metavar="ID")
     p.add_argument("--to", required=True, metavar="DIR|URL",
                    help="the store to copy to, e.g. postgresql://db.internal/analytics")
@@ -238,7 +238,8 @@ def build_parser() -> Parser:
     p = command("reindex", "rebuild the indexes from the store, with progress; re-embeds the "
                            "notes when the configured model differs from the store's")
     p.add_argument("--reembed", action="store_true",
-                   help="re-embed with the configured model even if the store already uses it")
+                   help="embed every note with the configured model (texts that already "
+                        "have its vectors are kept) and switch the store to it, then rebuild")
 
     command("status", "store, counts, model, index, owner, empty-recall rate")
 

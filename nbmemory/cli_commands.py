@@ -325,8 +325,9 @@ def cmd_reindex(mem, args) -> None:
     if args.json:
         return emit_json(result)
     if result["action"] == "reembedded":
-        print(f"Re-embedded {result['embedded']} texts; the store now uses {result['to']} "
-              f"({result['vectors']} vectors).")
+        kept = "" if result["embedded"] else " (every text had its vectors already)"
+        print(f"Re-embedded {result['embedded']} texts{kept}; the store now uses "
+              f"{result['to']} ({result['vectors']} vectors).")
     elif result.get("model"):
         print(f"Rebuilt the indexes: {result['vectors']} vectors ({result['model']}), "
               f"{result['lexical_docs']} keyword documents.")

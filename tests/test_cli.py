@@ -438,6 +438,9 @@ def test_reindex_rebuilds_the_vector_index(nbm, store_dir):
         "rebuilt", "hash:64", 30, 29)
     r = nbm("reindex")
     assert r.out.strip() == "Rebuilt the indexes: 30 vectors (hash:64), 30 keyword documents."
+    r = nbm("reindex", "--reembed")  # the same model: nothing to embed, and it says why
+    assert r.out.strip() == ("Re-embedded 0 texts (every text had its vectors already); the "
+                             "store now uses hash:64 (30 vectors).")
     assert nbm("doctor", "--skip", "jupyter", "--skip", "model").code == 0
 
 
