@@ -149,8 +149,10 @@ def hits_text(hits: Hits, *, provenance: bool = False, show: str | None = None) 
     """Hits as a terminal shows them; a long note shows its start, and ``show`` (e.g.
     ``"nbmemory show {0}"``) says how to see the rest."""
     lines = [f"({hits.behind})"] if hits.behind else []
+    narrowed = getattr(hits, "filters", "")  # what the front end filtered by, as typed
     if not len(hits):
-        lines.append(f"No notes match {hits.query!r}.")
+        lines.append(f"No notes match {hits.query!r}" + (f" with {narrowed}." if narrowed
+                                                          else "."))
     else:
         for hit in hits:
             lines.append(_note_header(hit.note, hit.score))
@@ -174,7 +176,9 @@ def hits_text(hits: Hits, *, provenance: bool = False, show: str | None = None) 
 
 def hits_html(hits: Hits, *, provenance: bool = False) -> str:
     if not len(hits):
-        out = f"<p>No notes match <code>{html.escape(hits.query)}</code>.</p>"
+        narrowed = getattr(hits, "filters", "")
+        out = (f"<p>No notes match <code>{html.escape(hits.query)}</code>"
+               + (f" with <code>{html.escape(narrowed)}</code>" if narrowed else "") + ".</p>")
     else:
         headers = ["id", "score", "age", "priority", "kind", "tags", "note"]
         if hits.explain:

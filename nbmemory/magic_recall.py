@@ -20,6 +20,16 @@ def _given(args, names: tuple[str, ...]) -> list[str]:
     return [flags[n] for n in names if getattr(args, n) not in (None, False)]
 
 
+def _filters_said(args) -> str:
+    """The filters the line gave, as typed: ``-t wal --fresh``."""
+    said = [f"{flag} {value}" for flag, value in (
+        ("-t", args.tags), ("--kind", args.kind), ("-p", args.priority), ("--since", args.since),
+        ("--author", args.author), ("--as-of", args.as_of)) if value]
+    said += [flag for flag, on in (("--mine", args.mine), ("--fresh", args.fresh),
+                                   ("--stale", args.stale), ("--open", args.open)) if on]
+    return " ".join(said)
+
+
 class RecallCommands:
     """Mixed into :class:`~nbmemory.magics.NbMemory`, which provides ``mem``, ``shell``,
     ``k``, ``_scope()`` and ``_variables()``."""
@@ -46,6 +56,7 @@ class RecallCommands:
         if args.open:
             hits[:] = [h for h in hits if h.note.resolution is None]
         hits.provenance = args.provenance
+        hits.filters = _filters_said(args)  # "No notes match 'x' with -t nosuchtag."
         return hits
 
     def _open_questions(self, args, k: int, stale, author):

@@ -248,6 +248,16 @@ def test_split_options_stops_at_text():
     assert (args.kind, text) == ("gotcha", "x -p low")
 
 
+def test_a_recall_that_filters_found_nothing_names_the_filters(ip):
+    from IPython.lib.pretty import pretty
+
+    run(ip, "remember -t orders orders.amount is in cents")
+    hits, _ = run(ip, "recall -t nosuchtag --fresh orders")
+    assert pretty(hits) == "No notes match 'orders' with -t nosuchtag --fresh."
+    assert "with <code>-t nosuchtag --fresh</code>." in hits._repr_html_()
+    assert pretty(run(ip, "recall nothing like it zzz")[0]).startswith("No notes match 'nothing")
+
+
 def test_short_options_take_an_attached_value_as_argparse_does(ip):
     args, text = split_options(NbMemory.remember.parser, "-phigh -twal,cache the loader runs at 2")
     assert (args.priority, args.tags, text) == ("high", "wal,cache", "the loader runs at 2")
