@@ -87,15 +87,21 @@ def test_the_status_line_follows_the_owner_across_a_restart(page, lab):
     expect(status).to_contain_text(f"owner: owner service (pid {second})")
 
 
-def test_an_edit_survives_a_write_elsewhere_and_keeps_it(page, lab):
-    """The poll brings a new version while the note is being edited: the edit stays, says
-    so, and saving writes only the fields it changed (the other change is kept)."""
+def editing(page, lab, typed: str):
+    """A new note "the retry limit is 3", its card, and its edit box holding ``typed``."""
     note = lab.remember("the retry limit is 3", tags="config")
     shown = card_of(page, note)
     expect(shown).to_be_visible(timeout=10_000)
     shown.locator(".nbm-Edit").click()
     text = shown.locator(".nbm-EditText")
-    text.fill("the retry limit is 5 since v2.3")
+    text.fill(typed)
+    return note, shown, text
+
+
+def test_an_edit_survives_a_write_elsewhere_and_keeps_it(page, lab):
+    """The poll brings a new version while the note is being edited: the edit stays, says
+    so, and saving writes only the fields it changed (the other change is kept)."""
+    note, shown, text = editing(page, lab, "the retry limit is 5 since v2.3")
     assert lab.api(f"notes/{note['id']}", "PATCH", {"priority": "low"})[0] == 200
     expect(shown.locator(".nbm-Priority")).to_have_text("low", timeout=10_000)  # the poll
     expect(shown.locator(".nbm-EditNotice")).to_contain_text(
@@ -110,12 +116,7 @@ def test_an_edit_survives_a_write_elsewhere_and_keeps_it(page, lab):
 def test_an_edit_of_a_field_changed_elsewhere_too_shows_theirs_before_saving_over_it(page, lab):
     """A colleague changed the text the edit changes: saving writes nothing and shows their
     version (before, theirs was silently overwritten); the user saves over it or keeps it."""
-    note = lab.remember("the retry limit is 3", tags="config")
-    shown = card_of(page, note)
-    expect(shown).to_be_visible(timeout=10_000)
-    shown.locator(".nbm-Edit").click()
-    text = shown.locator(".nbm-EditText")
-    text.fill("the retry limit is 5")
+    note, shown, text = editing(page, lab, "the retry limit is 5")
     assert lab.api(f"notes/{note['id']}", "PATCH", {"text": "the retry limit is 4"})[0] == 200
     shown.locator(".nbm-Save").click()  # before the poll has brought version 2, or after
     conflict = shown.locator(".nbm-Conflict")
