@@ -42,6 +42,7 @@ sys.path.insert(0, str(HERE.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from nbmemory.config import Settings  # noqa: E402
+from nbmemory.engine import PRIORITY_BONUS  # noqa: E402
 from nbmemory.memory import Memory  # noqa: E402
 from nbmemory.ranking import MODES, TRUST_FROM, TRUST_FULL  # noqa: E402
 
@@ -165,7 +166,10 @@ def rank_all(loaded: Loaded, queries: list[dict], modes: Sequence[str] = MODES) 
         for at, query in enumerate(queries):
             hits = loaded.engine.recall(query["query"], k=K, min_score=-1.0, mode=mode,
                                         explain=mode == "hybrid")
-            rows.append([(loaded.ids[h.note.id], h.score) for h in hits])
+            # The fused score, as min_score cuts it (the shown score adds the priority's
+            # bonus, which only orders near-ties): what threshold_report measures.
+            rows.append([(loaded.ids[h.note.id], h.score - PRIORITY_BONUS[h.note.priority])
+                         for h in hits])
             if hits.fusion:
                 runs["coverage"][at] = hits.fusion["covered"]
         loaded.timings[f"recall_ms_{mode}"] = 1000 * (time.perf_counter() - start) / len(queries)
