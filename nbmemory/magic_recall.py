@@ -13,21 +13,24 @@ from .namespace import namespace_terms
 from .when import parse_since
 
 
+# The options of %recall by argument name, as a line spells them.
+_FLAGS = {"tags": "-t", "kind": "--kind", "priority": "-p", "since": "--since",
+          "author": "--author", "as_of": "--as-of", "min_score": "--min-score",
+          "explain": "--explain", "mine": "--mine", "fresh": "--fresh", "stale": "--stale",
+          "open": "--open"}
+
+
 def _given(args, names: tuple[str, ...]) -> list[str]:
     """The options among ``names`` (``tags`` for -t/--tags...) that the line gave."""
-    flags = {"tags": "-t", "kind": "--kind", "priority": "-p", "since": "--since",
-             "as_of": "--as-of", "min_score": "--min-score", "explain": "--explain"}
-    return [flags[n] for n in names if getattr(args, n) not in (None, False)]
+    return [_FLAGS[n] for n in names if getattr(args, n) not in (None, False)]
 
 
 def _filters_said(args) -> str:
     """The filters the line gave, as typed: ``-t wal --fresh``."""
-    said = [f"{flag} {value}" for flag, value in (
-        ("-t", args.tags), ("--kind", args.kind), ("-p", args.priority), ("--since", args.since),
-        ("--author", args.author), ("--as-of", args.as_of)) if value]
-    said += [flag for flag, on in (("--mine", args.mine), ("--fresh", args.fresh),
-                                   ("--stale", args.stale), ("--open", args.open)) if on]
-    return " ".join(said)
+    values = ("tags", "kind", "priority", "since", "author", "as_of")
+    switches = ("mine", "fresh", "stale", "open")
+    return " ".join([f"{_FLAGS[n]} {getattr(args, n)}" for n in values if getattr(args, n)]
+                    + _given(args, switches))
 
 
 class RecallCommands:
