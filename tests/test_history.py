@@ -1,5 +1,7 @@
 """Supersede, revoke, purge, snapshots, diffs and recall as of a snapshot."""
 
+import json
+
 import pytest
 
 from nbmemory.cards import Cards
@@ -173,16 +175,25 @@ def test_recall_as_of_shows_the_stale_flags_and_fingerprints_of_then(tmp_path):
 
 def test_purge_leaves_the_text_nowhere_in_the_store_or_a_later_export(memory, store_dir, tmp_path):
     secret = "the vendor contract renews on 2027-03-01 at 412k"
-    note = memory.remember(secret, kind="question")
+    namespace = {"fee": "412k"}
+    note = memory.remember(secret, kind="question", check="fee == '412k'", namespace=namespace)
     memory.recall(secret)  # the query is logged
     memory.recall("renews on 2027-03-01")  # a query the note contains
-    memory.snapshot("before-renewal", message=f"knew that {secret}")
+    namespace["fee"] = "412k net"
+    memory.check(namespace)  # the journal keeps the check and the value it saw
+    memory.snapshot("before-renewal", message=f"knew that {secret}")  # sealed stale
+    memory.verify(note.id)
     memory.refute(note.id, f"no: {secret} was a draft")
     memory.reopen(note.id)
     memory.purge(note.id)
     memory.export_jsonl(tmp_path / "after.jsonl")
     assert "412k" not in (tmp_path / "after.jsonl").read_text()
     assert memory.snapshots()[0].message == "knew that [purged]"
+    # The snapshot still says the note was stale then, in no words of it.
+    rows = [json.loads(line) for line in (tmp_path / "after.jsonl").read_text().splitlines()]
+    [sealed] = [row["row"]["stale"] for row in rows if row.get("table") == "snapshots"]
+    assert json.loads(sealed) == {str(note.id): [{"reason": "check_failed", "target": "",
+                                                  "detail": ""}]}
     memory.close()
     for path in store_dir.iterdir():
         if path.is_file():

@@ -503,9 +503,13 @@ def test_a_member_is_woken_by_a_colleagues_commit_and_catches_up_before_asking(a
 def test_purge_leaves_the_text_in_no_row_of_the_team_store(team_url, tmp_path, monkeypatch):
     secret = "the staging password is hunter2"
     with member(team_url, tmp_path, monkeypatch, "ada") as ada:
-        note = ada.remember(secret)
+        namespace = {"password": "hunter2"}
+        note = ada.remember(secret, check="password == 'hunter2'", namespace=namespace)
         ada.recall(secret)  # the query is logged
-        ada.snapshot("s1", message=f"knew that {secret}")
+        namespace["password"] = "hunter2!"
+        ada.check(namespace)  # the journal keeps the check and the value it saw
+        ada.snapshot("s1", message=f"knew that {secret}")  # sealed stale
+        ada.verify(note.id)
         ada.refute(note.id, f"no: {secret} was old")
         ada.reopen(note.id)
         ada.purge(note.id)

@@ -435,6 +435,7 @@ class Writes(Part):
                              request_id=request_id)
                 self.store.purge_text(note_id)
                 self.store.purge_anchors(note_id)
+                self.store.purge_snapshot_flags(note_id)
             self.engine.recalls.forget_past()
             self.store.compact()
             return self.engine.reads.get(note_id)

@@ -23,7 +23,7 @@ from ..models import Anchor, Event, Note, Provenance
 from . import schema
 from .filters import (_BY_AUTHOR, _FOLLOWS, _NOTE_COLUMNS, _NOTE_FROM, _PRIORITY_CODE,
                       _RESOLUTION_EVENTS, _STATUS_AFTER, _STATUS_EVENTS, Filters, _aware,
-                      _id_list, _naive, _note, _now, _split_resolution)
+                      _id_list, _naive, _note, _now, _split_resolution, EVENT_WORDS)
 from .rows import Rows
 from .schema import COMPACT_FILENAME, DB_FILENAME, SCHEMA_VERSION
 
@@ -54,7 +54,7 @@ class Store(Rows):
     # What the SQL dialects spell differently (postgres.py has PostgreSQL's).
     _FILTER_SQL = {"each_tag": "list_contains(n.tags, ?)", "one_of": "list_contains(?, {})"}
     _CONTAINS = "contains({}, {})"
-    _WITHOUT_REASON = "json_remove(data, '$.reason')"
+    _WITHOUT_WORDS = "data".join(("json_remove(" * len(EVENT_WORDS), "".join(f", '$.{w}')" for w in EVENT_WORDS)))
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
@@ -361,7 +361,7 @@ class Store(Rows):
                 [text, text])
             self.con.execute("UPDATE snapshots SET message = replace(message, ?, '[purged]') "
                              f"WHERE {contains.format('message', '?')}", [text, text])
-        self.con.execute(f"UPDATE events SET data = {self._WITHOUT_REASON} "
+        self.con.execute(f"UPDATE events SET data = {self._WITHOUT_WORDS} "
                          "WHERE note_id = ? AND data IS NOT NULL", [note_id])
         self.con.execute("UPDATE notes SET resolution_reason = NULL WHERE id = ?", [note_id])
         self.con.execute(

@@ -10,6 +10,11 @@ from typing import Any, Sequence
 from ..events import EFFECTS, KEEP, status_sql
 from ..models import PRIORITIES, Note, Provenance
 
+# What a purged note's events said in its own words (a refute's reason, a check's expression
+# and the value it saw, the stale reasons a verify cleared): erased with its text.
+EVENT_WORDS = ("reason", "expression", "value", "error", "why", "cleared", "kept")
+
+
 def _naive(value: datetime) -> datetime:
     return value.astimezone(timezone.utc).replace(tzinfo=None)
 

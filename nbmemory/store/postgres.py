@@ -32,7 +32,7 @@ from .duckdb import Store
 from .filters import (_BY_AUTHOR, _FOLLOWS, _NOTE_COLUMNS, _NOTE_FROM, _PRIORITY_CODE,
                       _RESOLUTION_EVENTS,
                       _STATUS_AFTER,
-                      _STATUS_EVENTS, _ACTIVE_AFTER, Filters, _naive, _note, _now,
+                      _STATUS_EVENTS, _ACTIVE_AFTER, EVENT_WORDS, Filters, _naive, _note, _now,
                       _split_resolution)
 
 # DuckDB's type names for PostgreSQL's, so an export reads the same from either store.
@@ -91,7 +91,7 @@ class PostgresStore(Store):
     shared = True
     _FILTER_SQL = {"all_tags": "n.tags @> ?::varchar[]"}
     _CONTAINS = "strpos({}, {}) > 0"
-    _WITHOUT_REASON = "data - 'reason'"
+    _WITHOUT_WORDS = f"data - '{{{','.join(EVENT_WORDS)}}}'::text[]"
 
     def __init__(self, address: Address):
         try:

@@ -142,6 +142,21 @@ class Rows:
         row = self.con.execute("SELECT stale FROM snapshots WHERE name = ?", [name]).fetchone()
         return json.loads(row[0]) if row and row[0] else {}
 
+    def purge_snapshot_flags(self, note_id: int) -> None:
+        """Keep only the kind of each stale flag a snapshot sealed for a purged note: its
+        target and detail may hold the note's words (a check's expression, the value seen)."""
+        def scrub(flags: dict) -> dict:
+            return {key: scrub(value) if key.startswith("@") else
+                    [{"reason": r["reason"], "target": "", "detail": ""} for r in value]
+                    if key == str(note_id) else value for key, value in flags.items()}
+
+        for name, stale in self.con.execute(
+                "SELECT name, stale FROM snapshots WHERE stale IS NOT NULL").fetchall():
+            flags = json.loads(stale)
+            if scrub(flags) != flags:
+                self.con.execute("UPDATE snapshots SET stale = ? WHERE name = ?",
+                                 [json.dumps(scrub(flags)), name])
+
     def snapshots(self, name: str | None = None) -> list[Snapshot]:
         where, params = ("WHERE name = ?", [name]) if name is not None else ("", [])
         rows = self.con.execute(
