@@ -15,7 +15,7 @@ import * as React from 'react';
 
 import { redactAddress, teamStoreWhere } from './address';
 import { NoteMarkdown } from './markdown';
-import { IDraft, MAX_HITS, MemoryModel, age, describeStale, tagList } from './model';
+import { IDraft, MAX_HITS, MemoryModel, age, describeStale, fieldOf, tagList } from './model';
 import {
   ICheck,
   IHit,
@@ -1191,7 +1191,6 @@ function Provenance(props: {
   );
 }
 
-/** The form that writes a note: a new one (the draft) or a new version of one. */
 /** What the editor says when a save found its fields changed elsewhere too. */
 function conflictOf(
   conflict: { note: INote; fields: string[] },
@@ -1214,12 +1213,13 @@ function conflictOf(
       .map(name =>
         name === 'text'
           ? note.text
-          : `${names[name] ?? name}: ${name === 'tags' ? note.tags.join(', ') : String((note as unknown as Record<string, unknown>)[name])}`
+          : `${names[name] ?? name}: ${fieldOf(note, name, ', ')}`
       )
       .join('\n')
   };
 }
 
+/** The form that writes a note: a new one (the draft) or a new version of one. */
 function NoteEditor(props: {
   model: MemoryModel;
   initial: IDraft;

@@ -64,10 +64,10 @@ export interface IEdit {
 
 type EditFields = { text?: string; priority?: string; kind?: string; tags?: string[] };
 
-/** A field of a note as an edit compares it. */
-function fieldOf(note: INote, name: string): string {
+/** A field of a note as an edit compares and shows it (a list joined by `separator`). */
+export function fieldOf(note: INote, name: string, separator = ','): string {
   const value = (note as unknown as Record<string, unknown>)[name];
-  return Array.isArray(value) ? value.join(',') : String(value);
+  return Array.isArray(value) ? value.join(separator) : String(value);
 }
 
 /** After this long a request asks the server why it is slow (`GET owner`). */
@@ -877,7 +877,10 @@ export class MemoryModel {
     try {
       const result = await requestAPI<T>(endPoint, init);
       this._cold = false;
-      if (EMBEDS.has(operation) && this.status) {
+      // Answered by meaning: the model is in. A keyword-only answer (`behind`) says it
+      // is not yet, and the poll asks again once it is.
+      const behind = (result as { behind?: string | null } | null)?.behind;
+      if (EMBEDS.has(operation) && this.status && !behind) {
         this.status = { ...this.status, model_loaded: true };
       }
       return result;
