@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .anchors import variable_fingerprint
+from .errors import InvalidInput
 from .models import Anchor
 
 DEFAULT_BUDGET = 1.0  # seconds a check may run
+MAX_BUDGET = 600.0  # a check holds the kernel while it runs: ten minutes at most
 MAX_VALUE = 200  # characters of a value kept
 
 
@@ -99,6 +101,10 @@ def evaluate(expression: str, namespace: Mapping[str, Any], *,
     runs in a helper thread that is abandoned when the budget ends, so the caller's own
     work goes on either way.
     """
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) \
+            or not 0 < budget <= MAX_BUDGET:
+        raise InvalidInput(f"A check's budget is a number of seconds above 0 and at most "
+                           f"{MAX_BUDGET:g}, not {budget!r}.")
     run = _runner(parse(expression), namespace)
     missing = [n for n in names_read(expression) if n not in namespace]
     if missing:

@@ -3,6 +3,7 @@ nbmemory's errors become IPython's UsageError (no traceback), worded for a noteb
 
 from __future__ import annotations
 
+import argparse
 import re
 from contextlib import contextmanager
 
@@ -23,12 +24,15 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
     (``--about {DATA}/orders.csv``), except for the options in ``verbatim``; the rest, a
     note or a query, is never expanded.
     """
-    takes_value, kept = {}, set()
+    takes_value, kept, single = {}, set(), {}
     for action in parser._actions:
         for option in action.option_strings:
             takes_value[option] = action.nargs != 0
+            if isinstance(action, argparse._StoreAction):  # one value: a second would win
+                single[option] = action.option_strings[-1]
         if set(action.option_strings) & set(verbatim):
             kept |= set(action.option_strings)
+    given: set[str] = set()
     tokens, rest = [], line
     while True:
         match = _OPTION.match(rest)
@@ -51,6 +55,13 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
             break
         rest = rest[match.end():]
         tokens.append(option)
+        if option in single:
+            name = single[option]
+            if name in given:
+                how = {"--check": " (join two checks with and)",
+                       "--tags": " (several tags: -t a,b)"}.get(name, "")
+                raise UsageError(f"Option {name} was given twice; it takes one value{how}.")
+            given.add(name)
         if takes_value[option]:
             if inline is None:
                 value = _VALUE.match(rest)

@@ -71,8 +71,9 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     ambient_agreement = Float(Gate.agreement, help="... and are at least this close to one "
                                                    "another.").tag(config=True)
 
-    check_budget = Float(1.0, help="Seconds a check (%remember --check, %memory check) may "
-                                   "run before it is stopped and reported.").tag(config=True)
+    check_budget = Float(1.0, min=0.01, max=600.0,
+                         help="Seconds a check (%remember --check, %memory check) may run "
+                              "before it is stopped and reported.").tag(config=True)
 
     def __init__(self, shell=None, **kwargs):
         # Set before Configurable.__init__: applying config from ipython_config.py fires

@@ -7,8 +7,10 @@ from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
+from nbmemory.checks import evaluate
 from nbmemory.config import Settings
 from nbmemory.embed import HashEmbedder
+from nbmemory.errors import InvalidInput
 from nbmemory.magic_args import keep_question_marks
 from nbmemory.magics import NbMemory, split_options
 from nbmemory.memory import Memory
@@ -270,6 +272,24 @@ def test_short_options_take_an_attached_value_as_argparse_does(ip):
         run(ip, "recall --x1 codename")
     _, out = run(ip, "remember -xyz is a flag of the tool")  # not an option: the note's text
     assert "Remembered #1" in out.stdout
+
+
+def test_an_option_given_twice_is_refused_not_half_kept(ip):
+    with pytest.raises(UsageError, match=r"^Option --check was given twice; it takes one value "
+                                         r"\(join two checks with and\)\.$"):
+        run(ip, 'remember --check "1 == 1" --check "2 == 2" two checks')
+    with pytest.raises(UsageError, match=r"^Option --priority was given twice; it takes one "
+                                         r"value\.$"):
+        run(ip, "remember -phigh --priority low the loader runs at 2")
+    with pytest.raises(UsageError, match=r"^Option --tags was given twice; it takes one value "
+                                         r"\(several tags: -t a,b\)\.$"):
+        run(ip, "recall -t orders -t wal loader")
+    assert run(ip, "memory list")[1].stdout.startswith("0 active notes")
+    ip.run_line_magic("config", "NbMemory.check_budget = -1")  # IPython logs the refusal
+    assert ip.magics_manager.registry["NbMemory"].check_budget == 1.0
+    with pytest.raises(InvalidInput, match=r"^A check's budget is a number of seconds above 0 "
+                                           r"and at most 600, not 1000000000000\.0\.$"):
+        evaluate("1 == 1", {}, budget=1e12)
 
 
 def test_snapshot_diff_and_recall_as_of(ip):
