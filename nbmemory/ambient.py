@@ -10,9 +10,8 @@ parse of its source and a few set lookups, and never an embedding.
 
 Files a cell reads are found two ways: path-like tokens in its string literals (which
 also covers SQL for DuckDB and line magics, and ``!`` commands), and an audit hook
-(:func:`sys.addaudithook`) that records ``open`` events for reading while a cell runs, for
-reads through a variable. Python cannot remove an audit hook, so it is installed on first
-use and does nothing but one global lookup per audit event while no cell is recording.
+(:mod:`nbmemory.audit`) that records ``open`` events for reading while a cell runs, for
+reads through a variable.
 
 An error speaks only through the :class:`Gate`; nothing is shown twice in a row for the
 same cell; everything shown is escaped (see :func:`display.ambient_display`).
@@ -32,60 +31,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-MAX_READS = 256  # paths the audit hook keeps per cell
+from .audit import install_hook, start_recording, stop_recording
+
 MAX_CELLS = 1000  # cells whose last matches are remembered (for "not twice in a row")
 MAX_SOURCE = 200_000  # longer cells are not parsed
 K = 5  # notes per path, variable or error
-
-# -- the audit hook ----------------------------------------------------------------------
-
-_reads: set | None = None  # paths opened for reading while a cell runs; None: not recording
-_installed = False
-_SKIP_SUFFIXES = (".py", ".pyc", ".pyo", ".so", ".pyd", ".pth")
-
-
-def _audit(event: str, args: tuple) -> None:
-    # Called for every audit event of the process (imports, exec, sockets...): the first
-    # test must be cheap, and nothing here may raise.
-    if _reads is None or event != "open":
-        return
-    try:
-        path, mode = args[0], args[1]
-        if mode is None:  # os.open: (path, None, flags)
-            if args[2] & 3 == os.O_WRONLY:
-                return
-        elif "r" not in mode and "+" not in mode:
-            return
-        if not isinstance(path, str):
-            if not isinstance(path, os.PathLike):
-                return  # a file descriptor or bytes
-            path = os.fspath(path)
-            if not isinstance(path, str):
-                return
-        if len(_reads) < MAX_READS and not path.endswith(_SKIP_SUFFIXES):
-            _reads.add(path)
-    except Exception:  # an odd argument: ignore this event
-        pass
-
-
-def install_hook() -> None:
-    """Install the audit hook once per process (it can never be removed)."""
-    global _installed
-    if not _installed:
-        sys.addaudithook(_audit)
-        _installed = True
-
-
-def start_recording() -> None:
-    global _reads
-    _reads = set()
-
-
-def stop_recording() -> set:
-    global _reads
-    reads, _reads = _reads, None
-    return reads or set()
-
 
 # -- reading a cell ----------------------------------------------------------------------
 

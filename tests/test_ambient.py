@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nbmemory import ambient
+from nbmemory import ambient, audit
 from nbmemory.ambient import Gate, cell_paths
 from nbmemory.anchors import file_terms
 from nbmemory.lexical import tokenize
@@ -255,6 +255,16 @@ def test_a_read_through_a_variable_is_seen_by_the_audit_hook(shell):
     assert cell(shell, "frame = pd.read_csv(where)  # again")[0] == []
 
 
+def test_a_python_source_read_through_a_variable_speaks_but_importing_it_does_not(shell, workspace):
+    (workspace / "adapters.py").write_text("RETRIES = 3\ndef boom():\n    raise ValueError(3)\n")
+    run(shell, "remember --about adapters.py RETRIES is read once at import")
+    shell.run_cell(f"import sys; sys.path.insert(0, {str(workspace)!r}); src = 'adapters' + '.py'")
+    assert cell(shell, "import adapters")[0] == []
+    assert cell(shell, "adapters.boom()")[0] == []  # its traceback reads the source
+    lines = cell(shell, "code = open(src).read()")[0]
+    assert lines == ["nbmemory: 1 note about adapters.py: #1 (%memory ambient show)"]
+
+
 def test_a_cell_that_touches_nothing_asks_the_store_nothing(shell):
     run(shell, "remember --about data/orders.csv amounts are in cents")
     run(shell, "remember -k gotcha KeyError 'amount_eur': the column is amount_cents now")
@@ -297,7 +307,7 @@ def test_off_silences_it_and_config_works(shell):
     _, out = run(shell, "memory ambient off")
     assert out.stdout.strip() == "Ambient recall is off."
     assert cell(shell, "orders = pd.read_csv('data/orders.csv')")[0] == []
-    assert ambient._reads is None  # nothing records while it is off
+    assert audit._reads is None  # nothing records while it is off
     shell.run_line_magic("config", "NbMemory.ambient = True")
     assert len(cell(shell, "orders = pd.read_csv('data/orders.csv')  # 2")[0]) == 1
 

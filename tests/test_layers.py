@@ -7,7 +7,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "nbmemory"
 LAYERS = {  # module (or package) -> layer; higher layers may import lower ones only
-    "front": ["magics", "magic_args", "magic_memory", "magic_checks", "magic_recall", "cli", "cli_args", "cli_commands", "mcp", "mcp_calls", "server", "browse", "ambient", "doctor", "namespace",
+    "front": ["magics", "magic_args", "magic_memory", "magic_checks", "magic_recall", "cli", "cli_args", "cli_commands", "mcp", "mcp_calls", "server", "browse", "ambient", "audit", "doctor", "namespace",
               "procedures", "progress", "__main__", "__init__"],
     "facade": ["memory"],
     "service": ["service"],
