@@ -159,7 +159,7 @@ def build_parser() -> Parser:
     p = command("edit", "change a note's text, tags, kind or priority: a new version, the old "
                         "one stays in its history",
                 usage="nbmemory edit ID [--text TEXT | -] [-t TAGS] [-k KIND] [-p PRIORITY] "
-                      "[--json] [--store DIR] [--model NAME]")
+                      "[--json] [--store DIR|URL] [--model NAME]")
     p.add_argument("id", type=note_id, metavar="ID")
     p.add_argument("stdin", nargs="*", default=[], metavar="-", help="read the new text from stdin")
     p.add_argument("--text", default=None, help="the new text (- reads stdin)")

@@ -259,6 +259,8 @@ def notes_display(notes: Sequence[Note], *, title: str = "", total: int | None =
 def remembered_display(note: Note, similar: Sequence[Hit], *, hint: str | None = None) -> Rich:
     tags = f" [{', '.join(note.tags)}]" if note.tags else ""
     head = f"Remembered #{note.id} ({note.kind}, {note.priority}){tags}"
+    if note.supersedes is not None:
+        head += f", replacing #{note.supersedes}"
     text_lines, html_items = [head], []
     # The cell a note came from is its provenance, not news: say what else it is about.
     about = anchors_line(replace(note, anchors=tuple(a for a in note.anchors

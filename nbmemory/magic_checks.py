@@ -88,8 +88,7 @@ class CheckCommands:
         results = self.mem.check(self.shell.user_ns, ids, budget=self.check_budget)
         self._checks = None  # the ambient re-check reads the outcomes afresh
         if not results:
-            print(f"None of {', '.join(f'#{i}' for i in ids)} has a check "
-                  "(add one with %remember --check EXPR ...).")
+            print(self._no_check(ids))
             return
         for item, outcome in results:
             print(describe(item["note"].id, item["expression"], outcome))
@@ -100,6 +99,25 @@ class CheckCommands:
         if untrusted:
             print(f"Read those checks first (%memory history {untrusted[0]}), then run them "
                   f"with: %memory trust {' '.join(map(str, untrusted))}")
+
+    def _no_check(self, ids: list[int]) -> str:
+        """Why none of ``ids`` ran: only an active note's check runs (a replaced note's
+        successor may have one)."""
+        lines, plain = [], []
+        for note_id in ids:
+            note = self.mem.get(note_id)
+            if note.status == "superseded":
+                newest = self.mem.chain(note_id)[-1]
+                lines.append(f"#{note_id} was replaced by #{newest.id}: run its check with "
+                             f"%memory check {newest.id}.")
+            elif note.status != "active":
+                lines.append(f"#{note_id} is {note.status}: only an active note's check runs.")
+            else:
+                plain.append(f"#{note_id}")
+        if plain:
+            lines.append(f"None of {', '.join(plain)} has a check (add one with %remember "
+                         "--check EXPR ...).")
+        return "\n".join(lines)
 
     def _memory_trust(self, rest: str):
         ids = parse_ids(rest)

@@ -195,8 +195,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
               help="a Python expression that must hold now, e.g. --check \"df.amount.isna()"
                    ".mean() < 0.05\"; %%memory check re-runs it later")
     @argument("--from-output", action="store_true",
-              help="keep the last cell's result as the note's evidence (%%memory rerun "
-                   "compares it with a fresh run)")
+              help="keep the latest cell result, Out[N] (not printed output), as the "
+                   "note's evidence (%%memory rerun compares it with a fresh run)")
     @argument("--output-of", type=int, default=None, metavar="N",
               help="keep the result of cell [N] (its execution count) as the evidence")
     @argument("text", nargs="*", help="the finding itself; in %%%%remember the cell body")
@@ -205,7 +205,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     def remember(self, line: str, cell: str | None = None):
         """Store a finding: %remember [-p high] [-t a,b] [-k kind] [--about X] text
 
-        In cell form the whole cell body is the note:
+        ``--`` ends the options, for text that starts with a dash. In cell form the whole
+        cell body is the note:
 
             %%remember -p high -t orders --about data/orders.csv --about df
             orders.amount is in cents before 2021-03 and in euros after.
@@ -409,7 +410,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         """Status and upkeep of the store.
 
         %memory                     store, counts, model, index, empty-recall rate
-        %memory list [-t tags] [--kind K] [-n N]   newest notes
+        %memory list [-t tags] [--kind K] [-p P] [-n N] [--status S[,S]]   newest notes
         %memory browse [-t tags] [--kind K] [-n N] interactive browser (ipywidgets)
         %memory history ID          every event of a note
         %memory reinstate ID        undo %forget
@@ -419,13 +420,14 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         %memory verify ID           you checked note ID still holds: re-take its fingerprints
         %memory check [ID ...]      re-run the notes' checks here (NbMemory.check_budget each)
         %memory trust ID            let this kernel run a check someone else wrote
-        %memory rerun ID            re-run a note's cell; old and new output side by side
+        %memory rerun ID [--yes]    re-run a note's cell; old and new output side by side
         %memory reindex             rebuild both indexes from the store (with progress)
         %memory reembed             re-embed all notes with the configured model
         %memory export FILE.jsonl   everything, losslessly (notes, versions, journal, snapshots)
         %memory export --markdown DIR [--by tag|kind]   readable pages, one per tag or kind
         %memory import FILE.jsonl [--on-conflict skip|replace|keep-both]
-        %memory share ID [ID ...] [--to ADDRESS]   copy notes to the team store (NbMemory.team_store)
+        %memory share ID [ID ...] [--to ADDRESS] [--replace]   copy notes to the team store
+                                    (NbMemory.team_store); --replace sends edited ones again
         %memory ambient on|off|status|show   the line under cells that touch what notes are about
         %memory settings            current settings (change with %config NbMemory.x = ...)
         """

@@ -266,6 +266,12 @@ def test_memory_check_says_why_it_did_not_run(ip):
     cell(ip, "%remember a note without a check")
     assert cell(ip, "%memory check 2") == ("None of #2 has a check (add one with "
                                            "%remember --check EXPR ...).\n")
+    cell(ip, "orders = pd.DataFrame({'amount': [1.0]})")
+    cell(ip, f"%remember --supersedes 1 --check '{CHECK}' under 5% nulls, checked again")
+    cell(ip, "%forget 2")
+    assert cell(ip, "%memory check 1 2") == (
+        "#1 was replaced by #3: run its check with %memory check 3.\n"
+        "#2 is revoked: only an active note's check runs.\n")
     with pytest.raises(UsageError, match="No note #7"):
         cell(ip, "%memory check 7")
     with pytest.raises(UsageError, match="Give the id of the note whose check you read"):

@@ -206,6 +206,8 @@ def test_memory_list_and_history(ip):
     run(ip, "forget 1")
     _, out = run(ip, "memory list -t b")
     assert "1 active note\n" in out.stdout
+    _, out = run(ip, "memory list --status active,revoked")  # as its help says
+    assert "2 active or revoked notes\n" in out.stdout
     _, out = run(ip, "memory history 1")
     text = out.stdout
     assert "created" in text and "revoked" in text
@@ -295,7 +297,8 @@ def test_an_option_given_twice_is_refused_not_half_kept(ip):
 def test_snapshot_diff_and_recall_as_of(ip):
     run(ip, "remember -k gotcha -t cache the cache is never invalidated")
     run(ip, "snapshot before")
-    run(ip, "remember --supersedes 1 the cache is invalidated on every commit")
+    _, out = run(ip, "remember --supersedes 1 the cache is invalidated on every commit")
+    assert out.stdout.startswith("Remembered #2 (gotcha, medium) [cache], replacing #1\n")
     assert [(n.kind, n.tags) for n in run(ip, "recall cache invalidated")[0].notes] == [
         ("gotcha", ("cache",))]
     _, out = run(ip, "snapshot --diff before")

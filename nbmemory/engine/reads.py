@@ -41,7 +41,8 @@ class Reads(Part):
         check_page(offset, limit)
         if order not in ("newest", "oldest", "priority"):
             raise InvalidInput(f"Unknown order {order!r}; use newest, oldest or priority")
-        statuses = (status,) if isinstance(status, str) else tuple(status)
+        statuses = (tuple(s.strip() for s in status.split(",") if s.strip()) or (status,)
+                    if isinstance(status, str) else tuple(status))  # "a,b" as tags are
         unknown = [s for s in statuses if s not in STATUSES]
         if unknown:
             raise InvalidInput(f"Unknown status {unknown[0]!r}; use one or more of: "
