@@ -79,7 +79,8 @@ def _clamped_html(text: str) -> str:
 
 def text_of(note: Note) -> str:
     """A note's text as shown: a purged note's is gone, and says so."""
-    return "(text erased)" if note.status == "purged" else note.text
+    # A note purged since a snapshot is shown as it was then, its text erased all the same.
+    return "(text erased)" if note.status == "purged" or not note.text else note.text
 
 
 def long_note_hint(note: Note) -> str:
@@ -406,7 +407,8 @@ def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note]
 
 _CHANGE_TITLES = {"added": "Added", "edited": "Edited", "superseded": "Superseded",
                   "revoked": "Forgotten", "refuted": "Refuted", "reinstated": "Reinstated", "purged": "Purged",
-                  "became_stale": "Became stale", "no_longer_stale": "No longer stale"}
+                  "became_stale": "Became stale", "stale_anew": "Still stale, for new reasons",
+                  "no_longer_stale": "No longer stale"}
 
 
 def diff_display(result: SnapshotDiff) -> Rich:

@@ -79,10 +79,10 @@ def diff(before: dict[int, Note], after: dict[int, Note],
         if new.status == "active":
             was = {str(r) for r in stale_before.get(note_id, [])}
             now = {str(r): r for r in stale_after.get(note_id, [])}
-            if set(now) - was:
+            if set(now) - was:  # stale anew: it was stale already, for other reasons
                 new_reasons = sorted(set(now) - was)
-                changes.append(Change("became_stale", new, "; ".join(new_reasons),
-                                      tuple(now[r] for r in new_reasons)))
+                changes.append(Change("stale_anew" if was else "became_stale", new,
+                                      "; ".join(new_reasons), tuple(now[r] for r in new_reasons)))
             elif was and not now:
                 changes.append(Change("no_longer_stale", new))
     return changes

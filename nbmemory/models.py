@@ -309,7 +309,7 @@ class Event:
 
 
 CHANGES = ("added", "edited", "superseded", "revoked", "refuted", "reinstated", "purged",
-           "became_stale", "no_longer_stale")
+           "became_stale", "stale_anew", "no_longer_stale")
 
 
 @dataclass(frozen=True)
@@ -319,7 +319,7 @@ class Change:
     change: str
     note: Note
     detail: str = ""
-    reasons: tuple[StaleReason, ...] = ()  # became_stale: the new reasons, as data
+    reasons: tuple[StaleReason, ...] = ()  # became_stale, stale_anew: the new reasons, as data
 
     def to_dict(self) -> dict[str, Any]:
         return {"change": self.change, "note": self.note.to_dict(), "detail": self.detail,

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from nbmemory.cards import Cards
+from nbmemory.display import diff_display
 from nbmemory.engine import CARDS_FILENAME
 from nbmemory.errors import Conflict, NotFound
 
@@ -41,6 +42,14 @@ def test_recall_as_of_never_reveals_a_purged_note(memory):
     memory.purge(ids[3])
     hits = memory.recall("retry budget", min_score=0.0, k=10, as_of="then")
     assert ids[3] not in [h.note.id for h in hits]
+
+
+def test_a_diff_between_snapshots_shows_a_note_purged_since_as_erased(memory):
+    memory.snapshot("before")
+    note = memory.remember("the staging password is hunter2")
+    memory.snapshot("after")
+    memory.purge(note.id)
+    assert "Added (1):\n  #1 (text erased)" in diff_display(memory.snapshot_diff("before", "after")).text
 
 
 def test_as_of_unknown_snapshot_is_a_clear_error(memory):

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 import nbmemory.stale as stale_module
-from nbmemory.display import hits_text, stale_marker
+from nbmemory.display import diff_display, hits_text, stale_marker
 from nbmemory.embed import HashEmbedder
 from nbmemory.errors import InvalidInput
 from nbmemory.memory import Memory
@@ -370,6 +370,14 @@ def test_a_snapshot_diff_says_which_notes_went_stale_and_why(ws, mem):
     assert changes[0].reasons == (StaleReason("rows_changed", "data/orders.csv", "2 → 3 rows"),)
     assert changes[0].to_dict()["reasons"] == [
         {"reason": "rows_changed", "target": "data/orders.csv", "detail": "2 → 3 rows"}]
+    # Stale already, for another reason now: not "became stale" again.
+    mem.snapshot("stale")
+    (ws / "data" / "orders.csv").write_text(ORDERS + "3,4200\n4,17\n")
+    [change] = mem.snapshot_diff("stale").changes
+    assert (change.change, change.detail) == (
+        "stale_anew", "rows_changed data/orders.csv (2 → 4 rows)")
+    assert "Still stale, for new reasons (1):\n  #1 [rows_changed data/orders.csv (2 → 4 rows)]" \
+        in diff_display(mem.snapshot_diff("stale")).text
 
 
 def test_listing_only_stale_or_only_fresh_notes_counts_what_it_keeps(mem, ws):

@@ -1578,6 +1578,7 @@ const CHANGE_ORDER = [
   'reinstated',
   'purged',
   'became_stale',
+  'stale_anew',
   'no_longer_stale'
 ];
 
@@ -1590,6 +1591,7 @@ function changeLabel(kind: string, trans: TranslationBundle): string {
     reinstated: trans.__('reinstated'),
     purged: trans.__('purged'),
     became_stale: trans.__('became stale'),
+    stale_anew: trans.__('still stale, for new reasons'),
     no_longer_stale: trans.__('no longer stale')
   };
   return labels[kind] ?? kind.replace(/_/g, ' ');
@@ -1633,9 +1635,11 @@ function DiffView(props: { diff: ISnapshotDiff; trans: TranslationBundle }): JSX
             {groups.get(kind)!.map(change => (
               <li key={change.note.id}>
                 <span className="nbm-NoteId">#{change.note.id}</span>{' '}
-                {change.note.text.length > DIFF_TEXT
-                  ? change.note.text.slice(0, DIFF_TEXT) + '…'
-                  : change.note.text}
+                {!change.note.text
+                  ? trans.__('(text erased)')
+                  : change.note.text.length > DIFF_TEXT
+                    ? change.note.text.slice(0, DIFF_TEXT) + '…'
+                    : change.note.text}
                 {change.detail ? (
                   <span className="nbm-DiffDetail"> ({changeDetail(change, trans)})</span>
                 ) : null}
