@@ -95,7 +95,10 @@ def find_cell(source: str, directory: Path, notebook: str | None = None) -> tupl
     """(notebook, cell id) of the one code cell whose source is ``source``.
 
     Looks in ``notebook`` if given, else in the notebooks of ``directory``. None when no
-    cell or more than one matches (a guess would be worse than nothing).
+    cell or more than one matches (a guess would be worse than nothing), except copies of
+    one notebook: the same cell (same id) in ``orders.ipynb`` and in the
+    ``orders.nbconvert.ipynb`` or ``orders-out.ipynb`` an execution wrote beside it is the
+    original's, the notebook whose name starts the others'.
     """
     wanted = source_hash(source)
     if notebook:
@@ -110,6 +113,11 @@ def find_cell(source: str, directory: Path, notebook: str | None = None) -> tupl
         for cell_id, (kind, cell_source) in (notebook_cells(path) or {}).items():
             if kind == "code" and source_hash(cell_source) == wanted:
                 found.append((str(path.resolve()), cell_id))
+    if len({cell_id for _, cell_id in found}) == 1:
+        stems = sorted(found, key=lambda match: len(Path(match[0]).stem))
+        original = Path(stems[0][0]).stem
+        if all(Path(path).stem.startswith(original) for path, _ in stems[1:]):
+            return stems[0]
     return found[0] if len(found) == 1 else None
 
 

@@ -164,6 +164,11 @@ def test_find_cell_needs_exactly_one_match(tmp_path):
     cells = nbformat.read(tmp_path / "a.ipynb", as_version=4).cells
     assert found == (str(tmp_path / "a.ipynb"), cells[1].id)
     assert find_cell("x = 1", tmp_path) is None  # in two notebooks: no guess
+    # A copy an execution wrote beside it (nbconvert's a.nbconvert.ipynb): the original.
+    (tmp_path / "a.nbconvert.ipynb").write_bytes((tmp_path / "a.ipynb").read_bytes())
+    assert find_cell("%remember one\n", tmp_path) == found
+    (tmp_path / "b.ipynb").unlink()
+    assert find_cell("x = 1", tmp_path) == (str(tmp_path / "a.ipynb"), cells[0].id)
 
 
 NOTEBOOK_CELLS = [
