@@ -526,6 +526,43 @@ def test_purge_leaves_the_text_in_no_row_of_the_team_store(team_url, tmp_path, m
     assert kept == []
 
 
+def test_an_engine_opens_on_the_local_copy_while_the_server_is_away_then_takes_it_back(
+        team_url, postgres_server, tmp_path, monkeypatch):
+    """A laptop off the network once its last owner exited: reads answer from the copy
+    (by meaning too: it holds the vectors), writes wait, and the server is taken back."""
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+        note = ada.remember("the warehouse is rebuilt at 02:00 UTC", tags="warehouse")
+        ada.remember("the finance dashboard refreshes hourly")
+    postgres_server.stop("immediate")
+    away = True
+    try:
+        with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+            hits = ada.recall("when is the warehouse rebuilt")
+            assert [h.note.id for h in hits][:1] == [note.id]
+            assert hits.behind.startswith("The team store is unreachable: these come from "
+                                          "this machine's copy as of ")
+            assert [h.note.id for h in ada.recall("warehouse rebuilt", mode="dense")][:1] == [
+                note.id]
+            assert ada.get(note.id).behind == hits.behind
+            assert ada.notes(tags="warehouse").total == 1
+            with pytest.raises(StoreUnreachable, match="is unreachable"):
+                ada.remember("a finding while the server is down")
+            with pytest.raises(StoreUnreachable, match="is unreachable"):
+                ada.history(note.id)  # not in the copy: waits for the server
+            assert "is unreachable" in ada.status()["unreachable"]
+            postgres_server.start()
+            away = False
+            wait_for(lambda: ada.recall("warehouse rebuilt").behind is None, timeout=60,
+                     what="the engine to take the server back")
+            later = ada.remember("the warehouse rebuild moved to 03:00 UTC", tags="warehouse")
+            assert ada.notes(tags="warehouse").total == 2
+        with member(team_url, tmp_path, monkeypatch, "bo") as bo:
+            assert bo.get(later.id).text == "the warehouse rebuild moved to 03:00 UTC"
+    finally:
+        if away:
+            postgres_server.start()
+
+
 def test_kernels_see_a_colleagues_commit_in_the_store_token_without_asking(ada_and_bo):
     from nbmemory.ambient import store_token
 
@@ -565,6 +602,38 @@ def test_the_cli_and_doctor_on_a_team_store(team_url, tmp_path, monkeypatch, cap
     code, out = nbm("stop")
     code, out = nbm("doctor")
     assert "1 active" in out.out and "may read and write" in out.out
+
+
+def test_an_owner_started_while_the_server_is_away_serves_the_copy(
+        team_url, postgres_server, tmp_path, monkeypatch, capsys):
+    """The shell on a laptop off the network, its owner long gone: recall answers from the
+    copy and says so; a write says why it waited, then fails; nothing was stored."""
+    from nbmemory import cli
+
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NBMEMORY_MODEL", "hash:64")
+    monkeypatch.setenv("NBMEMORY_RESEND_TIMEOUT", "1")
+
+    def nbm(*argv):
+        capsys.readouterr()
+        code = cli.main(["--store", team_url, *argv])
+        return code, capsys.readouterr()
+
+    assert nbm("remember", "the ledger closes on the 3rd working day")[0] == 0
+    assert nbm("stop")[0] == 0
+    postgres_server.stop("immediate")
+    try:
+        code, out = nbm("recall", "when does the ledger close")
+        assert code == 0, out.err
+        assert "the ledger closes on the 3rd working day" in out.out
+        assert "The team store is unreachable: these come from this machine's copy" in out.out
+        code, out = nbm("remember", "a finding while the server is down")
+        assert code != 0 and "still unreachable after" in out.err, out
+    finally:
+        postgres_server.start()
+        nbm("stop")
+    with Memory.open(team_url, model="hash:64", mode="local") as team:
+        assert [n.text for n in team.notes().notes] == ["the ledger closes on the 3rd working day"]
 
 
 def test_doctor_says_when_a_role_may_not_create_the_store_it_names(

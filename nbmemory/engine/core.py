@@ -30,9 +30,10 @@ from ..lock import OwnerLock, prepare_directory
 from ..models import Hits, Note, Page, utcnow
 from ..repos import Repositories
 from ..stale import StaleChecker
-from ..store import SCHEMA_VERSION, lost_database, open_store
+from ..store import SCHEMA_VERSION, lost_database
 from ..vectors import VectorIndex
 from .about import About
+from .away import AwayStore, open_or_away, reconnect
 from .checking import Checking
 from .indexes import Dense, Keywords, NoteCards, NoteState
 from .journal import Entry, Journal
@@ -88,11 +89,12 @@ class Engine:
         self._owner = owner_lock or OwnerLock(self.directory)
         if not self._owner.held:
             self._owner.acquire()
-        try:
-            self.store = open_store(self.directory)
+        try:  # a team store whose server is away: this machine's copy, until it is back
+            self.store = open_or_away(self.directory)
         except BaseException:
             self._owner.release()
             raise
+        self.away = isinstance(self.store, AwayStore)
         # Anchored paths are relative to the workspace: the git root above the store, or
         # the store's parent (never this process's cwd: the owner may run elsewhere). A
         # team store's directory is a cache: its paths are relative to the home directory.
@@ -132,8 +134,8 @@ class Engine:
             self.store.close()
             self._owner.release()
             raise
-        self.mirror: Mirror | None = None
-        if self.store.shared:  # other members' writes are applied as they commit
+        self.mirror: Mirror | None = self.store.mirror if self.away else None
+        if self.store.shared and not self.away:  # others' writes are applied as they commit
             self.mirror = Mirror(self.directory, self.store)
             self.mirror.catch_up(self.journal.position, utcnow().isoformat(timespec="seconds"))
             self.store.listen(self._woken)
@@ -234,7 +236,7 @@ class Engine:
         """Embed the notes written while the model loaded (or left without vectors by a
         crash then) and add them to the vector index; returns how many."""
         with self.lock:
-            if not self.unembedded or self.mismatch or not self.stored_identity:
+            if not self.unembedded or self.mismatch or not self.stored_identity or self.away:
                 return 0
             pending = {i: t for i, t in self.unembedded.items() if i in self.state.priority}
             self.unembedded = {}
@@ -284,6 +286,8 @@ class Engine:
         if not self.store.shared:
             return 0
         with self.lock:
+            if self.away:
+                reconnect(self)  # raises StoreUnreachable while the server is still away
             seen, now = self.journal.position, self.store.position()
             if now <= seen:
                 return 0

@@ -309,8 +309,7 @@ class NoteCards:
             self.cards.write(ids, lines, part)
 
     def save(self, force: bool = False) -> None:
-        """Read the out-of-date blocks again, then write the file (atomically) with the
-        journal position it reflects."""
+        """Read the out-of-date blocks again, then write the file (atomically) at its position."""
         if not self.enabled or not (force or self.unsaved):
             return
         self.refresh()
@@ -383,7 +382,10 @@ class Dense:
     def close(self) -> None:
         if self.index is not None:
             self.index.close()
-        self.index, self.identity = None, None
+        self.index = self.identity = None
+        self.close_reader()
+
+    def close_reader(self) -> None:  # the next read opens one on the store (a new one too)
         with self._reading:
             if self._reader is not None and self._reader is not self.store:
                 self._reader.con.close()

@@ -138,15 +138,11 @@ def _open_engine(directory: Path, lock: OwnerLock, model: str | None,
                  settings: Settings | None):
     from ..embed import make_embedder, model_name
     from ..engine import Engine
-    from ..store import open_store
+    from ..engine.away import stored_embedder
 
     settings = settings or Settings()
     if model is None:
-        store = open_store(directory)  # the lock is ours: nobody else opens the file
-        try:
-            stored = store.meta("embedder")
-        finally:
-            store.close()
+        stored = stored_embedder(directory)  # the lock is ours: nobody else opens the file
         model = settings.model
         if stored:
             model = stored if stored.startswith("hash:") else model_name(stored)

@@ -1,0 +1,113 @@
+"""A team store's engine opened while its server is away: on this machine's copy.
+
+An owner that starts while PostgreSQL cannot be reached (a laptop off the network once its
+last owner exited) serves the copy the last owner kept (:mod:`.mirror`: notes, what they
+are about, their vectors), with the indexes it saved, rather than fail. Recall, listings
+and reading a note answer from it and say they may be behind; writes wait for the server,
+as they do when it goes away under a running owner. The server is asked again at most every
+:data:`RETRY_S` seconds, when a call comes; once it answers, the engine takes it as its
+store and catches up from the position the copy was made at.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..address import linked_address
+from ..errors import StoreUnreachable
+from ..store import DB_FILENAME, Filters, open_store
+from .mirror import MIRROR_DIRNAME, WITH_VECTORS, Mirror
+
+RETRY_S = 5.0
+
+
+class AwayStore:
+    """The copy standing in for the team store: its rows as of the position it was copied
+    at, read-only. Anything that would need the server raises :class:`StoreUnreachable`."""
+
+    shared = True
+
+    def __init__(self, mirror: Mirror, directory: Path, why: str):
+        self.mirror, self.why = mirror, why
+        self.address = linked_address(directory)
+        self.path, self.directory = self.address.url, None
+        self.retry_at = time.monotonic() + RETRY_S
+
+    def __getattr__(self, name: str):  # reads: the copy's own
+        return getattr(self.mirror.store, name)
+
+    def unreachable(self) -> StoreUnreachable:
+        return StoreUnreachable(self.why)
+
+    def position(self) -> int:
+        return self.mirror.position
+
+    def changed_since(self, seq: int) -> list[int]:
+        """Nothing after the copy's position; before it (an index saved earlier), every
+        note, as the copy does not say which changed: read again, they are the copy's."""
+        if seq >= self.mirror.position:
+            return []
+        return self.mirror.store.note_ids(Filters(statuses=())).tolist()
+
+    def transaction(self):
+        raise self.unreachable()
+
+    def listen(self, callback) -> None:
+        pass
+
+    def close(self, *, checkpoint: bool = True) -> None:
+        pass  # the mirror closes its store
+
+
+def open_or_away(directory: Path):
+    """The store ``directory`` stands for; for a team store whose server cannot be
+    reached, this machine's copy of it if there is one."""
+    try:
+        return open_store(directory)
+    except StoreUnreachable as exc:
+        return open_away(directory, exc)
+
+
+def open_away(directory: Path, why: StoreUnreachable) -> AwayStore:
+    """The copy of the team store ``directory`` links to, or ``why`` raised again when
+    there is none to serve (never mirrored, or mirrored before copies held vectors)."""
+    if not (Path(directory) / MIRROR_DIRNAME / DB_FILENAME).is_file():
+        raise why
+    mirror = Mirror(directory, None)
+    if not mirror.position or not mirror.store.meta(WITH_VECTORS):
+        mirror.close()
+        raise why
+    return AwayStore(mirror, directory, str(why))
+
+
+def stored_embedder(directory: Path) -> str | None:
+    """The embedder a store's vectors were made with, from the copy if the server is away."""
+    store = open_or_away(directory)
+    try:
+        return store.meta("embedder")
+    finally:
+        store.close()
+        if isinstance(store, AwayStore):
+            store.mirror.close()
+
+
+def reconnect(engine) -> None:
+    """Try the server again (at most every :data:`RETRY_S` seconds); once it answers,
+    make it the engine's store, to catch up from the copy's position. Raises
+    :class:`StoreUnreachable` while it does not."""
+    away = engine.store
+    if time.monotonic() < away.retry_at:
+        raise away.unreachable()
+    away.retry_at = time.monotonic() + RETRY_S
+    try:
+        store = open_store(engine.directory)
+    except StoreUnreachable as exc:
+        away.why = str(exc)
+        raise
+    for holder in (engine, engine.journal, engine.keywords, engine.dense, engine.cards):
+        holder.store = store
+    engine.dense.close_reader()
+    engine.mirror.primary = store
+    engine.away = False
+    store.listen(engine._woken)
