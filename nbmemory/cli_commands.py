@@ -257,11 +257,13 @@ def cmd_stale(mem, args) -> None:
 def cmd_verify(mem, args) -> None:
     from .wording import verified_text
 
-    done = []
-    for i in args.ids:
+    done = {}
+    # Those verify refuses first (a note not active; an unknown id fails the sort): a
+    # command with one refused id writes nothing.
+    for i in sorted(args.ids, key=lambda i: mem.get(i).status == "active"):
         note = mem.verify(i)
-        event = next(e for e in reversed(mem.history(i)) if e.type == "verified")
-        done.append((note, event))
+        done[i] = (note, next(e for e in reversed(mem.history(i)) if e.type == "verified"))
+    done = [done[i] for i in args.ids]
     if args.json:
         return emit_json({"verified": [{"note": n.to_dict(), "event": e.to_dict()} for n, e in done]})
     for note, event in done:

@@ -88,10 +88,13 @@ class MemoryCommands:
         ids = parse_ids(rest)
         if not ids:
             raise UsageError("Give the id of the note you checked: %memory verify 12")
-        variables = self._variables()
-        for note_id in ids:
+        variables, done = self._variables(), {}
+        # Those verify refuses first (see cli_commands.cmd_verify): one refused, none written.
+        for note_id in sorted(ids, key=lambda i: self.mem.get(i).status == "active"):
             note = self.mem.verify(note_id, variables=variables)
-            event = next(e for e in reversed(self.mem.history(note_id)) if e.type == "verified")
+            done[note_id] = (note, next(e for e in reversed(self.mem.history(note_id))
+                                        if e.type == "verified"))
+        for note, event in (done[i] for i in ids):
             print(wording.verified_text(note, event))
 
     @magic_arguments()

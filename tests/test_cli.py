@@ -300,6 +300,13 @@ def test_stale_notes_and_verify(nbm, store_dir, tmp_path):
     r = nbm("show", "1")
     assert "STALE    content_changed lock.py" in r.out
 
+    # One id refused: none verified (an unknown id, a forgotten note, whichever comes first).
+    nbm("forget", "2")
+    r = nbm("verify", "1", "99")
+    assert r.code == 1 and "No note #99" in r.err
+    r = nbm("verify", "1", "2")
+    assert r.code == 1 and "Cannot verify note #2: it is forgotten" in r.err
+    assert [e["type"] for e in nbm("history", "1", "--json").json["events"]] == ["created"]
     r = nbm("verify", "1")
     assert r.code == 0 and r.out.startswith("Verified #1: re-took 1 fingerprint")
     assert nbm("stale", "--json").json["total"] == 0

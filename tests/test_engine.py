@@ -905,7 +905,7 @@ def test_an_id_past_any_store_is_not_found_like_any_other(memory):
 
 
 def test_note_priorities_read_like_the_dict_they_replace():
-    from nbmemory.engine.indexes import Priorities
+    from nbmemory.engine.state import Priorities
 
     priorities = Priorities(np.array([2, 5, 9]), np.array([0, 1, 2], np.int8))
     assert (len(priorities), priorities.get(2), priorities.get(5), priorities.get(9)) == (
@@ -935,7 +935,7 @@ def test_a_filter_of_several_tags_keeps_the_notes_holding_all_of_them(memory):
 def test_a_note_follows_its_authors_previous_one_whether_written_now_or_read_on_open(memory, engine):
     from datetime import datetime, timedelta, timezone
 
-    from nbmemory.engine.indexes import Neighbours
+    from nbmemory.engine.state import Neighbours
     from nbmemory.store.filters import NEIGHBOUR_GAP_S
 
     memory_ids = [memory.remember(text, author=who).id for text, who in [

@@ -6,8 +6,10 @@ import pytest
 
 from nbmemory.cards import Cards
 from nbmemory.display import diff_display
+from nbmemory.embed import HashEmbedder
 from nbmemory.engine import CARDS_FILENAME
 from nbmemory.errors import Conflict, NotFound
+from nbmemory.memory import Memory
 
 QUERIES = ["lock watcher", "orders amount cents", "parquet partition", "retry budget"]
 
@@ -42,6 +44,28 @@ def test_recall_as_of_never_reveals_a_purged_note(memory):
     memory.purge(ids[3])
     hits = memory.recall("retry budget", min_score=0.0, k=10, as_of="then")
     assert ids[3] not in [h.note.id for h in hits]
+
+
+def test_a_purge_cut_short_before_it_rewrote_the_files_is_finished_at_the_next_open(
+        store_dir, monkeypatch):
+    """Killed between its commit and rewriting the files, a purge was told "erased" when
+    sent again while the text stayed in the database file."""
+    from nbmemory.store import Store
+
+    with Memory.open(store_dir, embedder=HashEmbedder()) as memory:
+        note = memory.remember("the vault code is mauve77giraffe")
+        memory.remember("the ledger closes on the 3rd working day")
+    with Memory.open(store_dir, embedder=HashEmbedder()) as memory:  # in the file by now
+        monkeypatch.setattr(Store, "compact", lambda self: (_ for _ in ()).throw(
+            KeyboardInterrupt()))  # the owner dies here
+        with pytest.raises(KeyboardInterrupt):
+            memory.purge(note.id)
+        monkeypatch.undo()
+    with Memory.open(store_dir, embedder=HashEmbedder()) as memory:
+        assert memory.get(note.id).status == "purged"
+    for path in store_dir.iterdir():
+        if path.is_file():
+            assert b"mauve77giraffe" not in path.read_bytes(), path.name
 
 
 def test_a_diff_between_snapshots_shows_a_note_purged_since_as_erased(memory):

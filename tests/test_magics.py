@@ -211,6 +211,9 @@ def test_memory_list_and_history(ip):
     _, out = run(ip, "memory history 1")
     text = out.stdout
     assert "created" in text and "revoked" in text
+    with pytest.raises(UsageError, match="Cannot verify note #1: it is forgotten"):
+        run(ip, "memory verify 2 1")  # one refused: none verified
+    assert "verified" not in run(ip, "memory history 2")[1].stdout
 
 
 def test_snapshot_seal_and_list(ip):

@@ -588,6 +588,33 @@ def test_a_full_disk_is_reported_as_such_and_nothing_acknowledged_is_lost(small_
 
 
 
+def test_a_note_stored_while_its_index_files_cannot_be_saved_is_acknowledged_and_found(
+        tmp_path, monkeypatch):
+    """The commit is the write: index files that cannot be saved after it (a full disk, a
+    directory made read-only) are saved later. Reported as failed, the note was written
+    twice by the retry, and recall failed on it (KeyError) until a restart."""
+    from nbmemory.cards import Cards
+    from nbmemory.config import Settings
+    from nbmemory.lexical import LexicalIndex
+    from nbmemory.vectors import VectorIndex
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    store = tmp_path / "store"
+    with Memory.open(store, model=HASH, mode="local", settings=Settings(save_every=1)) as memory:
+        memory.remember("the ledger closes on the 3rd working day")
+        for index in (LexicalIndex, VectorIndex, Cards):
+            monkeypatch.setattr(index, "save", full)
+        note = memory.remember("orders.amount is in cents before 2021")
+        for mode in ("hybrid", "lexical", "dense"):
+            assert memory.recall("orders amount cents", mode=mode)[0].note.id == note.id
+        monkeypatch.undo()
+    with Memory.open(store, model=HASH, mode="local") as memory:  # the next open catches up
+        assert memory.notes().total == 2
+        assert memory.recall("orders amount cents", mode="dense")[0].note.id == note.id
+
+
 def test_a_mistyped_model_does_not_stop_the_owner(store):
     """Replacing the owner for a model this machine does not have would leave the store
     with an owner that cannot load its model: the client says so and nothing stops."""

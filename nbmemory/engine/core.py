@@ -35,13 +35,14 @@ from ..vectors import VectorIndex
 from .about import About
 from .away import AwayStore, open_or_away, reconnect
 from .checking import Checking
-from .indexes import Dense, Keywords, NoteCards, NoteState
+from .indexes import Dense, Keywords, NoteCards
 from .journal import Entry, Journal
 from .mirror import Mirror
 from .part import Progress
 from .reads import Reads
 from .recall import Recall
 from .snapshots import Snapshots
+from .state import NoteState
 from .staleness import Staleness
 from .upkeep import Upkeep
 from .validate import content_hash
@@ -129,6 +130,8 @@ class Engine:
         self.cards_state = "empty"
         try:
             self.open_indexes(progress)
+            if not self.store.shared:
+                self.writes.finish_purges()  # one a crash cut short
         except BaseException:  # a store that cannot be opened is left as it was, unlocked
             self.checker.close()
             self.store.close()

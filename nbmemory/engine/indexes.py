@@ -1,5 +1,5 @@
-"""The projections of the journal the engine keeps in memory: each note's status and
-priority, the keyword index and the vector index.
+"""The projections of the journal the engine keeps in files: the keyword index, the note
+cards and the vector index (each note's status and priority: :mod:`.state`).
 
 Each applies a committed :class:`~.journal.Change` and can be rebuilt from the store;
 the keyword and vector indexes are also files, which record the journal position (and
@@ -19,109 +19,28 @@ from .. import __version__
 from ..cards import BLOCK, Cards, CardsFileError
 from ..config import Settings
 from ..embed import model_name
-from ..events import EFFECTS, INACTIVE, INDEXED
+from ..events import INDEXED
 from ..lexical import LexicalIndex, LexicalIndexError
 from ..errors import StoreDamaged
-from ..models import PRIORITIES, Note
+from ..models import Note
 from ..store import DB_FILENAME, SCHEMA_VERSION, VECTOR_FILENAME, Filters, Store
 from ..store.rows import as_stored
 from ..vectors import VectorIndex, VectorIndexError
 from .journal import Change
-from .neighbours import Neighbours
 
 Progress = Callable[[int, int], None]
 KEYWORDS_FILENAME = "keywords.index"
 CARDS_FILENAME = "cards.index"
 
 
-class Priorities:
-    """Note id -> priority, read like a dict, held as one code per id (a dict of a
-    million notes took 0.15 s to build at every open, and about 100 MB)."""
-
-    def __init__(self, ids: np.ndarray = np.empty(0, np.int64),
-                 codes: np.ndarray = np.empty(0, np.int8)) -> None:
-        self._codes = np.full(int(ids[-1]) + 1 if len(ids) else 0, -1, np.int8)
-        self._codes[ids] = codes
-        self._count = len(ids)
-
-    def get(self, note_id: int, default: str | None = None) -> str | None:
-        code = self._codes[note_id] if 0 <= note_id < len(self._codes) else -1
-        return PRIORITIES[code] if code >= 0 else default
-
-    def codes(self, ids: Sequence[int], default: str = "medium") -> np.ndarray:
-        """The priority of each of ``ids`` as its index in ``PRIORITIES`` (``default`` for
-        one not held), in one lookup."""
-        ids = np.asarray(ids, np.int64)
-        codes = np.full(len(ids), PRIORITIES.index(default), np.int8)
-        inside = np.flatnonzero((ids >= 0) & (ids < len(self._codes)))
-        found = self._codes[ids[inside]]
-        codes[inside[found >= 0]] = found[found >= 0]
-        return codes
-
-    def __contains__(self, note_id: int) -> bool:
-        return self.get(note_id) is not None
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __setitem__(self, note_id: int, priority: str) -> None:
-        if note_id >= len(self._codes):
-            grown = np.full(max(note_id + 1, 2 * len(self._codes)), -1, np.int8)
-            grown[:len(self._codes)] = self._codes
-            self._codes = grown
-        self._count += int(self._codes[note_id] < 0)
-        self._codes[note_id] = PRIORITIES.index(priority)
-
-    def pop(self, note_id: int, default: str | None = None) -> str | None:
-        found = self.get(note_id)
-        if found is None:
-            return default
-        self._codes[note_id] = -1
-        self._count -= 1
-        return found
-
-
-class NoteState:
-    """Status, priority and neighbours of every indexed note, for ranking and "previously
-    believed"."""
-
-    def __init__(self) -> None:
-        self.inactive: set[int] = set()
-        self.priority = Priorities()
-        self.neighbours = Neighbours()
-
-    def rebuild(self, ids: np.ndarray, priorities: np.ndarray, inactive: np.ndarray,
-                follows: np.ndarray) -> None:
-        """From ``Store.note_states``."""
-        self.priority = Priorities(ids, priorities)
-        self.inactive = set(ids[inactive].tolist())
-        self.neighbours = Neighbours(ids, follows)
-
-    def sync(self, note_ids: Sequence[int], rows: Sequence[tuple]) -> None:
-        """Bring ``note_ids`` in line with their ``Store.index_rows`` (absent: not indexed)."""
-        for note_id in note_ids:
-            self.inactive.discard(note_id)
-            self.priority.pop(note_id, None)
-        for r in rows:
-            self.priority[r[0]] = r[2]
-            if r[3] != "active":
-                self.inactive.add(r[0])
-
-    def apply(self, change: Change) -> None:
-        if change.priority is not None:
-            self.priority[change.note_id] = change.priority
-        if change.type == "created" and change.at is not None:
-            self.neighbours.created(change.note_id, change.author, change.at)
-        effect = EFFECTS.get(change.type)
-        if effect is None or not effect.status:
-            return
-        if effect.status == "purged":
-            self.inactive.discard(change.note_id)
-            self.priority.pop(change.note_id, None)
-        elif effect.status in INACTIVE:
-            self.inactive.add(change.note_id)
-        else:
-            self.inactive.discard(change.note_id)
+def save_when_due(save: Callable[[], None]) -> None:
+    """A save due after a commit: a file that cannot be written (a full disk, a directory
+    made read-only) is left to the next save, or to the next open to catch up from the
+    journal, rather than fail a write that is stored."""
+    try:
+        save()
+    except (OSError, RuntimeError):  # usearch says its I/O errors as RuntimeError
+        pass
 
 
 class Keywords:
@@ -196,7 +115,7 @@ class Keywords:
 
     def _save_when_due(self) -> None:
         if self.unsaved >= max(self.settings.save_every, len(self.index) // 20):
-            self.save()
+            save_when_due(self.save)
 
     def save(self, force: bool = False) -> None:
         """Write the file (atomically) with the journal position it reflects."""
@@ -297,7 +216,7 @@ class NoteCards:
 
     def _save_when_due(self) -> None:
         if self.unsaved >= max(self.settings.save_every, self.count // 20):
-            self.save()
+            save_when_due(self.save)
 
     def refresh(self) -> None:
         """Read the out-of-date blocks again from the store (in memory; the file is
@@ -365,7 +284,7 @@ class Dense:
         # notes): every save_every changes, or every hundredth of the store if more.
         if self.index is not None and self.unsaved >= max(self.settings.save_every,
                                                           len(self.index) // 100):
-            self.save()
+            save_when_due(self.save)
 
     def open(self, identity: str, ids: np.ndarray, progress: Progress | None = None, *,
              rebuild: bool = False) -> str:

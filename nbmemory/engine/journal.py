@@ -101,11 +101,17 @@ class Journal:
             # On a team store, another member may have written before this transaction:
             # then the position stays, and the next catch-up applies both (idempotently).
             self.position = max(seqs)
+        failed = None  # committed: every projection takes it, whichever fails (then said)
         for projection in self.projections:
-            if hasattr(projection, "apply_many"):
-                projection.apply_many(entry.changes)
-            else:
-                for change in entry.changes:
-                    projection.apply(change)
+            try:
+                if hasattr(projection, "apply_many"):
+                    projection.apply_many(entry.changes)
+                else:
+                    for change in entry.changes:
+                        projection.apply(change)
+            except Exception as exc:  # noqa: BLE001 - raised below, once all have it
+                failed = failed or exc
         if self.committed is not None:
             self.committed()
+        if failed is not None:
+            raise failed

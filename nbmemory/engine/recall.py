@@ -18,7 +18,8 @@ from ..ranking import KEYWORD_WEIGHT, MODES, TRUST_FROM, TRUST_FULL, nearest, ra
 from ..store import Filters, Store
 from ..dense_rows import DenseRows
 from ..vectors import VectorIndex
-from .indexes import NoteCards, Priorities
+from .indexes import NoteCards
+from .state import Priorities
 from .part import Part
 from .validate import MAX_K, check_count, filters_for, unicode_text
 

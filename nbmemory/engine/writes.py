@@ -24,6 +24,8 @@ def _each_once(note_ids: int | Iterable[int]) -> tuple[bool, list[int]]:
 # remember_many embeds and writes this many notes at a time (batches this big run at the
 # model's full speed; the engine lock is free between them).
 BULK_CHUNK = 256
+# Meta: a purge is committed and the files that may hold its text are not yet rewritten.
+PURGE_UNFINISHED = "purge_unfinished"
 
 
 @dataclass
@@ -414,6 +416,7 @@ class Writes(Part):
         """Erase a note's text and vectors for good. The journal keeps that it happened."""
         with self.lock:
             if (done := self._done_before(request_id, note_id)) is not None:
+                self.finish_purges()  # sent again: the first may have died before erasing
                 return done
             note_id = valid_id(note_id)
             note = self.store.get_notes([note_id]).get(note_id)
@@ -436,9 +439,22 @@ class Writes(Part):
                 self.store.purge_text(note_id)
                 self.store.purge_anchors(note_id)
                 self.store.purge_snapshot_flags(note_id)
+                self.store.set_meta(PURGE_UNFINISHED, "1")
             self.engine.recalls.forget_past()
-            self.store.compact()
+            self.finish_purges()
             return self.engine.reads.get(note_id)
+
+    def finish_purges(self) -> None:
+        """Erase what a committed purge left in files: the index files are written again
+        and the store is compacted. A purge killed before it did so is finished here, at
+        the next open or when it is sent again."""
+        if not self.store.meta(PURGE_UNFINISHED):
+            return
+        for index in (self.engine.keywords, self.engine.cards, self.engine.dense):
+            index.save(force=True)
+        self.store.compact()
+        with self.store.transaction():
+            self.store.set_meta(PURGE_UNFINISHED, "")
 
     def confirm(self, note_id: int, reason: str = "", *, actor: str | None = None,
                 request_id: str | None = None) -> Note:
