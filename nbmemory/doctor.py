@@ -73,6 +73,10 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
     location = locate_store(store)
     directory = location.path
     opt = f" --store {location.address or directory}" if store else ""
+    if directory.exists() and not directory.is_dir():
+        yield Check("store", "fail", f"{directory} is a file, not a store",
+                    "Point NBMEMORY_HOME (or --store) at a directory.")
+        return
     if not directory.is_dir():
         yield Check("store", "warn", f"no store yet at {location}",
                     "It is created by the first remember (nbmemory remember ..., %remember).")
@@ -80,6 +84,11 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
     if world_writable(directory.stat().st_mode):
         yield Check("store", "fail", f"{directory} is writable by every user",
                     f"Restrict it: chmod 700 {directory}")
+        return
+    if not os.access(directory, os.W_OK | os.X_OK):
+        yield Check("store", "fail", f"{directory} cannot be written by this user, so no "
+                                     "command can open the store",
+                    f"Give it back: chmod u+rwx {directory}")
         return
     yield Check("store", "ok", str(location))
 
@@ -132,6 +141,10 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
             if schema.status == "fail" or schema.detail.startswith("empty"):
                 return
             yield from check_contents(con, directory, model_name, model, opt)
+        except duckdb.Error as exc:  # opens, then a read fails: a truncated or damaged file
+            yield Check("database", "fail", f"{database} is damaged ({str(exc).splitlines()[0]})",
+                        f"Restore {DB_FILENAME} from a backup, or move it away to start a new "
+                        "store (nbmemory import brings back an export).")
         finally:
             con.close()
     finally:
@@ -215,6 +228,9 @@ def check_live_owner(directory: Path, info: dict, model: str, opt: str) -> Itera
                     f"Re-embed the notes: nbmemory reindex --model {model}{opt}")
     elif status["vectors"] == status["lexical_docs"] == indexed:
         yield Check("index", "ok", detail)
+    elif status["vectors"] + status.get("unembedded", 0) == status["lexical_docs"] == indexed:
+        yield Check("index", "ok", f"{detail}; {status['unembedded']} waiting for the model, "
+                                   "which is loading")
     else:
         yield Check("index", "fail", detail, f"Rebuild the indexes: nbmemory reindex{opt}")
 

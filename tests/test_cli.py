@@ -702,6 +702,26 @@ def test_doctor_on_an_unreadable_database(nbm, store_dir):
     assert "move the file away" in checks["database"]["fix"]
 
 
+def test_doctor_on_a_truncated_database_and_on_a_file(nbm, store_dir, tmp_path, capsys):
+    with Memory.open(store_dir, embedder=HashEmbedder(), mode="local") as memory:
+        memory.remember_many([{"text": f"finding number {i} about the orders"} for i in range(3000)])
+    database = store_dir / "memory.duckdb"
+    os.truncate(database, database.stat().st_size // 2)  # opens, then a read fails
+    r, checks = doctor(nbm)
+    assert r.code == 1
+    assert checks["database"]["status"] == "fail"
+    assert checks["database"]["detail"].startswith(f"{database} is damaged (IO Error: ")
+    assert checks["database"]["fix"].startswith("Restore memory.duckdb from a backup")
+    afile = tmp_path / "notes.txt"
+    afile.write_text("not a store")
+    capsys.readouterr()
+    code = cli.main(["--store", str(afile), "doctor", "--skip", "jupyter", "--json"])
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert code == 1 and checks["store"] == {
+        "name": "store", "status": "fail", "detail": f"{afile} is a file, not a store",
+        "fix": "Point NBMEMORY_HOME (or --store) at a directory."}
+
+
 def test_doctor_with_a_model_that_cannot_load_offline(nbm):
     r = nbm("--model", "no-such-org/no-such-model", "doctor", "--skip", "jupyter", "--json")
     checks = {c["name"]: c for c in r.json["checks"]}
