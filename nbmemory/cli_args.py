@@ -285,8 +285,9 @@ def require_store(store: str | None, *, creating: bool = False,
                            f"{DB_FILENAME} (or where one should be created).", EXIT_USAGE)
     if creating:
         if not path.exists() and not path.parent.is_dir():
-            raise CommandError(f"Cannot create the store {location}: {path.parent} does not "
-                               "exist. Check --store and NBMEMORY_HOME, or make the directory "
+            why = "is a file" if path.parent.exists() else "does not exist"
+            raise CommandError(f"Cannot create the store {location}: {path.parent} {why}. "
+                               "Check --store and NBMEMORY_HOME, or make the directory "
                                "first.", EXIT_USAGE)
     elif not (path / DB_FILENAME).exists():
         if lost := lost_database(path, 0):

@@ -121,6 +121,13 @@ def read_private(path: str | os.PathLike, limit: int = 1 << 20) -> bytes:
         return handle.read(limit)
 
 
+def _a_file(directory: Path) -> StoreUnavailable:
+    blocker = next((p for p in (directory, *directory.parents) if p.is_file()), directory)
+    return StoreUnavailable(f"Cannot open the store {directory}: {blocker} is a file, not a "
+                            "directory. Give the directory that holds memory.duckdb (or where "
+                            "one should be created).")
+
+
 def check_store_directory(directory: Path) -> None:
     """Refuse a store directory that another user owns or can write to (sticky or not).
 
@@ -129,6 +136,10 @@ def check_store_directory(directory: Path) -> None:
         info = os.lstat(directory)
     except FileNotFoundError:
         return
+    except NotADirectoryError:
+        raise _a_file(directory) from None
+    if stat.S_ISREG(info.st_mode):
+        raise _a_file(directory)
     problem = directory_problem(info)
     if problem is None:
         return
@@ -194,7 +205,10 @@ def prepare_directory(directory: Path) -> None:
     """Create the store directory (owner-only), refuse one other users could write to or
     that is theirs, make it and its files private, and keep it out of git."""
     created = not os.path.lexists(directory)
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # it, or a folder above it, is a file
+        raise _a_file(directory) from None
     check_store_directory(directory)
     make_private(directory)
     if created and find_git_root(directory.parent) is not None:

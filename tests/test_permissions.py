@@ -78,6 +78,18 @@ def test_a_store_directory_others_can_write_to_is_refused(store, access, mode, w
     assert not lock_held(store)
 
 
+@pytest.mark.parametrize("access", ["local", "service"])
+def test_a_store_path_that_is_a_file_or_under_one_says_so(tmp_path, access):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("not a store")
+    for store in (afile, afile / "store"):
+        with pytest.raises(StoreUnavailable, match=(
+                rf"^Cannot open the store {store}: {afile} is a file, not a directory\. Give "
+                r"the directory that holds memory.duckdb \(or where one should be created\)\.$")):
+            open_store(store, access)
+    assert afile.read_text() == "not a store"
+
+
 @pytest.mark.parametrize("mode", [0o777, 0o770])
 def test_a_store_found_above_the_working_directory_must_be_private(tmp_path, mode):
     found = tmp_path / ".nbmemory"
