@@ -210,6 +210,11 @@ def prepare_directory(directory: Path) -> None:
     except (FileExistsError, NotADirectoryError):  # it, or a folder above it, is a file
         raise _a_file(directory) from None
     check_store_directory(directory)
+    if not os.access(directory, os.W_OK | os.X_OK):  # DuckDB would fail later, in its words
+        raise StoreUnavailable(
+            f"The store directory {directory} cannot be written by this user; nbmemory keeps "
+            "its lock, write-ahead log and index files there, even to read. Make it writable "
+            "for this user, or work on a copy of the store in a directory you can write.")
     make_private(directory)
     if created and find_git_root(directory.parent) is not None:
         fd = open_private(directory / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL)

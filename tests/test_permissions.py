@@ -265,6 +265,38 @@ def test_links_another_user_plants_in_a_shared_store_are_not_followed_by_root(
     assert victim.read_text() == "root's file\n"
 
 
+def test_a_store_its_user_cannot_write_is_refused_in_words_in_local_mode(
+        other_user, shared_base):
+    store = shared_base / "store"
+    with Memory.open(store, embedder=HashEmbedder(), mode="local") as memory:
+        memory.remember("orders.amount is in cents")
+    for path in (store, *store.iterdir()):
+        os.chown(path, *other_user)
+    store.chmod(0o500)
+    # As that user, in a child of this process (its Python may not be theirs to run).
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.setgroups([])
+            os.setgid(other_user[1])
+            os.setuid(other_user[0])
+            with Memory.open(store, embedder=HashEmbedder(), mode="local") as memory:
+                memory.recall("cents")
+            said = "opened"
+        except BaseException as exc:  # noqa: BLE001 - said to the parent
+            said = f"{type(exc).__name__}: {exc}"
+        os.write(write, said.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        said = pipe.read()
+    os.waitpid(pid, 0)
+    assert said.startswith(
+        f"StoreUnavailable: The store directory {store} cannot be written by this user; "
+        "nbmemory keeps its lock, write-ahead log and index files there, even to read."), said
+
+
 def test_a_store_directory_of_another_user_is_refused(other_user, shared_base):
     store = shared_base / "store"
     store.mkdir(mode=0o700)
