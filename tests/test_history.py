@@ -10,6 +10,7 @@ from nbmemory.embed import HashEmbedder
 from nbmemory.engine import CARDS_FILENAME
 from nbmemory.errors import Conflict, NotFound
 from nbmemory.memory import Memory
+from nbmemory.models import Provenance
 
 QUERIES = ["lock watcher", "orders amount cents", "parquet partition", "retry budget"]
 
@@ -212,6 +213,9 @@ def test_purge_leaves_the_text_nowhere_in_the_store_or_a_later_export(memory, st
     note = memory.remember(secret, kind="question", check="fee == '412k'", namespace=namespace)
     memory.recall(secret)  # the query is logged
     memory.recall("renews on 2027-03-01")  # a query the note contains
+    cell = f"for finding in [{secret!r}, 'the vendor is Acme']:\n    %remember {{finding}}"
+    other = memory.remember("the vendor is Acme", provenance=Provenance(  # the same cell's
+        notebook="/work/vendors.ipynb", cell_id="c1", cell_source=cell))
     namespace["fee"] = "412k net"
     memory.check(namespace)  # the journal keeps the check and the value it saw
     memory.snapshot("before-renewal", message=f"knew that {secret}")  # sealed stale
@@ -222,6 +226,8 @@ def test_purge_leaves_the_text_nowhere_in_the_store_or_a_later_export(memory, st
     memory.export_jsonl(tmp_path / "after.jsonl")
     assert "412k" not in (tmp_path / "after.jsonl").read_text()
     assert memory.snapshots()[0].message == "knew that [purged]"
+    assert memory.get(other.id).provenance.cell_source == (
+        "for finding in ['[purged]', 'the vendor is Acme']:\n    %remember {finding}")
     # The snapshot still says the note was stale then, in no words of it.
     rows = [json.loads(line) for line in (tmp_path / "after.jsonl").read_text().splitlines()]
     [sealed] = [row["row"]["stale"] for row in rows if row.get("table") == "snapshots"]

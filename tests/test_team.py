@@ -13,6 +13,7 @@ from nbmemory.display import status_display
 from nbmemory.embed import HashEmbedder
 from nbmemory.errors import Conflict, InvalidInput, StoreUnavailable, StoreUnreachable
 from nbmemory.memory import Memory
+from nbmemory.models import Provenance
 from nbmemory.store.postgres import PostgresStore
 from nbmemory.store import schema
 from waiting import wait_for
@@ -505,6 +506,9 @@ def test_purge_leaves_the_text_in_no_row_of_the_team_store(team_url, tmp_path, m
     with member(team_url, tmp_path, monkeypatch, "ada") as ada:
         namespace = {"password": "hunter2"}
         note = ada.remember(secret, check="password == 'hunter2'", namespace=namespace)
+        ada.remember("staging runs on db2", provenance=Provenance(  # one cell wrote both
+            notebook="/work/ops.ipynb", cell_id="c1",
+            cell_source=f"for f in [{secret!r}, 'staging runs on db2']:\n    %remember {{f}}"))
         ada.recall(secret)  # the query is logged
         namespace["password"] = "hunter2!"
         ada.check(namespace)  # the journal keeps the check and the value it saw

@@ -436,11 +436,16 @@ class Writes(Part):
             with self.engine.writing() as entry:
                 entry.append("purged", note_id, actor=actor or default_author(), at=utcnow(),
                              request_id=request_id)
+                quoting = self.store.purge_quotes(note_id)  # before its texts are erased
                 self.store.purge_text(note_id)
                 self.store.purge_anchors(note_id)
                 self.store.purge_snapshot_flags(note_id)
                 self.store.set_meta(PURGE_UNFINISHED, "1")
             self.engine.recalls.forget_past()
+            self.store.forget_cached(quoting)
+            if quoting and self.engine.mirror is not None:  # this machine's copy of a team store
+                self.engine.mirror.copy(quoting)
+                self.engine.mirror.store.compact()
             self.finish_purges()
             return self.engine.reads.get(note_id)
 

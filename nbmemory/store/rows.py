@@ -4,6 +4,7 @@ the recall log, anchors, and whole tables for the exchange format."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any, Iterator, Sequence
 
@@ -141,6 +142,32 @@ class Rows:
         """The stale flags recorded when snapshot ``name`` was sealed: {note id: [reason dicts]}."""
         row = self.con.execute("SELECT stale FROM snapshots WHERE name = ?", [name]).fetchone()
         return json.loads(row[0]) if row and row[0] else {}
+
+    def purge_quotes(self, note_id: int) -> list[int]:
+        """Take a note's texts (call before they are erased) out of the cell sources other
+        notes keep as provenance (one cell may write several notes: a loop of %remember);
+        the notes changed."""
+        texts = [r[0] for r in self.con.execute(
+            "SELECT DISTINCT text FROM note_versions WHERE note_id = ? AND text <> ''",
+            [note_id]).fetchall()]
+        changed = set()
+        for text in texts:
+            # A run of plain characters reads the same inside JSON: it finds the candidates.
+            plain = max(re.findall(r"[A-Za-z0-9 _.,:;-]+", text) or [""], key=len)
+            where = self._CONTAINS.format("CAST(provenance AS VARCHAR)", "?")
+            for table, key in (("notes", "id"), ("note_versions", "note_id")):
+                for ident, version, provenance in self.con.execute(
+                        f"SELECT {key}, {'version' if table == 'note_versions' else 0}, "
+                        f"CAST(provenance AS VARCHAR) FROM {table} WHERE {key} <> ? AND "
+                        f"provenance IS NOT NULL AND {where}", [note_id, plain]).fetchall():
+                    fields = json.loads(provenance)
+                    if text in (fields.get("cell_source") or ""):
+                        fields["cell_source"] = fields["cell_source"].replace(text, "[purged]")
+                        self.con.execute(f"UPDATE {table} SET provenance = ? WHERE {key} = ? "
+                                         f"AND {'version' if table == 'note_versions' else 0} "
+                                         "= ?", [json.dumps(fields), ident, version])
+                        changed.add(ident)
+        return sorted(changed)
 
     def purge_snapshot_flags(self, note_id: int) -> None:
         """Keep only the kind of each stale flag a snapshot sealed for a purged note: its
