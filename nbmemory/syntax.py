@@ -21,6 +21,7 @@ MAGIC: Syntax = {
     "reindex": "%memory reindex",
     "snapshot": "%snapshot {0}",
     "snapshots": "%snapshot --list",
+    "snapshot_diff": "%snapshot --diff {0}",
 }
 
 CLI: Syntax = {
@@ -33,6 +34,7 @@ CLI: Syntax = {
     "reindex": "nbmemory reindex",
     "snapshot": "nbmemory snapshot {0}",
     "snapshots": "nbmemory snapshot --list",
+    "snapshot_diff": "nbmemory snapshot --diff {0}",
 }
 
 
@@ -51,6 +53,7 @@ MCP: Syntax = {
     "verify": _tool("verify", "note_id"),
     "snapshot": _tool("snapshot", "name"),
     "snapshots": _tool("snapshot_list"),
+    "snapshot_diff": _tool("snapshot_diff", "a"),
     "reembed": lambda c: "nbmemory reindex --reembed in a shell",
 }
 
@@ -68,6 +71,7 @@ REST: Syntax = {
     "reindex": "nbmemory reindex (in a shell)",
     "snapshot": "'{0}'",
     "snapshots": "GET /nbmemory/snapshots",
+    "snapshot_diff": "GET /nbmemory/snapshots/diff?from={0}",
 }
 
 

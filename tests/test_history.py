@@ -8,7 +8,7 @@ from nbmemory.cards import Cards
 from nbmemory.display import diff_display
 from nbmemory.embed import HashEmbedder
 from nbmemory.engine import CARDS_FILENAME
-from nbmemory.errors import Conflict, NotFound
+from nbmemory.errors import Conflict, InvalidInput, NotFound
 from nbmemory.memory import Memory
 from nbmemory.models import Provenance
 
@@ -75,6 +75,15 @@ def test_a_diff_between_snapshots_shows_a_note_purged_since_as_erased(memory):
     memory.snapshot("after")
     memory.purge(note.id)
     assert "Added (1):\n  #1 (text erased)" in diff_display(memory.snapshot_diff("before", "after")).text
+
+
+def test_a_snapshot_message_is_capped_and_a_name_never_reads_as_an_option(memory):
+    with pytest.raises(InvalidInput, match=r"^The snapshot's message has 10,001 characters; "
+                                           r"keep it under 10,000 \(the findings go in notes\)"):
+        memory.snapshot("long", message="m" * 10_001)
+    with pytest.raises(InvalidInput, match=r"^A snapshot's name may not start with a dash"):
+        memory.snapshot("-x")
+    assert memory.snapshots() == []
 
 
 def test_as_of_unknown_snapshot_is_a_clear_error(memory):

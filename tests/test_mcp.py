@@ -353,6 +353,10 @@ BAD_CALLS = [
                                   "snapshot; give the snapshot another name"),
     ("history", {"note_id": 99}, "No note #99"),
     ("snapshot_diff", {"a": "sealed", "b": "missing"}, "No snapshot named 'missing'"),
+    ("snapshot_diff", {"a": "now", "b": "sealed"}, "'now' is where a diff ends when it is given "
+                      "one snapshot, not where it starts: give the snapshot to compare with "
+                      "first, e.g. the snapshot_diff tool (a='before-refactor')"),
+    ("snapshot", {"name": "-x"}, "A snapshot's name may not start with a dash"),
     ("recall", {"query": "x", "as_of": "missing"}, "No snapshot named 'missing'"),
     ("show", {"note_ids": ["abc"]}, "Bad arguments for show: note_ids: Input should be a valid integer"),
     ("show", {"note_ids": [99, 98]}, "No note #99"),

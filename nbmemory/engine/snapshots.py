@@ -12,6 +12,8 @@ from ..store import Filters
 from .part import Part
 from .validate import MAX_NAME_CHARS, default_author, unicode_text
 
+MAX_MESSAGE_CHARS = 10_000
+
 
 class Snapshots(Part):
     def snapshot(self, name: str, *, message: str = "", author: str | None = None,
@@ -25,6 +27,13 @@ class Snapshots(Part):
             raise InvalidInput(f"The snapshot's name has {len(name):,} characters; keep it "
                                f"under {MAX_NAME_CHARS}, and put the story in its message")
         message = unicode_text(message or "", "The snapshot's message")
+        if len(message) > MAX_MESSAGE_CHARS:
+            raise InvalidInput(f"The snapshot's message has {len(message):,} characters; keep "
+                               f"it under {MAX_MESSAGE_CHARS:,} (the findings go in notes)")
+        if name.startswith("-"):
+            raise InvalidInput("A snapshot's name may not start with a dash: it would read as an "
+                               "option wherever it is typed; e.g. {0}",
+                               Command("snapshot", ("before-refactor",)))
         if not name or any(c.isspace() or not c.isprintable() or c in "\"'`" for c in name):
             raise InvalidInput("Give the snapshot a name without spaces, quotes or control "
                                "characters, e.g. {0}", Command("snapshot", ("before-refactor",)))
@@ -60,6 +69,10 @@ class Snapshots(Part):
     def named(self, name: str) -> Snapshot:
         name = unicode_text(name, "A snapshot's name")
         found = self.store.snapshots(name)
+        if not found and name.strip().lower() == "now":
+            raise InvalidInput("'now' is where a diff ends when it is given one snapshot, not "
+                               "where it starts: give the snapshot to compare with first, "
+                               "e.g. {0}", Command("snapshot_diff", ("before-refactor",)))
         if not found:
             known = ", ".join(s.name for s in self.store.snapshots()[-5:]) or "none yet"
             raise NotFound(f"No snapshot named {name!r} (recent: {known}). "
