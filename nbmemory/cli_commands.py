@@ -246,10 +246,14 @@ def cmd_stale(mem, args) -> None:
     if not page.notes:
         print("No stale notes.")
         return
-    rows = [[f"#{n.id}", "; ".join(str(r) for r in n.stale), n.text] for n in page.notes]
-    print(table(["id", "why", "note"], rows))
+    from .display import text_of
     from .wording import counted
 
+    for note in page.notes:  # why, wrapped (the reasons are long), then the note, shortened
+        why = "; ".join(str(r) for r in note.stale)
+        print(textwrap.fill(f"#{note.id}  {why}", width(), subsequent_indent="    "))
+        print("    " + textwrap.shorten(" ".join(text_of(note).split()), max(20, width() - 4),
+                                        placeholder=" ..."))
     print(f"({counted(page.total, 'stale note')}. Check them, then: nbmemory verify ID, "
           "or correct them: nbmemory remember --supersedes ID ...)")
 

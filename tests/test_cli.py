@@ -290,7 +290,8 @@ def test_stale_notes_and_verify(nbm, store_dir, tmp_path):
     assert [n["id"] for n in r.json["notes"]] == [1]
     assert r.json["notes"][0]["stale"][0]["reason"] == "content_changed"
     r = nbm("stale")
-    assert r.out.splitlines()[1].startswith("#1  content_changed lock.py")
+    assert r.out.splitlines()[:2] == ["#1  content_changed lock.py",
+                                      "    acquire_lock() must run before the watcher"], r.out
     r = nbm("recall", "--stale", "acquire_lock watcher", "--json")
     assert [h["note"]["id"] for h in r.json["hits"]] == [1]
     r = nbm("recall", "--fresh", "acquire_lock watcher", "--json")
