@@ -243,6 +243,8 @@ def cmd_stale(mem, args) -> None:
     page = mem.stale(offset=args.offset, limit=args.limit)
     if args.json:
         return emit_json(page.to_dict())
+    if page.behind:
+        print(f"({page.behind})")
     if not page.notes:
         print("No stale notes.")
         return

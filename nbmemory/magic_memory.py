@@ -78,6 +78,8 @@ class MemoryCommands:
         print(f"Reopened #{self.mem.reopen(ids[0]).id}.")
     def _memory_stale(self, rest: str):
         page = self.mem.stale(limit=100, variables=self._variables())
+        if page.behind:
+            print(f"({page.behind})")
         if not page.total:
             print("No stale notes.")
             return

@@ -551,9 +551,20 @@ def test_an_engine_opens_on_the_local_copy_while_the_server_is_away_then_takes_i
             assert ada.notes(tags="warehouse").total == 1
             with pytest.raises(StoreUnreachable, match="is unreachable"):
                 ada.remember("a finding while the server is down")
-            with pytest.raises(StoreUnreachable, match="is unreachable"):
-                ada.history(note.id)  # not in the copy: waits for the server
+            with pytest.raises(StoreUnavailable, match=(  # not in the copy: said at once
+                    "This machine's copy holds the notes, what they are about and their "
+                    "vectors, not what a read of a note's history needs")):
+                ada.history(note.id)
             assert "is unreachable" in ada.status()["unreachable"]
+            # Reads at once from several threads: every answer says where it comes from.
+            marks = []
+            threads = [threading.Thread(target=lambda: marks.extend(
+                ada.recall("warehouse rebuilt").behind for _ in range(10))) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert len(marks) == 40 and all(marks)
             postgres_server.start()
             away = False
             wait_for(lambda: ada.recall("warehouse rebuilt").behind is None, timeout=60,
@@ -564,6 +575,30 @@ def test_an_engine_opens_on_the_local_copy_while_the_server_is_away_then_takes_i
             assert bo.get(later.id).text == "the warehouse rebuild moved to 03:00 UTC"
     finally:
         if away:
+            postgres_server.start()
+
+
+def test_a_server_back_from_an_older_backup_is_not_taken_as_the_store(
+        team_url, postgres_server, tmp_path, monkeypatch):
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+        ada.remember("the ledger closes on the 3rd working day")
+        ada.remember("exports run at 02:00")
+    postgres_server.stop("immediate")
+    try:
+        with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+            assert ada.recall("ledger").behind
+            postgres_server.start()
+            with psycopg.connect(Address.parse(team_url).conninfo, autocommit=True) as admin:
+                admin.execute("DELETE FROM nbmemory.events WHERE seq > 1")  # as restored
+            with pytest.raises(StoreUnavailable, match=(
+                    r"is back with fewer events \(journal position 1\) than this machine saw "
+                    r"\(2\): it was restored from an older backup")):
+                wait_for(lambda: ada.recall("ledger").behind is None, timeout=60,
+                         what="the engine to refuse the server")
+    finally:
+        try:
+            psycopg.connect(Address.parse(team_url).conninfo, connect_timeout=2).close()
+        except psycopg.OperationalError:
             postgres_server.start()
 
 
@@ -631,6 +666,11 @@ def test_an_owner_started_while_the_server_is_away_serves_the_copy(
         assert code == 0, out.err
         assert "the ledger closes on the 3rd working day" in out.out
         assert "The team store is unreachable: these come from this machine's copy" in out.out
+        code, out = nbm("stale")
+        assert out.out.startswith("(The team store is unreachable: these come from this "
+                                  "machine's copy as of "), out
+        code, out = nbm("history", "1")  # not in the copy: said at once, not retried
+        assert code == 3 and "not what a read of a note's history needs" in out.err, out
         code, out = nbm("remember", "a finding while the server is down")
         assert code != 0 and "still unreachable after" in out.err, out
     finally:

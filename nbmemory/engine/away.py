@@ -4,18 +4,20 @@ An owner that starts while PostgreSQL cannot be reached (a laptop off the networ
 last owner exited) serves the copy the last owner kept (:mod:`.mirror`: notes, what they
 are about, their vectors), with the indexes it saved, rather than fail. Recall, listings
 and reading a note answer from it and say they may be behind; writes wait for the server,
-as they do when it goes away under a running owner. The server is asked again at most every
-:data:`RETRY_S` seconds, when a call comes; once it answers, the engine takes it as its
-store and catches up from the position the copy was made at.
+as they do when it goes away under a running owner. The server is asked again, on a thread
+of its own (a server that drops packets takes its connect timeout to say no), at most every
+:data:`RETRY_S` seconds when a call comes; once it has answered, the next call takes it as the
+engine's store and catches up from the position the copy was made at.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 from ..address import linked_address
-from ..errors import StoreUnreachable
+from ..errors import StoreUnavailable, StoreUnreachable
 from ..store import DB_FILENAME, Filters, open_store
 from .mirror import MIRROR_DIRNAME, WITH_VECTORS, Mirror
 
@@ -33,6 +35,8 @@ class AwayStore:
         self.address = linked_address(directory)
         self.path, self.directory = self.address.url, None
         self.retry_at = time.monotonic() + RETRY_S
+        self.probing = False
+        self.found = None  # the team store, once a probe reached it
 
     def __getattr__(self, name: str):  # reads: the copy's own
         return getattr(self.mirror.store, name)
@@ -57,7 +61,18 @@ class AwayStore:
         pass
 
     def close(self, *, checkpoint: bool = True) -> None:
-        pass  # the mirror closes its store
+        if self.found is not None:  # the mirror closes its own store
+            self.found.close()
+
+    def probe(self, directory: Path) -> None:
+        try:
+            self.found = open_store(directory)
+        except StoreUnreachable as exc:
+            self.why = str(exc)
+        except Exception as exc:  # noqa: BLE001 - said at the next call
+            self.why = f"{self.why} (trying it again: {exc})"
+        finally:
+            self.retry_at, self.probing = time.monotonic() + RETRY_S, False
 
 
 def open_or_away(directory: Path):
@@ -93,18 +108,24 @@ def stored_embedder(directory: Path) -> str | None:
 
 
 def reconnect(engine) -> None:
-    """Try the server again (at most every :data:`RETRY_S` seconds); once it answers,
-    make it the engine's store, to catch up from the copy's position. Raises
-    :class:`StoreUnreachable` while it does not."""
+    """Once a probe has reached the server, make it the engine's store, to catch up from
+    the copy's position; until then start one (at most every :data:`RETRY_S` seconds) and
+    raise :class:`StoreUnreachable`. Call with the engine's lock held."""
     away = engine.store
-    if time.monotonic() < away.retry_at:
+    store, away.found = away.found, None
+    if store is None:
+        if not away.probing and time.monotonic() >= away.retry_at:
+            away.probing = True
+            threading.Thread(target=away.probe, args=(engine.directory,),
+                             name="nbmemory-reconnect", daemon=True).start()
         raise away.unreachable()
-    away.retry_at = time.monotonic() + RETRY_S
-    try:
-        store = open_store(engine.directory)
-    except StoreUnreachable as exc:
-        away.why = str(exc)
-        raise
+    if (position := store.position()) < away.mirror.position:  # restored from a backup
+        store.close()
+        raise StoreUnavailable(
+            f"The team store {away.address.url} is back with fewer events (journal position "
+            f"{position:,}) than this machine saw ({away.mirror.position:,}): it was "
+            "restored from an older backup, and some notes are lost. Nothing was changed "
+            "here; restart nbmemory (nbmemory stop) to see what the server has.")
     for holder in (engine, engine.journal, engine.keywords, engine.dense, engine.cards):
         holder.store = store
     engine.dense.close_reader()

@@ -9,7 +9,6 @@ jupyter_server or the MCP library.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import threading
@@ -27,7 +26,8 @@ from ..errors import (Command, EmbedderMismatch, ModelUnavailable, StoreDamaged,
                       StoreUnavailable, StoreUnreachable)
 from ..events import INDEXED
 from ..lock import OwnerLock, prepare_directory
-from ..models import Hits, Note, Page, utcnow
+from ..models import utcnow
+from ..operations import OPERATIONS
 from ..repos import Repositories
 from ..stale import StaleChecker
 from ..store import SCHEMA_VERSION, lost_database
@@ -37,7 +37,7 @@ from .away import AwayStore, open_or_away, reconnect
 from .checking import Checking
 from .indexes import Dense, Keywords, NoteCards
 from .journal import Entry, Journal
-from .mirror import Mirror
+from .mirror import Mirror, from_mirror
 from .part import Progress
 from .reads import Reads
 from .recall import Recall
@@ -67,10 +67,16 @@ def _by(part: str, function):
         try:
             self.catch_up()
             return function(getattr(self, part), *args, **kwargs)
-        except StoreUnreachable:
+        except StoreUnreachable as exc:
             if self.mirror is None or function.__name__ not in MIRRORED:
+                op = OPERATIONS.get(function.__name__)
+                if self.mirror is not None and op is not None and op.read:
+                    raise StoreUnavailable(  # no use waiting for it: said now
+                        f"{exc} This machine's copy holds the notes, what they are about and "
+                        f"their vectors, not what {op.words} needs: try again once the "
+                        "server is back.") from None
                 raise
-            return self._from_mirror(lambda: function(getattr(self, part), *args, **kwargs))
+            return from_mirror(self, lambda: function(getattr(self, part), *args, **kwargs))
     return operation
 
 
@@ -95,7 +101,7 @@ class Engine:
         except BaseException:
             self._owner.release()
             raise
-        self.away = isinstance(self.store, AwayStore)
+        self.away, self.shared = isinstance(self.store, AwayStore), self.store.shared
         # Anchored paths are relative to the workspace: the git root above the store, or
         # the store's parent (never this process's cwd: the owner may run elsewhere). A
         # team store's directory is a cache: its paths are relative to the home directory.
@@ -286,7 +292,7 @@ class Engine:
     def catch_up(self) -> int:
         """Apply what other members of a team store committed since this process last
         looked; returns how many notes changed. Idempotent: a note is read again whole."""
-        if not self.store.shared:
+        if not self.shared:  # not self.store's: a read from the mirror swaps it meanwhile
             return 0
         with self.lock:
             if self.away:
@@ -328,23 +334,6 @@ class Engine:
                 self.open_indexes()  # the first vectors (another member's, or imported)
             else:
                 self.dense.sync(changed)
-
-    def _from_mirror(self, read):
-        """``read()`` against this machine's mirror of the team store, marked as such."""
-        with self.lock:
-            primary, self.store = self.store, self.mirror.store
-            self._identity = None
-            try:
-                result = read()
-            finally:
-                self.store, self._identity = primary, None
-        behind = (f"The team store is unreachable: these come from this machine's copy as of "
-                  f"{self.mirror.synced_at}, possibly behind.")
-        if isinstance(result, Hits):
-            result.behind = behind
-        elif isinstance(result, (Page, Note)):
-            result = dataclasses.replace(result, behind=behind)
-        return result
 
     def _changed(self) -> None:
         """Rewrite the team store's position file: kernels watch it (as they watch a DuckDB
@@ -481,7 +470,7 @@ class Engine:
             if self.mirror is None:
                 raise
             address = self.store.address.url
-            return {**self._from_mirror(self._status), "store": address,
+            return {**from_mirror(self, self._status), "store": address,
                     "journal_position": self.journal.position, "unreachable": str(exc),
                     "read_only": False, "snapshots": None}  # not in the copy
 

@@ -10,9 +10,11 @@ server. Its vectors let an owner start while the server is away (away.py).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Sequence
 
+from ..models import Hits, Note, Page
 from ..store import Store
 from ..store.filters import _id_list
 
@@ -89,3 +91,21 @@ class Mirror:
         return columns, self.primary.con.execute(
             f"SELECT {', '.join(columns)} FROM embeddings WHERE content_hash IN "
             f"(SELECT content_hash FROM notes WHERE id IN ({ids}))").fetchall()
+
+
+def from_mirror(engine, read):
+    """``read()`` against this machine's mirror of the engine's team store, marked as such."""
+    with engine.lock:
+        primary, engine.store = engine.store, engine.mirror.store
+        engine._identity = None
+        try:
+            result = read()
+        finally:
+            engine.store, engine._identity = primary, None
+    behind = (f"The team store is unreachable: these come from this machine's copy as of "
+              f"{engine.mirror.synced_at}, possibly behind.")
+    if isinstance(result, Hits):
+        result.behind = behind
+    elif isinstance(result, (Page, Note)):
+        result = dataclasses.replace(result, behind=behind)
+    return result
