@@ -396,6 +396,7 @@ def test_a_server_away_at_the_owners_start_is_said_once_and_named_at_the_end(tmp
     assert str(caught.value).startswith(f"The team store {url} is unreachable (")
     assert "Connection refused" in str(caught.value) and "(still unreachable after " in \
         str(caught.value)
+    assert "This machine has no copy of its notes to read meanwhile" in str(caught.value)
     assert len(said) == 1 and said[0].startswith("starting the memory service for ")
     backend.close()
 

@@ -87,12 +87,14 @@ def open_or_away(directory: Path):
 def open_away(directory: Path, why: StoreUnreachable) -> AwayStore:
     """The copy of the team store ``directory`` links to, or ``why`` raised again when
     there is none to serve (never mirrored, or mirrored before copies held vectors)."""
+    none = StoreUnreachable(f"{why} This machine has no copy of its notes to read meanwhile "
+                            "(one is kept from the first time nbmemory here reaches the server).")
     if not (Path(directory) / MIRROR_DIRNAME / DB_FILENAME).is_file():
-        raise why
+        raise none
     mirror = Mirror(directory, None)
     if not mirror.position or not mirror.store.meta(WITH_VECTORS):
         mirror.close()
-        raise why
+        raise none
     return AwayStore(mirror, directory, str(why))
 
 
