@@ -132,6 +132,31 @@ def test_a_call_is_resent_to_successive_owners_until_one_answers(store, hold, op
     assert json.loads(out) == ({"id": 1} if operation == "remember" else {"hits": 1})
 
 
+def test_a_call_an_owner_holds_says_it_still_waits_then_gives_up(store, hold, monkeypatch,
+                                                                  capfd):
+    """An owner stopped or stuck kept a notebook cell waiting in silence for ten minutes."""
+    from nbmemory.service import client
+    from nbmemory.service.client import ServiceBackend
+
+    monkeypatch.setattr(client, "SLOW_NOTICE_S", 0.5)
+    backend = ServiceBackend(store, model=HASH, request_timeout=3)
+    try:
+        backend.call("remember", text="orders.amount is in cents")
+        capfd.readouterr()
+        hold.touch()  # the owner now holds every call
+        with pytest.raises(StoreUnavailable, match=r"The store's owner did not answer within 3 s"):
+            backend.call("recall", query="cents")
+        assert capfd.readouterr().err == (
+            f"nbmemory: still waiting for the store's owner after 0.5 s: long work, or it is "
+            f"stuck (see {store / 'owner.log'}; nbmemory stop --store {store} stops it)\n")
+        hold.unlink()
+        assert [h.note.text for h in backend.call("recall", query="cents")] == [
+            "orders.amount is in cents"]
+        assert capfd.readouterr().err == ""  # answered in time: nothing said
+    finally:
+        backend.close()
+
+
 def test_a_call_gives_up_at_its_resend_deadline_and_says_so(store, hold):
     hold.touch()
     caller = client(store, "remember", NBMEMORY_RESEND_TIMEOUT="3")

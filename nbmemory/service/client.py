@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .. import __version__, errors
-from ..errors import (InvalidInput, ModelUnavailable, NbMemoryError, StoreLocked, StoreUnavailable,
+from ..errors import (ModelUnavailable, NbMemoryError, StoreLocked, StoreUnavailable,
                       StoreUnreachable)
 from ..lock import open_private, prepare_directory, try_lock, unlock
 from ..operations import operation as lookup
@@ -33,8 +33,8 @@ from . import codec, transport as transports
 from .control import owner_info, stop, wait_for_exit  # noqa: F401 - re-exported
 from .protocol import (EXIT_LOCKED, EXIT_UNREACHABLE, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
                        HEADER_VERSION, LOG_NAME, PROTOCOL, SPAWN_LOCK_NAME,
-                       check_private_directory, default_idle_timeout, lock_held, lock_holder,
-                       read_info, read_start_error, unwritable)
+                       check_private_directory, default_idle_timeout, default_resend_timeout,
+                       lock_held, lock_holder, read_info, read_start_error, unwritable)
 from .wire import Connection, Lost, NotSent, Refused, connect, exchange
 
 # An owner outlives the kernel that started it: a session of its own on POSIX, a process
@@ -45,32 +45,11 @@ DETACHED: dict[str, Any] = (
 STARTUP_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 600.0
 PROGRESS_POLL = 0.25  # seconds between progress questions during long work
-# How long a request that may have reached a dying owner is sent again, to each new
-# owner, before the client gives up (only requests that carry a request id, which every
-# write from Memory does, or only read; others are reported at once). A deadline, not a
-# count: owners killed one after another before their model loaded used up a count of 2.
-RESEND_TIMEOUT = 120.0
-RESEND_TIMEOUT_ENV = "NBMEMORY_RESEND_TIMEOUT"
+SLOW_NOTICE_S = 30.0  # then a call still unanswered says so (an owner stopped or stuck)
 # Exit statuses (POSIX: minus the signal) of an owner stopped from outside while it
 # started (kill -9, a stop): not a failure to start; the client starts another one.
 STOPPED_FROM_OUTSIDE = {-getattr(signal, name) for name in
                         ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name)}
-
-
-def default_resend_timeout(environ=None) -> float:
-    """``NBMEMORY_RESEND_TIMEOUT`` seconds, else :data:`RESEND_TIMEOUT`."""
-    environ = os.environ if environ is None else environ
-    value = (environ.get(RESEND_TIMEOUT_ENV) or "").strip()
-    if not value:
-        return RESEND_TIMEOUT
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = float("nan")
-    if not 0 <= seconds < float("inf"):
-        raise InvalidInput(f"{RESEND_TIMEOUT_ENV}={value!r} is not a number of seconds; set "
-                           f"it to e.g. 120 (0 reports a lost request at once).")
-    return seconds
 
 
 def _say(message: str) -> None:
@@ -321,6 +300,13 @@ class ServiceBackend:
         conn.timeout = timeout
         if conn.sock is not None:
             conn.sock.settimeout(timeout)
+        notice = threading.Timer(SLOW_NOTICE_S, _say, [
+            f"still waiting for the store's owner after {SLOW_NOTICE_S:g} s: long work, or it "
+            f"is stuck (see {self.directory / LOG_NAME}; nbmemory stop --store "
+            f"{self.directory} stops it)"])
+        notice.daemon = True
+        if timeout is not None:  # long work has no timeout, and shows its progress
+            notice.start()
         try:
             status, payload = exchange(conn, "POST", f"/v{PROTOCOL}/call", body, self._headers)
         except (NotSent, Lost, Refused):
@@ -332,6 +318,8 @@ class ServiceBackend:
                 f"The store's owner did not answer within {timeout:g} s. It may be stuck: see "
                 f"{self.directory / LOG_NAME}, or stop it (nbmemory stop --store "
                 f"{self.directory}).") from None
+        finally:
+            notice.cancel()
         if conn.sock is not None:
             with self._pool:
                 self._idle.append(conn)

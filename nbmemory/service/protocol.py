@@ -60,6 +60,30 @@ class OwnerGone(Exception):
     """The store's files are no longer this owner's (deleted, or replaced by a new store):
     it stops, and its clients send the call again to the next owner."""
 
+# How long a request that may have reached a dying owner is sent again, to each new
+# owner, before the client gives up (only requests that carry a request id, which every
+# write from Memory does, or only read; others are reported at once). A deadline, not a
+# count: owners killed one after another before their model loaded used up a count of 2.
+RESEND_TIMEOUT = 120.0
+RESEND_TIMEOUT_ENV = "NBMEMORY_RESEND_TIMEOUT"
+
+
+def default_resend_timeout(environ=None) -> float:
+    """``NBMEMORY_RESEND_TIMEOUT`` seconds, else :data:`RESEND_TIMEOUT`."""
+    environ = os.environ if environ is None else environ
+    value = (environ.get(RESEND_TIMEOUT_ENV) or "").strip()
+    if not value:
+        return RESEND_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds < float("inf"):
+        raise InvalidInput(f"{RESEND_TIMEOUT_ENV}={value!r} is not a number of seconds; set "
+                           f"it to e.g. 120 (0 reports a lost request at once).")
+    return seconds
+
+
 def default_idle_timeout(environ=None) -> float:
     """Seconds a started owner waits for requests before exiting: ``NBMEMORY_IDLE_TIMEOUT``
     (0: never) or 1800. Read by every client that spawns owners and by the owner's command."""
