@@ -50,7 +50,9 @@ def read_arrays(path: Path, magic: bytes, kind: str) -> tuple[dict, dict[str, np
         start = len(magic) + 8
         header = json.loads(data[start:start + size])
         base = start + size + (-(start + size) % _ALIGN)
-        arrays = {name: np.frombuffer(data, np.dtype(dtype), count, base + at)
+        # An empty array may sit at the file's end, where numpy takes no offset.
+        arrays = {name: np.frombuffer(data, np.dtype(dtype), count, base + at) if count
+                  else np.empty(0, np.dtype(dtype))
                   for name, (dtype, count, at) in header["arrays"].items()}
         return header["meta"], arrays
     except ArraysFileError:

@@ -145,6 +145,18 @@ def test_writes_after_scoring_give_the_scores_of_an_index_built_afresh():
             dict(zip(want[0].tolist(), want[1].tolist()))
 
 
+def test_an_empty_index_saves_and_loads(tmp_path):
+    """A store whose notes were all purged, or a session killed before its first note: its
+    file was refused on every open ("offset must be non-negative") and rebuilt."""
+    emptied = LexicalIndex.build([(1, "orders amount")])
+    emptied.remove(1)
+    for index in (LexicalIndex.build([]), emptied):
+        index.save(tmp_path / "keywords.index", {"seq": 7})
+        loaded, meta = LexicalIndex.load(tmp_path / "keywords.index")
+        assert (len(loaded), meta) == (0, {"seq": 7})
+        assert len(loaded.doc_ids()) == 0
+
+
 def test_a_saved_and_loaded_index_scores_exactly_as_one_built_from_scratch(tmp_path):
     import random
 
