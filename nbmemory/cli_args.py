@@ -159,7 +159,7 @@ def build_parser() -> Parser:
     p = command("edit", "change a note's text, tags, kind or priority: a new version, the old "
                         "one stays in its history",
                 usage="nbmemory edit ID [--text TEXT | -] [-t TAGS] [-k KIND] [-p PRIORITY] "
-                      "[--json] [--store DIR|URL] [--model NAME]")
+                      "[--if-version N] [--json] [--store DIR|URL] [--model NAME]")
     p.add_argument("id", type=note_id, metavar="ID")
     p.add_argument("stdin", nargs="*", default=[], metavar="-", help="read the new text from stdin")
     p.add_argument("--text", default=None, help="the new text (- reads stdin)")
@@ -168,6 +168,9 @@ def build_parser() -> Parser:
     p.add_argument("-k", "--kind", default=None,
                    help="finding, gotcha, decision, question, reference or procedure")
     p.add_argument("-p", "--priority", default=None, help="high, medium or low")
+    p.add_argument("--if-version", type=int, default=None, metavar="N",
+                   help="only if the note is still at version N (as show printed it): a "
+                        "colleague's edit since is refused, not overwritten")
 
     p = command("forget", "revoke notes: hidden from recall, kept in history, reversible")
     p.add_argument("--purge", action="store_true",

@@ -161,7 +161,7 @@ def cmd_edit(mem, args) -> None:
                            "from stdin), -t TAGS, -k KIND or -p PRIORITY")
     before = mem.get(args.id)
     note = mem.edit(args.id, text=args.text, tags=args.tags, kind=args.kind,
-                    priority=args.priority)
+                    priority=args.priority, version=args.if_version)
     changed = [name for name in ("text", "kind", "priority", "tags")  # the journal's order
                if getattr(note, name) != getattr(before, name)]
     if args.json:

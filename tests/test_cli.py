@@ -185,7 +185,7 @@ def test_edit_writes_a_new_version_that_history_shows(nbm):
     assert events[1]["data"] == {"changed": ["text", "priority", "tags"]}
     assert events[1]["seq"] > events[0]["seq"] and events[1]["actor"]
 
-    r = nbm("edit", "#1", "-", stdin="  orders.amount is in cents until 2021\n")
+    r = nbm("edit", "#1", "-", "--if-version", "2", stdin="  orders.amount is in cents until 2021\n")
     assert (r.code, r.out.strip()) == (0, "Edited #1: version 3 (text changed; version 2 stays in: "
                                           "nbmemory history 1).")
     r = nbm("recall", "cents", "--json")
@@ -229,6 +229,12 @@ def test_edit_writes_a_new_version_that_history_shows(nbm):
     (["edit", "2", "--text", "x"], None, 1,
      "nbmemory: Cannot edit note #2: it is forgotten (revoked); reinstate it first"),
     (["edit", "x1", "--text", "x"], None, 2, "nbmemory: argument ID: 'x1' is not a note id"),
+    # Made from a read of version 0 or of one a colleague's edit has replaced since.
+    (["edit", "1", "--text", "x", "--if-version", "2"], None, 1,
+     "nbmemory: Note #1 is at version 1, not 2: it was edited since it was read. Nothing was "
+     "written; read it again and edit version 1."),
+    (["edit", "1", "--text", "x", "--if-version", "0"], None, 2,
+     "nbmemory: The version an edit is made from is a whole number from 1, not 0"),
 ])
 def test_edit_errors_are_clear_and_change_nothing(nbm, argv, stdin, code, message):
     nbm("remember", "-t", "orders", "orders.amount is in dollars")

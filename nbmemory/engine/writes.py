@@ -262,6 +262,10 @@ class Writes(Part):
              version: int | None = None) -> Note:
         """Write a new version of a note; the old version stays in its history. With
         ``version``, only over that version: an edit made from an older read is refused."""
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                    or version < 1):
+            raise InvalidInput(f"The version an edit is made from is a whole number from 1, "
+                               f"not {version!r}")
         with self.lock:
             old = self.require_status(note_id, "active", "edit")
             if version is not None and old.version != version and not (
