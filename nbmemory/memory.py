@@ -279,8 +279,9 @@ class Memory:
         """Store many findings at the model's speed (imports, scripts): one dict of
         :meth:`remember`'s arguments per note, e.g. ``{"text": ..., "tags": "a,b"}``.
 
-        Every note is checked first: one bad note raises :class:`InvalidInput` naming it
-        and nothing is stored. ``progress(done, total)`` is called as chunks are written.
+        Every note is checked first: one bad note raises :class:`InvalidInput` naming it, and
+        nothing is stored. They are written 256 at a time (``progress(done, total)`` is told):
+        a retry with the same ``request_id`` (a string of yours) writes only those missing.
         """
         if isinstance(notes, (list, tuple)):  # else the engine says what is wrong with it
             notes = [dict(n, about=_about(n.get("about"))) if isinstance(n, dict)
