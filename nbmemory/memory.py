@@ -273,8 +273,7 @@ class Memory:
         near = self.similar(note.id, k=similar) if similar > 0 else []
         return note, [h for h in near if h.note.id != supersedes]
 
-    def remember_many(self, notes: Iterable[dict[str, Any]], *,
-                      progress: Progress | None = None,
+    def remember_many(self, notes: Iterable[dict[str, Any]], *, progress: Progress | None = None,
                       request_id: str | None = None) -> list[Note]:
         """Store many findings at the model's speed (imports, scripts): one dict of
         :meth:`remember`'s arguments per note, e.g. ``{"text": ..., "tags": "a,b"}``.
