@@ -69,6 +69,27 @@ def test_a_purge_cut_short_before_it_rewrote_the_files_is_finished_at_the_next_o
             assert b"mauve77giraffe" not in path.read_bytes(), path.name
 
 
+def test_a_purge_whose_files_cannot_be_rewritten_says_it_is_recorded(store_dir, monkeypatch):
+    from nbmemory.errors import StoreUnavailable
+    from nbmemory.lexical import LexicalIndex
+
+    with Memory.open(store_dir, embedder=HashEmbedder()) as memory:
+        note = memory.remember("the vault code is mauve77giraffe")
+        with monkeypatch.context() as full:
+            full.setattr(LexicalIndex, "save", lambda *a, **k: (_ for _ in ()).throw(
+                OSError(28, "No space left on device")))
+            with pytest.raises(StoreUnavailable, match=(
+                    r"^The purge is recorded, but the index files that may still hold its text "
+                    r"could not be written again \(\[Errno 28\] No space left on device\)")):
+                memory.purge(note.id)
+        assert memory.get(note.id).status == "purged"
+    with Memory.open(store_dir, embedder=HashEmbedder()) as memory:  # rewritten at the open
+        assert memory.get(note.id).status == "purged"
+    for path in store_dir.iterdir():
+        if path.is_file():
+            assert b"mauve77giraffe" not in path.read_bytes(), path.name
+
+
 def test_a_diff_between_snapshots_shows_a_note_purged_since_as_erased(memory):
     memory.snapshot("before")
     note = memory.remember("the staging password is hunter2")
@@ -222,9 +243,12 @@ def test_purge_leaves_the_text_nowhere_in_the_store_or_a_later_export(memory, st
     note = memory.remember(secret, kind="question", check="fee == '412k'", namespace=namespace)
     memory.recall(secret)  # the query is logged
     memory.recall("renews on 2027-03-01")  # a query the note contains
+    for i in range(8):  # the quoting note's card in another block of the cards file
+        memory.remember(f"filler finding {i}")
     cell = f"for finding in [{secret!r}, 'the vendor is Acme']:\n    %remember {{finding}}"
     other = memory.remember("the vendor is Acme", provenance=Provenance(  # the same cell's
         notebook="/work/vendors.ipynb", cell_id="c1", cell_source=cell))
+    memory.recall("who is the vendor")  # its card is read, and kept
     namespace["fee"] = "412k net"
     memory.check(namespace)  # the journal keeps the check and the value it saw
     memory.snapshot("before-renewal", message=f"knew that {secret}")  # sealed stale
@@ -237,6 +261,8 @@ def test_purge_leaves_the_text_nowhere_in_the_store_or_a_later_export(memory, st
     assert memory.snapshots()[0].message == "knew that [purged]"
     assert memory.get(other.id).provenance.cell_source == (
         "for finding in ['[purged]', 'the vendor is Acme']:\n    %remember {finding}")
+    [hit] = [h for h in memory.recall("the vendor is Acme", k=20) if h.note.id == other.id]
+    assert "412k" not in hit.note.provenance.cell_source  # recall reads the cards
     # The snapshot still says the note was stale then, in no words of it.
     rows = [json.loads(line) for line in (tmp_path / "after.jsonl").read_text().splitlines()]
     [sealed] = [row["row"]["stale"] for row in rows if row.get("table") == "snapshots"]

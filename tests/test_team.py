@@ -552,6 +552,7 @@ def test_an_engine_opens_on_the_local_copy_while_the_server_is_away_then_takes_i
             assert ada.notes(tags="warehouse").total == 1
             with pytest.raises(StoreUnreachable, match="is unreachable"):
                 ada.remember("a finding while the server is down")
+            assert ada.written_by("cell-0123") is None  # %remember asks first, then writes
             with pytest.raises(StoreUnavailable, match=(  # not in the copy: said at once
                     "This machine's copy holds the notes, what they are about and their "
                     "vectors, not what a read of a note's history needs")):
@@ -577,6 +578,27 @@ def test_an_engine_opens_on_the_local_copy_while_the_server_is_away_then_takes_i
     finally:
         if away:
             postgres_server.start()
+
+
+def test_a_copy_behind_the_index_files_still_serves_while_the_server_is_away(
+        team_url, postgres_server, tmp_path, monkeypatch):
+    """The copy misses a commit (its update failed): the indexes saved are ahead of it. An
+    owner started offline rebuilt nothing and refused the store as one that lost writes."""
+    from nbmemory.engine.mirror import Mirror
+
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+        note = ada.remember("the ledger closes on the 3rd working day")
+        with monkeypatch.context() as failing:
+            failing.setattr(Mirror, "catch_up", lambda *a: (_ for _ in ()).throw(
+                StoreUnreachable("the copy's update failed")))
+            ada.remember("exports run at 02:00")
+    postgres_server.stop("immediate")
+    try:
+        with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+            hits = ada.recall("when does the ledger close", mode="dense")
+            assert hits.behind and hits[0].note.id == note.id
+    finally:
+        postgres_server.start()
 
 
 def test_a_server_back_from_an_older_backup_is_not_taken_as_the_store(

@@ -35,8 +35,9 @@ class AwayStore:
         self.address = linked_address(directory)
         self.path, self.directory = self.address.url, None
         self.retry_at = time.monotonic() + RETRY_S
-        self.probing = False
+        self.probing = self.closed = False
         self.found = None  # the team store, once a probe reached it
+        self._found = threading.Lock()
 
     def __getattr__(self, name: str):  # reads: the copy's own
         return getattr(self.mirror.store, name)
@@ -61,12 +62,24 @@ class AwayStore:
         pass
 
     def close(self, *, checkpoint: bool = True) -> None:
-        if self.found is not None:  # the mirror closes its own store
-            self.found.close()
+        with self._found:  # the mirror closes its own store
+            self.closed = True
+            if self.found is not None:
+                self.found.close()
+
+    def take_found(self):
+        with self._found:
+            found, self.found = self.found, None
+            return found
 
     def probe(self, directory: Path) -> None:
         try:
-            self.found = open_store(directory)
+            store = open_store(directory)
+            with self._found:
+                if self.closed:  # the engine closed meanwhile
+                    store.close()
+                else:
+                    self.found = store
         except StoreUnreachable as exc:
             self.why = str(exc)
         except Exception as exc:  # noqa: BLE001 - said at the next call
@@ -114,7 +127,7 @@ def reconnect(engine) -> None:
     the copy's position; until then start one (at most every :data:`RETRY_S` seconds) and
     raise :class:`StoreUnreachable`. Call with the engine's lock held."""
     away = engine.store
-    store, away.found = away.found, None
+    store = away.take_found()
     if store is None:
         if not away.probing and time.monotonic() >= away.retry_at:
             away.probing = True

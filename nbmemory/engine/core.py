@@ -57,7 +57,7 @@ REPOSITORIES_FILENAME = "repositories.json"  # its checkouts on this machine (re
 # notes and anchors, which it copies (the magics ask for the anchored variables and files
 # before each recall and listing).
 MIRRORED = {"recall", "recall_terms", "notes", "get", "variable_anchors", "anchor_targets",
-            "notes_about", "stale"}
+            "notes_about", "stale", "written_by"}  # (the copy has no events: a write follows)
 
 
 def _by(part: str, function):
@@ -141,6 +141,8 @@ class Engine:
         except BaseException:  # a store that cannot be opened is left as it was, unlocked
             self.checker.close()
             self.store.close()
+            if self.away:
+                self.store.mirror.close()
             self._owner.release()
             raise
         self.mirror: Mirror | None = self.store.mirror if self.away else None

@@ -106,7 +106,7 @@ class Keywords:
             self.index.add(change.note_id, change.text)
         elif change.type == "purged":
             self.index.remove(change.note_id)
-            self.save(force=True)
+            save_when_due(lambda: self.save(force=True))  # finish_purges says if it failed
             return
         else:
             return
@@ -204,7 +204,7 @@ class NoteCards:
         self.unsaved += 1
         self.count += change.type == "created"
         if change.type == "purged":
-            self.save(force=True)
+            save_when_due(lambda: self.save(force=True))  # finish_purges says if it failed
         else:
             self._save_when_due()
 
@@ -267,8 +267,8 @@ class Dense:
             self.unsaved += len(changes)
         purged = [c.note_id for c in changes if c.type == "purged"]
         if purged and self.index is not None:
-            self.index.remove(purged)
-            self.save(force=True)  # the old file still holds the vector
+            self.index.remove(purged)  # the old file still holds the vector: rewrite it
+            save_when_due(lambda: self.save(force=True))  # finish_purges says if it failed
         self._save_when_due()
 
     def add(self, ids: np.ndarray, matrix: np.ndarray, *, count: int | None = None) -> None:
@@ -383,6 +383,8 @@ class Dense:
         lost = (f"its vector index saw journal position {seq:,}, the database ends at "
                 f"{position:,}" if seq > position else
                 f"its vector index holds {len(unknown):,} notes the database does not have")
+        if self.store.shared:  # a team store: the server (or this machine's copy) is the truth
+            raise VectorIndexError(lost)
         raise StoreDamaged(
             f"The store {self.path.parent} has lost writes: {lost}. Nothing was changed. "
             f"Restore {DB_FILENAME} from a backup, or keep what the database has by moving "

@@ -189,8 +189,11 @@ class Recall(Part):
             return result
 
     def flush_log(self) -> None:
-        """Recall statistics are written in batches: one commit per recall cost milliseconds."""
-        if self._log:
+        """Recall statistics are written in batches: one commit per recall cost milliseconds.
+        Not into this machine's copy of a team store: kept (the last 1,000) for the server."""
+        if self.engine.away or self.store is getattr(self.engine.mirror, "store", None):
+            del self._log[:-1000]
+        elif self._log:
             self.store.log_recalls(self._log)
             self._log = []
 

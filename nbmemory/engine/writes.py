@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 
-from ..errors import Command, Conflict, InvalidInput, NbMemoryError, NotFound
+from ..errors import Command, Conflict, InvalidInput, NbMemoryError, NotFound, StoreUnavailable
 from ..models import Note, Provenance, utcnow
 from .part import Part, Progress
 from .validate import (check_kind, check_priority, check_text, content_hash, default_author,
@@ -447,6 +447,7 @@ class Writes(Part):
                 self.store.set_meta(PURGE_UNFINISHED, "1")
             self.engine.recalls.forget_past()
             self.store.forget_cached(quoting)
+            self.engine.cards.sync(quoting)  # their cards quote it too
             if quoting and self.engine.mirror is not None:  # this machine's copy of a team store
                 self.engine.mirror.copy(quoting)
                 self.engine.mirror.store.compact()
@@ -459,8 +460,14 @@ class Writes(Part):
         the next open or when it is sent again."""
         if not self.store.meta(PURGE_UNFINISHED):
             return
-        for index in (self.engine.keywords, self.engine.cards, self.engine.dense):
-            index.save(force=True)
+        try:
+            for index in (self.engine.keywords, self.engine.cards, self.engine.dense):
+                index.save(force=True)
+        except (OSError, RuntimeError) as exc:  # usearch says its I/O errors as RuntimeError
+            raise StoreUnavailable(
+                f"The purge is recorded, but the index files that may still hold its text could "
+                f"not be written again ({exc}). Free some space (or make the store writable); "
+                f"they are rewritten at the next open, or when the purge is sent again.") from None
         self.store.compact()
         with self.store.transaction():
             self.store.set_meta(PURGE_UNFINISHED, "")
