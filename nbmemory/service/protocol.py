@@ -68,37 +68,33 @@ RESEND_TIMEOUT = 120.0
 RESEND_TIMEOUT_ENV = "NBMEMORY_RESEND_TIMEOUT"
 
 
-def default_resend_timeout(environ=None) -> float:
-    """``NBMEMORY_RESEND_TIMEOUT`` seconds, else :data:`RESEND_TIMEOUT`."""
+def _env_seconds(environ, name: str, default: float, hint: str) -> float:
+    """Seconds from the environment variable ``name``, else ``default``; anything but a
+    finite number from 0 is refused, saying what to set it to (``hint``)."""
     environ = os.environ if environ is None else environ
-    value = (environ.get(RESEND_TIMEOUT_ENV) or "").strip()
+    value = (environ.get(name) or "").strip()
     if not value:
-        return RESEND_TIMEOUT
+        return default
     try:
         seconds = float(value)
     except ValueError:
         seconds = float("nan")
     if not 0 <= seconds < float("inf"):
-        raise InvalidInput(f"{RESEND_TIMEOUT_ENV}={value!r} is not a number of seconds; set "
-                           f"it to e.g. 120 (0 reports a lost request at once).")
+        raise InvalidInput(f"{name}={value!r} is not a number of seconds; set it to {hint}.")
     return seconds
+
+
+def default_resend_timeout(environ=None) -> float:
+    """``NBMEMORY_RESEND_TIMEOUT`` seconds, else :data:`RESEND_TIMEOUT`."""
+    return _env_seconds(environ, RESEND_TIMEOUT_ENV, RESEND_TIMEOUT,
+                        "e.g. 120 (0 reports a lost request at once)")
 
 
 def default_idle_timeout(environ=None) -> float:
     """Seconds a started owner waits for requests before exiting: ``NBMEMORY_IDLE_TIMEOUT``
     (0: never) or 1800. Read by every client that spawns owners and by the owner's command."""
-    environ = os.environ if environ is None else environ
-    value = (environ.get(IDLE_TIMEOUT_ENV) or "").strip()
-    if not value:
-        return DEFAULT_IDLE_TIMEOUT
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = float("nan")
-    if not seconds >= 0 or seconds == float("inf"):
-        raise InvalidInput(f"{IDLE_TIMEOUT_ENV}={value!r} is not a number of seconds; set it "
-                           f"to e.g. 600, or 0 for an owner that never exits when idle.")
-    return seconds
+    return _env_seconds(environ, IDLE_TIMEOUT_ENV, DEFAULT_IDLE_TIMEOUT,
+                        "e.g. 600, or 0 for an owner that never exits when idle")
 
 
 def same_model(a: str | None, b: str | None) -> bool:
