@@ -59,7 +59,7 @@ class AwayStore:
         raise self.unreachable()
 
     def listen(self, callback) -> None:
-        pass
+        """Nothing to hear while the server is away: :func:`reconnect` listens once it is back."""
 
     def close(self, *, checkpoint: bool = True) -> None:
         with self._found:  # the mirror closes its own store
