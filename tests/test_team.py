@@ -580,6 +580,35 @@ def test_an_engine_opens_on_the_local_copy_while_the_server_is_away_then_takes_i
             postgres_server.start()
 
 
+def test_an_owner_starting_while_the_server_is_away_asks_it_once(
+        team_url, postgres_server, tmp_path, monkeypatch):
+    """A server that drops packets costs a connect timeout (10 s) per attempt: the owner
+    reads its store's model and opens its engine from one attempt, not two."""
+    from nbmemory.lock import OwnerLock
+    from nbmemory.service.owner import _open_engine
+
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+        ada.remember("the warehouse is rebuilt at 02:00 UTC")
+        directory = ada.memory.location.path
+    attempts = []
+    connect = PostgresStore._connect
+    monkeypatch.setattr(PostgresStore, "_connect",
+                        lambda self: attempts.append(1) or connect(self))
+    postgres_server.stop("immediate")
+    lock = OwnerLock(directory)
+    lock.acquire()
+    try:
+        engine, model = _open_engine(directory, lock, None, None)
+        try:
+            assert engine.away and model == "hash:64"
+            assert len(attempts) == 1
+        finally:
+            engine.close()
+    finally:
+        lock.release()
+        postgres_server.start()
+
+
 def test_a_copy_behind_the_index_files_still_serves_while_the_server_is_away(
         team_url, postgres_server, tmp_path, monkeypatch):
     """The copy misses a commit (its update failed): the indexes saved are ahead of it. An

@@ -111,15 +111,11 @@ def open_away(directory: Path, why: StoreUnreachable) -> AwayStore:
     return AwayStore(mirror, directory, str(why))
 
 
-def stored_embedder(directory: Path) -> str | None:
-    """The embedder a store's vectors were made with, from the copy if the server is away."""
-    store = open_or_away(directory)
-    try:
-        return store.meta("embedder")
-    finally:
-        store.close()
-        if isinstance(store, AwayStore):
-            store.mirror.close()
+def close_store(store) -> None:
+    """Close what :func:`open_or_away` opened (an away store's copy too)."""
+    store.close()
+    if isinstance(store, AwayStore):
+        store.mirror.close()
 
 
 def reconnect(engine) -> None:

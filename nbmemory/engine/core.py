@@ -33,7 +33,7 @@ from ..stale import StaleChecker
 from ..store import SCHEMA_VERSION, lost_database
 from ..vectors import VectorIndex
 from .about import About
-from .away import AwayStore, open_or_away, reconnect
+from .away import AwayStore, close_store, open_or_away, reconnect
 from .checking import Checking
 from .indexes import Dense, Keywords, NoteCards
 from .journal import Entry, Journal
@@ -81,11 +81,12 @@ def _by(part: str, function):
 
 
 class Engine:
-    """Everything a store can do, for the one process that owns it."""
+    """Everything a store can do, for the one process that owns it (``store``: one
+    :func:`open_or_away` opened already, which it then owns)."""
 
     def __init__(self, directory: str | os.PathLike, *, settings: Settings | None = None,
                  embedder: Embedder | None = None, progress: Progress | None = None,
-                 owner_lock: OwnerLock | None = None):
+                 owner_lock: OwnerLock | None = None, store=None):
         self.directory = Path(directory)
         self.settings = settings or Settings()
         self.embedder = embedder or make_embedder(self.settings.model)
@@ -97,7 +98,7 @@ class Engine:
         if not self._owner.held:
             self._owner.acquire()
         try:  # a team store whose server is away: this machine's copy, until it is back
-            self.store = open_or_away(self.directory)
+            self.store = store or open_or_away(self.directory)
         except BaseException:
             self._owner.release()
             raise
@@ -140,9 +141,7 @@ class Engine:
                 self.writes.finish_purges()  # one a crash cut short
         except BaseException:  # a store that cannot be opened is left as it was, unlocked
             self.checker.close()
-            self.store.close()
-            if self.away:
-                self.store.mirror.close()
+            close_store(self.store)
             self._owner.release()
             raise
         self.mirror: Mirror | None = self.store.mirror if self.away else None

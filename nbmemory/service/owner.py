@@ -138,18 +138,22 @@ def _open_engine(directory: Path, lock: OwnerLock, model: str | None,
                  settings: Settings | None):
     from ..embed import make_embedder, model_name
     from ..engine import Engine
-    from ..engine.away import stored_embedder
+    from ..engine.away import close_store, open_or_away
 
     settings = settings or Settings()
-    if model is None:
-        stored = stored_embedder(directory)  # the lock is ours: nobody else opens the file
-        model = settings.model
+    # Opened once, for the model's name and the engine: one connect timeout, not two.
+    store = open_or_away(directory)  # the lock is ours: nobody else opens it
+    try:
+        stored = None if model else store.meta("embedder")
         if stored:
             model = stored if stored.startswith("hash:") else model_name(stored)
-    embedder = make_embedder(model)
-    engine = Engine(directory, settings=replace(settings, model=model), embedder=embedder,
-                    owner_lock=lock)
-    return engine, model
+        model = model or settings.model
+        embedder = make_embedder(model)
+    except BaseException:
+        close_store(store)
+        raise
+    return Engine(directory, settings=replace(settings, model=model), embedder=embedder,
+                  owner_lock=lock, store=store), model  # it closes the store if it cannot open
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
