@@ -625,7 +625,10 @@ def test_a_note_stored_while_its_index_files_cannot_be_saved_is_acknowledged_and
     from nbmemory.lexical import LexicalIndex
     from nbmemory.vectors import VectorIndex
 
-    def full(*args, **kwargs):
+    tried = []
+
+    def full(index, *args, **kwargs):
+        tried.append(type(index).__name__)
         raise OSError(28, "No space left on device")
 
     store = tmp_path / "store"
@@ -636,9 +639,16 @@ def test_a_note_stored_while_its_index_files_cannot_be_saved_is_acknowledged_and
         note = memory.remember("orders.amount is in cents before 2021")
         for mode in ("hybrid", "lexical", "dense"):
             assert memory.recall("orders amount cents", mode=mode)[0].note.id == note.id
+        # A save costs time in proportion to the store: while the disk stays full each
+        # index is tried again after twice as many writes, not after every one.
+        tried.clear()
+        for n in range(31):
+            memory.remember(f"finding {n} while the disk is full")
+        # unsaved 2, 4, 8, 16, 32: after writes 1, 3, 7, 15 and 31
+        assert sorted(tried) == sorted(["LexicalIndex", "VectorIndex", "Cards"] * 5), tried
         monkeypatch.undo()
     with Memory.open(store, model=HASH, mode="local") as memory:  # the next open catches up
-        assert memory.notes().total == 2
+        assert memory.notes().total == 33
         assert memory.recall("orders amount cents", mode="dense")[0].note.id == note.id
 
 

@@ -33,17 +33,38 @@ KEYWORDS_FILENAME = "keywords.index"
 CARDS_FILENAME = "cards.index"
 
 
-def save_when_due(save: Callable[[], None]) -> None:
-    """A save due after a commit: a file that cannot be written (a full disk, a directory
-    made read-only) is left to the next save, or to the next open to catch up from the
-    journal, rather than fail a write that is stored."""
-    try:
-        save()
-    except (OSError, RuntimeError):  # usearch says its I/O errors as RuntimeError
-        pass
+class SavedFile:
+    """An index kept in memory and written to its file (by ``save``) now and then."""
+
+    unsaved = 0  # changes since the file was written
+    failed = 0  # saves that failed in a row since
+
+    def save(self, force: bool = False) -> None:
+        raise NotImplementedError
+
+    def due(self) -> int:
+        """How many unsaved changes make a save due."""
+        raise NotImplementedError
+
+    def save_when_due(self) -> None:
+        """Write the file once it is due; after a failed save, once twice as many changes
+        are unsaved (a save costs time in proportion to the store)."""
+        if self.unsaved >= self.due() << min(self.failed, 16):
+            self.try_save()
+
+    def try_save(self, force: bool = False) -> None:
+        """A save after a commit: a file that cannot be written (a full disk, a directory
+        made read-only) is left to a later save, or to the next open to catch up from the
+        journal, rather than fail a write that is stored."""
+        try:
+            self.save(force)
+        except (OSError, RuntimeError):  # usearch says its I/O errors as RuntimeError
+            self.failed += 1
+        else:
+            self.failed = 0
 
 
-class Keywords:
+class Keywords(SavedFile):
     """The BM25 index of the indexed notes' current texts, and its file.
 
     Like the vector index, the file records the journal position it reflects and is
@@ -99,23 +120,22 @@ class Keywords:
         for r in rows:
             self.index.add(r[0], r[1])
         self.unsaved += len(note_ids)
-        self._save_when_due()
+        self.save_when_due()
 
     def apply(self, change: Change) -> None:
         if change.text is not None:
             self.index.add(change.note_id, change.text)
         elif change.type == "purged":
             self.index.remove(change.note_id)
-            save_when_due(lambda: self.save(force=True))  # finish_purges says if it failed
+            self.try_save(force=True)  # finish_purges says if it failed
             return
         else:
             return
         self.unsaved += 1
-        self._save_when_due()
+        self.save_when_due()
 
-    def _save_when_due(self) -> None:
-        if self.unsaved >= max(self.settings.save_every, len(self.index) // 20):
-            save_when_due(self.save)
+    def due(self) -> int:
+        return max(self.settings.save_every, len(self.index) // 20)
 
     def save(self, force: bool = False) -> None:
         """Write the file (atomically) with the journal position it reflects."""
@@ -126,7 +146,7 @@ class Keywords:
         self.unsaved = 0
 
 
-class NoteCards:
+class NoteCards(SavedFile):
     """What a hit shows of each note (nbmemory/cards.py), and its file: recall's hits are
     read here, not from the store. Like the keyword index, the file records the journal
     position it reflects and is caught up on open; a change marks the note's block out of
@@ -204,19 +224,18 @@ class NoteCards:
         self.unsaved += 1
         self.count += change.type == "created"
         if change.type == "purged":
-            save_when_due(lambda: self.save(force=True))  # finish_purges says if it failed
+            self.try_save(force=True)  # finish_purges says if it failed
         else:
-            self._save_when_due()
+            self.save_when_due()
 
     def sync(self, note_ids: Sequence[int]) -> None:
         if note_ids and self.enabled:
             self.cards.mark(note_ids)
             self.unsaved += len(note_ids)
-            self._save_when_due()
+            self.save_when_due()
 
-    def _save_when_due(self) -> None:
-        if self.unsaved >= max(self.settings.save_every, self.count // 20):
-            save_when_due(self.save)
+    def due(self) -> int:
+        return max(self.settings.save_every, self.count // 20)
 
     def refresh(self) -> None:
         """Read the out-of-date blocks again from the store (in memory; the file is
@@ -237,7 +256,7 @@ class NoteCards:
         self.unsaved = 0
 
 
-class Dense:
+class Dense(SavedFile):
     """The usearch index of the indexed notes' vectors, and its file."""
 
     def __init__(self, directory: Path, settings: Settings, store: Store,
@@ -268,8 +287,8 @@ class Dense:
         purged = [c.note_id for c in changes if c.type == "purged"]
         if purged and self.index is not None:
             self.index.remove(purged)  # the old file still holds the vector: rewrite it
-            save_when_due(lambda: self.save(force=True))  # finish_purges says if it failed
-        self._save_when_due()
+            self.try_save(force=True)  # finish_purges says if it failed
+        self.save_when_due()
 
     def add(self, ids: np.ndarray, matrix: np.ndarray, *, count: int | None = None) -> None:
         """Vectors for notes in the journal (``count`` changes' worth)."""
@@ -277,14 +296,12 @@ class Dense:
             self.index = self._new(matrix.shape[1])
         self.index.add(ids, matrix)
         self.unsaved += len(ids) if count is None else count
-        self._save_when_due()
+        self.save_when_due()
 
-    def _save_when_due(self) -> None:
+    def due(self) -> int:
         # Writing the file costs time in proportion to the store (about 0.5 GB at 1M
         # notes): every save_every changes, or every hundredth of the store if more.
-        if self.index is not None and self.unsaved >= max(self.settings.save_every,
-                                                          len(self.index) // 100):
-            save_when_due(self.save)
+        return max(self.settings.save_every, len(self.index or ()) // 100)
 
     def open(self, identity: str, ids: np.ndarray, progress: Progress | None = None, *,
              rebuild: bool = False) -> str:
@@ -427,7 +444,7 @@ class Dense:
             if len(keys):
                 self.index.add(keys, matrix)
         self.unsaved += len(ids)
-        self._save_when_due()
+        self.save_when_due()
 
     def save(self, force: bool = False) -> None:
         """Write the file (atomically) with the journal position it reflects; not over the
