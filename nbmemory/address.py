@@ -71,9 +71,10 @@ class Address:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = directory / ADDRESS_FILENAME
         if not path.exists() or path.read_text(encoding="utf-8").strip() != self.url:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0),
                          0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(self.url + "\n")
         return directory
 

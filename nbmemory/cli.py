@@ -17,7 +17,8 @@ from typing import Iterator, Sequence
 from . import syntax
 from .cli_args import (EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError,
                        build_parser, require_store)
-from .cli_commands import CREATING_COMMANDS, OTHER_COMMANDS, STORE_COMMANDS, emit_json, open_memory
+from .cli_commands import (CREATING_COMMANDS, OTHER_COMMANDS, STORE_COMMANDS, emit_json,
+                           open_memory, utf8)
 from .errors import InvalidInput, ModelUnavailable, NbMemoryError, StoreUnavailable
 from .wording import printable
 
@@ -71,9 +72,18 @@ def _printable_stdout() -> Iterator[None]:
         sys.stdout = stream
 
 
+def _tolerant_streams() -> None:
+    """A console or pipe in a legacy code page (cp1252 on Windows) cannot show every
+    character of a note: those are written escaped rather than failing the command."""
+    for stream in (sys.stdout, sys.stderr):
+        if not utf8(stream) and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``nbmemory`` command; returns (and exits with) the exit code."""
     json_mode = "--json" in (sys.argv[1:] if argv is None else argv)
+    _tolerant_streams()
     try:
         code = run(argv)
     except (CommandError, NbMemoryError) as exc:

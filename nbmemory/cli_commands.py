@@ -23,10 +23,17 @@ def open_memory(store: str | None = None, model: str | None = None):
     return Memory.open(store or None, model=configured_model(model))
 
 
+def utf8(stream) -> bool:
+    """Can ``stream`` write every character (its encoding is UTF-8)?"""
+    return (getattr(stream, "encoding", None) or "").lower().replace("-", "") == "utf8"
+
+
 def emit_json(value: Any) -> None:
+    """``value`` as JSON; escaped to ASCII for a stream that cannot write every character."""
     from .wording import JSON_CONTROL
 
-    print(json.dumps(value, indent=2, default=str, ensure_ascii=False).translate(JSON_CONTROL))
+    print(json.dumps(value, indent=2, default=str, ensure_ascii=not utf8(sys.stdout))
+          .translate(JSON_CONTROL))
 
 
 def width() -> int:

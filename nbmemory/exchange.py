@@ -90,8 +90,8 @@ def export_jsonl(store: Store, path: str | Path, *, model: str | None,
     tmp = path.with_name(path.name + ".partial")
     try:  # readable by its owner only, like the store: it holds every note
         tmp.unlink(missing_ok=True)
-        out = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w",
-                        encoding="utf-8")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        out = os.fdopen(os.open(tmp, flags, 0o600), "w", encoding="utf-8", newline="\n")
     except OSError as exc:
         raise InvalidInput(f"Cannot write the export to {path}: {exc.strerror}. "
                            "Check that its directory exists and is writable.") from None

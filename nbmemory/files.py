@@ -16,7 +16,7 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         write(tmp)
         if os.name != "nt":
             os.chmod(tmp, 0o600)
-        with open(tmp, "rb") as handle:
+        with open(tmp, "r+b") as handle:  # Windows flushes only a handle open for writing
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     finally:

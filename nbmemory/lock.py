@@ -31,6 +31,8 @@ WINDOWS_LOCK_OFFSET = 1 << 30
 # a link planted there could make this process (maybe root) truncate or append to a file
 # elsewhere. Windows has no O_NOFOLLOW (links there need a privilege): checked by lstat.
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# Windows opens in text mode without it: "\n" written through os.fdopen became "\r\r\n".
+O_BINARY = getattr(os, "O_BINARY", 0)
 PRIVATE = 0o600
 # The files nbmemory keeps in a store directory (and their temporary names): only these
 # are made private, never whatever else a user keeps next to them.
@@ -100,7 +102,7 @@ def open_private(path: str | os.PathLike, flags: int, mode: int = PRIVATE) -> in
     if not O_NOFOLLOW and os.path.islink(path):
         raise _planted(path)
     try:
-        return os.open(path, flags | O_NOFOLLOW, mode)
+        return os.open(path, flags | O_NOFOLLOW | O_BINARY, mode)
     except OSError as exc:  # ELOOP on Linux and macOS, EMLINK on FreeBSD
         if exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
             raise _planted(path) from None
@@ -218,7 +220,7 @@ def prepare_directory(directory: Path) -> None:
     make_private(directory)
     if created and find_git_root(directory.parent) is not None:
         fd = open_private(directory / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "w", newline="\n") as handle:
             handle.write("# nbmemory's store: never commit it\n*\n")
 
 

@@ -139,7 +139,7 @@ def write_info(directory: Path, info: dict[str, Any], name: str = INFO_NAME) -> 
     tmp.unlink(missing_ok=True)  # our own, from a write that was interrupted
     fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "w", newline="\n") as handle:
             json.dump(info, handle)
         for attempt in range(50):
             try:

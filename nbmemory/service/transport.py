@@ -191,7 +191,7 @@ def write_secret(directory: Path, secret: str) -> None:
     tmp.unlink(missing_ok=True)
     fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "w", newline="\n") as handle:
             handle.write(secret + "\n")
         if not POSIX_PERMISSIONS:
             restrict_to_user(tmp)

@@ -102,7 +102,7 @@ class Store(Rows):
         fresh.unlink(missing_ok=True)
         name = self.con.execute("SELECT current_database()").fetchone()[0]
         self.con.execute("CHECKPOINT")
-        self.con.execute(f"ATTACH '{fresh}' AS compacted")
+        self.con.execute("ATTACH '" + str(fresh).replace("'", "''") + "' AS compacted")
         try:
             self.con.execute(f'COPY FROM DATABASE "{name}" TO compacted')
         finally:
