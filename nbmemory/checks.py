@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import ctypes
 import signal
 import threading
 import time
@@ -25,6 +26,7 @@ from .models import Anchor
 DEFAULT_BUDGET = 1.0  # seconds a check may run
 MAX_BUDGET = 600.0  # a check holds the kernel while it runs: ten minutes at most
 MAX_VALUE = 200  # characters of a value kept
+STOP_WAIT = 1.0  # seconds a check off the main thread gets to stop once told to
 
 
 _PAST_BUDGET = "ran past its budget"
@@ -97,9 +99,10 @@ def evaluate(expression: str, namespace: Mapping[str, Any], *,
     The value kept is the one worth reading: for a comparison its left side (the null
     share in ``orders.amount.isna().mean() < 0.05``), else the expression's value. An
     exception inside the check is an outcome, not a traceback; so is running past the
-    budget. In the main thread on POSIX the check is interrupted (SIGALRM); elsewhere it
-    runs in a helper thread that is abandoned when the budget ends, so the caller's own
-    work goes on either way.
+    budget. In the main thread on POSIX the check is interrupted (SIGALRM); elsewhere (other
+    threads, Windows) it runs in a helper thread that is stopped the same way when the
+    budget ends, or left running if it is inside a call into C, so the caller's own work
+    goes on either way.
     """
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) \
             or not 0 < budget <= MAX_BUDGET:
@@ -186,13 +189,19 @@ def _in_thread(run, budget: float) -> Outcome:
             box["error"] = exc
 
     worker = threading.Thread(target=work, name="nbmemory-check", daemon=True)
+    began = time.monotonic()
     worker.start()
     worker.join(budget)
+    if worker.is_alive():  # stopped as SIGALRM would: at its next line of Python
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
+                                                   ctypes.py_object(CheckTimeout))
+        worker.join(STOP_WAIT)
     if worker.is_alive():
-        return Outcome("error", error=f"{_PAST_BUDGET} of {budget:g} s (left running "
-                                      "in the background)")
+        return Outcome("error", error=f"{_PAST_BUDGET} of {budget:g} s (left running in the "
+                                      "background: a call into C, such as sum() or a pandas "
+                                      "method, is only stopped once it returns)")
     if "error" in box:
-        return _error(box["error"], budget)
+        return _error(box["error"], budget, time.monotonic() - began)
     return _result(box.get("value"), box.get("shown"))
 
 

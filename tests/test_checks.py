@@ -57,6 +57,19 @@ def test_a_check_off_the_main_thread_is_abandoned_at_its_budget():
     assert box["o"].error.startswith("ran past its budget of 0.2 s")
 
 
+def test_a_runaway_check_is_stopped_where_there_is_no_alarm(monkeypatch):
+    """Windows has no setitimer and other threads no SIGALRM: a check in plain Python that
+    never ends is stopped at its budget (it went on burning a core for the session)."""
+    import threading
+    import types
+
+    monkeypatch.setattr(checks, "signal", types.SimpleNamespace())  # as on Windows
+    before = set(threading.enumerate())
+    assert checks.evaluate("all(True for _ in iter(int, 1))", {}, budget=0.2) == checks.Outcome(
+        "error", error="ran past its budget of 0.2 s")
+    assert not [t for t in set(threading.enumerate()) - before if t.name == "nbmemory-check"]
+
+
 def test_names_read_leaves_out_builtins_and_comprehension_targets():
     assert checks.names_read("all(v > 0 for v in df.a) and len(limits) > 1") == ["df", "limits"]
     with pytest.raises(InvalidInput, match="is not a Python expression"):
