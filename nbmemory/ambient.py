@@ -97,19 +97,28 @@ class Targets:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Targets:
-        return cls(int(data["position"]), data["workspace"], frozenset(data["paths"]),
-                   tuple(data["globs"]), frozenset(data["terms"]), frozenset(data["variables"]),
+        """Paths and globs as the system compares them (Windows ignores case)."""
+        case = os.path.normcase
+        return cls(int(data["position"]), data["workspace"],
+                   frozenset(map(case, data["paths"])), tuple(map(case, data["globs"])),
+                   frozenset(data["terms"]), frozenset(data["variables"]),
                    int(data["gotchas"]), frozenset(data.get("checked") or ()))
 
     def concerns(self, path: str, roots: Sequence[Path]) -> bool:
         """Is some note about ``path`` (absolute), by anchor, glob or text?"""
         from .anchors import file_terms
 
-        if path in self.paths:
+        key = os.path.normcase(path)
+        if key in self.paths:
             return True
-        if any(fnmatch.fnmatchcase(path, g) for g in self.globs):
+        if any(fnmatch.fnmatchcase(key, g) for g in self.globs):
             return True
         return bool(self.terms) and any(t in self.terms for t in file_terms(Path(path), roots))
+
+
+def _under(path: str, folder: str) -> bool:
+    """Is ``path`` inside ``folder`` (both absolute), as the system compares paths?"""
+    return os.path.normcase(path).startswith(os.path.join(os.path.normcase(folder), ""))
 
 
 def store_token(directory: Path | None) -> tuple | None:
@@ -291,21 +300,25 @@ class Ambient:
 
     def _paths(self, tokens: list[str], reads: Iterable[str], cwd: str, targets: Targets,
                roots: list[Path]) -> list[str]:
+        def forms(path: str) -> list[str]:  # as written and resolved, as anchors are
+            plain = os.path.normpath(os.path.join(cwd, path))
+            return list(dict.fromkeys((plain, os.path.realpath(plain))))
+
         found = []
         for token in tokens:
-            path = os.path.normpath(os.path.join(cwd, os.path.expanduser(token)))
-            if path not in found and targets.concerns(path, roots) and os.path.exists(path):
-                found.append(path)
-        workspace = targets.workspace.rstrip("/") + "/"
-        skip = tuple({sys.prefix.rstrip("/") + "/", sys.base_prefix.rstrip("/") + "/"})
+            for path in forms(os.path.expanduser(token)):
+                if path not in found and targets.concerns(path, roots) and os.path.exists(path):
+                    found.append(path)
+                    break
+        skip = [os.path.realpath(p) for p in {sys.prefix, sys.base_prefix}]
         store = self._store_dir()
         for read in reads:
-            path = os.path.normpath(os.path.join(cwd, read))
-            if (not path.startswith(workspace) or path.startswith(skip) or path in found
-                    or (store and path.startswith(store))):
-                continue
-            if targets.concerns(path, roots):
-                found.append(path)
+            for path in forms(read):
+                if (_under(path, targets.workspace) and path not in found
+                        and not any(_under(path, p) for p in skip + [store] if p)
+                        and targets.concerns(path, roots)):
+                    found.append(path)
+                    break
         return found
 
     def _error(self, result, targets: Targets) -> str | None:
@@ -383,7 +396,7 @@ class Ambient:
 
     def _store_dir(self) -> str | None:
         location = getattr(self._memory, "location", None)
-        return str(location.path).rstrip("/") + "/" if location is not None else None
+        return str(location.path) if location is not None else None
 
     def _targets(self) -> Targets | None:
         """The cached targets, fetched again when the store's files changed."""

@@ -255,6 +255,19 @@ def test_a_read_through_a_variable_is_seen_by_the_audit_hook(shell):
     assert cell(shell, "frame = pd.read_csv(where)  # again")[0] == []
 
 
+def test_a_file_read_through_a_link_to_the_workspace_is_seen(shell, workspace, tmp_path):
+    """On macOS /tmp and /var are links to /private/...: a kernel that reaches the
+    workspace through a link reads the anchored file under another name."""
+    run(shell, "remember --about data/orders.csv amounts are in cents")
+    (tmp_path / "link").symlink_to(workspace)
+    shell.run_cell(f"where = {str(tmp_path / 'link' / 'data' / 'orders.csv')!r}")
+    lines = cell(shell, "frame = pd.read_csv(where)")[0]
+    assert lines == ["nbmemory: 1 note about data/orders.csv: #1 (%memory ambient show)"]
+    shell.run_line_magic("config", "NbMemory.ambient_audit = False")  # the literal alone
+    lines = cell(shell, f"frame = pd.read_csv({str(tmp_path / 'link/data/orders.csv')!r})")[0]
+    assert lines == ["nbmemory: 1 note about data/orders.csv: #1 (%memory ambient show)"]
+
+
 def test_a_python_source_read_through_a_variable_speaks_but_importing_it_does_not(shell, workspace):
     (workspace / "adapters.py").write_text("RETRIES = 3\ndef boom():\n    raise ValueError(3)\n")
     run(shell, "remember --about adapters.py RETRIES is read once at import")
