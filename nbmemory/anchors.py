@@ -182,18 +182,41 @@ def check_readable(path: Path) -> None:
 
 def hash_file(path: Path, size: int | None = None) -> str:
     """SHA-256 of a file read in chunks; files over FULL_HASH_LIMIT are sampled."""
+    return hash_contents(path, size)[0]
+
+
+def hash_contents(path: Path, size: int | None = None) -> tuple[str, str | None]:
+    """:func:`hash_file`, and the SHA-256 of a text file read with CRLF line ends as LF
+    where it has some (else None): a checkout on Windows (git's autocrlf) is the same file
+    as one on Linux."""
     size = path.stat().st_size if size is None else size
-    digest = hashlib.sha256()
+    digest, text, crlf, held = hashlib.sha256(), hashlib.sha256(), False, b""
     with open(path, "rb") as handle:
         if size <= FULL_HASH_LIMIT:
             while chunk := handle.read(CHUNK):
                 digest.update(chunk)
-            return digest.hexdigest()
+                if handle.tell() == len(chunk) and b"\0" in chunk[:8192]:
+                    text = None  # a binary file (a NUL near its start)
+                if text is None:
+                    continue
+                chunk, held = held + chunk, b""
+                if chunk.endswith(b"\r"):  # its \n may start the next chunk
+                    chunk, held = chunk[:-1], b"\r"
+                crlf = crlf or b"\r\n" in chunk
+                text.update(chunk.replace(b"\r\n", b"\n"))
+            if text is not None:
+                text.update(held)
+            return digest.hexdigest(), text.hexdigest() if crlf and text is not None else None
         digest.update(str(size).encode())
         for offset in (0, size // 2, max(0, size - CHUNK)):
             handle.seek(offset)
             digest.update(handle.read(CHUNK))
-    return "sampled:" + digest.hexdigest()
+    return "sampled:" + digest.hexdigest(), None
+
+
+def same_text(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    """Do two file fingerprints hold the same bytes, or the same text in other line ends?"""
+    return new.get("text_sha256", new.get("sha256")) == old.get("text_sha256", old.get("sha256"))
 
 
 def _sql_string(value: str) -> str:
@@ -240,8 +263,10 @@ def stat_key(path: Path) -> tuple[int, int] | None:
 def file_fingerprint(path: Path, reader: DataReader | None = None) -> dict[str, Any]:
     check_readable(path)
     st = path.stat()
-    out: dict[str, Any] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                           "sha256": hash_file(path, st.st_size)}
+    sha, text_sha = hash_contents(path, st.st_size)
+    out: dict[str, Any] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}
+    if text_sha:
+        out["text_sha256"] = text_sha
     fmt = data_format(path)
     if fmt and reader is not None:
         out.update(reader.describe(path, fmt, st.st_size))

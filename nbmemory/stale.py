@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .anchors import (DataReader, Unreadable, absolute, cell_anchor, display_path,
                       file_fingerprint, glob_matches, hash_file, is_glob, path_anchor,
-                      paths_in_text, spec_anchor, split_cell_target, stat_key, take)
+                      paths_in_text, same_text, spec_anchor, split_cell_target, stat_key, take)
 from .config import this_machine
 from .errors import InvalidInput
 from .models import Anchor, Provenance, StaleReason
@@ -274,7 +274,7 @@ class StaleChecker:
         if key == (old.get("mtime_ns"), old.get("size")):
             return []
         new = self._file(path, key, anchor.kind == "data")
-        if new.get("sha256") == old.get("sha256"):
+        if same_text(new, old):
             return []
         reasons = []
         if "columns" in old and "columns" in new:

@@ -100,6 +100,27 @@ def test_edit_restore_rename_delete_a_file(ws, mem):
     assert mem.get(note.id).stale == ()
 
 
+def test_the_same_text_with_windows_line_ends_is_not_a_change(ws, mem, monkeypatch):
+    """A teammate's checkout on Windows (git's autocrlf) holds the file with CRLF line
+    ends: the same text, so the note is not stale there, nor back on Linux."""
+    monkeypatch.setattr("nbmemory.anchors.CHUNK", 7)  # a CR at a chunk's end too
+    path = ws / "src" / "resolver.py"
+    note = mem.remember("src/resolver.py retries forever when the lock is held")
+    path.write_bytes(RESOLVER.replace("\n", "\r\n").encode())
+    assert mem.get(note.id).stale == ()
+    crlf = mem.remember("the resolver (src/resolver.py, as checked out on Windows) retries")
+    path.write_text(RESOLVER)
+    assert mem.get(note.id).stale == () and mem.get(crlf.id).stale == ()
+    path.write_bytes((RESOLVER + "# patched\n").replace("\n", "\r\n").encode())
+    assert reasons(mem.get(crlf.id)) == [("content_changed", "src/resolver.py", "")]
+    assert reasons(mem.get(note.id)) == [("content_changed", "src/resolver.py", "")]
+    binary = ws / "data" / "blob.bin"
+    binary.write_bytes(b"\0\1\r\n\2")
+    blob = mem.remember("data/blob.bin is the model's weights")
+    binary.write_bytes(b"\0\1\n\2")  # in a binary file that is a change
+    assert reasons(mem.get(blob.id)) == [("content_changed", "data/blob.bin", "")]
+
+
 def test_csv_rows_changed_shows_in_recall_and_clears_on_verify(ws, mem):
     csv = ws / "data" / "orders.csv"
     note = mem.remember("data/orders.csv amount is in cents before 2021")
