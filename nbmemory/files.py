@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Callable
+
+
+def replace(tmp: Path, path: Path) -> None:
+    """``os.replace``, tried again for up to half a second where a file being read cannot
+    be replaced (Windows: a client reading ``owner.json`` right now)."""
+    for attempt in range(50):
+        try:
+            os.replace(tmp, path)
+            return
+        except PermissionError:
+            if os.name != "nt" or attempt == 49:
+                raise
+            time.sleep(0.01)
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -18,7 +32,7 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
             os.chmod(tmp, 0o600)
         with open(tmp, "r+b") as handle:  # Windows flushes only a handle open for writing
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -113,7 +113,8 @@ def _planted(path) -> StoreUnavailable:
     return StoreUnavailable(
         f"{path} is a symbolic link; nbmemory never follows links in a store directory "
         f"(someone may have planted it to make this process write elsewhere). Remove it "
-        f"(rm {path}) and check who can write to {Path(path).parent}.")
+        f"({'del' if os.name == 'nt' else 'rm'} {path}) and check who can write to "
+        f"{Path(path).parent}.")
 
 
 def read_private(path: str | os.PathLike, limit: int = 1 << 20) -> bytes:

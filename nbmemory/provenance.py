@@ -33,6 +33,9 @@ from typing import Any, Mapping
 from .config import current_user
 from .models import Provenance
 
+# What git writes is UTF-8 on every system (not the locale's code page, as on Windows).
+GIT_TEXT = {"encoding": "utf-8", "errors": "replace"}
+
 MAX_SOURCE = 4096  # characters of the cell source kept with a note
 MAX_NOTEBOOK_BYTES = 50 * 2**20  # notebooks larger than this are not parsed
 MAX_SEARCHED_NOTEBOOKS = 50
@@ -210,7 +213,7 @@ def _git_dirs(start: Path) -> tuple[Path, Path, Path] | None:
             return directory, dot_git, dot_git
         if dot_git.is_file():
             try:
-                text = dot_git.read_text().strip()
+                text = dot_git.read_text(**GIT_TEXT).strip()
             except OSError:
                 return None
             if not text.startswith("gitdir:"):
@@ -220,7 +223,7 @@ def _git_dirs(start: Path) -> tuple[Path, Path, Path] | None:
                 git_dir = (directory / git_dir).resolve()
             common = git_dir
             try:
-                common = (git_dir / (git_dir / "commondir").read_text().strip()).resolve()
+                common = (git_dir / (git_dir / "commondir").read_text(**GIT_TEXT).strip()).resolve()
             except OSError:
                 pass
             return directory, git_dir, common
@@ -230,11 +233,11 @@ def _git_dirs(start: Path) -> tuple[Path, Path, Path] | None:
 def _read_ref(git_dir: Path, common: Path, ref: str) -> str | None:
     for base in (git_dir, common):
         try:
-            return (base / ref).read_text().strip() or None
+            return (base / ref).read_text(**GIT_TEXT).strip() or None
         except OSError:
             continue
     try:
-        for line in (common / "packed-refs").read_text().splitlines():
+        for line in (common / "packed-refs").read_text(**GIT_TEXT).splitlines():
             if line.endswith(" " + ref) and not line.startswith(("#", "^")):
                 return line.split(" ", 1)[0]
     except OSError:
@@ -260,7 +263,7 @@ def _git(root: Path, timeout: float, *args: str) -> str | None:
     """``git -C root ARGS``'s output, or None if git fails, is missing or is slow."""
     try:
         result = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                                text=True, timeout=timeout,
+                                text=True, **GIT_TEXT, timeout=timeout,
                                 env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
     except (OSError, subprocess.SubprocessError):
         return None
@@ -294,7 +297,7 @@ def git_info(start: str | os.PathLike, *, dirty: bool = True,
     root, git_dir, common = dirs
     info: dict[str, Any] = {"workspace": str(root)}
     try:
-        head = (git_dir / "HEAD").read_text().strip()
+        head = (git_dir / "HEAD").read_text(**GIT_TEXT).strip()
     except OSError:
         return info
     if not _plain_head(head, common):

@@ -490,6 +490,22 @@ def test_owner_that_cannot_start_says_why_in_one_line(store, make, error, says):
     assert not lock_held(store) and not (store / "owner.sock").exists()
 
 
+def test_an_owner_started_through_a_launcher_still_says_why_it_could_not_start(
+        store, tmp_path, monkeypatch):
+    """A Windows venv's python.exe is a launcher that runs the real interpreter as its
+    child: the owner's pid is not the one the client started, and a store too new was
+    reported as "could not start (exit status 1)"."""
+    import nbmemory.service.client as client
+
+    launcher = tmp_path / "python-launcher"
+    launcher.write_text(f"#!/bin/sh\n{sys.executable} \"$@\"\n")  # a child, not exec
+    launcher.chmod(0o755)
+    monkeypatch.setattr(client.sys, "executable", str(launcher))
+    make_newer(store)
+    with pytest.raises(StoreTooNew, match="was written by a newer nbmemory"):
+        Memory.open(store, model=HASH, mode="service")
+
+
 def test_the_next_owner_forgets_an_earlier_failure_to_start(store):
     import duckdb
 
@@ -862,7 +878,7 @@ def test_an_owner_that_could_not_reach_its_team_store_says_so_by_its_exit_status
         proc.wait(60)
     write_info(store, {"pid": proc.pid + 1, "type": "StoreTooNew", "message": "another's"},
                name="owner.error.json")
-    error = _start_error(store, proc, 0)
+    error = _start_error(store, proc, 0, "a start of ours")
     assert type(error) is StoreUnreachable
     assert str(error) == ("The team store postgresql://t is unreachable (server closed the "
                           f"connection) (details: {store / 'owner.log'})")

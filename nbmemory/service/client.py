@@ -32,7 +32,7 @@ from ..operations import operation as lookup
 from . import codec, transport as transports
 from .control import owner_info, stop, wait_for_exit  # noqa: F401 - re-exported
 from .protocol import (EXIT_LOCKED, EXIT_UNREACHABLE, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
-                       HEADER_VERSION, LOG_NAME, PROTOCOL, SPAWN_LOCK_NAME,
+                       HEADER_VERSION, LOG_NAME, PROTOCOL, SPAWN_LOCK_NAME, START_TOKEN_ENV,
                        check_private_directory, default_idle_timeout, default_resend_timeout,
                        lock_held, lock_holder, read_info, read_start_error, unwritable)
 from .wire import Connection, Lost, NotSent, Refused, connect, exchange
@@ -50,6 +50,8 @@ SLOW_NOTICE_S = 30.0  # then a call still unanswered says so (an owner stopped o
 # started (kill -9, a stop): not a failure to start; the client starts another one.
 STOPPED_FROM_OUTSIDE = {-getattr(signal, name) for name in
                         ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name)}
+if os.name == "nt":  # os.kill(pid, SIGTERM) there is TerminateProcess with exit code 15
+    STOPPED_FROM_OUTSIDE.add(signal.SIGTERM)
 
 
 def _say(message: str) -> None:
@@ -95,11 +97,12 @@ def _last_log_line(directory: Path, offset: int = 0) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def _start_error(directory: Path, proc: subprocess.Popen, log_offset: int) -> NbMemoryError:
-    """Why an owner we started exited: the error it recorded, as the same class, in one
-    line that names the log for the details."""
+def _start_error(directory: Path, proc: subprocess.Popen, log_offset: int,
+                 start: str) -> NbMemoryError:
+    """Why an owner we started (with the token ``start``) exited: the error it recorded,
+    as the same class, in one line that names the log for the details."""
     details = f"(details: {directory / LOG_NAME})"
-    recorded = read_start_error(directory, proc.pid)
+    recorded = read_start_error(directory, proc.pid, start)
     if recorded:
         cls = getattr(errors, str(recorded.get("type")), None)
         if isinstance(cls, type) and issubclass(cls, NbMemoryError):
@@ -157,6 +160,7 @@ class ServiceBackend:
         self._last_unreachable: StoreUnreachable | None = None  # why, to say when giving up
         self._children: list[subprocess.Popen] = []
         self._log_offset = 0
+        self._start_token = ""  # names the owner this client started last (see protocol)
         self._pid = os.getpid()
         self.progress_poll = PROGRESS_POLL
         self.closed = False
@@ -431,11 +435,13 @@ class ServiceBackend:
             command += ["--model", self.model]
         log_fd = open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         self._log_offset = os.fstat(log_fd).st_size
+        self._start_token = uuid.uuid4().hex
         try:
             proc = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
                 cwd=self.directory, close_fds=True, **DETACHED,
-                env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")})
+                env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+                     START_TOKEN_ENV: self._start_token})
         finally:
             os.close(log_fd)
         self._starting_owner = proc
@@ -455,7 +461,7 @@ class ServiceBackend:
             return
         self._starting_owner = None
         if proc.returncode not in (0, EXIT_LOCKED, *STOPPED_FROM_OUTSIDE):
-            error = _start_error(self.directory, proc, self._log_offset)
+            error = _start_error(self.directory, proc, self._log_offset, self._start_token)
             if not isinstance(error, StoreUnreachable):
                 raise error
             self._last_unreachable = error

@@ -83,8 +83,10 @@ def stop(store: str | os.PathLike, *, timeout: float = 30.0) -> bool:
     if not wait_for_exit(directory, timeout):
         _terminate(info["pid"])
         if not wait_for_exit(directory, 10.0):
+            kill = (f"taskkill /F /PID {info['pid']}" if os.name == "nt"
+                    else f"kill -9 {info['pid']}")
             raise StoreUnavailable(f"The owner of {directory} (pid {info['pid']}) did not stop; "
-                                   f"kill it with: kill -9 {info['pid']}")
+                                   f"kill it with: {kill}")
     return True
 
 

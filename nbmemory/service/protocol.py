@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput, StoreUnavailable
+from ..files import replace
 from ..lock import (LOCK_FILENAME, POSIX_PERMISSIONS, check_store_directory, held_elsewhere,
                     open_private, read_owner_pid, read_private)
 
 PROTOCOL = 1
 INFO_NAME = "owner.json"
 LOG_NAME = "owner.log"
+# Names the start an owner.error.json answers: on Windows a venv's python.exe is a
+# launcher, so the pid the client started is not the owner's.
+START_TOKEN_ENV = "NBMEMORY_START_TOKEN"
 ERROR_NAME = "owner.error.json"  # why the last owner that could not start did not
 SPAWN_LOCK_NAME = "spawn.lock"
 DEFAULT_IDLE_TIMEOUT = 1800.0
@@ -141,14 +144,7 @@ def write_info(directory: Path, info: dict[str, Any], name: str = INFO_NAME) -> 
     try:
         with os.fdopen(fd, "w", newline="\n") as handle:
             json.dump(info, handle)
-        for attempt in range(50):
-            try:
-                os.replace(tmp, path)
-                return
-            except PermissionError:  # Windows: a client is reading the old file right now
-                if POSIX_PERMISSIONS or attempt == 49:
-                    raise
-                time.sleep(0.01)
+        replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -174,14 +170,17 @@ def record_start_error(directory: Path, exc: BaseException) -> None:
     message = " ".join(str(exc).split()) or type(exc).__name__
     try:
         check_private_directory(directory)
-        write_info(directory, {"pid": os.getpid(), "type": type(exc).__name__,
-                               "message": message}, name=ERROR_NAME)
+        write_info(directory, {"pid": os.getpid(), "start": os.environ.get(START_TOKEN_ENV),
+                               "type": type(exc).__name__, "message": message},
+                   name=ERROR_NAME)
     except (OSError, StoreUnavailable):
         pass
 
 
-def read_start_error(directory: Path, pid: int) -> dict[str, Any] | None:
-    """What the owner process ``pid`` recorded when it could not start, or None."""
+def read_start_error(directory: Path, pid: int, start: str | None = None
+                     ) -> dict[str, Any] | None:
+    """What the owner process ``pid`` (or started with the token ``start``) recorded when
+    it could not start, or None."""
     path = directory / ERROR_NAME
     try:
         if POSIX_PERMISSIONS and path.stat().st_uid != os.getuid():
@@ -189,6 +188,7 @@ def read_start_error(directory: Path, pid: int) -> dict[str, Any] | None:
         error = json.loads(read_private(path))
     except (OSError, ValueError, StoreUnavailable):
         return None
-    if not isinstance(error, dict) or error.get("pid") != pid:
+    if not isinstance(error, dict) or not (
+            error.get("pid") == pid or start is not None and error.get("start") == start):
         return None
     return error

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput, StoreUnavailable
+from ..files import replace
 from ..lock import POSIX_PERMISSIONS, open_private, read_private
 from .protocol import lock_holder, read_info
 
@@ -195,7 +196,7 @@ def write_secret(directory: Path, secret: str) -> None:
             handle.write(secret + "\n")
         if not POSIX_PERMISSIONS:
             restrict_to_user(tmp)
-        os.replace(tmp, path)
+        replace(tmp, path)  # clients read it at every connect
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
