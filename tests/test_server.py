@@ -317,6 +317,11 @@ BAD_REQUESTS = [
     ("recall", "GET", None, {"query": "x", "stale": "yes"}, "stale must be stale or fresh"),
     ("recall", "GET", None, {"query": "x", "k": "0"}, "k must be between 1 and 500"),
     ("recall", "GET", None, {"query": "x", "min_score": "high"}, "min_score must be a number"),
+    ("notes", "GET", None, {"tag": "orders"},  # a typo of tags: it listed every note
+     "Unknown query parameter(s) tag; allowed: author, kind, limit, mine, offset, order, "
+     "priority, since, stale, status, tags, until. Nothing was done."),
+    ("recall", "GET", None, {"query": "x", "as_of": "before"}, "Unknown query parameter(s) as_of"),
+    ("notes/1/forget", "POST", {}, {"reason": "x"}, "Unknown query parameter(s) reason"),
     ("snapshots", "POST", {"name": "has space"}, {}, "without spaces"),
     ("snapshots", "POST", {"message": "no name"}, {}, "Missing field(s) name"),
     ("snapshots/diff", "GET", None, {}, "Give the snapshot to compare from"),

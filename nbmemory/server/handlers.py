@@ -97,6 +97,7 @@ class NbMemoryHandler(RequestParsing, APIHandler):
         return self.settings.get("server_root_dir")
 
     async def call(self, operation: Callable, name: str = "") -> Any:
+        self.refuse_unknown_args()
         return await self.host.run(operation, name)
 
     # -- answers ------------------------------------------------------------------------

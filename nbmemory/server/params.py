@@ -16,6 +16,9 @@ from ..when import parse_since, parse_until
 STRING_FIELDS = ("text", "kind", "priority", "name", "message", "query")
 
 
+AUTH_ARGS = {"token", "_xsrf"}  # read by jupyter_server itself
+
+
 class RequestParsing:
     """Mixed into the base handler (a tornado ``RequestHandler``)."""
 
@@ -48,8 +51,19 @@ class RequestParsing:
         return data
 
     def arg(self, name: str, default: str | None = None) -> str | None:
+        self.__dict__.setdefault("_asked", set()).add(name)
         value = self.get_query_argument(name, default)
         return value if value not in ("",) else default
+
+    def refuse_unknown_args(self) -> None:
+        """Refuse query parameters the route did not read: a misspelt one (``tag=`` for
+        ``tags=``, ``as_of=`` on a route without it) would otherwise be ignored in silence.
+        Called once the route has read its own, before it acts."""
+        asked = self.__dict__.get("_asked", set())
+        unknown = sorted(set(self.request.query_arguments) - asked - AUTH_ARGS)
+        if unknown:
+            raise InvalidInput(f"Unknown query parameter(s) {', '.join(unknown)}; allowed: "
+                               f"{', '.join(sorted(asked)) or 'none'}. Nothing was done.")
 
     def flag(self, name: str, default: bool) -> bool:
         """A yes/no query parameter: 1/true/yes, 0/false/no (anything else is refused)."""
