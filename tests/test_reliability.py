@@ -149,7 +149,14 @@ def test_a_call_an_owner_holds_says_it_still_waits_then_gives_up(store, hold, mo
         assert capfd.readouterr().err == (
             f"nbmemory: still waiting for the store's owner after 0.5 s: long work, or it is "
             f"stuck (see {store / 'owner.log'}; nbmemory stop --store {store} stops it)\n")
+        with pytest.raises(StoreUnavailable, match=(  # a write is not sent again in silence
+                r"did not answer within 3 s\. .* What it was asked \(remember\) may or may "
+                r"not have been applied: check before sending it again\.$")):
+            backend.call("remember", text="exports run at 02:00")
         hold.unlink()
+        assert [h.note.text for h in backend.call("recall", query="cents")] == [
+            "orders.amount is in cents"]
+        capfd.readouterr()
         assert [h.note.text for h in backend.call("recall", query="cents")] == [
             "orders.amount is in cents"]
         assert capfd.readouterr().err == ""  # answered in time: nothing said

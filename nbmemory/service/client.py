@@ -33,8 +33,9 @@ from . import codec, transport as transports
 from .control import owner_info, stop, wait_for_exit  # noqa: F401 - re-exported
 from .protocol import (EXIT_LOCKED, EXIT_UNREACHABLE, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
                        HEADER_VERSION, LOG_NAME, PROTOCOL, SPAWN_LOCK_NAME, START_TOKEN_ENV,
-                       check_private_directory, default_idle_timeout, default_resend_timeout,
-                       lock_held, lock_holder, read_info, read_start_error, unwritable)
+                       check_private_directory, default_idle_timeout, default_request_timeout,
+                       default_resend_timeout, lock_held, lock_holder, read_info,
+                       read_start_error, unwritable)
 from .wire import Connection, Lost, NotSent, Refused, connect, exchange
 
 # An owner outlives the kernel that started it: a session of its own on POSIX, a process
@@ -43,7 +44,6 @@ DETACHED: dict[str, Any] = (
     {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW}
     if os.name == "nt" else {"start_new_session": True})
 STARTUP_TIMEOUT = 120.0
-REQUEST_TIMEOUT = 600.0
 PROGRESS_POLL = 0.25  # seconds between progress questions during long work
 SLOW_NOTICE_S = 30.0  # then a call still unanswered says so (an owner stopped or stuck)
 # Exit statuses (POSIX: minus the signal) of an owner stopped from outside while it
@@ -134,7 +134,7 @@ class ServiceBackend:
     def __init__(self, directory: str | os.PathLike, *, model: str | None = None,
                  idle_timeout: float | None = None, min_score: float | None = None,
                  startup_timeout: float = STARTUP_TIMEOUT,
-                 request_timeout: float | None = REQUEST_TIMEOUT,
+                 request_timeout: float | None = None,
                  resend_timeout: float | None = None,
                  announce: Callable[[str], None] | None = None):
         self.directory = Path(directory).expanduser().resolve()
@@ -144,7 +144,8 @@ class ServiceBackend:
         self.idle_timeout = default_idle_timeout() if idle_timeout is None else idle_timeout
         self.min_score = min_score
         self.startup_timeout = startup_timeout
-        self.request_timeout = request_timeout
+        self.request_timeout = (default_request_timeout() if request_timeout is None
+                                else request_timeout)
         self.resend_timeout = (default_resend_timeout() if resend_timeout is None
                                else resend_timeout)
         self._headers = {"Content-Type": "application/json", HEADER_VERSION: __version__,
@@ -223,6 +224,13 @@ class ServiceBackend:
             tries += 1
             try:
                 status, payload = self._send(body, timeout)
+            except TimeoutError:
+                applied = "" if op.read else (f" What it was asked ({op.words}) may or may not "
+                                              "have been applied: check before sending it again.")
+                raise StoreUnavailable(
+                    f"The store's owner did not answer within {timeout:g} s. It may be stuck: "
+                    f"see {self.directory / LOG_NAME}, or stop it (nbmemory stop --store "
+                    f"{self.directory}).{applied}") from None
             except (NotSent, Refused, Lost) as exc:
                 self._drop_connections()
                 if isinstance(exc, Refused):  # nothing was done
@@ -318,10 +326,7 @@ class ServiceBackend:
             raise
         except TimeoutError:
             conn.close()
-            raise StoreUnavailable(
-                f"The store's owner did not answer within {timeout:g} s. It may be stuck: see "
-                f"{self.directory / LOG_NAME}, or stop it (nbmemory stop --store "
-                f"{self.directory}).") from None
+            raise
         finally:
             notice.cancel()
         if conn.sock is not None:

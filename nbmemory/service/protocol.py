@@ -69,6 +69,9 @@ class OwnerGone(Exception):
 # count: owners killed one after another before their model loaded used up a count of 2.
 RESEND_TIMEOUT = 120.0
 RESEND_TIMEOUT_ENV = "NBMEMORY_RESEND_TIMEOUT"
+# How long a client waits for the owner's answer to one call (long work has no limit).
+REQUEST_TIMEOUT = 600.0
+REQUEST_TIMEOUT_ENV = "NBMEMORY_REQUEST_TIMEOUT"
 
 
 def _env_seconds(environ, name: str, default: float, hint: str) -> float:
@@ -91,6 +94,13 @@ def default_resend_timeout(environ=None) -> float:
     """``NBMEMORY_RESEND_TIMEOUT`` seconds, else :data:`RESEND_TIMEOUT`."""
     return _env_seconds(environ, RESEND_TIMEOUT_ENV, RESEND_TIMEOUT,
                         "e.g. 120 (0 reports a lost request at once)")
+
+
+def default_request_timeout(environ=None) -> float:
+    """``NBMEMORY_REQUEST_TIMEOUT`` seconds (0: the default), else :data:`REQUEST_TIMEOUT`.
+    The MCP server sets 60: an agent's client gives up sooner, and says less."""
+    return _env_seconds(environ, REQUEST_TIMEOUT_ENV, REQUEST_TIMEOUT,
+                        "e.g. 60") or REQUEST_TIMEOUT
 
 
 def default_idle_timeout(environ=None) -> float:
