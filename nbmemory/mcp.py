@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import threading
 from contextlib import contextmanager
 from typing import Annotated, Any, Iterator, Literal
@@ -68,6 +69,22 @@ class LazyMemory:
                 self._memory = Memory.open(self.store or None,
                                            model=configured_model(self.model))
             return self._memory
+
+    def none_yet(self) -> str | None:
+        """Where the project's store will be, when none was made there yet (the first
+        remember makes it), else None. Not for a store named by --store or NBMEMORY_HOME:
+        reading one that is not there is a mistyped configuration, and says so."""
+        from .config import locate_store
+        from .store import DB_FILENAME, lost_database
+
+        if self._memory is not None or self.store or os.environ.get("NBMEMORY_HOME"):
+            return None
+        location = locate_store(self.store or None)
+        path = location.path
+        if (location.address is not None or (path / DB_FILENAME).exists()
+                or (path.exists() and not path.is_dir()) or lost_database(path, 0)):
+            return None  # there, or an error get() says in its own words
+        return str(location)
 
     def close(self) -> None:
         with self._lock:
@@ -140,6 +157,11 @@ def reply(data: Any, hint: str | None = None) -> list[TextContent]:
     return content
 
 
+def nothing_yet(where: str) -> str:
+    return (f"No notes yet: nothing was remembered in this project (its store, {where}, is "
+            "made by the first remember). When you find something worth keeping, remember it.")
+
+
 NoteIds = Annotated[list[Annotated[int, Field(ge=1, strict=True)]], Field(min_length=1, max_length=100,
                                                              description="note ids, e.g. [12, 15]")]
 
@@ -198,14 +220,17 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                                                              "text are anchored too")] = None,
     ) -> list[TextContent]:
         with tool_errors():
+            created = memory.none_yet()
             mem = memory.get(creating=True)
             options = dict(kind=kind, priority=priority, tags=tags, provenance=provenance(),
                            about=about)
             note, similar = mem.remember_with_similar(text, supersedes=supersedes, **options)
-        data: dict[str, Any] = {"remembered": note.id, "note": note_dict(note)}
+        # The agent wrote the text: a long one comes back cut, as recall's hits do.
+        data: dict[str, Any] = {"remembered": note.id, "note": note_dict(note, excerpt=True)}
+        if created:
+            data["created_store"] = created
         if similar:
-            data["similar"] = [{"id": h.note.id, "score": h.score, "text": h.note.text}
-                               for h in similar]
+            data["similar"] = [note_dict(h.note, score=h.score, excerpt=True) for h in similar]
             data["advice"] = ("Similar notes exist. If the new note replaces one, forget the old "
                               "one or next time pass supersedes=<id>.")
         advice = [data["advice"]] if similar else []
@@ -237,10 +262,16 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                                                                      "sealed")] = None,
         author: Annotated[list[str] | str | None, Field(description="only notes written by these "
                                                                     "members (a team store)")] = None,
+        min_score: Annotated[float | None, Field(ge=0, le=1, description=(
+            "hide hits scoring below this (default 0.2); 0 shows the weak matches a recall "
+            "reports as filtered_out"))] = None,
     ) -> list[TextContent]:
+        if (where := memory.none_yet()) is not None:
+            session.count_empty("recall")
+            return reply({"query": query, "hits": [], "advice": nothing_yet(where)})
         with tool_errors():
             hits = memory.get().recall(query, k=k, tags=tags, kind=kind, priority=priority,
-                                       as_of=as_of, author=author)
+                                       as_of=as_of, author=author, min_score=min_score)
         data: dict[str, Any] = {"query": hits.query, "hits": [
             note_dict(h.note, score=h.score, excerpt=True) for h in hits]}
         if as_of:
@@ -258,8 +289,8 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                               "without them searches every note.")
         elif not len(hits) and hits.filtered_out:
             data["advice"] = (f"{hits.filtered_out} note(s) matched only weakly (below the "
-                              "score threshold): ask in the words such a note would use. When "
-                              "you find the answer, remember the finding.")
+                              "score threshold; min_score=0 shows them): ask in the words such "
+                              "a note would use. When you find the answer, remember the finding.")
         elif not len(hits):
             data["advice"] = ("Nothing stored matches. When you find the answer, remember the "
                               "finding so the next recall succeeds.")
@@ -303,6 +334,9 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         offset: Annotated[int, Field(ge=0, strict=True, description="notes to skip (the next page)")] = 0,
         limit: Annotated[int, Field(ge=1, le=50, strict=True, description="notes in this page")] = 20,
     ) -> list[TextContent]:
+        if (where := memory.none_yet()) is not None:
+            return reply({"total": 0, "offset": offset, "notes": [],
+                          "advice": nothing_yet(where)})
         with tool_errors():
             page = memory.get().notes(tags=tags, kind=kind, stale=stale, offset=offset,
                                       limit=limit)
@@ -329,7 +363,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
     def reinstate(note_id: Annotated[int, Field(ge=1, strict=True)]) -> list[TextContent]:
         with tool_errors():
             note = memory.get().reinstate(note_id)
-        return reply({"reinstated": note.id, "note": note_dict(note)})
+        return reply({"reinstated": note.id, "note": note_dict(note, excerpt=True)})
 
     @tool("Seal what is known now under a name (e.g. before a refactor or a decision), so the "
           "state can be compared later. Names are unique and have no spaces.")
@@ -356,7 +390,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         with tool_errors():
             mem = memory.get()
             note = mem.verify(note_id)
-        return reply({"verified": note.id, "note": note_dict(note)})
+        return reply({"verified": note.id, "note": note_dict(note, excerpt=True)})
 
     @tool("What changed in the notes from snapshot a to snapshot b (default: now): notes added, "
           "edited, superseded, forgotten, refuted, reinstated, purged, and those that became (or "
@@ -366,13 +400,22 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         a: Annotated[str, Field(min_length=1, description="the earlier snapshot's name")],
         b: Annotated[str | None, Field(min_length=1, description="the later snapshot's name; "
                                                                  "omit for now")] = None,
+        offset: Annotated[int, Field(ge=0, strict=True, description="changes to skip (the "
+                                                                    "next page)")] = 0,
+        limit: Annotated[int, Field(ge=1, le=100, strict=True,
+                                    description="changes in this page")] = 50,
     ) -> list[TextContent]:
         with tool_errors():
             diff = memory.get().snapshot_diff(a, b)
-        changes = [{"change": c.change, "detail": c.detail, "note": note_dict(c.note)}
-                   for c in diff.changes]
-        return reply({"a": diff.a, "b": diff.b, "changes": changes},
-                     session.returned([c.note.text for c in diff.changes]) if changes else None)
+        page = diff.changes[offset:offset + limit]
+        changes = [{"change": c.change, "detail": c.detail,
+                    "note": note_dict(c.note, excerpt=True)} for c in page]
+        data: dict[str, Any] = {"a": diff.a, "b": diff.b, "total": len(diff.changes),
+                                "offset": offset, "changes": changes}
+        if offset + len(page) < len(diff.changes):
+            data["next"] = f"snapshot_diff(a={a!r}, b={b!r}, offset={offset + len(page)})"
+        return reply(data, session.returned([c["note"]["text"] for c in changes])
+                     if changes else None)
 
     @tool("The note and every event of its history (created, edited, superseded, revoked, "
           "reinstated...), with time and actor, and what each version said: use it to see "
@@ -410,6 +453,11 @@ def serve(store: str | None = None, model: str | None = None, *, hint_tokens: in
     import signal
     import sys
 
+    from .service.protocol import REQUEST_TIMEOUT_ENV
+
+    # An agent's client gives up on a call long before the 600 s a notebook waits for a
+    # stuck owner, and tells the agent only that it timed out: say why after 60 s.
+    os.environ.setdefault(REQUEST_TIMEOUT_ENV, "60")
     server, _, memory = build_server(store, model, hint_tokens=hint_tokens, hint_calls=hint_calls)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:

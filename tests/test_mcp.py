@@ -142,6 +142,35 @@ def test_a_store_not_there_is_said_to_the_agent_and_made_only_by_remember(tmp_pa
     run(body)
 
 
+def test_a_project_without_notes_yet_answers_empty_and_its_first_note_says_where(tmp_path):
+    """Not configured with --store: the project's store is made by the first remember. A
+    recall before it is an empty answer, not an error (it was the agent's first call)."""
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    params = StdioServerParameters(command=ENTRY, args=["mcp"], env=ENV, cwd=str(project))
+
+    async def body():
+        async with Client(params, read_timeout_seconds=120) as client:
+            data, _ = await call(client, "recall", query="what unit is orders.amount in")
+            assert data["hits"] == [] and data["advice"].startswith(
+                f"No notes yet: nothing was remembered in this project (its store, "
+                f"{project / '.nbmemory'} (git root of {project}), is made by the first remember)")
+            data, _ = await call(client, "list_notes")
+            assert data["total"] == 0 and data["advice"].startswith("No notes yet")
+            data, _ = await call(client, "remember", text=LONG_NOTE)
+            assert data["created_store"] == f"{project / '.nbmemory'} (git root of {project})"
+            data, _ = await call(client, "remember", text="exports run at 02:00")
+            assert "created_store" not in data
+            data, _ = await call(client, "recall", query="refunds", min_score=0)
+            assert len(data["hits"]) == 2  # below the threshold, asked for
+            data, _ = await call(client, "status")
+            assert data["session"]["tools"]["recall"]["errors"] == 0
+    try:
+        run(body)
+    finally:
+        stop(project / ".nbmemory")
+
+
 def test_long_notes_are_cut_in_lists_and_pointers_get_advice(store_dir):
     """One note holding a whole file would fill the agent's context on every related
     recall: recall and list_notes give its start, show gives it whole."""
@@ -151,11 +180,16 @@ def test_long_notes_are_cut_in_lists_and_pointers_get_advice(store_dir):
         async with connect(store_dir) as client:
             data, _ = await call(client, "remember", text=long_text)
             assert data["advice"].startswith(f"A long note ({len(long_text):,} characters)")
+            # The agent wrote it: it does not come back whole (it filled 100k tokens).
+            assert len(data["note"]["text"]) < 2100 and "show(note_ids=[1])" in data["note"]["cut"]
+            data, _ = await call(client, "remember", text=long_text + " (again)")
+            assert [(s["id"], len(s["text"]) < 2100) for s in data["similar"]] == [(1, True)]
+            await call(client, "forget", note_ids=[data["remembered"]])
             data, _ = await call(client, "remember", text="see src/ledger.py:214")
-            assert data["advice"] == ("#2 is only a location. Pointers go stale as code "
+            assert data["advice"] == ("#3 is only a location. Pointers go stale as code "
                                       "moves: store the finding itself (what happens there and "
                                       "why it matters), e.g. remember(text=<the finding>, "
-                                      "supersedes=2).")
+                                      "supersedes=3).")
             data, _ = await call(client, "recall", query="ledger export column7 int64")
             hit = next(h for h in data["hits"] if h["id"] == 1)
             assert len(hit["text"]) < 2100 and hit["text"].endswith(" …")
@@ -165,7 +199,7 @@ def test_long_notes_are_cut_in_lists_and_pointers_get_advice(store_dir):
             data, _ = await call(client, "show", note_ids=[1, 99])  # the one there, at least
             assert ([n["id"] for n in data["notes"]], data["not_found"]) == ([1], [99])
             data, _ = await call(client, "list_notes", limit=1)
-            assert (data["total"], [n["id"] for n in data["notes"]]) == (2, [2])
+            assert (data["total"], [n["id"] for n in data["notes"]]) == (2, [3])
             assert data["next"] == "list_notes(offset=1, ...)"
             data, _ = await call(client, "list_notes", offset=1)
             assert [n["id"] for n in data["notes"]] == [1] and "cut" in data["notes"][0]
@@ -236,6 +270,13 @@ def test_snapshot_diff_and_recall_as_of(store_dir):
             data, _ = await call(client, "recall", query="refunds kubernetes", as_of="before")
             assert data["advice"].startswith("Nothing matched in the notes as they were at "
                                              "snapshot 'before'")
+            for n in range(3):
+                await call(client, "remember", text=f"partition {n} of the export is checked")
+            data, _ = await call(client, "snapshot_diff", a="before", limit=2)
+            assert (data["total"], len(data["changes"])) == (5, 2)
+            assert data["next"] == "snapshot_diff(a='before', b=None, offset=2)"
+            data, _ = await call(client, "snapshot_diff", a="before", offset=4)
+            assert len(data["changes"]) == 1 and "next" not in data
             text = await error(client, "snapshot_diff", a="nope")
             assert "No snapshot named 'nope'" in text
             text = await error(client, "recall", query="export", as_of="nope")
