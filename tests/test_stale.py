@@ -391,6 +391,7 @@ def test_a_snapshot_diff_says_which_notes_went_stale_and_why(ws, mem):
     assert changes[0].reasons == (StaleReason("rows_changed", "data/orders.csv", "2 → 3 rows"),)
     assert changes[0].to_dict()["reasons"] == [
         {"reason": "rows_changed", "target": "data/orders.csv", "detail": "2 → 3 rows"}]
+    assert changes[0].note.stale == changes[0].reasons  # the note shown is stale too
     # Stale already, for another reason now: not "became stale" again.
     mem.snapshot("stale")
     (ws / "data" / "orders.csv").write_text(ORDERS + "3,4200\n4,17\n")

@@ -123,6 +123,7 @@ class Snapshots(Part):
             stale_before = self.stale_at(first)
             if stale_before is None or stale_after is None:  # sealed by another machine:
                 stale_before = stale_after = {}  # its files, not comparable with these
+            after = {i: replace(n, stale=tuple(stale_after.get(i, ()))) for i, n in after.items()}
             changes = diff(before, after, stale_before, stale_after)
             return SnapshotDiff(first.name, b_name, first.seq, b_seq, tuple(changes))
 
