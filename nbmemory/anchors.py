@@ -124,7 +124,7 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
 
 # Lexical terms for file names: an identifier-ish run joined by . _ :: / or -, exactly as
 # lexical._TOKEN reads note text (tests/test_ambient.py checks they agree).
-_TERM = re.compile(r"[A-Za-z0-9]+(?:(?:::|[._/\-])[A-Za-z0-9]+)*")
+_TERM = re.compile(r"[^\W_]+(?:(?:::|[._/\-])[^\W_]+)*")
 # A term of note text that may name a file: it has a slash or a file-like suffix.
 _FILE_SUFFIX = re.compile(
     r"\.(?:csv|tsv|txt|parquet|pq|json|jsonl|ndjson|xlsx?|xml|ya?ml|toml|ini|cfg|conf|sql|"

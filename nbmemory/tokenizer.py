@@ -1,5 +1,11 @@
 """Text to keyword-index terms: lower-cased stemmed words, stop words left out, and
-identifiers kept whole as well as split (``PyObject_GC_Del``, ``orders.amount``)."""
+identifiers kept whole as well as split (``PyObject_GC_Del``, ``orders.amount``).
+
+Words in any script count (``Umsatz_März``, ``сумма``); only English ones are stemmed.
+Chinese, Japanese and Korean are written without spaces between words, so a run of their
+characters gives its overlapping pairs ("金额单位" -> 金额, 额单, 单位), as Lucene's CJK
+analyzer does: a query holding a word holds its pairs.
+"""
 
 from __future__ import annotations
 
@@ -23,19 +29,48 @@ STOPWORDS = frozenset(
 )
 
 # An identifier-ish run: words joined by . _ :: / or -, e.g. orders.amount, PyObject_GC_Del.
-_TOKEN = re.compile(r"[A-Za-z0-9]+(?:(?:::|[._/\-])[A-Za-z0-9]+)*")
+_TOKEN = re.compile(r"[^\W_]+(?:(?:::|[._/\-])[^\W_]+)*")
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+# Characters of scripts written without spaces between words: Han, kana, Hangul.
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+                  r"\U00020000-\U0002ffff]+")
+# Outside ASCII: runs of letters (split where a lower-case letter meets an upper-case
+# one) or of digits; CJK runs are paired by _cjk_pairs.
+_WORD = re.compile(r"[^\W\d_]+|\d+")
 # Separators between the levels of a qualified name (module.attr, dir/file, ns::name).
 _QUALIFIER = re.compile(r"::|[./]")
 
 # Bump when tokenize() changes what it makes of a text: a file of an older tokenizer is
 # rebuilt, not trusted.
-TOKENIZER = 1
+TOKENIZER = 2
 
 
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
     return _stem_words(word)
+
+
+def _cjk_pairs(run: str) -> list[str]:
+    return [run] if len(run) < 2 else [run[i:i + 2] for i in range(len(run) - 1)]
+
+
+def _parts(token: str) -> list[str]:
+    """The words of a token outside ASCII: split at case changes, CJK runs paired."""
+    parts: list[str] = []
+    for word in _WORD.findall(token):
+        at = 0
+        for cjk in _CJK.finditer(word):
+            parts += _split_case(word[at:cjk.start()]) + _cjk_pairs(cjk.group())
+            at = cjk.end()
+        parts += _split_case(word[at:])
+    return parts
+
+
+def _split_case(word: str) -> list[str]:
+    if word.isascii():
+        return _PART.findall(word)
+    cuts = [0] + [i for i in range(1, len(word)) if word[i - 1].islower() and word[i].isupper()]
+    return [word[a:b] for a, b in zip(cuts, cuts[1:] + [len(word)])]
 
 
 def tokenize(text: str) -> list[str]:
@@ -47,14 +82,16 @@ def tokenize(text: str) -> list[str]:
     out: list[str] = []
     for match in _TOKEN.finditer(text):
         token = match.group()
-        parts = _PART.findall(token)
-        if len(parts) > 1:
+        plain = token.isascii()  # nearly every token: the fast path
+        split = _PART.findall if plain else _parts
+        parts = split(token)
+        if len(parts) > 1 and (plain or not _CJK.fullmatch(token)):  # not a CJK sentence
             out.append(token.lower())
             segments = _QUALIFIER.split(token)
             if len(segments) > 1:
-                out.extend(s.lower() for s in segments if len(_PART.findall(s)) > 1)
+                out.extend(s.lower() for s in segments if len(split(s)) > 1)
         for part in parts:
             word = part.lower()
             if word not in STOPWORDS:
-                out.append(_stem(word))
+                out.append(_stem(word) if plain or word.isascii() else word)
     return out

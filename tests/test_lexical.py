@@ -16,6 +16,22 @@ def test_stemming_and_stopwords():
     assert tokenize("The databases are running") == ["databas", "run"]
 
 
+def test_words_in_every_script_are_terms():
+    """Only ASCII letters counted: "Straße" gave stra and e, Cyrillic, Greek, Hebrew and
+    CJK gave nothing, so a note in those words had no keyword match at all."""
+    assert tokenize("Umsatz_März is in Cent") == ["umsatz_märz", "umsatz", "märz", "cent"]
+    assert tokenize("UmsatzMärz Straße") == ["umsatzmärz", "umsatz", "märz", "straße"]
+    assert tokenize("сумма в копейках") == ["сумма", "в", "копейках"]
+    assert tokenize("数据的金额单位是分") == ["数据", "据的", "的金", "金额", "额单", "单位", "位是", "是分"]
+    assert tokenize("data/données.csv") == ["data/données.csv", "data", "données", "csv"]
+    index = LexicalIndex()
+    index.add(1, "数据的金额单位是分")
+    index.add(2, "сумма в копейках до 2021 года")
+    index.add(3, "orders.amount is in cents")
+    assert index.score("金额单位")[0].tolist() == [1]
+    assert index.score("в копейках")[0].tolist() == [2]
+
+
 def test_bm25_prefers_the_document_with_the_rare_exact_identifier():
     index = LexicalIndex()
     index.add(1, "amount columns are summed per order")
