@@ -32,6 +32,7 @@ from .display import LONG_NOTE, long_note_hint
 from .wording import pointer_hint
 from .errors import InvalidInput, NbMemoryError, NotFound
 
+ANCHOR_WORDS = {"data": "data file", "dir": "directory"}  # "data data/orders.csv" read as a typo
 Kind = Literal["finding", "gotcha", "decision", "question", "reference", "procedure"]
 Priority = Literal["high", "medium", "low"]
 
@@ -140,7 +141,7 @@ def note_dict(note, *, score: float | None = None, excerpt: bool = False) -> dic
                age=age(note.created_at), stale=[str(r) for r in note.stale],
                provenance=provenance)
     if note.anchors:
-        out["anchors"] = [f"{a.kind} {a.target}" for a in note.anchors]
+        out["anchors"] = [f"{ANCHOR_WORDS.get(a.kind, a.kind)} {a.target}" for a in note.anchors]
     if note.supersedes is not None:
         out["supersedes"] = note.supersedes
     if note.resolution:
@@ -390,7 +391,13 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         with tool_errors():
             mem = memory.get()
             note = mem.verify(note_id)
-        return reply({"verified": note.id, "note": note_dict(note, excerpt=True)})
+        data: dict[str, Any] = {"verified": note.id, "note": note_dict(note, excerpt=True)}
+        gone = [a.target for a in note.anchors if a.fingerprint.get("exists") is False]
+        if gone:  # verified as holding without it: say so, it is easy to miss
+            data["advice"] = (f"{', '.join(gone)} {'is' if len(gone) == 1 else 'are'} missing: "
+                              "the note is verified as holding without it, and goes stale "
+                              "again if it comes back.")
+        return reply(data)
 
     @tool("What changed in the notes from snapshot a to snapshot b (default: now): notes added, "
           "edited, superseded, forgotten, refuted, reinstated, purged, and those that became (or "

@@ -300,6 +300,10 @@ def test_stale_reasons_reach_the_agent_and_verify_clears_them(store_dir, tmp_pat
             assert verified["note"]["stale"] == []
             found, _ = await call(client, "recall", query="acquire_lock watcher")
             assert found["hits"][0]["stale"] == []
+            source.rename(tmp_path / "lock_old.py")
+            verified, _ = await call(client, "verify", note_id=1)
+            assert verified["advice"] == ("lock.py is missing: the note is verified as holding "
+                                          "without it, and goes stale again if it comes back.")
     run(body)
 
 
