@@ -138,7 +138,8 @@ def test_list_show_history_forget_reinstate(nbm):
     r = nbm("reinstate", "2", "2", "--json")
     assert r.code == 0 and [n["status"] for n in r.json["reinstated"]] == ["active"]
     r = nbm("reinstate", "3", "2")
-    assert (r.code, one_line(r.err)) == (1, "nbmemory: Cannot reinstate note #2: it is active.")
+    assert (r.code, one_line(r.err)) == (1, "nbmemory: Cannot reinstate note #2: it is active already: "
+                                     "there is nothing to bring back.")
     r = nbm("reinstate", "3")
     assert (r.code, r.out.strip()) == (0, "Reinstated #3.")
 

@@ -366,7 +366,7 @@ BAD_CALLS = [
      "Bad arguments for remember: kind: Input should be 'finding', 'gotcha', 'decision', "
      "'question', 'reference' or 'procedure' (got 'idea'). Nothing was changed."),
     ("remember", {"text": "x", "tags": ["two words"]},
-     "Tag 'two words' contains a space; use - or _ inside a tag (a list's items are the tags)"),
+     "Tag 'two words' contains a space; a tag is one word: join its words with - or _"),
     ("remember", {"text": "x", "supersedes": 99}, "No note #99"),
     ("remember", {"text": "x", "note": "y"},
      "Unknown argument(s) for remember: note; it takes about, kind, priority, supersedes, tags, text. "
@@ -391,7 +391,7 @@ BAD_CALLS = [
                                         "most 10000 characters"),
     ("forget", {"note_ids": []}, "Bad arguments for forget: note_ids: List should have at least 1 item"),
     ("forget", {"note_ids": "one"}, "Bad arguments for forget: note_ids: Input should be a valid list"),
-    ("reinstate", {"note_id": 1}, "Cannot reinstate note #1: it is active"),
+    ("reinstate", {"note_id": 1}, "Cannot reinstate note #1: it is active already"),
     ("snapshot", {"name": "two words"}, "Bad arguments for snapshot: name: String should match pattern"),
     ("snapshot", {"name": "sealed"}, "A snapshot named 'sealed' already exists"),
     ("snapshot", {"name": "Now"}, "'now' is what a diff compares with when it is given one "

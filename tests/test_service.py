@@ -197,7 +197,7 @@ def test_every_call_works_through_the_owner(mem, store):
     (lambda m: m.remember("x", kind="idea"), InvalidInput, "Unknown kind 'idea'"),
     (lambda m: m.recall(""), InvalidInput, "The query is empty"),
     (lambda m: m.get(999), NotFound, "No note #999. Recall or list notes"),
-    (lambda m: m.reinstate(1), Conflict, "Cannot reinstate note #1: it is active"),
+    (lambda m: m.reinstate(1), Conflict, "Cannot reinstate note #1: it is active already"),
 ])
 def test_errors_arrive_as_the_same_class_and_message(mem, call, error, message):
     mem.remember("a first note")

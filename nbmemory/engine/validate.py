@@ -102,7 +102,7 @@ def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
         if not tag:
             continue
         if any(c.isspace() for c in tag):
-            how = ("use - or _ inside a tag (a list's items are the tags)" if listed
+            how = ("a tag is one word: join its words with - or _" if listed
                    else "separate tags with commas (a,b)")
             raise InvalidInput(f"Tag {tag!r} contains a space; {how}")
         if "," in tag:  # a filter splits on commas: such a tag could never be asked for

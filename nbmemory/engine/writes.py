@@ -341,7 +341,8 @@ class Writes(Part):
                                 else "was purged and cannot come back", None),
                      "refuted": ("is refuted; reopen it first with {0}",
                                  Command("reopen", (note_id,))),
-                     "active": ("is active", None)}[note.status]
+                     "active": ("is active already: there is nothing to bring back"
+                                if action == "reinstate" else "is active", None)}[note.status]
         raise Conflict(f"Cannot {action} note #{note_id}: it {why}.", *([then] if then else []))
 
     def _require_reinstatable(self, note_id: int) -> None:
