@@ -73,8 +73,10 @@ def is_glob(target: str) -> bool:
 
 
 # Path-like tokens: contain a slash or end in a file extension; ``:214`` line suffixes go.
+# Windows' separators and drives count too (data\orders.csv, C:\Users\ada\x.csv).
 _QUOTED = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"|'([^'\n]+)'")
-_TOKEN = re.compile(r"(?<![\w@])(?:~|\.{1,2})?/?(?:[\w.\-]+/)*[\w.\-]+/?")
+_TOKEN = re.compile(r"(?<![\w@])(?:[A-Za-z]:[/\\]|(?:~|\.{1,2})?/?)"  # not from a lone \
+                    r"(?:[\w.\-]+[/\\])*[\w.\-]+[/\\]?")
 _URL = re.compile(r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S+")  # from a run's start: linear
 _LINE = re.compile(r"(?::\d+){1,2}$|#L\d+(?:-L?\d+)?$")
 
@@ -85,7 +87,7 @@ def path_candidates(text: str) -> list[str]:
     text = _URL.sub(" ", text)
     quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
     for token in quoted + _TOKEN.findall(text):
-        token = token.strip().rstrip(".,;:!?)")
+        token = token.strip().rstrip(".,;:!?)").replace("\\", "/")
         token = _LINE.sub("", token)
         if "://" in token or not token or token in (".", "..", "/", "~"):
             continue

@@ -71,6 +71,12 @@ def test_paths_in_text_are_anchored_relative_to_the_workspace_not_the_cwd(ws, me
 
 
 
+def test_a_path_written_with_windows_separators_is_anchored(ws, mem):
+    """On Windows people write data\\orders.csv; a regex's \\d or \\home is no path."""
+    note = mem.remember("data\\orders.csv holds cents; the regex \\d+ and \\home are not paths")
+    assert [(a.kind, a.target) for a in note.anchors] == [("data", "data/orders.csv")]
+
+
 def test_a_tilde_word_in_a_note_is_not_a_crash(ws, mem):
     note = mem.remember("~nosuchuser/orders.csv and ~/nowhere/x.csv are not files; "
                         "src/resolver.py is")
