@@ -163,6 +163,7 @@ def nothing_yet(where: str) -> str:
             "made by the first remember). When you find something worth keeping, remember it.")
 
 
+NoteId = Annotated[int, Field(ge=1, strict=True, description="a note id, e.g. 12")]
 NoteIds = Annotated[list[Annotated[int, Field(ge=1, strict=True)]], Field(min_length=1, max_length=100,
                                                              description="note ids, e.g. [12, 15]")]
 
@@ -214,7 +215,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                                                                   "old note's")] = None,
         supersedes: Annotated[int | None, Field(ge=1, strict=True, description="id of the note this one "
                                                                   "replaces")] = None,
-        about: Annotated[list[str] | None, Field(description="files, directories or globs the "
+        about: Annotated[list[str] | str | None, Field(description="files, directories or globs the "
                                                              "finding is about (relative to the "
                                                              "project): the note is flagged stale "
                                                              "when they change. Paths named in the "
@@ -361,7 +362,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                       else "reinstate(note_id=...) for each"})
 
     @tool("Undo forget: make a revoked note active again.", idempotent=False)
-    def reinstate(note_id: Annotated[int, Field(ge=1, strict=True)]) -> list[TextContent]:
+    def reinstate(note_id: NoteId) -> list[TextContent]:
         with tool_errors():
             note = memory.get().reinstate(note_id)
         return reply({"reinstated": note.id, "note": note_dict(note, excerpt=True)})
@@ -387,7 +388,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
     @tool("After checking that a stale note still holds (read the changed file, rerun the "
           "query), verify it: its fingerprints are re-taken and the stale flag clears. If it no "
           "longer holds, remember the correction with supersedes=<id> instead.")
-    def verify(note_id: Annotated[int, Field(ge=1, strict=True)]) -> list[TextContent]:
+    def verify(note_id: NoteId) -> list[TextContent]:
         with tool_errors():
             mem = memory.get()
             note = mem.verify(note_id)
@@ -427,7 +428,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
     @tool("The note and every event of its history (created, edited, superseded, revoked, "
           "reinstated...), with time and actor, and what each version said: use it to see "
           "why a note changed.", read_only=True)
-    def history(note_id: Annotated[int, Field(ge=1, strict=True)]) -> list[TextContent]:
+    def history(note_id: NoteId) -> list[TextContent]:
         with tool_errors():
             mem = memory.get()
             note = mem.get(note_id)

@@ -293,6 +293,10 @@ def test_stale_reasons_reach_the_agent_and_verify_clears_them(store_dir, tmp_pat
             note, _ = await call(client, "remember", text="acquire_lock() must run before the watcher",
                                   about=["lock.py"])
             assert note["note"]["anchors"] == ["file lock.py"]
+            one, _ = await call(client, "remember", text="the lock file is lock.py's only output",
+                                about="lock.py")  # one path as a string, as tags may be
+            assert one["note"]["anchors"] == ["file lock.py"]
+            await call(client, "forget", note_ids=[one["remembered"]])
             source.write_text("def acquire_lock(timeout):\n    pass\n")
             found, _ = await call(client, "recall", query="acquire_lock watcher")
             assert found["hits"][0]["stale"] == ["content_changed lock.py"]
