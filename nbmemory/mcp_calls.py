@@ -72,17 +72,23 @@ _PYDANTIC = re.compile(r"^(?P<loc>\S[^\n]*)\n  (?P<msg>[^\n]*?) \[type=(?P<type>
 
 
 def clear_validation_error(tool: str, text: str) -> str:
-    """Pydantic's multi-line report -> one line naming each bad argument."""
-    problems = []
+    """Pydantic's multi-line report -> one line naming each bad argument. An argument that
+    takes a value or a list of them is reported once, for the value ("should be 'finding',
+    ...", not also "should be a valid list")."""
+    problems: dict[str, list[str]] = {}
     for match in _PYDANTIC.finditer(text):
         loc = match.group("loc").split(".")[0]
         if match.group("type") == "missing":
-            problems.append(f"{loc} is required")
+            problems.setdefault(loc, []).append(f"{loc} is required")
         else:
-            problems.append(f"{loc}: {match.group('msg')} (got {match.group('value')})")
+            problems.setdefault(loc, []).append(
+                f"{loc}: {match.group('msg')} (got {match.group('value')})")
     if not problems:
         return text
-    return f"Bad arguments for {tool}: {'; '.join(problems)}. Nothing was changed."
+    problems = {loc: [p for p in said if "should be a valid list" not in p] or said
+                for loc, said in problems.items()}
+    said = [p for ps in problems.values() for p in ps]
+    return f"Bad arguments for {tool}: {'; '.join(said)}. Nothing was changed."
 
 
 def _middleware(session: Session, parameters: dict[str, set[str]]):

@@ -369,6 +369,9 @@ BAD_CALLS = [
     ("remember", {"text": "x", "kind": "idea"},
      "Bad arguments for remember: kind: Input should be 'finding', 'gotcha', 'decision', "
      "'question', 'reference' or 'procedure' (got 'idea'). Nothing was changed."),
+    ("recall", {"query": "x", "kind": "bug"},  # a value or a list: said once, for the value
+     "Bad arguments for recall: kind: Input should be 'finding', 'gotcha', 'decision', "
+     "'question', 'reference' or 'procedure' (got 'bug'). Nothing was changed."),
     ("remember", {"text": "x", "tags": ["two words"]},
      "Tag 'two words' contains a space; a tag is one word: join its words with - or _"),
     ("remember", {"text": "x", "supersedes": 99}, "No note #99"),
