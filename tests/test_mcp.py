@@ -491,3 +491,29 @@ def test_store_owned_elsewhere_is_a_clear_tool_error(store_dir):
 
     with Memory.open(store_dir, embedder=HashEmbedder()):
         run(body)
+
+
+def test_a_stuck_owner_is_a_tool_error_the_agent_can_read(store_dir, tmp_path):
+    """The agent's client gave up long before the 600 s a call waited for a stuck owner,
+    and told the agent only that it timed out."""
+    hold = tmp_path / "hold"
+    env = {**ENV, "NBMEMORY_TEST_HOLD": str(hold), "NBMEMORY_REQUEST_TIMEOUT": "2"}
+    params = StdioServerParameters(command=ENTRY, args=["mcp", "--store", str(store_dir)],
+                                   env=env)
+
+    async def body():
+        async with Client(params, read_timeout_seconds=120) as client:
+            await call(client, "remember", text=LONG_NOTE)
+            hold.touch()  # the owner now holds every call
+            text = await error(client, "recall", query="orders amount")
+            assert text.startswith("The store's owner did not answer within 2 s. It may be "
+                                   "stuck: see "), text
+            text = await error(client, "remember", text="exports run at 02:00")
+            assert "What it was asked (remember) may or may not have been applied: check " \
+                   "before sending it again." in text
+            hold.unlink()
+    try:
+        run(body)
+    finally:
+        hold.unlink(missing_ok=True)
+        stop(store_dir)
