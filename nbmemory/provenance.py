@@ -35,6 +35,8 @@ from .models import Provenance
 
 # What git writes is UTF-8 on every system (not the locale's code page, as on Windows).
 GIT_TEXT = {"encoding": "utf-8", "errors": "replace"}
+# A kernel has no console on Windows: without this each git call flashes a window.
+NO_CONSOLE = {"creationflags": subprocess.CREATE_NO_WINDOW} if os.name == "nt" else {}
 
 MAX_SOURCE = 4096  # characters of the cell source kept with a note
 MAX_NOTEBOOK_BYTES = 50 * 2**20  # notebooks larger than this are not parsed
@@ -263,7 +265,7 @@ def _git(root: Path, timeout: float, *args: str) -> str | None:
     """``git -C root ARGS``'s output, or None if git fails, is missing or is slow."""
     try:
         result = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                                text=True, **GIT_TEXT, timeout=timeout,
+                                text=True, **GIT_TEXT, **NO_CONSOLE, timeout=timeout,
                                 env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
     except (OSError, subprocess.SubprocessError):
         return None

@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 from .config import find_git_root
+from .provenance import GIT_TEXT, NO_CONSOLE
 
 SEARCH_DEPTH = 3  # directories below home searched for a checkout
 SEARCH_LIMIT = 5_000  # directories looked at, at most
@@ -38,7 +39,7 @@ def normalise_remote(url: str) -> str:
 def _git(root: Path, *args: str) -> str:
     try:
         done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              timeout=10, check=False)
+                              timeout=10, check=False, **GIT_TEXT, **NO_CONSOLE)
     except (OSError, subprocess.SubprocessError):
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""

@@ -210,7 +210,8 @@ def restrict_to_user(path: Path) -> None:
     user = os.environ.get("USERNAME")
     if user:
         subprocess.run(["icacls", str(path), "/inheritance:r", "/grant:r", f"{user}:F"],
-                       capture_output=True, check=False)
+                       capture_output=True, check=False,
+                       creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
 
 
 def read_secret(directory: Path) -> str | None:
