@@ -376,6 +376,16 @@ async def test_bad_requests_are_clear_400s_and_change_nothing(api, path, method,
     assert page["total"] == 1
 
 
+async def test_jupyterlabs_cache_busting_parameter_is_not_refused(api):
+    """JupyterLab's request helper adds ?<timestamp> to every GET: refusing it as an unknown
+    parameter left the panel empty."""
+    await remember(api, "orders.amount is in cents", tags="orders")
+    code, page = await api("notes", **{"1796528408605": ""})
+    assert (code, page["total"]) == (200, 1)
+    code, hits = await api("recall", query="cents", **{"1796528408605": ""})
+    assert code == 200 and hits["hits"][0]["note"]["text"] == "orders.amount is in cents"
+
+
 async def test_note_text_with_html_comes_back_as_data(api, jp_fetch):
     note = await remember(api, XSS, tags="xss")
     response = await jp_fetch("nbmemory", "notes", str(note["id"]), method="GET")

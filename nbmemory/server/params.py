@@ -60,7 +60,8 @@ class RequestParsing:
         ``tags=``, ``as_of=`` on a route without it) would otherwise be ignored in silence.
         Called once the route has read its own, before it acts."""
         asked = self.__dict__.get("_asked", set())
-        unknown = sorted(set(self.request.query_arguments) - asked - AUTH_ARGS)
+        unknown = sorted(name for name in set(self.request.query_arguments) - asked - AUTH_ARGS
+                         if not name.isdigit())  # JupyterLab's ?<timestamp> against caches
         if unknown:
             raise InvalidInput(f"Unknown query parameter(s) {', '.join(unknown)}; allowed: "
                                f"{', '.join(sorted(asked)) or 'none'}. Nothing was done.")
