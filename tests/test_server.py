@@ -265,6 +265,10 @@ async def test_snapshots_list_create_and_diff(api):
     assert code == 200 and diff["b"] == "after" and len(diff["changes"]) == 1
     code, missing = await api("snapshots/diff", **{"from": "nope"})
     assert code == 404 and "nope" in missing["message"]
+    code, hits = await api("recall", query="finding", as_of="before", min_score=0)
+    assert code == 200 and [h["note"]["text"] for h in hits["hits"]] == ["first finding"]
+    code, missing = await api("recall", query="finding", as_of="nope")
+    assert code == 404 and "No snapshot named 'nope'" in missing["message"]
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -320,7 +324,7 @@ BAD_REQUESTS = [
     ("notes", "GET", None, {"tag": "orders"},  # a typo of tags: it listed every note
      "Unknown query parameter(s) tag; allowed: author, kind, limit, mine, offset, order, "
      "priority, since, stale, status, tags, until. Nothing was done."),
-    ("recall", "GET", None, {"query": "x", "as_of": "before"}, "Unknown query parameter(s) as_of"),
+    ("recall", "GET", None, {"query": "x", "as_ofs": "before"}, "Unknown query parameter(s) as_ofs"),
     ("notes/1/forget", "POST", {}, {"reason": "x"}, "Unknown query parameter(s) reason"),
     ("snapshots", "POST", {"name": "has space"}, {}, "without spaces"),
     ("snapshots", "POST", {"message": "no name"}, {}, "Missing field(s) name"),

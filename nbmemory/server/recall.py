@@ -10,7 +10,7 @@ from .shared import MAX_PAGE
 class RecallHandler(NbMemoryHandler):
     @api
     async def get(self):
-        """Hybrid (keyword + semantic) recall."""
+        """Hybrid (keyword + semantic) recall; ``as_of``: the notes as a snapshot sealed them."""
         query = self.arg("query")
         if query is None:
             raise InvalidInput("Give a query: /nbmemory/recall?query=what+unit+is+amount")
@@ -19,7 +19,8 @@ class RecallHandler(NbMemoryHandler):
         options = dict(tags=self.arg("tags"), kind=self.arg("kind"),
                        priority=self.arg("priority"), since=self.time_arg("since"),
                        until=self.time_arg("until"), min_score=self.float_arg("min_score"),
-                       stale=self.stale_arg(), author=self.author_arg())
+                       stale=self.stale_arg(), author=self.author_arg(),
+                       as_of=self.arg("as_of"))
         hits = await self.call(lambda m: m.recall(query, k=k, explain=explain, **options),
                                "recall")
         self.reply(self.hits(hits))
