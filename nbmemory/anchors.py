@@ -217,8 +217,10 @@ def hash_contents(path: Path, size: int | None = None) -> tuple[str, str | None]
 
 
 def same_text(new: dict[str, Any], old: dict[str, Any]) -> bool:
-    """Do two file fingerprints hold the same bytes, or the same text in other line ends?"""
-    return new.get("text_sha256", new.get("sha256")) == old.get("text_sha256", old.get("sha256"))
+    """Do two file fingerprints hold the same bytes, or the same text in other line ends?
+    (A fingerprint from before text hashes has only the bytes': compared as bytes too.)"""
+    return (new.get("sha256") == old.get("sha256") or
+            new.get("text_sha256", new.get("sha256")) == old.get("text_sha256", old.get("sha256")))
 
 
 def _sql_string(value: str) -> str:
@@ -308,7 +310,9 @@ def glob_fingerprint(pattern: str, root: Path) -> dict[str, Any]:
         if not readable(match):
             continue
         st = match.stat()
-        files[display_path(match, root)] = [st.st_size, st.st_mtime_ns, hash_file(match, st.st_size)]
+        sha, text_sha = hash_contents(match, st.st_size)  # as file_fingerprint's
+        entry = [st.st_size, st.st_mtime_ns, sha] + ([text_sha] if text_sha else [])
+        files[display_path(match, root)] = entry
     return {"files": files}
 
 

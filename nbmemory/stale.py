@@ -334,9 +334,11 @@ class StaleChecker:
         for match, name in zip(matches, new_names):
             if name not in old_files:
                 continue
-            size, mtime, sha = old_files[name]
+            size, mtime, sha, *text = old_files[name]
             key = stat_key(match)
-            if key is not None and key != (mtime, size) and self._sha(match) != sha:
+            old = {"sha256": sha, **({"text_sha256": text[0]} if text else {})}
+            if key is not None and key != (mtime, size) and not same_text(
+                    self._file(match, key, False), old):
                 changed.append(name)
         if set(new_names) == set(old_files) and not changed:
             return []

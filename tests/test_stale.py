@@ -16,6 +16,7 @@ from nbmemory.embed import HashEmbedder
 from nbmemory.errors import InvalidInput
 from nbmemory.memory import Memory
 from nbmemory.models import Anchor, Provenance, StaleReason
+from nbmemory.anchors import file_fingerprint, same_text
 from nbmemory.provenance import source_hash
 from nbmemory import store as store_module
 
@@ -112,14 +113,18 @@ def test_the_same_text_with_windows_line_ends_is_not_a_change(ws, mem, monkeypat
     monkeypatch.setattr("nbmemory.anchors.CHUNK", 7)  # a CR at a chunk's end too
     path = ws / "src" / "resolver.py"
     note = mem.remember("src/resolver.py retries forever when the lock is held")
+    every = mem.remember("the sources retry forever", about=["src/*.py"])
     path.write_bytes(RESOLVER.replace("\n", "\r\n").encode())
-    assert mem.get(note.id).stale == ()
+    assert mem.get(note.id).stale == () and mem.get(every.id).stale == ()
     crlf = mem.remember("the resolver (src/resolver.py, as checked out on Windows) retries")
     path.write_text(RESOLVER)
     assert mem.get(note.id).stale == () and mem.get(crlf.id).stale == ()
     path.write_bytes((RESOLVER + "# patched\n").replace("\n", "\r\n").encode())
     assert reasons(mem.get(crlf.id)) == [("content_changed", "src/resolver.py", "")]
     assert reasons(mem.get(note.id)) == [("content_changed", "src/resolver.py", "")]
+    # Taken before fingerprints held the text's hash: the same CRLF bytes are the same file.
+    now = file_fingerprint(path)
+    assert "text_sha256" in now and same_text(now, {"sha256": now["sha256"]})
     binary = ws / "data" / "blob.bin"
     binary.write_bytes(b"\0\1\r\n\2")
     blob = mem.remember("data/blob.bin is the model's weights")
