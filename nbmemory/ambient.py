@@ -6,7 +6,8 @@ note describes. The kernel tells by itself whether a cell concerns any note, fro
 list of what notes are about (:meth:`Memory.anchor_targets`, fetched again only when the
 store's files change); only then does it ask the store, in one call
 (:meth:`Memory.notes_about`). A cell that concerns nothing costs two ``stat`` calls, a
-parse of its source and a few set lookups, and never an embedding.
+parse of its source, resolving each path it names or reads (``realpath``) and a few set
+lookups, and never an embedding.
 
 Files a cell reads are found two ways: path-like tokens in its string literals (which
 also covers SQL for DuckDB and line magics, and ``!`` commands), and an audit hook
@@ -300,9 +301,9 @@ class Ambient:
 
     def _paths(self, tokens: list[str], reads: Iterable[str], cwd: str, targets: Targets,
                roots: list[Path]) -> list[str]:
-        def forms(path: str) -> list[str]:  # as written and resolved, as anchors are
+        def forms(path: str) -> list[str]:  # resolved first, as anchors are, then as written
             plain = os.path.normpath(os.path.join(cwd, path))
-            return list(dict.fromkeys((plain, os.path.realpath(plain))))
+            return list(dict.fromkeys((os.path.realpath(plain), plain)))
 
         found = []
         for token in tokens:
@@ -310,7 +311,7 @@ class Ambient:
                 if path not in found and targets.concerns(path, roots) and os.path.exists(path):
                     found.append(path)
                     break
-        skip = [os.path.realpath(p) for p in {sys.prefix, sys.base_prefix}]
+        skip = list({f for p in (sys.prefix, sys.base_prefix) for f in (p, os.path.realpath(p))})
         store = self._store_dir()
         for read in reads:
             for path in forms(read):

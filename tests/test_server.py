@@ -326,6 +326,9 @@ BAD_REQUESTS = [
      "priority, since, stale, status, tags, until. Nothing was done."),
     ("recall", "GET", None, {"query": "x", "as_ofs": "before"}, "Unknown query parameter(s) as_ofs"),
     ("notes/1/forget", "POST", {}, {"reason": "x"}, "Unknown query parameter(s) reason"),
+    ("notes", "GET", None, {"mine": "1", "author": "bob"}, "Give mine or author, not both."),
+    ("status", "GET", None, {"start": "false", "verbose": "1"},  # a route not calling the store
+     "Unknown query parameter(s) verbose; allowed: start."),
     ("snapshots", "POST", {"name": "has space"}, {}, "without spaces"),
     ("snapshots", "POST", {"message": "no name"}, {}, "Missing field(s) name"),
     ("snapshots/diff", "GET", None, {}, "Give the snapshot to compare from"),

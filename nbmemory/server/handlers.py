@@ -115,6 +115,7 @@ class NbMemoryHandler(RequestParsing, APIHandler):
         return data
 
     def reply(self, data: Any, status: int = 200) -> None:
+        self.refuse_unknown_args()  # routes that never call the store check here
         self.set_status(status)
         self.finish(json.dumps(data))
 
@@ -154,9 +155,12 @@ class NbMemoryHandler(RequestParsing, APIHandler):
 
     def author_arg(self) -> str | None:
         """``author=a,b`` or ``mine=1`` (this request's user, as notes name their author)."""
+        author = self.arg("author")
         if self.flag("mine", default=False):
+            if author:
+                raise InvalidInput("Give mine or author, not both.")
             return self.user() or current_user()
-        return self.arg("author")
+        return author
 
 
 class NoRouteHandler(NbMemoryHandler):
