@@ -184,17 +184,21 @@ def _in_thread(run, budget: float) -> Outcome:
 
     def work() -> None:
         try:
-            box["value"], box["shown"] = run()
-        except BaseException as exc:  # noqa: BLE001 - every failure of a check is an outcome
-            box["error"] = exc
+            try:
+                box["value"], box["shown"] = run()
+            except BaseException as exc:  # noqa: BLE001 - every failure of a check is an outcome
+                box["error"] = exc
+        except CheckTimeout:  # told to stop just as it ended: no traceback in a cell
+            box.setdefault("error", CheckTimeout())
 
     worker = threading.Thread(target=work, name="nbmemory-check", daemon=True)
     began = time.monotonic()
     worker.start()
     worker.join(budget)
-    if worker.is_alive():  # stopped as SIGALRM would: at its next line of Python
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
-                                                   ctypes.py_object(CheckTimeout))
+    if worker.is_alive() and not box:  # stopped as SIGALRM would: at its next line of Python
+        ident, stop = ctypes.c_ulong(worker.ident), ctypes.pythonapi.PyThreadState_SetAsyncExc
+        if stop(ident, ctypes.py_object(CheckTimeout)) > 1:  # never: undo, as the API asks
+            stop(ident, None)
         worker.join(STOP_WAIT)
     if worker.is_alive():
         return Outcome("error", error=f"{_PAST_BUDGET} of {budget:g} s (left running in the "

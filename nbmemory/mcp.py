@@ -268,7 +268,9 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
             "hide hits scoring below this (default 0.2); 0 shows the weak matches a recall "
             "reports as filtered_out"))] = None,
     ) -> list[TextContent]:
-        if (where := memory.none_yet()) is not None:
+        with tool_errors():
+            where = memory.none_yet()
+        if where is not None:
             session.count_empty("recall")
             return reply({"query": query, "hits": [], "advice": nothing_yet(where)})
         with tool_errors():
@@ -336,7 +338,9 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         offset: Annotated[int, Field(ge=0, strict=True, description="notes to skip (the next page)")] = 0,
         limit: Annotated[int, Field(ge=1, le=50, strict=True, description="notes in this page")] = 20,
     ) -> list[TextContent]:
-        if (where := memory.none_yet()) is not None:
+        with tool_errors():
+            where = memory.none_yet()
+        if where is not None:
             return reply({"total": 0, "offset": offset, "notes": [],
                           "advice": nothing_yet(where)})
         with tool_errors():
@@ -421,7 +425,9 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         data: dict[str, Any] = {"a": diff.a, "b": diff.b, "total": len(diff.changes),
                                 "offset": offset, "changes": changes}
         if offset + len(page) < len(diff.changes):
-            data["next"] = f"snapshot_diff(a={a!r}, b={b!r}, offset={offset + len(page)})"
+            more = [f"a={a!r}", *([f"b={b!r}"] if b else []), f"offset={offset + len(page)}",
+                    *([f"limit={limit}"] if limit != 50 else [])]
+            data["next"] = f"snapshot_diff({', '.join(more)})"
         return reply(data, session.returned([c["note"]["text"] for c in changes])
                      if changes else None)
 

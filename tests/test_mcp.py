@@ -274,7 +274,7 @@ def test_snapshot_diff_and_recall_as_of(store_dir):
                 await call(client, "remember", text=f"partition {n} of the export is checked")
             data, _ = await call(client, "snapshot_diff", a="before", limit=2)
             assert (data["total"], len(data["changes"])) == (5, 2)
-            assert data["next"] == "snapshot_diff(a='before', b=None, offset=2)"
+            assert data["next"] == "snapshot_diff(a='before', offset=2, limit=2)"
             data, _ = await call(client, "snapshot_diff", a="before", offset=4)
             assert len(data["changes"]) == 1 and "next" not in data
             text = await error(client, "snapshot_diff", a="nope")

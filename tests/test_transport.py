@@ -331,3 +331,18 @@ def test_without_any_file_lock_the_error_says_so(tmp_path, store):
     assert result.stdout.strip() == (
         "This Python offers no file locks (neither fcntl nor msvcrt), so nbmemory cannot make "
         "sure only one process owns a store. Use a CPython build for Linux, macOS or Windows.")
+
+
+def test_a_connection_that_times_out_is_not_sent(tmp_path, monkeypatch):
+    """Over TCP a full listen backlog times the connect out: nothing was sent, so the call
+    may go again (it was reported as a call not answered, and crashed long work)."""
+    from nbmemory.service import wire
+
+    def times_out(timeout):
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(transports.Address, "connect", lambda self, timeout: times_out(timeout))
+    address = transports.Address("tcp", port=1, secret="s")
+    monkeypatch.setattr(transports, "find", lambda directory: address)
+    with pytest.raises(wire.NotSent, match="timed out"):
+        wire.connect(tmp_path, 1.0)

@@ -145,7 +145,7 @@ class ServiceBackend:
         self.min_score = min_score
         self.startup_timeout = startup_timeout
         self.request_timeout = (default_request_timeout() if request_timeout is None
-                                else request_timeout)
+                                else request_timeout or None)  # 0: no limit
         self.resend_timeout = (default_resend_timeout() if resend_timeout is None
                                else resend_timeout)
         self._headers = {"Content-Type": "application/json", HEADER_VERSION: __version__,

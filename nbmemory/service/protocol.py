@@ -96,11 +96,11 @@ def default_resend_timeout(environ=None) -> float:
                         "e.g. 120 (0 reports a lost request at once)")
 
 
-def default_request_timeout(environ=None) -> float:
-    """``NBMEMORY_REQUEST_TIMEOUT`` seconds (0: the default), else :data:`REQUEST_TIMEOUT`.
+def default_request_timeout(environ=None) -> float | None:
+    """``NBMEMORY_REQUEST_TIMEOUT`` seconds (0: no limit), else :data:`REQUEST_TIMEOUT`.
     The MCP server sets 60: an agent's client gives up sooner, and says less."""
     return _env_seconds(environ, REQUEST_TIMEOUT_ENV, REQUEST_TIMEOUT,
-                        "e.g. 60") or REQUEST_TIMEOUT
+                        "e.g. 60, or 0 for no limit") or None
 
 
 def default_idle_timeout(environ=None) -> float:

@@ -51,9 +51,9 @@ def connect(directory: Path, timeout: float | None) -> Connection:
     conn = Connection(address, timeout, directory)
     try:
         conn.connect()
-    except (FileNotFoundError, ConnectionError, BlockingIOError) as exc:
-        conn.close()  # BlockingIOError: the listen backlog is full
-        raise NotSent(str(exc)) from exc
+    except (FileNotFoundError, ConnectionError, BlockingIOError, TimeoutError) as exc:
+        conn.close()  # BlockingIOError, or over TCP a timeout: the listen backlog is full
+        raise NotSent(str(exc) or "the connection timed out") from exc
     return conn
 
 
