@@ -22,10 +22,12 @@ import os
 import re
 import stat
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
 
 from .models import Anchor
+from .tokenizer import is_term
 
 CHUNK = 1 << 20
 FULL_HASH_LIMIT = 1 << 30  # bytes; larger files get a sampled hash
@@ -124,9 +126,6 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
     return found
 
 
-# Lexical terms for file names: an identifier-ish run joined by . _ :: / or -, exactly as
-# lexical._TOKEN reads note text (tests/test_ambient.py checks they agree).
-_TERM = re.compile(r"[^\W_]+(?:(?:::|[._/\-])[^\W_]+)*")
 # A term of note text that may name a file: it has a slash or a file-like suffix.
 _FILE_SUFFIX = re.compile(
     r"\.(?:csv|tsv|txt|parquet|pq|json|jsonl|ndjson|xlsx?|xml|ya?ml|toml|ini|cfg|conf|sql|"
@@ -148,8 +147,10 @@ def file_terms(path: Path, roots: Iterable[Path] = ()) -> list[str]:
         except ValueError:
             continue
     names += [path.as_posix().lstrip("/"), path.name]
+    # Whole terms as tokenize() keeps them (tests/test_ambient.py checks they agree).
+    names = [unicodedata.normalize("NFC", n) for n in names]
     return [n.lower() for n in dict.fromkeys(names)
-            if _TERM.fullmatch(n) and ("/" in n or "." in n or "-" in n or "_" in n)]
+            if is_term(n) and ("/" in n or "." in n or "-" in n or "_" in n)]
 
 
 # -- what may be read --------------------------------------------------------------------

@@ -1,15 +1,18 @@
 """Text to keyword-index terms: lower-cased stemmed words, stop words left out, and
 identifiers kept whole as well as split (``PyObject_GC_Del``, ``orders.amount``).
 
-Words in any script count (``Umsatz_März``, ``сумма``); only English ones are stemmed.
-Chinese, Japanese and Korean are written without spaces between words, so a run of their
-characters gives its overlapping pairs ("金额单位" -> 金额, 额单, 单位), as Lucene's CJK
-analyzer does: a query holding a word holds its pairs.
+Words in any script count (``Umsatz_März``, ``сумма``, ``हिन्दी``: a letter's combining
+marks, such as Indic vowel signs, belong to its word), read in Unicode's composed form (an
+``é`` typed as e and an accent is ``é``); only English ones are stemmed. Chinese, Japanese
+and Korean are written without spaces between words, so a run of their characters gives
+its overlapping pairs ("金额单位" -> 金额, 额单, 单位), as Lucene's CJK analyzer does: a
+query holding a word holds its pairs.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
 try:
@@ -29,14 +32,12 @@ STOPWORDS = frozenset(
 )
 
 # An identifier-ish run: words joined by . _ :: / or -, e.g. orders.amount, PyObject_GC_Del.
-_TOKEN = re.compile(r"[^\W_]+(?:(?:::|[._/\-])[^\W_]+)*")
+# (Text outside ASCII: _patterns(), with letters' combining marks.)
+_TOKEN = re.compile(r"[A-Za-z0-9]+(?:(?:::|[._/\-])[A-Za-z0-9]+)*")
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 # Characters of scripts written without spaces between words: Han, kana, Hangul.
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
                   r"\U00020000-\U0002ffff]+")
-# Outside ASCII: runs of letters (split where a lower-case letter meets an upper-case
-# one) or of digits; CJK runs are paired by _cjk_pairs.
-_WORD = re.compile(r"[^\W\d_]+|\d+")
 # Separators between the levels of a qualified name (module.attr, dir/file, ns::name).
 _QUALIFIER = re.compile(r"::|[./]")
 
@@ -50,6 +51,31 @@ def _stem(word: str) -> str:
     return _stem_words(word)
 
 
+@lru_cache(maxsize=1)
+def _patterns() -> tuple[re.Pattern, re.Pattern]:
+    """The token and word patterns for text outside ASCII. A letter is ``\\w`` but ``_``,
+    or a combining mark (which ``\\w`` leaves out, splitting हिन्दी into ह, न, द); the
+    marks' ranges are read from this Python's Unicode tables once (about 30 ms)."""
+    marks, start = [], None
+    for code in range(0x300, 0x10000):
+        mark = unicodedata.category(chr(code))[0] == "M"
+        if mark and start is None:
+            start = code
+        elif not mark and start is not None:
+            marks.append(f"\\u{start:04x}-\\u{code - 1:04x}")
+            start = None
+    letter = rf"(?:[^\W_]|[{''.join(marks)}])"
+    word = rf"(?:[^\W\d_]|[{''.join(marks)}])+|\d+"  # letters (CJK runs paired later), digits
+    return re.compile(rf"{letter}+(?:(?:::|[._/\-]){letter}+)*"), re.compile(word)
+
+
+def is_term(text: str) -> bool:
+    """Is ``text`` one whole token (a compound identifier or path as the index keeps it)?"""
+    if text.isascii():
+        return _TOKEN.fullmatch(text) is not None
+    return _patterns()[0].fullmatch(unicodedata.normalize("NFC", text)) is not None
+
+
 def _cjk_pairs(run: str) -> list[str]:
     return [run] if len(run) < 2 else [run[i:i + 2] for i in range(len(run) - 1)]
 
@@ -57,7 +83,7 @@ def _cjk_pairs(run: str) -> list[str]:
 def _parts(token: str) -> list[str]:
     """The words of a token outside ASCII: split at case changes, CJK runs paired."""
     parts: list[str] = []
-    for word in _WORD.findall(token):
+    for word in _patterns()[1].findall(token):
         at = 0
         for cjk in _CJK.finditer(word):
             parts += _split_case(word[at:cjk.start()]) + _cjk_pairs(cjk.group())
@@ -80,7 +106,10 @@ def tokenize(text: str) -> list[str]:
     ``requests.exceptions.RetryError`` match queries for ``dep_time`` and ``RetryError``.
     """
     out: list[str] = []
-    for match in _TOKEN.finditer(text):
+    tokens = _TOKEN
+    if not text.isascii():
+        text, tokens = unicodedata.normalize("NFC", text), _patterns()[0]
+    for match in tokens.finditer(text):
         token = match.group()
         plain = token.isascii()  # nearly every token: the fast path
         split = _PART.findall if plain else _parts

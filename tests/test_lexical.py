@@ -24,6 +24,10 @@ def test_words_in_every_script_are_terms():
     assert tokenize("сумма в копейках") == ["сумма", "в", "копейках"]
     assert tokenize("数据的金额单位是分") == ["数据", "据的", "的金", "金额", "额单", "单位", "位是", "是分"]
     assert tokenize("data/données.csv") == ["data/données.csv", "data", "données", "csv"]
+    # A letter's combining marks are part of its word (\\w leaves them out: ह, न, द) ...
+    assert tokenize("हिन्दी भाषा") == ["हिन्दी", "भाषा"]
+    # ... and an accent typed as its own character is the same word as the composed one.
+    assert tokenize("cafe\u0301") == tokenize("caf\u00e9") == ["café"]
     index = LexicalIndex()
     index.add(1, "数据的金额单位是分")
     index.add(2, "сумма в копейках до 2021 года")
