@@ -121,7 +121,11 @@ export function MemoryPanelView(props: IPanelProps): JSX.Element {
         id={`nbm-tabpanel-${model.view}`}
         aria-labelledby={`nbm-tab-${model.view}`}
       >
-        {model.view === 'notes' ? <NotesView {...props} /> : <SnapshotsView model={model} />}
+        {model.view === 'notes' ? (
+          <NotesView {...props} />
+        ) : (
+          <SnapshotsView model={model} rendermime={props.rendermime} />
+        )}
       </div>
       <StatusLine model={model} />
     </div>
@@ -261,7 +265,7 @@ function PhaseLine(props: { model: MemoryModel }): JSX.Element | null {
 /** A text box that applies what is typed after a pause (or at once on Enter). */
 function useTyped(
   value: string,
-  apply: (text: string) => void,
+  apply: (text: string, entered: boolean) => void,
   same: (a: string, b: string) => boolean = (a, b) => a === b
 ): [string, (text: string) => void, () => void] {
   const [text, setText] = React.useState(value);
@@ -279,11 +283,11 @@ function useTyped(
     latest.current = next;
     setText(next);
     window.clearTimeout(timer.current);
-    timer.current = window.setTimeout(() => apply(next), TYPING_MS);
+    timer.current = window.setTimeout(() => apply(next, false), TYPING_MS);
   };
   const now = () => {
     window.clearTimeout(timer.current);
-    apply(latest.current);
+    apply(latest.current, true);
   };
   return [text, change, now];
 }
@@ -291,7 +295,10 @@ function useTyped(
 function SearchBox(props: { model: MemoryModel }): JSX.Element {
   const { model } = props;
   const trans = model.trans;
-  const [value, change, now] = useTyped(model.query, text => model.setQuery(text));
+  // Enter on the same words asks again (a keyword-only answer says to); typing waits.
+  const [value, change, now] = useTyped(model.query, (text, entered) =>
+    entered ? model.search(text) : model.setQuery(text)
+  );
   return (
     <input
       className="nbm-Search jp-mod-styled"
@@ -423,6 +430,31 @@ function Filters(props: { model: MemoryModel }): JSX.Element {
   );
 }
 
+/** The filters set, as the empty state names them: "kind: gotcha; tags: orders". */
+function describeFilters(model: MemoryModel, trans: TranslationBundle): string {
+  const { tags, kind, priority, stale, mine, author } = model.filters;
+  const parts: string[] = [];
+  const tagged = tagList(tags);
+  if (tagged.length) {
+    parts.push(trans.__('tags: %1', tagged.join(', ')));
+  }
+  if (kind) {
+    parts.push(trans.__('kind: %1', kindLabel(kind, trans)));
+  }
+  if (priority) {
+    parts.push(trans.__('priority: %1', priorityLabel(priority, trans)));
+  }
+  if (stale) {
+    parts.push(stale === 'stale' ? trans.__('stale only') : trans.__('fresh only'));
+  }
+  if (mine) {
+    parts.push(trans.__('only yours'));
+  } else if (author) {
+    parts.push(trans.__('by %1', author));
+  }
+  return parts.join('; ');
+}
+
 function kindLabel(kind: string, trans: TranslationBundle): string {
   const labels: Record<string, string> = {
     finding: trans.__('finding'),
@@ -485,9 +517,14 @@ function NotesView(props: IPanelProps): JSX.Element {
         <div className="nbm-Empty">
           {searching || filtered ? (
             <>
-              {searching
-                ? trans.__('Nothing recalled. Try other words.')
-                : trans.__('No notes match these filters.')}{' '}
+              {searching && filtered
+                ? trans.__(
+                    'Nothing recalled with these filters (%1). Clear them or try other words.',
+                    describeFilters(model, trans)
+                  )
+                : searching
+                  ? trans.__('Nothing recalled. Try other words.')
+                  : trans.__('No notes match these filters (%1).', describeFilters(model, trans))}{' '}
               <button
                 className="nbm-LinkButton nbm-ClearFilters"
                 onClick={event => {
@@ -690,7 +727,7 @@ function EarlierVersions(props: { model: MemoryModel; note: INote }): JSX.Elemen
     setError(null);
     model.detail(note.id).then(
       detail => current && setVersions(detail.versions),
-      reason => current && setError(String(reason?.message ?? reason))
+      reason => current && setError(model.wordsOf(reason))
     );
     return () => {
       current = false;
@@ -951,7 +988,14 @@ function NoteCard(
             tags: edit.base.tags.join(', ')
           }}
           notice={
-            props.away
+            props.away && model.error
+              ? // The list did not load: nothing says the note moved.
+                model.errorUnreachable
+                ? trans.__(
+                    "JupyterLab's server is not responding: your edit is kept here; save it once the server is back."
+                  )
+                : trans.__('The list could not be loaded (see above): your edit is kept here.')
+              : props.away
               ? trans.__(
                   'This note is no longer on this page (a write elsewhere moved it): save or cancel your edit here.'
                 )
@@ -1259,8 +1303,12 @@ function NoteEditor(props: {
     setDiscarding(false);
   }, [text, kind, priority, tags]);
   React.useEffect(() => {
-    if (props.autoFocus !== false) {
-      area.current?.focus();
+    const node = area.current;
+    if (node && props.autoFocus !== false) {
+      // Typing goes on after the text (focus() alone puts the caret before it).
+      node.focus();
+      node.setSelectionRange(node.value.length, node.value.length);
+      node.scrollTop = node.scrollHeight;
     }
   }, []);
   // Grow with the text, between about 6 and 24 lines.
@@ -1464,7 +1512,10 @@ function NewNote(props: { model: MemoryModel; draft: IDraft }): JSX.Element {
   );
 }
 
-function SnapshotsView(props: { model: MemoryModel }): JSX.Element {
+function SnapshotsView(props: {
+  model: MemoryModel;
+  rendermime: IRenderMimeRegistry;
+}): JSX.Element {
   const { model } = props;
   const trans = model.trans;
   const [from, setFrom] = React.useState('');
@@ -1564,7 +1615,9 @@ function SnapshotsView(props: { model: MemoryModel }): JSX.Element {
           {model.diffError}
         </div>
       ) : null}
-      {model.diff ? <DiffView diff={model.diff} trans={trans} /> : null}
+      {model.diff ? (
+        <DiffView diff={model.diff} trans={trans} rendermime={props.rendermime} />
+      ) : null}
     </div>
   );
 }
@@ -1606,8 +1659,24 @@ function changeDetail(change: ISnapshotDiff['changes'][0], trans: TranslationBun
 
 /** A diff line shows the start of a long note, not all of it. */
 const DIFF_TEXT = 240;
+/** A section of more changes than this is folded (its title and count), opened on demand. */
+const DIFF_FOLD = 50;
 
-function DiffView(props: { diff: ISnapshotDiff; trans: TranslationBundle }): JSX.Element {
+/** The start of a long note, cut at a word, for a diff line. */
+function diffText(text: string): string {
+  if (text.length <= DIFF_TEXT) {
+    return text;
+  }
+  const cut = text.slice(0, DIFF_TEXT);
+  const space = cut.search(/\s\S*$/);
+  return (space > DIFF_TEXT / 2 ? cut.slice(0, space) : cut) + ' …';
+}
+
+function DiffView(props: {
+  diff: ISnapshotDiff;
+  trans: TranslationBundle;
+  rendermime: IRenderMimeRegistry;
+}): JSX.Element {
   const { diff, trans } = props;
   const groups = new Map<string, ISnapshotDiff['changes']>();
   for (const change of diff.changes) {
@@ -1627,27 +1696,66 @@ function DiffView(props: { diff: ISnapshotDiff; trans: TranslationBundle }): JSX
         <div className="nbm-Empty">{trans.__('No changes between these snapshots.')}</div>
       ) : null}
       {kinds.map(kind => (
-        <div key={kind} className={`nbm-DiffSection nbm-mod-${kind}`}>
-          <div className="nbm-DiffTitle">
-            {changeLabel(kind, trans)} ({groups.get(kind)!.length})
-          </div>
-          <ul>
-            {groups.get(kind)!.map(change => (
-              <li key={change.note.id}>
-                <span className="nbm-NoteId">#{change.note.id}</span>{' '}
-                {!change.note.text
-                  ? trans.__('(text erased)')
-                  : change.note.text.length > DIFF_TEXT
-                    ? change.note.text.slice(0, DIFF_TEXT) + '…'
-                    : change.note.text}
-                {change.detail ? (
-                  <span className="nbm-DiffDetail"> ({changeDetail(change, trans)})</span>
-                ) : null}
-              </li>
-            ))}
-          </ul>
-        </div>
+        <DiffSection
+          key={`${diff.a}\u0000${diff.b}\u0000${kind}`}
+          kind={kind}
+          changes={groups.get(kind)!}
+          trans={trans}
+          rendermime={props.rendermime}
+        />
       ))}
+    </div>
+  );
+}
+
+/** One kind of change: its title and count, then the notes (folded past DIFF_FOLD). */
+function DiffSection(props: {
+  kind: string;
+  changes: ISnapshotDiff['changes'];
+  trans: TranslationBundle;
+  rendermime: IRenderMimeRegistry;
+}): JSX.Element {
+  const { kind, changes, trans } = props;
+  const folded = changes.length > DIFF_FOLD;
+  const [open, setOpen] = React.useState(false);
+  const title = `${changeLabel(kind, trans)} (${changes.length})`;
+  // A folded section renders its notes only once opened: 500 of them are not drawn unseen.
+  const list =
+    !folded || open ? (
+      <ul>
+        {changes.map(change => (
+          <li key={change.note.id} className="nbm-DiffItem">
+            <span className="nbm-NoteId">#{change.note.id}</span>
+            {change.detail ? (
+              <span className="nbm-DiffDetail"> ({changeDetail(change, props.trans)})</span>
+            ) : null}
+            {!change.note.text ? (
+              <span className="nbm-DiffErased"> {trans.__('(text erased)')}</span>
+            ) : (
+              // Rendered as a card renders it: Markdown, raw HTML as text, sanitized.
+              <NoteMarkdown text={diffText(change.note.text)} rendermime={props.rendermime} />
+            )}
+          </li>
+        ))}
+      </ul>
+    ) : null;
+  return (
+    <div className={`nbm-DiffSection nbm-mod-${kind}`}>
+      {folded ? (
+        <details
+          className="nbm-DiffFold"
+          open={open}
+          onToggle={event => setOpen((event.currentTarget as HTMLDetailsElement).open)}
+        >
+          <summary className="nbm-DiffTitle">{title}</summary>
+          {list}
+        </details>
+      ) : (
+        <>
+          <div className="nbm-DiffTitle">{title}</div>
+          {list}
+        </>
+      )}
     </div>
   );
 }
@@ -1657,11 +1765,17 @@ function StatusLine(props: { model: MemoryModel }): JSX.Element {
   const trans = model.trans;
   if (model.statusError) {
     // The banner above says it already when the listing failed the same way.
+    const same = model.statusError === model.error;
     return (
       <div className="nbm-Status nbm-mod-error" title={model.statusError}>
-        {model.statusError === model.error
-          ? trans.__('memory service: unavailable (see above)')
-          : model.statusError}
+        {model.statusUnreachable
+          ? // Jupyter's server did not answer: the memory service is not the one to blame.
+            same
+            ? trans.__("JupyterLab's server: not responding (see above)")
+            : model.statusError
+          : same
+            ? trans.__('memory service: unavailable (see above)')
+            : model.statusError}
       </div>
     );
   }

@@ -291,7 +291,7 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
       try {
         where = await model.source(note.id);
       } catch (error) {
-        model.say(messageOf(error), 'error');
+        model.fail(error);
         return;
       }
       if (where.exists) {

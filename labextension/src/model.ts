@@ -141,8 +141,12 @@ export class MemoryModel {
   forgotten: number | null = null;
   status: IStatus | null = null;
   statusError: string | null = null;
+  /** The status failed for want of any answer (Jupyter's server, not the memory service). */
+  statusUnreachable = false;
   /** Why the last refresh failed, shown in the panel until one succeeds. */
   error: string | null = null;
+  /** The last refresh failed for want of any answer from Jupyter's server. */
+  errorUnreachable = false;
   loading = false;
   /** Set once the first listing arrived (the empty-state help waits for it). */
   loaded = false;
@@ -296,8 +300,18 @@ export class MemoryModel {
     if (now && this.error) {
       // The server answers again: try what failed (the store may be free by now).
       await this.refresh({ force: true });
-    } else if (this.hits !== null && this.behind && now?.model_loaded && !before?.model_loaded) {
-      // Answered from the keywords while the model loaded: ask again with both channels.
+    } else if (
+      this.hits !== null &&
+      this.behind &&
+      now?.model_loaded &&
+      !now.model_loading &&
+      this._shown !== null &&
+      this._reasked !== this._shown
+    ) {
+      // Answered from the keywords while the model loaded: ask again with both channels,
+      // once the model is in and warm (loaded is said a moment before it may be used),
+      // and once per search (a team store's server away answers `behind` too).
+      this._reasked = this._shown;
       await this.refresh({ force: true });
     } else if (
       now?.running &&
@@ -328,6 +342,18 @@ export class MemoryModel {
     this._firstPage();
     this._stateChanged.emit(this.state);
     void this.refresh();
+  }
+
+  /**
+   * The search box's Enter: a new query, or the same one asked again (what a keyword-only
+   * answer, given while the model loads, asks the user to do).
+   */
+  search(query: string): void {
+    if (query !== this.query) {
+      this.setQuery(query);
+    } else if (query.trim()) {
+      void this.refresh(); // an identical recall on its way is shared, not sent twice
+    }
   }
 
   setFilters(filters: Partial<IFilters>): void {
@@ -383,9 +409,48 @@ export class MemoryModel {
 
   say(message: string, kind: 'info' | 'success' | 'error' = 'info'): void {
     if (kind === 'error') {
-      Notification.error(message, { autoClose: false });
+      this._errorToast(message, false);
     } else {
       Notification.emit(message, kind, { autoClose: INFO_MS });
+    }
+  }
+
+  /**
+   * Say why a request failed (an error notice). `kept`, said when the server could not be
+   * reached, tells what the user still has ("Your edit is kept; save it once…").
+   */
+  fail(error: unknown, kept?: string): void {
+    const message = this.wordsOf(error);
+    this._errorToast(
+      kept && isUnreachable(error) ? `${message} ${kept}` : message,
+      error instanceof ApiError && error.transient
+    );
+  }
+
+  /** An error in the user's words (no answer at all is not a "TypeError"). */
+  wordsOf(error: unknown): string {
+    return isUnreachable(error)
+      ? this.trans.__("JupyterLab's server is not responding (stopped, or the network is down).")
+      : messageOf(error);
+  }
+
+  /**
+   * An error notice stays until closed, or until it no longer holds: one about a passing
+   * condition (no server, the store held elsewhere) closes once a later request is
+   * answered; any other once a later action succeeds.
+   */
+  private _errorToast(message: string, transient: boolean): void {
+    const id = Notification.error(message, { autoClose: false });
+    this._errorToasts.set(id, { transient, seq: ++this._toastSeq });
+  }
+
+  /** Close the error notices said before `seq` (all of them, or the passing ones only). */
+  private _closeErrors(seq: number, transientOnly: boolean): void {
+    for (const [id, toast] of [...this._errorToasts]) {
+      if (toast.seq <= seq && (toast.transient || !transientOnly)) {
+        this._errorToasts.delete(id);
+        Notification.dismiss(id);
+      }
     }
   }
 
@@ -433,10 +498,11 @@ export class MemoryModel {
         provenance: draft.provenance
       });
       this.draft = null;
+      this._closeErrors(this._toastSeq, false);
       this.say(this.trans.__('Remembered #%1.', note.id), 'success');
       return note;
     } catch (error) {
-      this.say(messageOf(error), 'error');
+      this.fail(error, this.trans.__('Your note is kept in the form; save it once the server is back.'));
       this._emit();
       return null;
     }
@@ -511,7 +577,7 @@ export class MemoryModel {
       try {
         now = (await this.detail(id)).note;
       } catch (error) {
-        this.say(messageOf(error), 'error');
+        this.fail(error, this.trans.__('Your edit is kept; save it once the server is back.'));
         this._emit();
         return false;
       }
@@ -530,12 +596,13 @@ export class MemoryModel {
           json('PATCH', { ...fields, version: now.version }),
           'edit'
         );
+        this._closeErrors(this._toastSeq, false);
         this.say(this.trans.__('Saved #%1 as version %2.', note.id, note.version), 'success');
       } catch (error) {
         if (error instanceof ApiError && error.status === 409 && attempt < 2) {
           continue;
         }
-        this.say(messageOf(error), 'error');
+        this.fail(error, this.trans.__('Your edit is kept; save it once the server is back.'));
         this._emit();
         return false;
       }
@@ -663,7 +730,7 @@ export class MemoryModel {
       this.diffError = null;
     } catch (error) {
       this.diff = null;
-      this.diffError = messageOf(error);
+      this.diffError = this.wordsOf(error);
     }
     this._emit();
   }
@@ -695,10 +762,9 @@ export class MemoryModel {
             ? this.trans.__(
                 "The nbmemory server extension is not running in this Jupyter server. Install nbmemory into the server's environment (pip install nbmemory), check it with `jupyter server extension list`, then restart JupyterLab."
               )
-            : this.trans.__(
-                'Cannot reach the nbmemory server extension: %1',
-                messageOf(error)
-              )
+            : isUnreachable(error)
+              ? this.wordsOf(error)
+              : this.trans.__('Cannot reach the nbmemory server extension: %1', messageOf(error))
       };
     }
     this._emit();
@@ -726,12 +792,14 @@ export class MemoryModel {
       }
       if (ticket === this._ticket) {
         this.error = null;
+        this.errorUnreachable = false;
         this.loaded = true;
         this._shown = key;
       }
     } catch (error) {
       if (ticket === this._ticket) {
-        this.error = messageOf(error);
+        this.error = this.wordsOf(error);
+        this.errorUnreachable = isUnreachable(error);
         if (this._shown !== key) {
           // Never show another query's or filter's results under this one.
           this._clearResults();
@@ -757,13 +825,15 @@ export class MemoryModel {
   }
 
   private async _act(action: () => Promise<void>): Promise<boolean> {
+    const seq = this._toastSeq;
     try {
       await action();
     } catch (error) {
-      this.say(messageOf(error), 'error');
+      this.fail(error);
       this._emit();
       return false;
     }
+    this._closeErrors(seq, false);
     await this.refresh({ force: true, status: true });
     return true;
   }
@@ -774,6 +844,7 @@ export class MemoryModel {
       const status = await this._request<IStatus>(start ? 'status' : 'status?start=false');
       this.status = status;
       this.statusError = null;
+      this.statusUnreachable = false;
       if (status.running) {
         this.readOnly = status.read_only === true;
         this.teamStore = isTeamStore(status.store) ? status.store : null;
@@ -783,7 +854,8 @@ export class MemoryModel {
       }
     } catch (error) {
       this.status = null;
-      this.statusError = messageOf(error);
+      this.statusError = this.wordsOf(error);
+      this.statusUnreachable = isUnreachable(error);
     }
   }
 
@@ -874,9 +946,12 @@ export class MemoryModel {
     this._pending.set(token, phase);
     this._updatePhase();
     const timer = window.setTimeout(() => void this._watchSlow(token), SLOW_MS);
+    const seq = this._toastSeq;
     try {
       const result = await requestAPI<T>(endPoint, init);
       this._cold = false;
+      // Answered: what an earlier error notice said of the server or the store is over.
+      this._closeErrors(seq, true);
       // Answered by meaning: the model is in. A keyword-only answer (`behind`) says it
       // is not yet, and the poll asks again once it is.
       const behind = (result as { behind?: string | null } | null)?.behind;
@@ -924,6 +999,11 @@ export class MemoryModel {
   }
 
   private _ticket = 0;
+  /** The panel's own error notices still shown, by notification id. */
+  private _errorToasts = new Map<string, { transient: boolean; seq: number }>();
+  private _toastSeq = 0;
+  /** The recall (refresh key) asked again once the model was seen loaded. */
+  private _reasked: string | null = null;
   /** The refresh key of what the views show now. */
   private _shown: string | null = null;
   private _inflight: { key: string; promise: Promise<void>; status: boolean } | null = null;
@@ -949,6 +1029,11 @@ export function phaseOf(state: IOwnerState): Phase {
     return 'loading-model';
   }
   return 'working';
+}
+
+/** No answer at all from Jupyter's server (stopped, or the network is down). */
+export function isUnreachable(error: unknown): boolean {
+  return error instanceof ApiError && error.unreachable;
 }
 
 export function messageOf(error: unknown): string {

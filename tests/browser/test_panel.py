@@ -147,6 +147,26 @@ def test_nothing_recalled_offers_a_way_back_that_works(page, lab):
     expect(page.locator(f"{PANEL} .nbm-Summary")).not_to_contain_text("below the score")
 
 
+def test_nothing_recalled_with_filters_says_the_filters_may_be_why(page, lab):
+    """A search the filters leave empty says so, naming them: "try other words" alone sent
+    the user rewording a query the filters were hiding."""
+    lab.remember("the vendor feed arrives every hour", kind="finding")
+    refresh(page)
+    kind = page.locator(f"{PANEL} .nbm-KindFilter")
+    kind.select_option("procedure")  # no note of this module is a procedure
+    search = page.locator(f"{PANEL} .nbm-Search")
+    search.fill("vendor feed")
+    search.press("Enter")
+    empty = page.locator(f"{PANEL} .nbm-Empty")
+    expect(empty).to_contain_text("Nothing recalled with these filters (kind: procedure). "
+                                  "Clear them or try other words.")
+    expect(empty).not_to_contain_text("Nothing recalled. Try other words.")
+    empty.locator(".nbm-ClearFilters").click()
+    expect(kind).to_have_value("")
+    expect(search).to_have_value("")
+    expect(card(page, "the vendor feed arrives every hour")).to_be_visible()
+
+
 def test_a_forgotten_note_can_be_brought_back_from_previously_believed(page, lab):
     note = lab.remember("the staging bucket is cleaned every sunday")
     assert lab.api(f"notes/{note['id']}/forget", "POST", {})[0] == 200

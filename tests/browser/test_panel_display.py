@@ -229,3 +229,34 @@ def test_long_snapshot_names_stay_inside_the_panel(page, lab):
                            ".nbm-Snapshots'); return [s.scrollWidth, s.clientWidth]; }")
     assert scroll[0] <= scroll[1], f"the snapshots scroll sideways: {scroll}"
     page.locator(f"{PANEL} .nbm-Tab", has_text="Notes").click()
+
+
+def test_a_snapshot_diff_renders_notes_as_cards_do_and_folds_a_long_section(page, lab):
+    """Last in this module (it adds 60 notes). The diff shows a note's Markdown rendered
+    (bold, code), its raw HTML as text; a section of more than 50 notes is folded under
+    its title and count, and lists them once opened."""
+    assert lab.api("snapshots", "POST", {"name": "diff-before"})[0] == 201
+    lab.remember("orders.amount is in **cents**; see `data/orders.csv` <b>not bold</b>")
+    for i in range(60):
+        lab.remember(f"bulk note {i} from the nightly import", tags="bulk")
+    assert lab.api("snapshots", "POST", {"name": "diff-after"})[0] == 201
+    page.locator(f"{PANEL} .nbm-Tab", has_text="Snapshots").click()
+    page.locator(f"{PANEL} .nbm-DiffFrom").select_option("diff-before")
+    page.locator(f"{PANEL} .nbm-DiffTo").select_option("diff-after")
+    page.locator(f"{PANEL} .nbm-Compare").click()
+    added = page.locator(f"{PANEL} .nbm-DiffSection.nbm-mod-added")
+    title = added.locator(".nbm-DiffTitle")
+    expect(title).to_have_text("added (61)")
+    items = added.locator("li")
+    expect(items).to_have_count(0)  # folded: 61 notes are not one endless list
+    title.click()
+    expect(items).to_have_count(61)
+    cents = items.filter(has_text="orders.amount is in")
+    expect(cents.locator(".nbm-NoteText strong")).to_have_text("cents")
+    expect(cents.locator(".nbm-NoteText code")).to_have_text("data/orders.csv")
+    expect(cents).not_to_contain_text("**")
+    expect(cents).to_contain_text("<b>not bold</b>")  # raw HTML reads as text, as on cards
+    expect(cents.locator(".nbm-NoteText b")).to_have_count(0)
+    title.click()
+    expect(items).to_have_count(0)
+    page.locator(f"{PANEL} .nbm-Tab", has_text="Notes").click()

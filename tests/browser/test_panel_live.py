@@ -20,7 +20,7 @@ from nbmemory.config import DEFAULT_MODEL
 from nbmemory.memory import Memory
 from nbmemory.service import owner_info, stop
 
-from .conftest import open_lab, start_lab, stop_lab, wait_for
+from .conftest import open_lab, start_lab, stop_lab, toast, wait_for
 from .test_panel import PANEL, card, card_of, refresh
 
 # The poll every second: what it brings shows up in a test without waiting long.
@@ -176,9 +176,143 @@ def test_an_error_clears_by_itself_once_the_store_is_free(page, lab):
         expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(0)
         expect(page.locator(f"{PANEL} .nbm-Status")).to_contain_text(
             "memory service: unavailable (see above)")
+        # A write meanwhile fails with a notice, kept in its form.
+        page.locator(f"{PANEL} .nbm-NewNote").click()
+        form = page.locator(f"{PANEL} .nbm-NewNote-Form")
+        form.locator(".nbm-EditText").fill("the ledger reopens on the first")
+        form.locator(".nbm-Save").click()
+        refused = toast(page, "owned by another process")
+        expect(refused).to_be_visible(timeout=20_000)
     expect(banner).to_have_count(0, timeout=20_000)
+    # The store is free: the notice saying it was not is closed, not left under what follows.
+    expect(refused).to_have_count(0, timeout=10_000)
+    expect(form.locator(".nbm-EditText")).to_have_value("the ledger reopens on the first")
+    form.locator(".nbm-Cancel").click()
+    expect(form).to_have_count(0)
     expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text("recalled for “ledger closes”")
     expect(card(page, "the ledger closes")).to_be_visible()
+    search.fill("")
+    search.press("Enter")
+
+
+def nbmemory_api(url: str) -> bool:
+    """A request of the panel to nbmemory's REST API (not its own script files)."""
+    return "/nbmemory/" in url and "/static/" not in url
+
+
+def test_while_jupyters_server_is_down_the_panel_says_so_in_words_and_keeps_the_edit(
+        page, lab):
+    """No answer from Jupyter's server (stopped, or the network down): the panel says so in
+    words (not "TypeError: Failed to fetch"), does not blame the memory service, does not say
+    the note being edited moved, and keeps the edit; once the server answers again its
+    notice closes by itself and the edit saves."""
+    note, shown, text = editing(page, lab, "the retry limit is 8")
+    words = "JupyterLab's server is not responding (stopped, or the network is down)."
+    page.route(nbmemory_api, lambda route: route.abort())  # what a stopped server gives
+    try:
+        shown.locator(".nbm-Save").click()
+        said = toast(page, words + " Your edit is kept; save it once the server is back.")
+        expect(said).to_be_visible()
+        expect(text).to_have_value("the retry limit is 8")
+        # A search meanwhile: the list cannot load, and the panel says why.
+        search = page.locator(f"{PANEL} .nbm-Search")
+        search.fill("retry limit")
+        search.press("Enter")
+        banner = page.locator(f"{PANEL} .nbm-Banner.nbm-mod-error")
+        expect(banner).to_have_text(words)
+        status = page.locator(f"{PANEL} .nbm-Status")
+        expect(status).to_have_text("JupyterLab's server: not responding (see above)")
+        expect(shown.locator(".nbm-EditNotice")).to_have_text(
+            "JupyterLab's server is not responding: your edit is kept here; save it once the "
+            "server is back.")
+        expect(text).to_have_value("the retry limit is 8")
+        expect(page.locator(PANEL)).not_to_contain_text("memory service")
+        expect(page.locator(PANEL)).not_to_contain_text("no longer on this page")
+        expect(page.locator(".Toastify__toast", has_text="TypeError")).to_have_count(0)
+    finally:
+        page.unroute(nbmemory_api)
+    # Back: the poll finds the server, the search runs again, the notice closes by itself.
+    expect(page.locator(f"{PANEL} .nbm-Summary")).to_contain_text(
+        "recalled for “retry limit”", timeout=10_000)
+    expect(banner).to_have_count(0)
+    expect(said).to_have_count(0, timeout=10_000)
+    expect(status).to_contain_text("owner: owner service")
+    expect(shown.locator(".nbm-EditNotice")).to_have_count(0)
+    shown.locator(".nbm-Save").click()
+    expect(shown.locator(".nbm-Version")).to_have_text("v2")
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["text"] == "the retry limit is 8"
+    search.fill("")
+    search.press("Enter")
+
+
+KEYWORD_ONLY = ("Keyword matches only: the model is still loading. Ask again in a few seconds "
+                "for the full search.")
+
+
+def test_a_keyword_only_answer_is_dropped_once_the_full_search_answers(page, lab):
+    """While the model loads, recall answers from the keywords and says so. Asking again
+    (Enter on the same words, as the line says) drops the line once the full search
+    answers; so does the poll once the model is in, even if "loaded" was said while it was
+    still warming up. The server's real replies, with the model's state as such an owner
+    reports it."""
+    lab.remember("the vat rate changed in april", tags="vat")
+    # The owner's model: "loading", then "warming" (loaded is said, not yet usable), "in".
+    model = {"state": "loading", "keywords_only": True}
+    fields = {"loading": {"model_loaded": False, "model_loading": True},
+              "warming": {"model_loaded": True, "model_loading": True}}
+
+    def status(route):
+        response = route.fetch()
+        body = response.json()
+        if body.get("running") and model["state"] in fields:
+            body = {**body, **fields[model["state"]]}
+        route.fulfill(response=response, body=json.dumps(body))
+
+    def recall(route):
+        response = route.fetch()
+        body = response.json()
+        if model["keywords_only"]:
+            body = {**body, "behind": KEYWORD_ONLY}
+        route.fulfill(response=response, body=json.dumps(body))
+
+    def polls(count: int) -> None:
+        for _ in range(count):
+            with page.expect_response(lambda r: "/nbmemory/status?start=false" in r.url):
+                pass
+
+    page.route("**/nbmemory/status*", status)
+    page.route("**/nbmemory/recall*", recall)
+    try:
+        search = page.locator(f"{PANEL} .nbm-Search")
+        notice = page.locator(f"{PANEL} .nbm-Behind")
+        summary = page.locator(f"{PANEL} .nbm-Summary")
+        search.fill("vat rate")
+        search.press("Enter")
+        expect(notice).to_have_text(KEYWORD_ONLY)
+        expect(summary).to_contain_text("recalled for “vat rate”")
+        # Warming up: the poll does not ask again yet (it would get keywords again).
+        model["state"] = "warming"
+        polls(2)
+        expect(notice).to_have_text(KEYWORD_ONLY)
+        # Enter on the same words asks again, as the line says; the full search answers.
+        model["keywords_only"] = False
+        with page.expect_response(lambda r: "/nbmemory/recall" in r.url):
+            search.press("Enter")
+        expect(notice).to_have_count(0)
+        expect(summary).to_contain_text("recalled for “vat rate”")
+        # The poll: another search answered from the keywords, then the model is in.
+        model["keywords_only"] = True
+        search.fill("vat rate april")
+        search.press("Enter")
+        expect(summary).to_contain_text("recalled for “vat rate april”")
+        expect(notice).to_have_text(KEYWORD_ONLY)
+        polls(1)
+        model.update(state="in", keywords_only=False)
+        expect(notice).to_have_count(0, timeout=10_000)
+        expect(summary).to_contain_text("recalled for “vat rate april”")
+    finally:
+        page.unroute("**/nbmemory/status*")
+        page.unroute("**/nbmemory/recall*")
     search.fill("")
     search.press("Enter")
 

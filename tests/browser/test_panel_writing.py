@@ -172,3 +172,19 @@ def test_an_empty_edit_says_so_plainly(page, lab):
         "The note is empty: write what you found, or press Escape to cancel.")
     assert "%remember" not in problem.inner_text()
     assert lab.api(f"notes/{note['id']}")[1]["note"]["version"] == 1
+
+
+def test_edit_opened_from_the_keyboard_types_after_the_text(page, lab):
+    """Enter on a card's Edit: the caret is at the end of the text, so typing goes on from
+    there (it was at the start, and what was typed came before the note)."""
+    note = lab.remember("the batch size is 64")
+    refresh(page)
+    shown = card_of(page, note)
+    shown.locator(".nbm-Edit").focus()
+    page.keyboard.press("Enter")
+    text = shown.locator(".nbm-EditText")
+    expect(text).to_be_focused()
+    page.keyboard.type(" on the GPU")
+    expect(text).to_have_value("the batch size is 64 on the GPU")
+    page.keyboard.press("Control+Enter")
+    expect(shown.locator(".nbm-NoteText")).to_have_text("the batch size is 64 on the GPU")
