@@ -34,17 +34,12 @@ CARDS_FILENAME = "cards.index"
 
 
 class SavedFile:
-    """An index kept in memory and written to its file (by ``save``) now and then."""
+    """An index kept in memory and written to its file now and then. A subclass gives
+    ``save(force=False)``, which writes the file, and ``due()``: how many unsaved changes
+    make a save due."""
 
     unsaved = 0  # changes since the file was written
     failed = 0  # saves that failed in a row since
-
-    def save(self, force: bool = False) -> None:
-        raise NotImplementedError
-
-    def due(self) -> int:
-        """How many unsaved changes make a save due."""
-        raise NotImplementedError
 
     def save_when_due(self) -> None:
         """Write the file once it is due; after a failed save, once twice as many changes
