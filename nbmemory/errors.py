@@ -37,7 +37,8 @@ class Command:
 # Messages use {0}, {1}... for their commands and nothing else (no str.format).
 Syntax = Mapping[str, Union[str, Callable[[Command], str]]]
 
-PYTHON: Syntax = {}  # Memory.<operation>(<args>) for every operation
+# Memory.<operation>(<args>) for every operation but these
+PYTHON: Syntax = {"supersede": "Memory.supersede({0}, <the corrected finding>)"}
 
 
 def python_call(command: Command) -> str:

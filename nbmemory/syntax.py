@@ -22,6 +22,7 @@ MAGIC: Syntax = {
     "snapshot": "%snapshot {0}",
     "snapshots": "%snapshot --list",
     "snapshot_diff": "%snapshot --diff {0}",
+    "supersede": "%remember --supersedes {0} <the corrected finding>",
 }
 
 CLI: Syntax = {
@@ -35,6 +36,7 @@ CLI: Syntax = {
     "snapshot": "nbmemory snapshot {0}",
     "snapshots": "nbmemory snapshot --list",
     "snapshot_diff": "nbmemory snapshot --diff {0}",
+    "supersede": 'nbmemory remember --supersedes {0} "<the corrected finding>"',
 }
 
 
@@ -55,6 +57,8 @@ MCP: Syntax = {
     "snapshots": _tool("snapshot_list"),
     "snapshot_diff": _tool("snapshot_diff", "a"),
     "reembed": lambda c: "nbmemory reindex --reembed in a shell",
+    "supersede": lambda c: f"the remember tool (text=<the corrected finding>, "
+                           f"supersedes={c.args[0]})",
 }
 
 
@@ -72,6 +76,7 @@ REST: Syntax = {
     "snapshot": "'{0}'",
     "snapshots": "GET /nbmemory/snapshots",
     "snapshot_diff": "GET /nbmemory/snapshots/diff?from={0}",
+    "supersede": "POST /nbmemory/notes/{0}/supersede",
 }
 
 

@@ -142,7 +142,8 @@ def test_a_replaced_note_comes_back_once_its_replacement_is_purged_or_forgotten(
     with pytest.raises(Conflict, match=f"Cannot reinstate note #{old.id}: it is superseded by "
                                        f"#{new.id}, which is active; forget #{new.id} first"):
         memory.reinstate(old.id)
-    with pytest.raises(Conflict, match=f"it is superseded by #{new.id}; change #{new.id}"):
+    with pytest.raises(Conflict, match=f"it is superseded by #{new.id}, the note to correct: "
+                                        rf"Memory.supersede\({new.id}, <the corrected finding>\)"):
         memory.forget(old.id)
     memory.snapshot("corrected")
     memory.purge(new.id)

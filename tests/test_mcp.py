@@ -399,6 +399,8 @@ BAD_CALLS = [
     ("forget", {"note_ids": []}, "Bad arguments for forget: note_ids: List should have at least 1 item"),
     ("forget", {"note_ids": "one"}, "Bad arguments for forget: note_ids: Input should be a valid list"),
     ("reinstate", {"note_id": 1}, "Cannot reinstate note #1: it is active already"),
+    ("verify", {"note_id": 3}, "Cannot verify note #3: it is superseded by #4, the note to correct: "
+                               "the remember tool (text=<the corrected finding>, supersedes=4)."),
     ("snapshot", {"name": "two words"}, "Bad arguments for snapshot: name: String should match pattern"),
     ("snapshot", {"name": "sealed"}, "A snapshot named 'sealed' already exists"),
     ("snapshot", {"name": "Now"}, "'now' is what a diff compares with when it is given one "
@@ -439,6 +441,7 @@ def test_bad_arguments_give_clear_errors_and_leave_the_store_unchanged(store_dir
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         mem.remember("the first note")
         mem.remember("the second note")
+        mem.supersede(mem.remember("the third note").id, "the third note, corrected")
         mem.snapshot("sealed")
     before = snapshot_of(store_dir)
 

@@ -334,8 +334,9 @@ class Writes(Part):
         by = self.store.superseded_by(note_id) if note.status == "superseded" else None
         why, then = {"revoked": ("is forgotten (revoked); reinstate it first with {0}",
                                  Command("reinstate", (note_id,))),
-                     "superseded": (f"is superseded by #{by}; change #{by} instead" if by else
-                                    "is superseded; change the note that superseded it instead",
+                     "superseded": (f"is superseded by #{by}, the note to correct: {{0}}",
+                                    Command("supersede", (by,))) if by else
+                                   ("is superseded; correct the note that superseded it instead",
                                     None),
                      "purged": ("was purged: its text is erased for good" if action != "reinstate"
                                 else "was purged and cannot come back", None),
