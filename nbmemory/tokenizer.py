@@ -15,15 +15,6 @@ import re
 import unicodedata
 from functools import lru_cache
 
-try:
-    import Stemmer
-
-    _stem_words = Stemmer.Stemmer("english").stemWord
-except ImportError:  # pragma: no cover - PyStemmer is a declared dependency
-    import snowballstemmer
-
-    _stem_words = snowballstemmer.stemmer("english").stemWord
-
 STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had has have he her
     his how i if in into is it its me my no not of on or our she so than that the their them
@@ -46,9 +37,23 @@ _QUALIFIER = re.compile(r"::|[./]")
 TOKENIZER = 2
 
 
+@lru_cache(maxsize=1)
+def _stemmer():
+    """The English stemmer, loaded on first use: the server extension imports this module
+    (anchors.file_terms) where the engine's dependencies may not be installed."""
+    try:
+        import Stemmer
+
+        return Stemmer.Stemmer("english").stemWord
+    except ImportError:  # pragma: no cover - PyStemmer is a declared dependency
+        import snowballstemmer
+
+        return snowballstemmer.stemmer("english").stemWord
+
+
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
-    return _stem_words(word)
+    return _stemmer()(word)
 
 
 @lru_cache(maxsize=1)
