@@ -32,8 +32,16 @@ def exit_code_for(exc: BaseException) -> int:
     return EXIT_ERROR  # NotFound, Conflict and anything else the store refused
 
 
+# Commands that print no answer of their own for --json to shape: said when it is given.
+NO_JSON_COMMANDS = {"mcp": "it speaks MCP's JSON-RPC on stdout",
+                    "serve": "it prints only its log"}
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     args, extra = build_parser().parse_known_args(argv)
+    if getattr(args, "command", None) in NO_JSON_COMMANDS and (getattr(args, "json", False) or "--json" in extra):
+        raise CommandError(f"--json does not apply to nbmemory {args.command}: "
+                           f"{NO_JSON_COMMANDS[args.command]}", EXIT_USAGE)
     if extra:  # argparse would name the top-level help, not the command's
         where = f"nbmemory {args.command}" if getattr(args, "command", None) else "nbmemory"
         raise CommandError(f"unrecognized arguments: {' '.join(extra)} (see: {where} --help)",

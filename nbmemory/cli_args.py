@@ -103,12 +103,13 @@ def build_parser() -> Parser:
     # The global options work before or after the command: `nbmemory --json list`
     # and `nbmemory list --json` both do. SUPPRESS keeps a later default from
     # overwriting an earlier value.
-    common = Parser(add_help=False)
-    common.add_argument("--store", metavar="DIR|URL", default=argparse.SUPPRESS,
+    located = Parser(add_help=False)
+    located.add_argument("--store", metavar="DIR|URL", default=argparse.SUPPRESS,
                         help="store directory or a team store's postgresql:// address "
                              "(default: NBMEMORY_HOME, the nearest .nbmemory/, the git root)")
-    common.add_argument("--model", metavar="NAME", default=argparse.SUPPRESS,
-                        help="embedding model (default: NBMEMORY_MODEL or all-MiniLM-L6-v2)")
+    located.add_argument("--model", metavar="NAME", default=argparse.SUPPRESS,
+                         help="embedding model (default: NBMEMORY_MODEL or all-MiniLM-L6-v2)")
+    common = Parser(add_help=False, parents=[located])
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="print JSON for scripts instead of a table")
 
@@ -118,8 +119,9 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"nbmemory {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    def command(name: str, help: str, **kwargs) -> Parser:
-        return sub.add_parser(name, parents=[common], help=help, description=help,
+    def command(name: str, help: str, *, prints_json: bool = True, **kwargs) -> Parser:
+        return sub.add_parser(name, parents=[common if prints_json else located], help=help,
+                              description=help,
                               epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
                               **kwargs)
 
@@ -251,14 +253,15 @@ def build_parser() -> Parser:
                    help="skip a group of checks (repeatable)")
 
     p = command("serve", "run the store's owner process in the foreground (clients start one "
-                         "on demand; this is for running it yourself)")
+                         "on demand; this is for running it yourself)", prints_json=False)
     p.add_argument("--idle-timeout", type=seconds, default=None, metavar="SECONDS",
                    help="exit after this long without requests "
                         "(default: NBMEMORY_IDLE_TIMEOUT or 1800; 0 never)")
 
     command("stop", "ask the store's owner process to exit (the next use starts a new one)")
 
-    p = command("mcp", "serve the store to agents over MCP on stdio (needs nbmemory[mcp])")
+    p = command("mcp", "serve the store to agents over MCP on stdio (needs nbmemory[mcp])",
+                prints_json=False)
     p.add_argument("--hint-tokens", type=positive, default=4000, metavar="N",
                    help="remind the agent that notes can be fetched again by id after about N "
                         "tokens of note content (default 4000)")

@@ -493,6 +493,18 @@ def test_help_documents_the_exit_codes():
     assert r.code == 0 and "exit codes:" in r.out and "--min-score" in r.out
 
 
+@pytest.mark.parametrize("argv", [["mcp", "--json"], ["--json", "mcp"], ["serve", "--json"]])
+def test_json_is_refused_where_nothing_prints_it(argv):
+    """mcp and serve print no answer that --json could shape: their help does not offer it,
+    and given anyway it is refused in words rather than ignored."""
+    command = [a for a in argv if a != "--json"][0]
+    assert "--json" not in shell(command, "--help").out
+    r = shell(*argv)
+    assert r.code == 2
+    why = {"mcp": "it speaks MCP's JSON-RPC on stdout", "serve": "it prints only its log"}[command]
+    assert one_line(r.err) == f"nbmemory: --json does not apply to nbmemory {command}: {why}"
+
+
 @pytest.mark.parametrize("argv, code, message", [
     (["show", "99"], 1, "nbmemory: No note #99. Recall or list notes to find their ids."),
     (["show", "abc"], 2, "nbmemory: argument ID: 'abc' is not a note id; ids are numbers like 12 "
