@@ -243,7 +243,9 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
             advice.append(long_note_hint(note))
         if advice:
             data["advice"] = " ".join(advice)
-        return reply(data)
+        # The note just written is the agent's own text; the similar ones are the store's.
+        texts = [h["text"] for h in data.get("similar", [])]
+        return reply(data, session.returned(texts) if texts else None)
 
     @tool("Recall notes by meaning and by keyword. Do it before reading code or data you may "
           "already have studied, and before answering questions about this project. Each hit "
@@ -369,7 +371,8 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
     def reinstate(note_id: NoteId) -> list[TextContent]:
         with tool_errors():
             note = memory.get().reinstate(note_id)
-        return reply({"reinstated": note.id, "note": note_dict(note, excerpt=True)})
+        data = {"reinstated": note.id, "note": note_dict(note, excerpt=True)}
+        return reply(data, session.returned([data["note"]["text"]]))
 
     @tool("Seal what is known now under a name (e.g. before a refactor or a decision), so the "
           "state can be compared later. Names are unique and have no spaces.")
@@ -402,7 +405,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
             data["advice"] = (f"{', '.join(gone)} {'is' if len(gone) == 1 else 'are'} missing: "
                               "the note is verified as holding without it, and goes stale "
                               "again if it comes back.")
-        return reply(data)
+        return reply(data, session.returned([data["note"]["text"]]))
 
     @tool("What changed in the notes from snapshot a to snapshot b (default: now): notes added, "
           "edited, superseded, forgotten, refuted, reinstated, purged, and those that became (or "

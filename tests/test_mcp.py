@@ -330,6 +330,11 @@ def test_hint_after_the_token_threshold_once_per_threshold(store_dir):
             assert hint is None
             assert data["session"]["tokens_returned"] == 4 * tokens
             assert data["session"]["hints_given"] == 2
+            # The store's notes shown beside a write do count: here, one similar note.
+            again, _ = await call(client, "remember", text=LONG_NOTE + " Checked again.")
+            assert [h["id"] for h in again["similar"]] == [1]
+            data, _ = await call(client, "status")
+            assert data["session"]["tokens_returned"] == 5 * tokens
     run(body)
 
 
