@@ -531,6 +531,30 @@ def test_purge_leaves_the_text_in_no_row_of_the_team_store(team_url, tmp_path, m
     assert kept == []
 
 
+def test_a_colleagues_purge_also_scrubs_the_notes_that_quoted_it_on_this_machine(
+        ada_and_bo, tmp_path):
+    """A purge takes the note's text out of the cell other notes keep as provenance, in
+    rows no event names: a colleague's owner reads those notes again too (its copy for
+    outages kept the quote until the quoting note next changed)."""
+    ada, bo = ada_and_bo
+    secret = "the staging password is hunter2"
+    note = ada.remember(secret)
+    cell = f"for f in [{secret!r}, 'staging runs on db2']:\n    %remember {{f}}"
+    other = ada.remember("staging runs on db2", provenance=Provenance(
+        notebook="/work/ops.ipynb", cell_id="c1", cell_source=cell))
+    assert bo.get(other.id).provenance.cell_source == cell  # bo has read it, and kept it
+    assert [h.note.id for h in bo.recall("staging runs on db2")][:1] == [other.id]
+    ada.purge(note.id)
+    scrubbed = "for f in ['[purged]', 'staging runs on db2']:\n    %remember {f}"
+    assert bo.get(other.id).provenance.cell_source == scrubbed
+    [hit] = [h for h in bo.recall("staging runs on db2") if h.note.id == other.id]
+    assert hit.note.provenance.cell_source == scrubbed  # recall reads the cards
+    bo.close()
+    kept = [path for path in (tmp_path / "cache-bo").rglob("*")
+            if path.is_file() and b"hunter2" in path.read_bytes()]
+    assert kept == []
+
+
 def test_an_engine_opens_on_the_local_copy_while_the_server_is_away_then_takes_it_back(
         team_url, postgres_server, tmp_path, monkeypatch):
     """A laptop off the network once its last owner exited: reads answer from the copy

@@ -243,12 +243,6 @@ class Store(Rows):
                 Event(r[0], _aware(r[1]), r[2], r[3], r[4], json.loads(r[5]) if r[5] else {}))
         return out
 
-    def changed_since(self, seq: int) -> list[int]:
-        rows = self.con.execute(
-            "SELECT DISTINCT note_id FROM events WHERE seq > ? AND note_id IS NOT NULL", [seq]
-        ).fetchall()
-        return [r[0] for r in rows]
-
     # -- notes --------------------------------------------------------------------------
 
     def next_note_id(self) -> int:

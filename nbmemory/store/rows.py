@@ -143,6 +143,21 @@ class Rows:
         row = self.con.execute("SELECT stale FROM snapshots WHERE name = ?", [name]).fetchone()
         return json.loads(row[0]) if row and row[0] else {}
 
+    def changed_since(self, seq: int) -> list[int]:
+        """The notes with events after ``seq``. A purge rewrites the provenance of the notes
+        whose cell quoted it (:meth:`purge_quotes`) without events of their own: when one is
+        among them, every note a purge scrubbed is read again too (purges are rare)."""
+        rows = self.con.execute(
+            "SELECT note_id, bool_or(type = 'purged') FROM events WHERE seq > ? AND note_id "
+            "IS NOT NULL GROUP BY note_id", [seq]).fetchall()
+        changed = [r[0] for r in rows]
+        if any(r[1] for r in rows):
+            where = self._CONTAINS.format("CAST(provenance AS VARCHAR)", "'[purged]'")
+            seen = set(changed)
+            changed += [r[0] for r in self.con.execute(f"SELECT id FROM notes WHERE {where}")
+                        if r[0] not in seen]
+        return changed
+
     def purge_quotes(self, note_id: int) -> list[int]:
         """Take a note's texts (call before they are erased) out of the cell sources other
         notes keep as provenance (one cell may write several notes: a loop of %remember);
