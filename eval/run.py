@@ -44,7 +44,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from nbmemory.config import Settings  # noqa: E402
 from nbmemory.engine import PRIORITY_BONUS  # noqa: E402
 from nbmemory.memory import Memory  # noqa: E402
-from nbmemory.ranking import MODES, TRUST_FROM, TRUST_FULL  # noqa: E402
+from nbmemory.models import MODES  # noqa: E402
+from nbmemory.ranking import TRUST_FROM, TRUST_FULL  # noqa: E402
 
 K = 10
 CUTOFFS = (1, 5, 10)

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from ._version import __version__
 from .errors import InvalidInput
+from .models import MODE_HELP, MODES
 from .when import parse_since
 
 EXIT_OK = 0
@@ -42,7 +43,11 @@ class CommandError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors that say where the help is."""
+    """argparse with one-line errors that say where the help is, and without abbreviated
+    options (``--mode`` was taken for ``--model``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message: str):
         raise CommandError(f"{message} (see: {self.prog} --help)", EXIT_USAGE)
@@ -148,6 +153,7 @@ def build_parser() -> Parser:
     p.add_argument("--explain", action="store_true", help="show the keyword and semantic scores")
     p.add_argument("--provenance", action="store_true", help="show where each note came from")
     p.add_argument("--min-score", type=float, default=None, help="hide notes scoring below this")
+    p.add_argument("--mode", choices=MODES, default="hybrid", help=MODE_HELP)
     p.add_argument("--as-of", metavar="SNAPSHOT", default=None,
                    help="search the notes as they were when SNAPSHOT was sealed")
     p.add_argument("--open", action="store_true",

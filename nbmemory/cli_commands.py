@@ -119,6 +119,7 @@ def cmd_recall(mem, args) -> None:
     stale = True if args.stale else False if args.fresh else None
     if args.open and not query:
         needless = [flag for flag, given in (("--kind", args.kind), ("--explain", args.explain),
+                                             ("--mode", args.mode != "hybrid"),
                                              ("--min-score", args.min_score is not None),
                                              ("--as-of", args.as_of)) if given]
         if needless:
@@ -138,7 +139,7 @@ def cmd_recall(mem, args) -> None:
                            "(see: nbmemory recall --help)")
     hits = mem.recall(query, k=args.k, tags=args.tags, kind="question" if args.open else args.kind,
                       priority=args.priority, since=args.since, explain=args.explain,
-                      min_score=args.min_score, as_of=args.as_of, stale=stale,
+                      min_score=args.min_score, as_of=args.as_of, stale=stale, mode=args.mode,
                       author=author_of(args))
     if args.open:
         hits[:] = [h for h in hits if h.note.resolution is None]

@@ -17,12 +17,16 @@ from .when import parse_since
 _FLAGS = {"tags": "-t", "kind": "--kind", "priority": "-p", "since": "--since",
           "author": "--author", "as_of": "--as-of", "min_score": "--min-score",
           "explain": "--explain", "mine": "--mine", "fresh": "--fresh", "stale": "--stale",
-          "open": "--open"}
+          "open": "--open", "mode": "--mode"}
 
 
 def _given(args, names: tuple[str, ...]) -> list[str]:
     """The options among ``names`` (``tags`` for -t/--tags...) that the line gave."""
     return [_FLAGS[n] for n in names if getattr(args, n) not in (None, False)]
+
+
+def _mode(args) -> list[str]:
+    return [] if args.mode == "hybrid" else ["--mode"]
 
 
 def _filters_said(args) -> str:
@@ -54,7 +58,7 @@ class RecallCommands:
                                    kind="question" if args.open else args.kind,
                                    priority=args.priority, since=parse_since(args.since),
                                    explain=args.explain, min_score=args.min_score,
-                                   as_of=args.as_of, stale=stale,
+                                   as_of=args.as_of, stale=stale, mode=args.mode,
                                    variables=self._variables(), author=author)
         if args.open:
             hits[:] = [h for h in hits if h.note.resolution is None]
@@ -63,7 +67,7 @@ class RecallCommands:
         return hits
 
     def _open_questions(self, args, k: int, stale, author):
-        needless = _given(args, ("kind", "as_of", "min_score", "explain"))
+        needless = _given(args, ("kind", "as_of", "min_score", "explain")) + _mode(args)
         if needless:
             verb = "applies" if len(needless) == 1 else "apply"
             raise UsageError(f"%recall --open with no query lists the open questions; "
@@ -78,7 +82,7 @@ class RecallCommands:
     def _recall_kernel(self, args, k: int, stale, author):
         """No query: notes about the kernel's variables, columns and paths."""
         needless = _given(args, ("tags", "kind", "priority", "since", "as_of", "min_score",
-                                 "explain"))
+                                 "explain")) + _mode(args)
         if needless:
             raise UsageError(
                 f"{', '.join(needless)} need{'s' if len(needless) == 1 else ''} a query: "

@@ -27,7 +27,7 @@ from .magic_args import (ask, keep_question_marks, parse_ids, split_message, spl
 from .magic_checks import CheckCommands, check_whole, evidence
 from .magic_memory import MemoryCommands
 from .magic_recall import RecallCommands
-from .models import Anchor, Provenance
+from .models import MODE_HELP, MODES, Anchor, Provenance
 
 @magics_class
 class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
@@ -296,6 +296,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     @argument("--explain", action="store_true", help="show the keyword and semantic scores")
     @argument("--provenance", action="store_true", help="show where each note came from")
     @argument("--min-score", type=float, default=None, help="hide notes scoring below this")
+    @argument("--mode", choices=MODES, default="hybrid", help=MODE_HELP)
     @argument("--open", action="store_true",
               help="open questions (neither confirmed nor refuted); with a query, the best of them")
     @argument("--as-of", default=None, metavar="SNAPSHOT",

@@ -15,6 +15,10 @@ KINDS = ("finding", "gotcha", "decision", "question", "reference", "procedure")
 PRIORITIES = ("high", "medium", "low")
 STATUSES = ("active", "revoked", "superseded", "refuted", "purged")
 RESOLUTIONS = ("confirmed", "refuted")
+# How recall ranks: both channels fused, or one of them alone.
+MODES = ("hybrid", "lexical", "dense")
+MODE_HELP = ("hybrid (default): by meaning and by keyword; lexical: keywords only (exact "
+             "words, identifiers, any language); dense: meaning only")
 STALE_REASONS = (
     "missing",
     "content_changed",

@@ -131,7 +131,6 @@ from .lexical import LexicalIndex, top_positions
 from .tokenizer import tokenize
 from .vectors import VectorIndex
 
-MODES = ("hybrid", "lexical", "dense")
 # Chosen by eval/tune.py (cross-validated on eval/; see the module docstring).
 KEYWORD_WEIGHT = 0.7
 TRUST_FROM = 0.35

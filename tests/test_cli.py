@@ -95,6 +95,20 @@ def test_remember_and_recall_json_and_text(nbm):
     assert r.code == 0 and r.json["hits"] == []
 
 
+def test_recall_by_keywords_alone_and_options_are_never_abbreviated(nbm):
+    """--mode lexical ranks by keywords only: no note without the word comes back. An
+    abbreviated option is refused: --mode was once read as --model."""
+    nbm("remember", "orders.amount is stored in cents")
+    nbm("remember", "the warehouse is rebuilt nightly")
+    r = nbm("recall", "--mode", "lexical", "--json", "--min-score", "0", "cents")
+    assert [h["note"]["id"] for h in r.json["hits"]] == [1]
+    r = nbm("recall", "--mode", "dense", "--json", "--min-score", "0", "cents")
+    assert len(r.json["hits"]) == 2  # by meaning, every note has a score
+    r = nbm("recall", "--mod", "lexical", "cents")
+    assert (r.code, one_line(r.err)) == (2, "nbmemory: unrecognized arguments: --mod "
+                                            "(see: nbmemory recall --help)")
+
+
 def test_recall_shows_the_start_of_a_long_note_and_how_to_see_it_all(nbm):
     long = "retry budget " + " ".join(f"word{i}" for i in range(3000))
     nbm("remember", "-", stdin=long)

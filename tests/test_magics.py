@@ -131,6 +131,8 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("recall --kind decision -p low", "^--kind, -p need a query"),
     ("recall --as-of nosuchsnap", "^--as-of needs a query"),
     ("recall --min-score 0.99", "^--min-score needs a query"),
+    ("recall --mode lexical", "^--mode needs a query"),
+    ("recall --mode keywords x", r"argument --mode: invalid choice: 'keywords'"),
     ("recall -k 0 x", "k must be at least 1"),
     ("recall --since yesterday x", "Cannot read the time 'yesterday'"),
     ("recall --min-score 5 x", r"min_score is a score from -1 to 1 .*, not 5\.0$"),
@@ -188,6 +190,15 @@ def test_forget_and_reinstate(ip):
     _, out = run(ip, "memory reinstate 1")
     assert out.stdout.strip() == "Reinstated #1."
     assert len(run(ip, "recall watcher")[0]) == 1
+
+
+def test_recall_by_keywords_alone(ip):
+    run(ip, "remember orders.amount is stored in cents")
+    run(ip, "remember the warehouse is rebuilt nightly")
+    hits, _ = run(ip, "recall --mode lexical --min-score 0 cents")
+    assert [h.note.id for h in hits] == [1]
+    hits, _ = run(ip, "recall --mode dense --min-score 0 cents")
+    assert len(hits) == 2
 
 
 def test_memory_status_says_where_and_why(ip, store_dir):

@@ -13,8 +13,8 @@ import numpy as np
 from ..errors import Command, InvalidInput
 from ..history import PastView
 from ..lexical import LexicalIndex
-from ..models import PRIORITIES, Hit, Hits, Note, utcnow
-from ..ranking import KEYWORD_WEIGHT, MODES, TRUST_FROM, TRUST_FULL, nearest, rank_arrays
+from ..models import MODES, PRIORITIES, Hit, Hits, Note, utcnow
+from ..ranking import KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL, nearest, rank_arrays
 from ..store import Filters, Store
 from ..dense_rows import DenseRows
 from ..vectors import VectorIndex
