@@ -1,11 +1,14 @@
 """The layers of DESIGN.md §2, checked on the source: front ends -> facade -> service ->
 engine -> store -> leaves, imports pointing down only (lazy ones inside functions
-included), no import cycles, no module much over 500 lines."""
+included), no import cycles, no module much over 500 lines (the panel's TypeScript too)."""
 
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "nbmemory"
+PANEL = PACKAGE.parent / "labextension" / "src"  # the JupyterLab panel's TypeScript
 LAYERS = {  # module (or package) -> layer; higher layers may import lower ones only
     "front": ["magics", "magic_args", "magic_memory", "magic_checks", "magic_recall", "cli", "cli_args", "cli_commands", "mcp", "mcp_calls", "server", "browse", "ambient", "audit", "doctor", "namespace",
               "procedures", "progress", "__main__", "__init__"],
@@ -129,3 +132,12 @@ def test_modules_stay_small_enough_to_read():
     sizes = {m: len(p.read_text().splitlines()) for m, p in modules().items()}
     assert {m: n for m, n in sizes.items()
             if n > NOT_YET_SPLIT.get(m, MAX_LINES)} == {}
+
+
+def test_panel_modules_stay_small_enough_to_read():
+    if not PANEL.exists():
+        pytest.skip("the JupyterLab panel (labextension/) is not in this checkout")
+    sizes = {p.name: len(p.read_text().splitlines())
+             for p in [*PANEL.glob("*.ts"), *PANEL.glob("*.tsx")]}
+    assert sizes
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}

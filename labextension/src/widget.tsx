@@ -3,9 +3,10 @@ import { ReactWidget, UseSignal } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
-import { IActions, MemoryPanelView } from './components';
 import { memoryIcon } from './icons';
 import { MemoryModel } from './model';
+import { MemoryPanelView } from './panel';
+import { IActions } from './props';
 
 /** The left side panel: a React view over the model, refreshed when shown. */
 export class MemoryPanel extends ReactWidget {
