@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .models import Anchor
-from .tokenizer import is_term
+from .tokenizer import fold, is_term
 
 CHUNK = 1 << 20
 FULL_HASH_LIMIT = 1 << 30  # bytes; larger files get a sampled hash
@@ -148,8 +148,8 @@ def file_terms(path: Path, roots: Iterable[Path] = ()) -> list[str]:
             continue
     names += [path.as_posix().lstrip("/"), path.name]
     # Whole terms as tokenize() keeps them (tests/test_ambient.py checks they agree).
-    names = [unicodedata.normalize("NFC", n) for n in names]
-    return [n.lower() for n in dict.fromkeys(names)
+    names = [unicodedata.normalize("NFKC", n) for n in names]
+    return [fold(n) for n in dict.fromkeys(names)
             if is_term(n) and ("/" in n or "." in n or "-" in n or "_" in n)]
 
 

@@ -11,6 +11,7 @@ import os
 import re
 import threading
 import time
+import unicodedata
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -295,6 +296,31 @@ def lacks_model(embedder) -> bool:
     inner = getattr(embedder, "embedder", embedder)  # a ThreadTuner's
     return isinstance(inner, SentenceTransformerEmbedder) and not inner.loaded and \
         not findable(inner.name)
+
+
+# Models that read English only (trained on English pairs, with English wordpieces): to them
+# a text in other scripts is a string of single letters or unknown pieces, and two such
+# texts score a cosine of 0.3-0.8 whatever they say.
+ENGLISH_ONLY = DEFAULT_ALIASES | {f"{prefix}{name}" for prefix in ("", "sentence-transformers/")
+                                  for name in ("all-MiniLM-L12-v2", "all-mpnet-base-v2")}
+
+
+def reads(model: str, text: str) -> bool:
+    """Whether the model ``model`` reads ``text``: not when it reads English only and most
+    of the text's letters and symbols are in other scripts (Chinese, Cyrillic, emoji...)."""
+    if model_name(model) not in ENGLISH_ONLY and model not in ENGLISH_ONLY:
+        return True
+    latin = other = 0
+    for char in unicodedata.normalize("NFKC", text[:2000]):
+        if char.isascii():
+            latin += char.isalnum()
+        elif unicodedata.category(char)[0] in "LN" or unicodedata.category(char) == "So":
+            code = ord(char)
+            if 0xC0 <= code <= 0x24F or 0x1E00 <= code <= 0x1EFF:
+                latin += 1
+            else:
+                other += 1
+    return other <= latin
 
 
 def model_name(identity: str) -> str:

@@ -30,7 +30,7 @@ class SegmentError(Exception):
 
 def term_counts(text: str) -> tuple[dict[str, int], int]:
     """Each term of ``text`` with how often it occurs (at most TF_CAP), and its length."""
-    terms = tokenize(text)
+    terms = tokenize(text, document=True)
     counts: dict[str, int] = {}
     for term in terms:
         counts[term] = counts.get(term, 0) + 1

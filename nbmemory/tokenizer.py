@@ -2,11 +2,18 @@
 identifiers kept whole as well as split (``PyObject_GC_Del``, ``orders.amount``).
 
 Words in any script count (``Umsatz_März``, ``сумма``, ``हिन्दी``: a letter's combining
-marks, such as Indic vowel signs, belong to its word), read in Unicode's composed form (an
-``é`` typed as e and an accent is ``é``); only English ones are stemmed. Chinese, Japanese
-and Korean are written without spaces between words, so a run of their characters gives
-its overlapping pairs ("金额单位" -> 金额, 额单, 单位), as Lucene's CJK analyzer does: a
-query holding a word holds its pairs.
+marks, such as Indic vowel signs, belong to its word), read in Unicode's compatibility form
+(an ``é`` typed as e and an accent is ``é``; full-width ``ＥＵＲ`` is ``EUR``, ``ﬁ`` is
+``fi``) and case-folded (``Straße`` is ``strasse``). Latin and Greek letters lose their
+accents, as people often type them without (``cafe`` finds ``café``, ``ΠΟΣΟ`` finds
+``πόσο``), and a word that is then plain ASCII is stemmed as English; Cyrillic, Greek,
+Arabic and Devanagari words are stemmed by their script's Snowball stemmer (Russian,
+Greek, Arabic, Hindi), others not at all. Chinese, Japanese and Korean are written without
+spaces between words, so a run of their characters gives its overlapping pairs ("金额单位"
+-> 金额, 额单, 单位), as Lucene's CJK analyzer does: a query holding a word holds its pairs.
+A note's text also gives each such character alone, so that a one-character question
+(``円``) finds it; a query's longer runs give only their pairs. Thai, Lao, Khmer and
+Myanmar, also written without spaces, are paired the same way.
 """
 
 from __future__ import annotations
@@ -26,34 +33,73 @@ STOPWORDS = frozenset(
 # (Text outside ASCII: _patterns(), with letters' combining marks.)
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:(?:::|[._/\-])[A-Za-z0-9]+)*")
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-# Characters of scripts written without spaces between words: Han, kana, Hangul.
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-                  r"\U00020000-\U0002ffff]+")
+# Characters of scripts written without spaces between words: Thai, Lao, Myanmar, Khmer,
+# kana, Han, Hangul (and their combining marks, which stay with the character they follow).
+_CJK = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
+                  r"\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]+")
+# Scripts whose words a Snowball stemmer reads, by the range of their letters.
+_SCRIPT_STEMMERS = (("\u0400", "\u04ff", "russian"), ("\u0370", "\u03ff", "greek"),
+                    ("\u1f00", "\u1fff", "greek"), ("\u0600", "\u06ff", "arabic"),
+                    ("\u0900", "\u097f", "hindi"))
 # Separators between the levels of a qualified name (module.attr, dir/file, ns::name).
 _QUALIFIER = re.compile(r"::|[./]")
 
 # Bump when tokenize() changes what it makes of a text: a file of an older tokenizer is
 # rebuilt, not trusted.
-TOKENIZER = 2
+TOKENIZER = 3
 
 
-@lru_cache(maxsize=1)
-def _stemmer():
-    """The English stemmer, loaded on first use: the server extension imports this module
+@lru_cache(maxsize=None)
+def _stemmer(language: str = "english"):
+    """A Snowball stemmer, loaded on first use: the server extension imports this module
     (anchors.file_terms) where the engine's dependencies may not be installed."""
     try:
         import Stemmer
 
-        return Stemmer.Stemmer("english").stemWord
+        return Stemmer.Stemmer(language).stemWord
     except ImportError:  # pragma: no cover - PyStemmer is a declared dependency
         import snowballstemmer
 
-        return snowballstemmer.stemmer("english").stemWord
+        return snowballstemmer.stemmer(language).stemWord
 
 
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
     return _stemmer()(word)
+
+
+@lru_cache(maxsize=200_000)
+def _stem_other(word: str) -> str:
+    """A folded word outside ASCII, stemmed by its first letter's script (or kept)."""
+    first = word[0]
+    for low, high, language in _SCRIPT_STEMMERS:
+        if low <= first <= high:
+            return _stemmer(language)(word)
+    return word
+
+
+def _accented(char: str) -> bool:
+    """A Latin or Greek letter (decomposed): its accents are folded away."""
+    code = ord(char)
+    return char.isascii() or 0xC0 <= code <= 0x24F or 0x370 <= code <= 0x3FF or \
+        0x1E00 <= code <= 0x1FFF
+
+
+@lru_cache(maxsize=200_000)
+def fold(word: str) -> str:
+    """A word or whole token as the index keeps it: case-folded, and a Latin or Greek
+    letter without its accents (an Indic vowel sign or a Cyrillic й is a letter's own)."""
+    word = word.casefold()
+    if word.isascii():
+        return word
+    out, base = [], ""
+    for char in unicodedata.normalize("NFD", word):
+        if unicodedata.category(char)[0] != "M":
+            base = char
+        elif base and _accented(base):
+            continue
+        out.append(char)
+    return unicodedata.normalize("NFC", "".join(out))
 
 
 @lru_cache(maxsize=1)
@@ -78,7 +124,7 @@ def is_term(text: str) -> bool:
     """Is ``text`` one whole token (a compound identifier or path as the index keeps it)?"""
     if text.isascii():
         return _TOKEN.fullmatch(text) is not None
-    return _patterns()[0].fullmatch(unicodedata.normalize("NFC", text)) is not None
+    return _patterns()[0].fullmatch(unicodedata.normalize("NFKC", text)) is not None
 
 
 def _cjk_pairs(run: str) -> list[str]:
@@ -104,28 +150,35 @@ def _split_case(word: str) -> list[str]:
     return [word[a:b] for a, b in zip(cuts, cuts[1:] + [len(word)])]
 
 
-def tokenize(text: str) -> list[str]:
+def tokenize(text: str, *, document: bool = False) -> list[str]:
     """Lower-cased stemmed words, plus each compound identifier whole.
 
     A qualified name also yields its compound segments, so ``flights.dep_time`` and
     ``requests.exceptions.RetryError`` match queries for ``dep_time`` and ``RetryError``.
+    A ``document`` (a note's text, not a query) also gives each character of a CJK run.
     """
     out: list[str] = []
     tokens = _TOKEN
     if not text.isascii():
-        text, tokens = unicodedata.normalize("NFC", text), _patterns()[0]
+        text = unicodedata.normalize("NFKC", text)
+        if not text.isascii():
+            tokens = _patterns()[0]
     for match in tokens.finditer(text):
         token = match.group()
         plain = token.isascii()  # nearly every token: the fast path
         split = _PART.findall if plain else _parts
+        whole = str.lower if plain else fold
         parts = split(token)
         if len(parts) > 1 and (plain or not _CJK.fullmatch(token)):  # not a CJK sentence
-            out.append(token.lower())
+            out.append(whole(token))
             segments = _QUALIFIER.split(token)
             if len(segments) > 1:
-                out.extend(s.lower() for s in segments if len(split(s)) > 1)
+                out.extend(whole(s) for s in segments if len(split(s)) > 1)
         for part in parts:
-            word = part.lower()
+            word = whole(part)
             if word not in STOPWORDS:
-                out.append(_stem(word) if plain or word.isascii() else word)
+                out.append(_stem(word) if word.isascii() else _stem_other(word))
+        if document and not plain:
+            out.extend(c for run in _CJK.findall(token) if len(run) > 1 for c in run
+                       if unicodedata.category(c)[0] != "M")
     return out

@@ -111,6 +111,30 @@ def test_a_fresh_owner_answers_the_first_recall_from_keywords_then_loads_the_mod
         stop(store, timeout=60)
 
 
+def test_a_question_the_model_cannot_read_is_answered_by_keywords_and_says_so(real_memory):
+    """all-MiniLM-L6-v2 reads English: Chinese or Russian is noise to it, and two unrelated
+    notes in one script scored cosines of 0.3-0.8, so an off-topic question was answered
+    with confident wrong notes, and unrelated notes were called similar."""
+    from nbmemory.engine.recall import unread_query
+
+    mem = real_memory
+    mem.remember(NOTES[0])
+    amount = mem.remember("订单金额在2021年3月之前以分为单位存储，之后以元为单位。")
+    mem.remember("Сумма заказа хранится в копейках до марта 2021 года.")
+    # The warehouse is rebuilt every night at two: before, the amount note was "similar"
+    # to it at a cosine of 0.66.
+    unrelated = mem.remember_with_similar("Склад перестраивается каждую ночь в два часа.")
+    assert unrelated[1] == []
+    off_topic = mem.recall("天气预报的准确率")  # the weather forecast's accuracy
+    assert (len(off_topic), off_topic.behind) == (0, unread_query("all-MiniLM-L6-v2"))
+    assert off_topic.behind.startswith("Keyword matches only: the model all-MiniLM-L6-v2 "
+                                       "reads English, and most of this question is in")
+    assert [h.note.id for h in mem.recall("金额单位")][:1] == [amount.id]
+    assert mem.recall("сумма заказа")[0].note.text.startswith("Сумма заказа")
+    english = mem.recall("which currency unit does the purchase total use in older records?")
+    assert english.behind is None and english[0].note.text == NOTES[0]  # by meaning as before
+
+
 TEXTS = ["", "  spaces around a finding  ", "Ünïcödé: naïve café in 東京", "token " * 700,
          "orders.amount is in cents before March 2021", "\n\tindented\nlines\n", "x"]
 

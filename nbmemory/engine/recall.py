@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..embed import reads
 from ..errors import Command, InvalidInput
 from ..history import PastView
 from ..lexical import LexicalIndex
@@ -75,6 +76,12 @@ MODEL_LOADING = ("Keyword matches only: the model is still loading. Ask again in
                  "seconds for the full search.")
 
 
+def unread_query(model: str) -> str:
+    return (f"Keyword matches only: the model {model} reads English, and most of this "
+            "question is in other scripts. For notes in other languages, see the README's "
+            "'Notes in other languages'.")
+
+
 class Recall(Part):
     def __init__(self, engine):
         super().__init__(engine)
@@ -119,7 +126,9 @@ class Recall(Part):
         with self.lock:
             self.engine.check_embedder()
             loading = mode != "lexical" and self.engine.model_loading
-            if loading:  # answer now from the keywords rather than wait for the model
+            # A question the model cannot read would be ranked by noise: by keywords only.
+            unread = mode == "hybrid" and not reads(self.engine.embedder.name, query)
+            if loading or unread:  # answer now from the keywords rather than wait for the model
                 mode = "lexical"
             elif mode != "lexical" and self.engine.unembedded:
                 self.engine.embed_pending()
@@ -177,6 +186,8 @@ class Recall(Part):
                           fusion=_fusion(ranked) if explain and mode == "hybrid" else None)
             if loading:
                 result.behind = MODEL_LOADING
+            elif unread:
+                result.behind = unread_query(self.engine.embedder.name)
             if log:
                 # Per channel: candidates it matched at all (lexical) or would keep on its
                 # own score (dense: every candidate has a cosine, so count those passing).
@@ -255,8 +266,9 @@ class Recall(Part):
         """Active notes closest to ``note_id`` (shown after remember; never merged)."""
         check_count(k, "k", 1, MAX_K)
         with self.lock:
-            self.engine.reads.get(note_id)
-            if self.engine.vectors is None or note_id not in self.engine.vectors:
+            note = self.engine.reads.get(note_id)
+            if self.engine.vectors is None or note_id not in self.engine.vectors or \
+                    not reads(self.engine.embedder.name, note.text):  # its cosines are noise
                 return []
             vectors, inactive = self.engine.vectors, self.engine.state.inactive
             vector = vectors.get(np.array([note_id]))[0]
