@@ -497,11 +497,16 @@ _FILLER = {"see", "look", "at", "in", "on", "line", "lines", "check", "cf", "cf.
            "->", "→", "-", ":", "=>", "source", "src", "impl", "implementation", "of"}
 
 
+# Four characters in a row of a script written without spaces: a phrase, not a location.
+_UNSPACED = re.compile(r"[\u0e00-\u0eff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+                       r"\uac00-\ud7af]{4}")
+
+
 def pointer_only(text: str) -> bool:
     """True for a note that is only a location (``see resolver.rs:214``), not a finding."""
     words = [w.strip("`'\"()[],;.!?") for w in text.split()]
     words = [w for w in words if w]
-    if not words or len(words) > 12:
+    if not words or len(words) > 12 or _UNSPACED.search(text):  # words without spaces
         return False
     locations = [w for w in words if _LOCATION.search(w)]
     rest = [w for w in words if w not in locations and w.lower() not in _FILLER

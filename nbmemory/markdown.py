@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import unicodedata
 from pathlib import Path
 from typing import Iterable
 
@@ -93,7 +94,13 @@ def _inline(text: str) -> str:
 
 
 def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text.lower()) or "notes"
+    """A file name for a tag: its letters (with their marks: बिक्री, not ब-क-र-), a symbol
+    by its code point (🎉 is u1f389, the same in every export), anything else a dash."""
+    def part(c: str) -> str:
+        if c.isalnum() or c in "-_" or unicodedata.category(c)[0] == "M":
+            return c
+        return f"u{ord(c):x}" if unicodedata.category(c) == "So" else "-"
+    return "".join(map(part, unicodedata.normalize("NFC", text.lower()))) or "notes"
 
 
 def _note_markdown(note: Note) -> list[str]:

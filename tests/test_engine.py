@@ -873,14 +873,20 @@ def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir)
     (lambda m: m.remember(b"x"), "The note is bytes; decode it to text first"),
     (lambda m: m.remember(42), "The note must be text, not int"),
     (lambda m: m.remember("ok \ud800 text"), "not valid Unicode"),
-    (lambda m: m.remember("fine", tags=["\udcff"]), "A tag holds characters that are not valid"),
+    (lambda m: m.remember("fine", tags=["\udcff"]), "A tag is not UTF-8"),
     (lambda m: m.remember("fine", tags=7), "Tags are a list or a comma-separated string"),
     (lambda m: m.remember("fine", kind=3), "The kind must be text"),
     (lambda m: m.remember("fine", supersedes=True), "A note id is a whole number"),
     (lambda m: m.recall("q \ud83d"), "The query holds characters"),
     (lambda m: m.snapshot("x" * 1_000_000), "keep it under 200"),
-    (lambda m: m.snapshot("s\udc80"), "The snapshot's name holds characters"),
-    (lambda m: m.snapshot_diff("\udc80"), "A snapshot's name holds characters"),
+    (lambda m: m.snapshot("s\udc80"), "The snapshot's name is not UTF-8"),
+    (lambda m: m.snapshot_diff("\udc80"), "A snapshot's name is not UTF-8"),
+    # Bytes Python could not read as UTF-8 (a Latin-1 terminal or file): said in words.
+    (lambda m: m.remember("caf\udce9"), "^The note is not UTF-8: it reads as text in another "
+                                         "encoding \\(Latin-1 or cp1252, say\\). Convert it to "
+                                         "UTF-8 first, e.g. iconv -f cp1252 -t utf-8$"),
+    (lambda m: m.remember("\ufeff\u200b \u200b"), "^The note is empty"),  # nothing visible
+    (lambda m: m.remember("fine", tags=["a\uff0cb"]), "Tag 'a\uff0cb' contains a comma"),
 ])
 def test_wrong_types_get_our_own_clear_error_and_change_nothing(memory, call, message):
     memory.remember("one finding")
@@ -920,6 +926,19 @@ def test_note_priorities_read_like_the_dict_they_replace():
     assert len(priorities) == 3 and 2 not in priorities
     codes = priorities.codes([5, 2, 12, 10**6, -3, 9])
     assert [PRIORITIES[c] for c in codes] == ["low", "medium", "high", "medium", "medium", "low"]
+
+
+def test_text_tags_and_snapshot_names_are_read_as_typed_on_any_keyboard(memory):
+    """A file's byte order mark and zero-width spaces at the ends are not the note; tags
+    typed with a full-width or ideographic comma are several; an accent typed as its own
+    character (macOS) names the same tag and snapshot as the composed one."""
+    note = memory.remember("\ufeffUmsätze in Cent\u200b", tags="收入，退款、cafe\u0301")
+    assert note.text == "Umsätze in Cent"
+    assert note.tags == ("收入", "退款", "caf\u00e9")
+    assert memory.notes(tags="caf\u00e9").total == memory.notes(tags="cafe\u0301").total == 1
+    memory.snapshot("e\u0301tat")
+    assert [s.name for s in memory.snapshots()] == ["\u00e9tat"]
+    assert memory.snapshot_diff("\u00e9tat").a == memory.snapshot_diff("e\u0301tat").a
 
 
 def test_a_filter_of_several_tags_keeps_the_notes_holding_all_of_them(memory):

@@ -531,6 +531,16 @@ def test_markdown_export_gives_every_tag_a_page_of_its_own(memory, tmp_path):
     assert "- [index](index-2.md) (1 note)" in pages["index.md"]
 
 
+def test_markdown_pages_of_tags_in_other_scripts_keep_their_letters(memory, tmp_path):
+    """A tag's page was named by isalnum() alone: बिक्री (its vowel signs are marks) became
+    ब-क-र-.md, and an emoji tag a dash whose number depended on the other tags."""
+    for tag in ("बिक्री", "🎉", "café"):
+        memory.remember(f"a note tagged {tag}", tags=tag)
+    written = memory.export_markdown(tmp_path / "md")
+    assert sorted(p.rsplit("/", 1)[1] for p in written) == [
+        "café.md", "index.md", "u1f389.md", "बिक्री.md"]
+
+
 def test_markdown_export_shows_a_tag_made_of_html_as_text(memory, tmp_path):
     """A renderer that allows raw HTML would run a tag heading <svg/onload=...>."""
     memory.remember("a note with a hostile tag", tags="<svg/onload=alert(3)>")

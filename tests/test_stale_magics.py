@@ -141,6 +141,9 @@ def test_a_pointer_only_note_gets_a_hint(ip):
             "<the finding>") in out
     _, out = run(ip, "remember resolver.rs:214 retries forever when the lock is held")
     assert "Hint" not in out
+    # A finding in a script written without spaces is one "word" with a slash in it.
+    _, out = run(ip, "remember 金额/数量的比例在2021年之后变了，需要重新计算。")
+    assert "Hint" not in out
 
 
 def test_provenance_outside_a_notebook_says_so(ip, ws):

@@ -3,6 +3,8 @@ listing them, the notes as a snapshot saw them, and what changed between two."""
 
 from __future__ import annotations
 
+import unicodedata
+
 from dataclasses import replace
 
 from ..errors import Command, Conflict, InvalidInput, NotFound
@@ -22,7 +24,8 @@ class Snapshots(Part):
         (variable anchors judged by the calling kernel's ``variables``, see stale.py).
 
         A repeated ``request_id`` returns the snapshot it sealed."""
-        name = unicode_text(name or "", "The snapshot's name").strip()
+        # Composed, as typed on another keyboard (macOS gives é as e and an accent).
+        name = unicodedata.normalize("NFC", unicode_text(name or "", "The snapshot's name").strip())
         if len(name) > MAX_NAME_CHARS:
             raise InvalidInput(f"The snapshot's name has {len(name):,} characters; keep it "
                                f"under {MAX_NAME_CHARS}, and put the story in its message")
@@ -68,7 +71,9 @@ class Snapshots(Part):
 
     def named(self, name: str) -> Snapshot:
         name = unicode_text(name, "A snapshot's name")
-        found = self.store.snapshots(name)
+        found = self.store.snapshots(name) or [  # or the same name in another form
+            s for s in self.store.snapshots()
+            if unicodedata.normalize("NFC", s.name) == unicodedata.normalize("NFC", name.strip())]
         if not found and name.strip().lower() == "now":
             raise InvalidInput("'now' is where a diff ends when it is given one snapshot, not "
                                "where it starts: give the snapshot to compare with first, "

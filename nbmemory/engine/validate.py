@@ -4,6 +4,8 @@ priorities, tags and filters, with messages that say how to fix them."""
 from __future__ import annotations
 
 import hashlib
+import re
+import unicodedata
 from datetime import datetime, timezone
 from typing import Iterable
 
@@ -64,6 +66,12 @@ def unicode_text(value, what: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
+        if all("\udc80" <= c <= "\udcff" for c in value if "\ud800" <= c <= "\udfff"):
+            # Python's stand-ins for the bytes of a terminal, pipe or argument it could
+            # not read as UTF-8: text in Latin-1, cp1252 or another legacy encoding.
+            raise InvalidInput(f"{what} is not UTF-8: it reads as text in another encoding "
+                               "(Latin-1 or cp1252, say). Convert it to UTF-8 first, e.g. "
+                               "iconv -f cp1252 -t utf-8") from None
         raise InvalidInput(f"{what} holds characters that are not valid Unicode (a lone "
                            "surrogate, often from a badly decoded file); fix the text and "
                            "try again") from None
@@ -81,21 +89,34 @@ def note_id(value) -> int:
     return int(value)
 
 
+# Tags typed in one string are separated by commas, full-width (，) or ideographic (、) too.
+_TAG_SEPARATORS = re.compile("[,\uff0c\u3001]")
+# Characters that show nothing: a byte order mark, zero-width spaces and joiners.
+_INVISIBLE = "\ufeff\u200b\u200c\u200d\u2060"
+
+
+def _trimmed(text: str) -> str:
+    """``text`` without whitespace or invisible characters at either end."""
+    while (shorter := text.strip().strip(_INVISIBLE)) != text:
+        text = shorter
+    return text
+
+
 def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
     if tags is None:
         return ()
     listed = not isinstance(tags, str)
     if isinstance(tags, str):
-        if tags.strip() and not tags.replace(",", "").replace("#", "").strip():
+        if tags.strip() and not _TAG_SEPARATORS.sub("", tags).replace("#", "").strip():
             raise InvalidInput(f"Tags {tags!r} name no tag; separate tags with commas, "
                                f"e.g. orders,units")
-        tags = tags.split(",")
+        tags = _TAG_SEPARATORS.split(tags)
     elif not isinstance(tags, (list, tuple, set, frozenset)):
         raise InvalidInput(f"Tags are a list or a comma-separated string, not "
                            f"{type(tags).__name__}")
     out: dict[str, None] = {}  # ordered, and a look-up is O(1)
     for tag in tags:
-        tag = unicode_text(tag, "A tag").strip().lower().lstrip("#")
+        tag = unicodedata.normalize("NFC", unicode_text(tag, "A tag").strip().lower().lstrip("#"))
         if len(tag) > MAX_TAG_CHARS:
             raise InvalidInput(f"A tag has {len(tag):,} characters; keep tags under "
                                f"{MAX_TAG_CHARS} (they are labels, not notes)")
@@ -105,7 +126,7 @@ def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
             how = ("a tag is one word: join its words with - or _" if listed
                    else "separate tags with commas (a,b)")
             raise InvalidInput(f"Tag {tag!r} contains a space; {how}")
-        if "," in tag:  # a filter splits on commas: such a tag could never be asked for
+        if _TAG_SEPARATORS.search(tag):  # a filter splits there: it could never be asked for
             raise InvalidInput(f"Tag {tag!r} contains a comma; give each tag as its own item")
         if not tag.isprintable():
             raise InvalidInput(f"Tag {tag!r} contains a control character; tags are words")
@@ -134,10 +155,12 @@ def check_priority(priority: str) -> str:
 def check_text(text: str) -> str:
     if isinstance(text, (bytes, bytearray)) or text is not None and not isinstance(text, str):
         unicode_text(text, "The note")
-    if not isinstance(text, str) or not text.strip():
+    if isinstance(text, str):  # a file's byte order mark, a zero-width space: not the note
+        text = _trimmed(text)
+    if not isinstance(text, str) or not text:
         raise InvalidInput("The note is empty; write the finding itself, e.g. {0}",
                            Command("remember", ("orders.amount is in cents before 2021",)))
-    text = unicode_text(text, "The note").strip()
+    text = unicode_text(text, "The note")
     if len(text) > MAX_NOTE_CHARS:
         raise InvalidInput(f"The note has {len(text):,} characters; the limit is "
                            f"{MAX_NOTE_CHARS:,}. Store the finding, not the whole source.")
