@@ -22,7 +22,7 @@ def test_recall_with_no_query_ranks_notes_about_the_namespace(ip, tmp_path):  # 
     ip.run_cell("import pandas as pd\norders = pd.DataFrame({'amount': [1], 'customer_id': [7]})")
     hits, _ = run(ip, "recall")
     assert sorted(h.note.id for h in hits) == [1, 3]
-    assert hits[0].score == 1.0 and "the namespace" in hits.query
+    assert hits[0].score == 1.0 and hits.query.endswith(" in this kernel")
 
 
 def test_recall_with_no_query_finds_notes_anchored_to_what_is_alive(ip, tmp_path,  # noqa: F811

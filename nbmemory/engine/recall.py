@@ -234,7 +234,9 @@ class Recall(Part):
                 list(self.engine.cards.notes(order, self.store).values()), variables)
             by_id = {n.id: n for n in notes}
             hits = [Hit(by_id[i], ranked[i]) for i in order if i in by_id]
-            return Hits(hits, query=f"the namespace ({len(terms)} names)")
+            # What an empty answer says: "No notes match 'the 3 names in this kernel'."
+            return Hits(hits, query=f"the {len(terms)} {'name' if len(terms) == 1 else 'names'}"
+                                    " in this kernel")
 
     def _active_by_keywords(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best active notes by BM25 over the keyword index, which also holds
