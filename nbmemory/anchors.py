@@ -110,6 +110,10 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
         # os.path.expanduser leaves ~nosuchuser alone; Path.expanduser raises on it.
         path = Path(os.path.expanduser(token))
         options = [path] if path.is_absolute() else [r / path for r in roots]
+        if not token.isascii():  # the file's name may be stored decomposed (from a Mac)
+            options = list(dict.fromkeys(options + [
+                Path(unicodedata.normalize(form, str(o))) for form in ("NFD", "NFC")
+                for o in options]))
         for option in options:
             try:
                 if option.exists() and readable(option):

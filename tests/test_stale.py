@@ -78,6 +78,18 @@ def test_a_path_written_with_windows_separators_is_anchored(ws, mem):
     assert [(a.kind, a.target) for a in note.anchors] == [("data", "data/orders.csv")]
 
 
+def test_a_path_named_composed_finds_a_file_named_decomposed(ws, mem):
+    """A folder copied from a Mac keeps é as e and an accent; the note is typed with é."""
+    folder = ws / "donne\u0301es"
+    folder.mkdir()
+    (folder / "ventes.csv").write_text(ORDERS)
+    note = mem.remember("donn\u00e9es/ventes.csv holds the amounts in cents")
+    assert [(a.kind, a.target) for a in note.anchors] == [("data", "donne\u0301es/ventes.csv")]
+    save_later(folder / "ventes.csv", ORDERS + "3,125\n")
+    assert reasons(mem.get(note.id)) == [("rows_changed", "donne\u0301es/ventes.csv",
+                                          "2 → 3 rows")]
+
+
 def test_a_tilde_word_in_a_note_is_not_a_crash(ws, mem):
     note = mem.remember("~nosuchuser/orders.csv and ~/nowhere/x.csv are not files; "
                         "src/resolver.py is")
