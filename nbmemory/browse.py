@@ -21,13 +21,14 @@ STALE_CHOICES = (("stale or fresh", ""), ("stale only", "stale"), ("fresh only",
 
 
 def note_html(note: Note, score: float | None = None) -> str:
-    """One note as escaped HTML: header, text, stale reasons, provenance."""
+    """One note as escaped HTML: header, text, stale reasons, provenance. Its text and tags
+    take their direction from themselves (Hebrew reads right to left)."""
     bits = [f"<b>#{note.id}</b>", html.escape(note.priority), html.escape(note.kind),
             html.escape(wording.age(note.created_at))]
     if score is not None:
         bits.append(f"{score:.2f}")
     if note.tags:
-        bits.append(html.escape(", ".join(note.tags)))
+        bits.append(f'<span dir="auto">{html.escape(", ".join(note.tags))}</span>')
     if note.status != "active":
         bits.append(html.escape(note.status.upper()))
     stale = ""
@@ -37,7 +38,7 @@ def note_html(note: Note, score: float | None = None) -> str:
     text = html.escape(note.text).replace("\n", "<br>")
     where = html.escape(wording.provenance_line(note))
     return (f'<div class="nbm-browse-note"><div class="nbm-muted">{" · ".join(bits)}{stale}</div>'
-            f"<div>{text}</div><div class=\"nbm-muted\">from {where}</div></div>")
+            f'<div dir="auto">{text}</div><div class="nbm-muted">from {where}</div></div>')
 
 
 class MemoryBrowser:

@@ -42,13 +42,15 @@ def width() -> int:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A plain-text table; the last column is shortened to fit the terminal."""
+    from .columns import ljust, shorten, width as columns  # in display columns: CJK takes 2
+
     rows = [[str(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers[:-1])]
+    widths = [max(columns(h), *(columns(r[i]) for r in rows)) for i, h in enumerate(headers[:-1])]
     room = max(20, width() - sum(w + 2 for w in widths))
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths + [0])).rstrip()]
+    out = ["  ".join(ljust(h, w) for h, w in zip(headers, widths + [0])).rstrip()]
     for row in rows:
-        last = textwrap.shorten(" ".join(row[-1].split()), room, placeholder=" ...")
-        out.append("  ".join([c.ljust(w) for c, w in zip(row[:-1], widths)] + [last]).rstrip())
+        last = shorten(row[-1], room, placeholder=" ...")
+        out.append("  ".join([ljust(c, w) for c, w in zip(row[:-1], widths)] + [last]).rstrip())
     return "\n".join(out)
 
 
@@ -257,13 +259,13 @@ def cmd_stale(mem, args) -> None:
         print("No stale notes.")
         return
     from .display import text_of
+    from .columns import shorten
     from .wording import counted
 
     for note in page.notes:  # why, wrapped (the reasons are long), then the note, shortened
         why = "; ".join(str(r) for r in note.stale)
         print(textwrap.fill(f"#{note.id}  {why}", width(), subsequent_indent="    "))
-        print("    " + textwrap.shorten(" ".join(text_of(note).split()), max(20, width() - 4),
-                                        placeholder=" ..."))
+        print("    " + shorten(text_of(note), max(20, width() - 4), placeholder=" ..."))
     print(f"({counted(page.total, 'stale note')}. Check them, then: nbmemory verify ID, "
           "or correct them: nbmemory remember --supersedes ID ...)")
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any, Iterable, Sequence
 
 from .models import CHANGES, Event, Hit, Hits, Note, Snapshot, SnapshotDiff
+from .columns import ljust, shorten, width, wrap
 from .wording import _from, age, anchors_line, printable, stale_marker
 
 # JupyterLab right-aligns table cells with a more specific rule (.jp-RenderedHTMLCommon
@@ -18,6 +19,7 @@ from .wording import _from, age, anchors_line, printable, stale_marker
 _STYLE = ("<style>.jp-RenderedHTMLCommon .nbm-table td,.jp-RenderedHTMLCommon .nbm-table th,"
           ".nbm-table td,.nbm-table th{text-align:left;vertical-align:top;padding:2px 8px}"
           ".nbm-table td:not(:last-child){white-space:nowrap}"
+          ".jp-RenderedHTMLCommon .nbm-table td[dir],.nbm-table td[dir]{text-align:start}"
           ".nbm-stale{color:var(--jp-warn-color0,#b35900);font-weight:600}"
           ".nbm-muted{color:var(--jp-ui-font-color2,#666)}</style>")
 
@@ -40,10 +42,12 @@ class Rich:
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], raw: Sequence[int] = ()) -> str:
-    """An HTML table; cells are escaped except the columns listed in ``raw``."""
+    """An HTML table; cells are escaped except the columns listed in ``raw``. User text
+    (a note, its tags) takes its direction from itself: Hebrew reads right to left."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    td = ['<td dir="auto">' if h in ("note", "tags", "message") else "<td>" for h in headers]
     body = "".join(
-        "<tr>" + "".join(f"<td>{c if i in raw else html.escape(str(c))}</td>"
+        "<tr>" + "".join(f"{td[i]}{c if i in raw else html.escape(str(c))}</td>"
                          for i, c in enumerate(row)) + "</tr>"
         for row in rows)
     return f'{_STYLE}<table class="nbm-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -100,11 +104,10 @@ def _note_cell(note: Note, *, provenance: bool = False) -> str:
     return text
 
 
-def _wrap(text: str, width: int = 88, indent: str = "     ") -> str:
+def _wrap(text: str, size: int = 88, indent: str = "     ") -> str:
     lines = []
     for paragraph in text.splitlines() or [""]:
-        lines.extend(textwrap.wrap(paragraph, width, initial_indent=indent,
-                                   subsequent_indent=indent) or [indent])
+        lines.extend(wrap(paragraph, size, indent) or [indent])
     return "\n".join(lines)
 
 
@@ -146,9 +149,10 @@ def _clamped_text(text: str, show: str = "") -> str:
     return _wrap(text[:cut].rstrip()) + "\n     " + (f"{more}: {show}" if show else more)
 
 
-def hits_text(hits: Hits, *, provenance: bool = False, show: str | None = None) -> str:
+def hits_text(hits: Hits, *, provenance: bool = False, show: str | None = None,
+              option: str = "--min-score") -> str:
     """Hits as a terminal shows them; a long note shows its start, and ``show`` (e.g.
-    ``"nbmemory show {0}"``) says how to see the rest."""
+    ``"nbmemory show {0}"``) says how to see the rest; ``option`` lowers the threshold."""
     lines = [f"({hits.behind})"] if hits.behind else []
     narrowed = getattr(hits, "filters", "")  # what the front end filtered by, as typed
     if not len(hits):
@@ -168,14 +172,14 @@ def hits_text(hits: Hits, *, provenance: bool = False, show: str | None = None) 
         lines.append(fusion_line(hits.fusion))
     if hits.filtered_out:
         lines.append(f"({hits.filtered_out} more below the score threshold; "
-                     "lower it with --min-score)")
+                     f"lower it with {option})")
     for hit in hits.previously:
         lines.append(f"Previously believed (#{hit.note.id}, {_why_not(hit.note)}): "
-                     + textwrap.shorten(hit.note.text, 100))
+                     + shorten(hit.note.text, 100))
     return "\n".join(lines)
 
 
-def hits_html(hits: Hits, *, provenance: bool = False) -> str:
+def hits_html(hits: Hits, *, provenance: bool = False, option: str = "--min-score") -> str:
     if not len(hits):
         narrowed = getattr(hits, "filters", "")
         out = (f"<p>No notes match <code>{html.escape(hits.query)}</code>"
@@ -199,10 +203,11 @@ def hits_html(hits: Hits, *, provenance: bool = False) -> str:
         out += f'<p class="nbm-muted">{html.escape(fusion_line(hits.fusion))}</p>'
     if hits.filtered_out:
         out += (f'<p class="nbm-muted">{hits.filtered_out} more below the score threshold; '
-                "lower it with <code>--min-score</code>.</p>")
+                f"lower it with <code>{option}</code>.</p>")
     for hit in hits.previously:
         out += (f'<p class="nbm-muted">Previously believed (#{hit.note.id}, '
-                f"{html.escape(_why_not(hit.note))}): {_clamped_html(hit.note.text)}</p>")
+                f'{html.escape(_why_not(hit.note))}): <span dir="auto">'
+                f"{_clamped_html(hit.note.text)}</span></p>")
     return out
 
 
@@ -217,15 +222,22 @@ class ShownHits(Hits):
                          fusion=getattr(hits, "fusion", None))
         self.provenance = provenance
 
+    filters: str | None = None  # %recall sets it: the options its line gave
+
+    @property
+    def _option(self) -> str:
+        """How the caller lowers the score threshold: %recall's option, the API's argument."""
+        return "min_score=" if self.filters is None else "--min-score"
+
     def _repr_html_(self) -> str:
-        return hits_html(self, provenance=self.provenance)
+        return hits_html(self, provenance=self.provenance, option=self._option)
 
     def _repr_pretty_(self, printer, cycle) -> None:
         printer.text(str(self))
 
     def __str__(self) -> str:
         """``print(hits)`` in a script: the terminal's table, with what it may lack."""
-        return printable(hits_text(self, provenance=self.provenance))
+        return printable(hits_text(self, provenance=self.provenance, option=self._option))
 
 
 def _why_not(note: Note) -> str:
@@ -276,12 +288,12 @@ def remembered_display(note: Note, similar: Sequence[Hit], *, hint: str | None =
     if similar:  # one line, not a paragraph per remember (a loop of 20 printed 5.7k chars)
         first, rest = similar[0], similar[1:]
         line = (f"Similar (not merged): #{first.note.id} ({first.score:.2f}) "
-                + textwrap.shorten(first.note.text, 60))
+                + shorten(first.note.text, 60))
         if rest:
             line += "; also " + ", ".join(f"#{h.note.id} ({h.score:.2f})" for h in rest)
         text_lines.append(line)
-        html_items = [f"<li>#{h.note.id} ({h.score:.2f}) "
-                      f"{html.escape(textwrap.shorten(h.note.text, 140))}</li>" for h in similar]
+        html_items = [f'<li>#{h.note.id} ({h.score:.2f}) <span dir="auto">'
+                      f"{html.escape(shorten(h.note.text, 140))}</span></li>" for h in similar]
     body = f"<p>{html.escape(head)}</p>"
     if about:
         body += f'<p class="nbm-muted">About: {html.escape(about)}</p>'
@@ -350,8 +362,8 @@ def status_display(status: dict[str, Any]) -> Rich:
     if status.get("mismatch"):
         rows.append(("warning", f"configured model {status['configured_model']!r} differs from "
                                 "the store's; run %memory reembed"))
-    width = max(len(k) for k, _ in rows)
-    text = "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+    size = max(len(k) for k, _ in rows)
+    text = "\n".join(f"{k.ljust(size)}  {v}" for k, v in rows)
     return Rich(text, _table(["", ""], rows))
 
 
@@ -367,8 +379,8 @@ def snapshots_display(snapshots: Sequence[Snapshot]) -> Rich:
                     "<p>No snapshots yet. Seal one with <code>%snapshot NAME -m 'why'</code>.</p>")
     rows = [(s.name, s.at.strftime("%Y-%m-%d %H:%M") if s.at else "", str(s.note_count),
              s.message, s.author or "") for s in snapshots]
-    width = max(len(r[0]) for r in rows)
-    text = "\n".join(f"{r[0].ljust(width)}  {r[1]}  {r[2]:>5} notes  {r[3]}" for r in rows)
+    size = max(width(r[0]) for r in rows)
+    text = "\n".join(f"{ljust(r[0], size)}  {r[1]}  {r[2]:>5} notes  {r[3]}" for r in rows)
     return Rich(text, _table(["name", "sealed", "notes", "message", "author"], rows))
 
 
@@ -385,8 +397,8 @@ def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note]
     header = ("seq", "time", "event", "actor", "detail")
     rows = [(str(e.seq), e.at.strftime("%Y-%m-%d %H:%M:%S") if e.at else "", e.type,
              e.actor or "", _detail(e.data)) for e in events]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4]
+    widths = [max(width(r[i]) for r in [header, *rows]) for i in range(4)]
+    lines = ["  ".join(ljust(c, w) for c, w in zip(r, widths)) + "  " + r[4]
              for r in [header, *rows]]
     text = f"History of #{note_id}\n" + "\n".join(line.rstrip() for line in lines)
     body = f"<p><b>History of #{note_id}</b></p>" + _table(list(header), rows)
@@ -400,8 +412,8 @@ def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note]
         text += "\nVersions" + "".join(
             f"\n{head}:\n" + textwrap.indent(v.text, "    ") for head, v in zip(heads, versions))
         body += "<p><b>Versions</b></p>" + "".join(
-            f'<p class="nbm-muted">{html.escape(head)}</p><blockquote>{html.escape(v.text)}'
-            "</blockquote>" for head, v in zip(heads, versions))
+            f'<p class="nbm-muted">{html.escape(head)}</p><blockquote dir="auto">'
+            f"{html.escape(v.text)}</blockquote>" for head, v in zip(heads, versions))
     return Rich(text, body)
 
 
@@ -425,9 +437,9 @@ def diff_display(result: SnapshotDiff) -> Rich:
         for c in rows:
             detail = f" [{c.detail}]" if c.detail else ""
             text = text_of(c.note)
-            lines.append(f"  #{c.note.id}{detail} " + textwrap.shorten(text, 90))
-            items.append(f"<li>#{c.note.id}{html.escape(detail)} "
-                         f"{html.escape(textwrap.shorten(text, 300))}</li>")
+            lines.append(f"  #{c.note.id}{detail} " + shorten(text, 90))
+            items.append(f'<li>#{c.note.id}{html.escape(detail)} <span dir="auto">'
+                         f"{html.escape(shorten(text, 300))}</span></li>")
         parts.append(f"<p>{_CHANGE_TITLES[change]} ({len(rows)}):</p><ul>{''.join(items)}</ul>")
     return Rich("\n".join(lines), _STYLE + "".join(parts))
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -876,3 +877,54 @@ def test_a_listing_from_a_team_stores_local_copy_says_so(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"({behind})"
     assert out[-1] == "(1-1 of 1 active note)"
+
+
+# -- wide and combining characters --------------------------------------------------------
+
+CHINESE = ("订单金额在2021年3月之前以分为单位存储，之后改为以元为单位，计算月度收入之前必须先统一"
+           "单位，否则三月份的数据会被放大一百倍")
+
+
+def columns(line: str) -> int:
+    """The columns a terminal gives ``line``: CJK and emoji take two, combining marks none."""
+    return sum(0 if unicodedata.category(c) in ("Mn", "Me", "Cf")
+               else 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in line)
+
+
+def test_a_listing_of_wide_and_combining_text_fits_the_terminal_and_lines_up(nbm, monkeypatch):
+    """Chinese has no spaces to cut at (it was listed as "..."), takes two columns a
+    character (its rows were twice the terminal), and tags in CJK, emoji, NFD Latin or
+    Devanagari pushed the status column out of line."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr("nbmemory.wording.age", lambda when, now=None: "2 min")
+    nbm("remember", "-t", "订单,单位", CHINESE)
+    nbm("remember", "-t", "cafe\u0301", "עמודת הסכום נשמרת באגורות לפני מרץ 2021.")
+    nbm("remember", "-t", "🎉", "the launch 🎉 moved the export to 03:00")
+    nbm("remember", "-t", "कुल", "कुल राशि पैसे में है")
+    # The store may keep tags composed (NFC): "café" takes 4 columns either way.
+    lines = [unicodedata.normalize("NFC", line) for line in nbm("list").out.splitlines()]
+    assert lines == [
+        "id  age    priority  kind     tags       status  note",
+        "#4  2 min  medium    finding  कुल         active  कुल राशि पैसे में है",
+        "#3  2 min  medium    finding  🎉         active  the launch 🎉 moved the ...",
+        "#2  2 min  medium    finding  café       active  עמודת הסכום נשמרת באגורות ...",
+        "#1  2 min  medium    finding  订单,单位  active  订单金额在2021年3月之前以分 ...",
+        "(1-4 of 4 active notes)"]
+    assert max(columns(line) for line in lines) <= 80
+    words = ["status"] + ["active"] * 4
+    starts = [columns(line[:line.index(word)]) for line, word in zip(lines, words)]
+    assert starts == [41] * 5  # the status column lines up under its header
+
+
+def test_a_chinese_note_wraps_at_the_terminals_columns_and_is_named_by_its_start(nbm):
+    """The recall view wraps at 88 columns whatever the script (a Chinese line was 176),
+    and a similar note is named by its start, not by "[...]"."""
+    nbm("remember", CHINESE)
+    r = nbm("remember", CHINESE.replace("一百倍", "一百倍！"))
+    assert r.out.splitlines()[1].startswith("Similar (not merged): #1 (")
+    assert r.out.splitlines()[1].endswith(") 订单金额在2021年3月之前以分为单位存储，之后改为以元为 [...]")
+    lines = nbm("recall", "--min-score", "0", "-k", "1", CHINESE).out.splitlines()
+    assert lines[1:3] == [
+        "     订单金额在2021年3月之前以分为单位存储，之后改为以元为单位，计算月度收入之前必须先统",
+        "     一单位，否则三月份的数据会被放大一百倍"]
+    assert columns(lines[1]) == 88

@@ -17,7 +17,7 @@ LAYERS = {  # module (or package) -> layer; higher layers may import lower ones 
     "engine": ["engine", "ranking", "stale", "history", "exchange", "export_rows", "sharing"],
     "store": ["store"],
     "leaves": ["errors", "files", "arrays", "models", "config", "lexical", "lexical_segment", "tokenizer", "vectors", "dense_rows", "cards", "embed", "onnx_model", "anchors", "events",
-               "operations", "address", "repos", "wording", "markdown", "when", "_version", "lock", "syntax", "display", "checks",
+               "operations", "address", "repos", "wording", "columns", "markdown", "when", "_version", "lock", "syntax", "display", "checks",
                "provenance"],
 }
 RANK = {layer: rank for rank, layer in enumerate(reversed(list(LAYERS)))}
