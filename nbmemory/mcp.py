@@ -284,6 +284,8 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
             data["as_of"] = as_of
         if hits.filtered_out:
             data["filtered_out"] = hits.filtered_out
+        if hits.behind:  # keywords only (the model is loading or cannot read the question)
+            data["behind"] = hits.behind
         if hits.previously:
             data["previously_believed"] = [note_dict(h.note, score=h.score, excerpt=True)
                                            for h in hits.previously]

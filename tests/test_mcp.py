@@ -347,6 +347,21 @@ def test_hint_after_a_number_of_calls(store_dir):
     run(body)
 
 
+def test_a_keyword_only_answer_says_why(store_dir):
+    """The model cannot read a question mostly in other scripts: the agent is told the
+    answer comes from keywords alone, as the magics and the panel say."""
+    async def body():
+        async with connect(store_dir) as client:
+            await call(client, "remember", text="订单金额在2021年3月之前以分为单位存储。")
+            data, _ = await call(client, "recall", query="金额单位")
+            assert len(data["hits"]) == 1
+            assert data["behind"].startswith("Keyword matches only: the model hash reads "
+                                             "English, and most of this question is in other")
+            data, _ = await call(client, "recall", query="orders amount")
+            assert "behind" not in data
+    run(body)
+
+
 def test_empty_recalls_are_counted(store_dir):
     async def body():
         async with connect(store_dir) as client:
