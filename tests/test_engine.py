@@ -713,8 +713,7 @@ def test_exact_and_approximate_dense_search_agree(store_dir):
         directory = store_dir.parent / f"s{exact_below}"
         with Memory.open(directory, embedder=HashEmbedder(),
                          settings=Settings(exact_below=exact_below)) as mem:
-            for t in texts:
-                mem.remember(t)
+            mem.remember_many(texts)
             results.append([h.note.id for h in mem.recall("module m42 function", k=3)])
     assert results[0] == results[1]
     assert results[0][0] == 43

@@ -123,13 +123,20 @@ def test_jsonl_files_are_built_from_the_sources():
 
 
 @pytest.fixture(scope="module")
-def result(real_embedder):
-    return run.evaluate(NOTES, QUERIES, embedder=real_embedder)
+def embedder(real_embedder):
+    """The real model, with every note's and query's vector computed once for both layouts."""
+    return run.PrecomputedEmbedder(real_embedder, [n["text"] for n in NOTES] +
+                                   [q["query"] for q in QUERIES])
 
 
 @pytest.fixture(scope="module")
-def split_result(real_embedder):
-    return run.evaluate(NOTES, QUERIES, embedder=real_embedder, split=True)
+def result(embedder):
+    return run.evaluate(NOTES, QUERIES, embedder=embedder)
+
+
+@pytest.fixture(scope="module")
+def split_result(embedder):
+    return run.evaluate(NOTES, QUERIES, embedder=embedder, split=True)
 
 
 def test_the_rule_allows_one_query_below_the_better_channel_and_no_more():

@@ -822,8 +822,7 @@ def test_long_work_reports_progress_across_the_socket(mem, tmp_path):
     from nbmemory.memory import Memory
 
     with Memory.open(tmp_path / "source", embedder=HashEmbedder()) as source:
-        for i in range(1200):
-            source.remember(f"finding {i} about module m{i % 40}")
+        source.remember_many([f"finding {i} about module m{i % 40}" for i in range(1200)])
         source.export_jsonl(tmp_path / "all.jsonl")
     mem._backend.progress_poll = 0.005  # ask often: the work is short here
     seen = []
