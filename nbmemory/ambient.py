@@ -62,7 +62,7 @@ def cell_literals(code: str) -> tuple[list[str], set[str]] | None:
 def cell_paths(code: str, raw: str = "") -> tuple[list[str], set[str]]:
     """Path-like tokens in the cell's literals (all of ``raw`` if it does not parse), and
     the names it uses. Nothing is checked against the disk here."""
-    from .anchors import path_candidates
+    from .mentions import path_candidates
 
     parsed = cell_literals(code) if len(code) <= MAX_SOURCE else None
     if parsed is None:
@@ -107,7 +107,7 @@ class Targets:
 
     def concerns(self, path: str, roots: Sequence[Path]) -> bool:
         """Is some note about ``path`` (absolute), by anchor, glob or text?"""
-        from .anchors import file_terms
+        from .mentions import file_terms
 
         key = os.path.normcase(path)
         if key in self.paths:

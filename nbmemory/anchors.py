@@ -22,12 +22,10 @@ import os
 import re
 import stat
 import time
-import unicodedata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .models import Anchor
-from .tokenizer import fold, is_term
 
 CHUNK = 1 << 20
 FULL_HASH_LIMIT = 1 << 30  # bytes; larger files get a sampled hash
@@ -41,7 +39,6 @@ MAX_GLOB_SECONDS = 2.0
 # Never read: reading /proc/kmsg (or a FIFO) blocks forever, and restarting the owner would
 # resend the same request.
 PSEUDO_FILESYSTEMS = ("/proc", "/sys", "/dev")
-MAX_TEXT_ANCHORS = 20
 SMALL_FRAME_ROWS = 10_000  # frames up to this many rows get a content hash
 DATA_SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": None, ".parquet": "parquet",
                  ".pq": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
@@ -72,89 +69,6 @@ def data_format(path: Path) -> str | None:
 
 def is_glob(target: str) -> bool:
     return any(c in GLOB_CHARS for c in target)
-
-
-# Path-like tokens: contain a slash or end in a file extension; ``:214`` line suffixes go.
-# Windows' separators and drives count too (data\orders.csv, C:\Users\ada\x.csv).
-_QUOTED = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"|'([^'\n]+)'")
-_TOKEN = re.compile(r"(?<![\w@])(?:[A-Za-z]:[/\\]|(?:~|\.{1,2})?/?)"  # not from a lone \
-                    r"(?:[\w.\-]+[/\\])*[\w.\-]+[/\\]?")
-_URL = re.compile(r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S+")  # from a run's start: linear
-_LINE = re.compile(r"(?::\d+){1,2}$|#L\d+(?:-L?\d+)?$")
-
-
-def path_candidates(text: str) -> list[str]:
-    """Tokens of ``text`` that look like paths (not yet checked against the disk)."""
-    seen: list[str] = []
-    text = _URL.sub(" ", text)
-    quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
-    for token in quoted + _TOKEN.findall(text):
-        token = token.strip().rstrip(".,;:!?)").replace("\\", "/")
-        token = _LINE.sub("", token)
-        if "://" in token or not token or token in (".", "..", "/", "~"):
-            continue
-        name = token.rstrip("/").rsplit("/", 1)[-1]
-        if "/" not in token and not re.search(r"\.\w{1,10}$", name):
-            continue
-        if token not in seen:
-            seen.append(token)
-    return seen
-
-
-def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] = ()) -> list[Path]:
-    """Existing files and directories ``text`` mentions, resolved against ``roots`` in order."""
-    roots = [Path(r) for r in roots if r]
-    excluded: set[Path] | None = None  # resolved only once something exists (most texts: never)
-    found: list[Path] = []
-    for token in path_candidates(text):
-        # os.path.expanduser leaves ~nosuchuser alone; Path.expanduser raises on it.
-        path = Path(os.path.expanduser(token))
-        options = [path] if path.is_absolute() else [r / path for r in roots]
-        if not token.isascii():  # the file's name may be stored decomposed (from a Mac)
-            options = list(dict.fromkeys(options + [
-                Path(unicodedata.normalize(form, str(o))) for form in ("NFD", "NFC")
-                for o in options]))
-        for option in options:
-            try:
-                if option.exists() and readable(option):
-                    if excluded is None:
-                        excluded = {Path(p).resolve() for p in exclude}
-                    resolved = option.resolve()
-                    if resolved not in excluded and resolved not in found:
-                        found.append(resolved)
-                    break
-            except OSError:
-                continue
-        if len(found) >= MAX_TEXT_ANCHORS:
-            break
-    return found
-
-
-# A term of note text that may name a file: it has a slash or a file-like suffix.
-_FILE_SUFFIX = re.compile(
-    r"\.(?:csv|tsv|txt|parquet|pq|json|jsonl|ndjson|xlsx?|xml|ya?ml|toml|ini|cfg|conf|sql|"
-    r"db|sqlite3?|duckdb|feather|arrow|ipc|avro|orc|pkl|pickle|h5|hdf5?|npy|npz|gz|zip|bz2|"
-    r"zst|xz|log|md|rst|html?|ipynb|py|r|sh|dat|sav|dta|sas7bdat)$")
-
-
-def is_file_term(term: str) -> bool:
-    return "/" in term or bool(_FILE_SUFFIX.search(term))
-
-
-def file_terms(path: Path, roots: Iterable[Path] = ()) -> list[str]:
-    """The keyword-index terms a note holds when its text names ``path``: the path
-    relative to each root, the absolute path and the bare file name, lower-cased."""
-    names = []
-    for root in roots:
-        try:
-            names.append(path.relative_to(root).as_posix())
-        except ValueError:
-            continue
-    names += [path.as_posix().lstrip("/"), path.name]
-    # Whole terms as tokenize() keeps them (tests/test_ambient.py checks they agree).
-    names = [unicodedata.normalize("NFKC", n) for n in names]
-    return [fold(n) for n in dict.fromkeys(names)
-            if is_term(n) and ("/" in n or "." in n or "-" in n or "_" in n)]
 
 
 # -- what may be read --------------------------------------------------------------------

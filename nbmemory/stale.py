@@ -25,9 +25,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .anchors import (DataReader, Unreadable, absolute, cell_anchor, display_path,
                       file_fingerprint, glob_matches, hash_file, is_glob, path_anchor,
-                      paths_in_text, same_text, spec_anchor, split_cell_target, stat_key, take)
+                      same_text, spec_anchor, split_cell_target, stat_key, take)
 from .config import this_machine
 from .errors import InvalidInput
+from .mentions import paths_in_text
 from .models import Anchor, Provenance, StaleReason
 from .provenance import notebook_cells, source_hash
 from .repos import Repositories

@@ -11,7 +11,7 @@ import pytest
 
 from nbmemory import ambient, audit
 from nbmemory.ambient import Gate, cell_paths
-from nbmemory.anchors import file_terms
+from nbmemory.mentions import file_terms
 from nbmemory.lexical import tokenize
 from nbmemory.models import Hit, Note
 

@@ -16,7 +16,7 @@ LAYERS = {  # module (or package) -> layer; higher layers may import lower ones 
     "service": ["service"],
     "engine": ["engine", "ranking", "stale", "history", "exchange", "export_rows", "sharing"],
     "store": ["store"],
-    "leaves": ["errors", "files", "arrays", "models", "config", "lexical", "lexical_segment", "tokenizer", "vectors", "dense_rows", "cards", "embed", "onnx_model", "anchors", "events",
+    "leaves": ["errors", "files", "arrays", "models", "config", "lexical", "lexical_segment", "tokenizer", "vectors", "dense_rows", "cards", "embed", "onnx_model", "anchors", "mentions", "events",
                "operations", "address", "repos", "wording", "columns", "markdown", "when", "_version", "lock", "syntax", "display", "checks",
                "provenance"],
 }

@@ -11,7 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..anchors import absolute, display_path, file_terms, is_file_term
+from ..anchors import absolute, display_path
+from ..mentions import file_terms, is_file_term
 from ..errors import InvalidInput
 from ..models import Hit, Hits
 from ..store import Filters

@@ -1,0 +1,125 @@
+"""Paths a note's text mentions: tokens that look like paths, the ones that exist, and
+the keyword terms a file's name gives (what ambient recall and the about index match).
+
+Written in a script without spaces, a path runs into the words around it
+(``文件数据/表.csv的金额``): the paths inside such a token are tried, longest first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from pathlib import Path
+from typing import Iterable
+
+from .anchors import readable
+from .tokenizer import fold, is_term
+
+MAX_TEXT_ANCHORS = 20
+# Characters of scripts written without spaces (Thai, kana, Han, Hangul).
+_UNSPACED = re.compile(r"[\u0e00-\u0eff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_EXTENSION_END = re.compile(r"\.[A-Za-z0-9]{1,10}(?![A-Za-z0-9])")
+MAX_INSIDE = 60  # paths tried inside one such token
+
+
+# Path-like tokens: contain a slash or end in a file extension; ``:214`` line suffixes go.
+# Windows' separators and drives count too (data\orders.csv, C:\Users\ada\x.csv).
+_QUOTED = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"|'([^'\n]+)'")
+_TOKEN = re.compile(r"(?<![\w@])(?:[A-Za-z]:[/\\]|(?:~|\.{1,2})?/?)"  # not from a lone \
+                    r"(?:[\w.\-]+[/\\])*[\w.\-]+[/\\]?")
+_URL = re.compile(r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S+")  # from a run's start: linear
+_LINE = re.compile(r"(?::\d+){1,2}$|#L\d+(?:-L?\d+)?$")
+
+
+def path_candidates(text: str) -> list[str]:
+    """Tokens of ``text`` that look like paths (not yet checked against the disk)."""
+    seen: list[str] = []
+    text = _URL.sub(" ", text)
+    quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
+    for token in quoted + _TOKEN.findall(text):
+        token = token.strip().rstrip(".,;:!?)").replace("\\", "/")
+        token = _LINE.sub("", token)
+        if "://" in token or not token or token in (".", "..", "/", "~"):
+            continue
+        name = token.rstrip("/").rsplit("/", 1)[-1]
+        if "/" not in token and not re.search(r"\.\w{1,10}$", name):
+            continue
+        if token not in seen:
+            seen.append(token)
+    return seen
+
+
+def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] = ()) -> list[Path]:
+    """Existing files and directories ``text`` mentions, resolved against ``roots`` in order."""
+    roots = [Path(r) for r in roots if r]
+    excluded: set[Path] | None = None  # resolved only once something exists (most texts: never)
+    found: list[Path] = []
+    for token in path_candidates(text):
+        for option in _options(token, roots):
+            try:
+                if option.exists() and readable(option):
+                    if excluded is None:
+                        excluded = {Path(p).resolve() for p in exclude}
+                    resolved = option.resolve()
+                    if resolved not in excluded and resolved not in found:
+                        found.append(resolved)
+                    break
+            except OSError:
+                continue
+        if len(found) >= MAX_TEXT_ANCHORS:
+            break
+    return found
+
+
+def _options(token: str, roots: list[Path]) -> list[Path]:
+    """Where ``token`` may be on disk: under each root (or itself, absolute), each path
+    inside it first if it runs into words of a script without spaces, in both Unicode
+    forms (a folder copied from a Mac keeps é as e and an accent)."""
+    options = []
+    for inside in [*_inside(token), token]:
+        # os.path.expanduser leaves ~nosuchuser alone; Path.expanduser raises on it.
+        path = Path(os.path.expanduser(inside))
+        options += [path] if path.is_absolute() else [r / path for r in roots]
+    if not token.isascii():
+        options += [Path(unicodedata.normalize(form, str(o))) for form in ("NFD", "NFC")
+                    for o in options]
+    return list(dict.fromkeys(options))
+
+
+def _inside(token: str) -> list[str]:
+    """The paths inside a token that runs a path into words without spaces: from after
+    each such character, to each file extension's end (数据/表.csv in 文件数据/表.csv的金额)."""
+    if not _UNSPACED.search(token):
+        return []
+    starts = [0] + [i for i in range(1, len(token)) if _UNSPACED.match(token[i - 1])]
+    ends = [m.end() for m in _EXTENSION_END.finditer(token)][::-1]
+    out = [token[a:b] for a in starts for b in ends if b > a and token[a] not in "./"]
+    return [p for p in out if p != token and ("/" in p or _EXTENSION_END.search(p))][:MAX_INSIDE]
+
+
+# A term of note text that may name a file: it has a slash or a file-like suffix.
+_FILE_SUFFIX = re.compile(
+    r"\.(?:csv|tsv|txt|parquet|pq|json|jsonl|ndjson|xlsx?|xml|ya?ml|toml|ini|cfg|conf|sql|"
+    r"db|sqlite3?|duckdb|feather|arrow|ipc|avro|orc|pkl|pickle|h5|hdf5?|npy|npz|gz|zip|bz2|"
+    r"zst|xz|log|md|rst|html?|ipynb|py|r|sh|dat|sav|dta|sas7bdat)$")
+
+
+def is_file_term(term: str) -> bool:
+    return "/" in term or bool(_FILE_SUFFIX.search(term))
+
+
+def file_terms(path: Path, roots: Iterable[Path] = ()) -> list[str]:
+    """The keyword-index terms a note holds when its text names ``path``: the path
+    relative to each root, the absolute path and the bare file name, lower-cased."""
+    names = []
+    for root in roots:
+        try:
+            names.append(path.relative_to(root).as_posix())
+        except ValueError:
+            continue
+    names += [path.as_posix().lstrip("/"), path.name]
+    # Whole terms as tokenize() keeps them (tests/test_ambient.py checks they agree).
+    names = [unicodedata.normalize("NFKC", n) for n in names]
+    return [fold(n) for n in dict.fromkeys(names)
+            if is_term(n) and ("/" in n or "." in n or "-" in n or "_" in n)]
