@@ -273,10 +273,10 @@ class Memory:
         near = self.similar(note.id, k=similar) if similar > 0 else []
         return note, [h for h in near if h.note.id != supersedes]
 
-    def remember_many(self, notes: Iterable[dict[str, Any]], *, progress: Progress | None = None,
+    def remember_many(self, notes: Iterable[dict[str, Any] | str], *, progress: Progress | None = None,
                       request_id: str | None = None) -> list[Note]:
-        """Store many findings at the model's speed (imports, scripts): one dict of
-        :meth:`remember`'s arguments per note, e.g. ``{"text": ..., "tags": "a,b"}``.
+        """Store many findings at the model's speed (imports, scripts): each a text, or a
+        dict of :meth:`remember`'s arguments, e.g. ``{"text": ..., "tags": "a,b"}``.
 
         Every note is checked first: one bad note raises :class:`InvalidInput` naming it, and
         nothing is stored. They are written 256 at a time (``progress(done, total)`` is told):

@@ -336,11 +336,18 @@ def test_remember_many_refuses_every_note_when_one_is_bad(mem, store):
     with pytest.raises(InvalidInput, match=r"2 of 3 notes cannot be remembered, so none was: "
                                            r"note 1: The note is empty.*note 2: Unknown kind"):
         mem.remember_many([{"text": "fine"}, {"text": "  "}, {"text": "x", "kind": "rumour"}])
-    with pytest.raises(InvalidInput, match="note 0: expected a dict of remember's arguments"):
-        mem.remember_many(["just a string"])
+    with pytest.raises(InvalidInput, match="note 0: expected a dict of remember's arguments "
+                                           "or a text, got int"):
+        mem.remember_many([42])
     with pytest.raises(InvalidInput, match="note 0: .*unexpected keyword argument 'colour'"):
         mem.remember_many([{"text": "x", "colour": "red"}])
     assert mem.status()["notes"] == 1
+
+
+def test_remember_many_takes_texts_alone(mem):
+    notes = mem.remember_many(["a text alone", "takes remember's defaults"])
+    assert [(n.text, n.kind, n.priority) for n in notes] == [
+        ("a text alone", "finding", "medium"), ("takes remember's defaults", "finding", "medium")]
 
 
 def test_note_from_process_a_is_recalled_in_process_b_immediately(mem, store):

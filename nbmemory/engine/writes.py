@@ -94,13 +94,15 @@ class Writes(Part):
         ``{request_id}/{i}`` unless it has its own, so a resent call writes each note once.
         """
         if isinstance(notes, (str, dict)) or not isinstance(notes, Sequence):
-            raise InvalidInput("remember_many takes a list of notes, each a dict of "
-                               "remember's arguments, e.g. [{'text': '...', 'tags': 'a,b'}]")
+            raise InvalidInput("remember_many takes a list of notes, each a text or a dict "
+                               "of remember's arguments, e.g. [{'text': '...', 'tags': 'a,b'}]")
         prepared, problems = [], []
         for i, note in enumerate(notes):
             try:
+                if isinstance(note, str):  # the text alone, with remember's defaults
+                    note = {"text": note}
                 if not isinstance(note, dict):
-                    raise InvalidInput(f"expected a dict of remember's arguments, "
+                    raise InvalidInput(f"expected a dict of remember's arguments or a text, "
                                        f"got {type(note).__name__}")
                 note = dict(note)
                 if request_id and not note.get("request_id"):
