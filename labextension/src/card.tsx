@@ -146,6 +146,7 @@ export function NoteCard(
             return (
               <button
                 key={tag}
+                dir="auto"
                 className={`nbm-Tag${on ? ' nbm-mod-active' : ''}`}
                 aria-pressed={on}
                 title={

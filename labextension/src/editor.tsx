@@ -160,6 +160,7 @@ export function NoteEditor(props: {
       ) : null}
       <textarea
         ref={area}
+        dir="auto"
         className="nbm-EditText jp-mod-styled"
         aria-label={trans.__('Note text (Markdown)')}
         placeholder={trans.__('What did you find? Markdown works.')}

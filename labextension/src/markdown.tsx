@@ -42,5 +42,6 @@ export function NoteMarkdown(props: {
       renderer.dispose();
     };
   }, [props.text, props.rendermime]);
-  return <div className="nbm-NoteText" ref={host} />;
+  // dir="auto": a note in Hebrew or Arabic reads right to left, whatever the page's direction.
+  return <div className="nbm-NoteText" dir="auto" ref={host} />;
 }

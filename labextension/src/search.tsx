@@ -55,6 +55,7 @@ export function SearchBox(props: { model: MemoryModel }): JSX.Element {
     <input
       className="nbm-Search jp-mod-styled"
       type="search"
+      dir="auto"
       placeholder={trans.__('Recall: ask in any words…')}
       aria-label={trans.__('Recall')}
       value={value}

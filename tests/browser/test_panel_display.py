@@ -91,6 +91,29 @@ def test_tag_chips_show_and_toggle_the_tag_filter_and_the_box_applies_live(page,
     expect(card_of(page, alpha)).to_be_visible()
 
 
+def test_notes_in_other_scripts_read_in_their_own_direction_and_say_how_they_were_found(
+        page, lab):
+    """A Hebrew note read left to right in an English page; a Chinese question was answered
+    by a model that cannot read it, with no word of that."""
+    hebrew = lab.remember("עמודת הסכום נשמרת באגורות לפני מרץ 2021.", tags="סכום")
+    chinese = lab.remember("订单金额在2021年3月之前以分为单位存储。")
+    refresh(page)
+    direction = "el => getComputedStyle(el).direction"
+    assert card_of(page, hebrew).locator(".nbm-NoteText").evaluate(direction) == "rtl"
+    assert card_of(page, hebrew).locator(".nbm-Tag").evaluate(direction) == "rtl"
+    assert card_of(page, chinese).locator(".nbm-NoteText").evaluate(direction) == "ltr"
+    search = page.locator(f"{PANEL} .nbm-Search")
+    search.fill("金额单位")
+    search.press("Enter")
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(1)
+    expect(card_of(page, chinese)).to_be_visible()
+    expect(page.locator(f"{PANEL} .nbm-Behind")).to_contain_text(
+        "Keyword matches only: the model hash reads English")
+    search.fill("")
+    search.press("Enter")
+    expect(page.locator(f"{PANEL} .nbm-Behind")).to_have_count(0)
+
+
 def test_a_renamed_notebook_gets_a_clear_message_not_a_404_and_a_ghost_tab(page, lab):
     notebook = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("sales.groupby('region').sum()")
