@@ -12,7 +12,7 @@ import { statusLabel } from './labels';
 import { MAX_HITS, MemoryModel } from './model';
 import { IPanelProps } from './props';
 import { AuthorChip, Filters, MineToggle, SearchBox, describeFilters } from './search';
-import { PhaseLine } from './status';
+import { PhaseAndError } from './status';
 import { IHit, INote } from './types';
 
 export function NotesView(props: IPanelProps): JSX.Element {
@@ -81,12 +81,7 @@ export function NotesView(props: IPanelProps): JSX.Element {
           )}
         </div>
       ) : null}
-      <PhaseLine model={model} />
-      {model.error ? (
-        <div className="nbm-Banner nbm-mod-error" role="alert">
-          {model.error}
-        </div>
-      ) : null}
+      <PhaseAndError model={model} />
       {model.draft ? <NewNote model={model} draft={model.draft} /> : null}
       <div className="nbm-Summary" role="status">
         {(items.length || !empty) && !(model.error && !items.length)

@@ -11,8 +11,36 @@ import { age, describeStale } from './describe';
 import { changeLabel } from './labels';
 import { NoteMarkdown } from './markdown';
 import { MemoryModel } from './model';
-import { PhaseLine } from './status';
+import { PhaseAndError } from './status';
 import { ISnapshot, ISnapshotDiff } from './types';
+
+/** A choice among the snapshots by name, or ``none`` (the empty value). */
+function SnapshotSelect(props: {
+  className: string;
+  label: string;
+  none: string;
+  names: string[];
+  value: string;
+  onChange: (name: string) => void;
+}): JSX.Element {
+  return (
+    <span className="nbm-Select">
+      <select
+        className={props.className}
+        aria-label={props.label}
+        value={props.value}
+        onChange={event => props.onChange(event.target.value)}
+      >
+        <option value="">{props.none}</option>
+        {props.names.map(n => (
+          <option key={n} value={n}>
+            {n}
+          </option>
+        ))}
+      </select>
+    </span>
+  );
+}
 
 export function SnapshotsView(props: {
   model: MemoryModel;
@@ -25,12 +53,7 @@ export function SnapshotsView(props: {
   const names = model.snapshots.map(s => s.name);
   return (
     <div className="nbm-Snapshots">
-      <PhaseLine model={model} />
-      {model.error ? (
-        <div className="nbm-Banner nbm-mod-error" role="alert">
-          {model.error}
-        </div>
-      ) : null}
+      <PhaseAndError model={model} />
       {model.snapshots.length === 0 ? (
         <div className="nbm-Empty">
           {!model.loaded
@@ -73,36 +96,22 @@ export function SnapshotsView(props: {
       )}
       {model.snapshots.length ? (
         <div className="nbm-DiffControls">
-          <span className="nbm-Select">
-            <select
-              className="nbm-DiffFrom"
-              aria-label={trans.__('Compare from')}
-              value={from}
-              onChange={event => setFrom(event.target.value)}
-            >
-              <option value="">{trans.__('from…')}</option>
-              {names.map(n => (
-                <option key={n} value={n}>
-                  {n}
-                </option>
-              ))}
-            </select>
-          </span>
-          <span className="nbm-Select">
-            <select
-              className="nbm-DiffTo"
-              aria-label={trans.__('Compare to')}
-              value={to}
-              onChange={event => setTo(event.target.value)}
-            >
-              <option value="">{trans.__('now')}</option>
-              {names.map(n => (
-                <option key={n} value={n}>
-                  {n}
-                </option>
-              ))}
-            </select>
-          </span>
+          <SnapshotSelect
+            className="nbm-DiffFrom"
+            label={trans.__('Compare from')}
+            none={trans.__('from…')}
+            names={names}
+            value={from}
+            onChange={setFrom}
+          />
+          <SnapshotSelect
+            className="nbm-DiffTo"
+            label={trans.__('Compare to')}
+            none={trans.__('now')}
+            names={names}
+            value={to}
+            onChange={setTo}
+          />
           <button
             className="jp-Button jp-mod-styled nbm-Compare"
             disabled={!from}

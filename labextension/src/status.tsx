@@ -24,7 +24,7 @@ export function TeamStoreLine(props: { model: MemoryModel; address: string }): J
   );
 }
 
-export function PhaseLine(props: { model: MemoryModel }): JSX.Element | null {
+function PhaseLine(props: { model: MemoryModel }): JSX.Element | null {
   const { model } = props;
   const trans = model.trans;
   if (!model.phase) {
@@ -42,6 +42,21 @@ export function PhaseLine(props: { model: MemoryModel }): JSX.Element | null {
       <span className="nbm-Spinner" aria-hidden="true" />
       {text}
     </div>
+  );
+}
+
+/** What the service is doing now, and what went wrong, above a tab's content. */
+export function PhaseAndError(props: { model: MemoryModel }): JSX.Element {
+  const { model } = props;
+  return (
+    <>
+      <PhaseLine model={model} />
+      {model.error ? (
+        <div className="nbm-Banner nbm-mod-error" role="alert">
+          {model.error}
+        </div>
+      ) : null}
+    </>
   );
 }
 
