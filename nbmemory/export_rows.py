@@ -6,6 +6,8 @@ opened."""
 
 from __future__ import annotations
 
+import unicodedata
+
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +64,9 @@ def _fields(path: Path, what: str, row: dict[str, Any], *, purged: bool) -> None
             _refuse(path, f"{what} has {field} {row.get(field)!r}, none of {', '.join(allowed)}")
     tags = row.get("tags")
     try:
-        if not isinstance(tags, list) or list(normalise_tags(tags)) != tags:
+        # Composed or not (a tag typed decomposed before tags were composed) is the same tag.
+        if not isinstance(tags, list) or list(normalise_tags(tags)) != [
+                unicodedata.normalize("NFC", t) if isinstance(t, str) else t for t in tags]:
             raise InvalidInput(f"tags {tags!r} are not a list of tags as remember keeps them")
     except InvalidInput as exc:
         _refuse(path, f"{what}: {exc}")

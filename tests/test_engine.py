@@ -885,7 +885,6 @@ def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir)
                                          "encoding \\(Latin-1 or cp1252, say\\). Convert it to "
                                          "UTF-8 first, e.g. iconv -f cp1252 -t utf-8$"),
     (lambda m: m.remember("\ufeff\u200b \u200b"), "^The note is empty"),  # nothing visible
-    (lambda m: m.remember("fine", tags=["a\uff0cb"]), "Tag 'a\uff0cb' contains a comma"),
 ])
 def test_wrong_types_get_our_own_clear_error_and_change_nothing(memory, call, message):
     memory.remember("one finding")

@@ -617,6 +617,20 @@ def test_a_file_saved_with_a_byte_order_mark_imports(memory, tmp_path):
         assert [n.text for n in other.notes().notes] == ["exports are gzipped"]
 
 
+def test_an_export_from_before_tags_were_composed_still_imports(memory, tmp_path):
+    """Tags were once kept as typed: an é typed as e and an accent, a full-width comma
+    inside one tag. Such an export is not damaged."""
+    memory.remember("the caf\u00e9 data is monthly", tags=["caf\u00e9", "收入，退款"])
+    memory.export_jsonl(tmp_path / "e.jsonl")
+    text = (tmp_path / "e.jsonl").read_text(encoding="utf-8")
+    assert "caf\\u00e9" in text  # the export is ASCII-escaped
+    (tmp_path / "old.jsonl").write_text(text.replace("caf\\u00e9\"", "cafe\\u0301\""),
+                                        encoding="utf-8")
+    with Memory.open(tmp_path / "other", embedder=HashEmbedder()) as other:
+        other.import_jsonl(tmp_path / "old.jsonl")
+        assert other.notes().notes[0].tags == ("cafe\u0301", "收入，退款")
+
+
 def test_a_huge_line_or_binary_file_is_refused_without_reading_it_whole(memory, tmp_path, monkeypatch):
     from nbmemory import exchange
 
