@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .models import Anchor
+from .tokenizer import UNSPACED
 
 CHUNK = 1 << 20
 FULL_HASH_LIMIT = 1 << 30  # bytes; larger files get a sampled hash
@@ -416,8 +417,7 @@ _FILLER = {"see", "look", "at", "in", "on", "line", "lines", "check", "cf", "cf.
 
 
 # Four characters in a row of a script written without spaces: a phrase, not a location.
-_UNSPACED = re.compile(r"[\u0e00-\u0eff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
-                       r"\uac00-\ud7af]{4}")
+_UNSPACED = re.compile(UNSPACED + "{4}")
 
 
 def pointer_only(text: str) -> bool:

@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import Iterable
 
 from .anchors import readable
-from .tokenizer import fold, is_term
+from .tokenizer import UNSPACED, fold, is_term
 
 MAX_TEXT_ANCHORS = 20
-# Characters of scripts written without spaces (Thai, kana, Han, Hangul).
-_UNSPACED = re.compile(r"[\u0e00-\u0eff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+MAX_LOOKUPS = 5000  # places on disk one text may be looked for at (about 50 ms)
+_UNSPACED = re.compile(UNSPACED)
 _EXTENSION_END = re.compile(r"\.[A-Za-z0-9]{1,10}(?![A-Za-z0-9])")
 MAX_INSIDE = 60  # paths tried inside one such token
+MAX_PATH = 260  # characters: no path inside such a token is longer (Windows' old limit)
+MAX_RUN = 1024  # characters: a longer token is not looked inside
 
 
 # Path-like tokens: contain a slash or end in a file extension; ``:214`` line suffixes go.
@@ -34,7 +36,7 @@ _LINE = re.compile(r"(?::\d+){1,2}$|#L\d+(?:-L?\d+)?$")
 
 def path_candidates(text: str) -> list[str]:
     """Tokens of ``text`` that look like paths (not yet checked against the disk)."""
-    seen: list[str] = []
+    seen: dict[str, None] = {}  # ordered; a look-up is O(1) (a long note holds thousands)
     text = _URL.sub(" ", text)
     quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
     for token in quoted + _TOKEN.findall(text):
@@ -45,9 +47,8 @@ def path_candidates(text: str) -> list[str]:
         name = token.rstrip("/").rsplit("/", 1)[-1]
         if "/" not in token and not re.search(r"\.\w{1,10}$", name):
             continue
-        if token not in seen:
-            seen.append(token)
-    return seen
+        seen[token] = None
+    return list(seen)
 
 
 def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] = ()) -> list[Path]:
@@ -55,8 +56,11 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
     roots = [Path(r) for r in roots if r]
     excluded: set[Path] | None = None  # resolved only once something exists (most texts: never)
     found: list[Path] = []
+    lookups = 0
     for token in path_candidates(text):
-        for option in _options(token, roots):
+        options = _options(token, roots)[:MAX_LOOKUPS - lookups]
+        lookups += len(options)
+        for option in options:
             try:
                 if option.exists() and readable(option):
                     if excluded is None:
@@ -67,35 +71,42 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
                     break
             except OSError:
                 continue
-        if len(found) >= MAX_TEXT_ANCHORS:
+        if len(found) >= MAX_TEXT_ANCHORS or lookups >= MAX_LOOKUPS:
             break
     return found
 
 
 def _options(token: str, roots: list[Path]) -> list[Path]:
-    """Where ``token`` may be on disk: under each root (or itself, absolute), each path
-    inside it first if it runs into words of a script without spaces, in both Unicode
-    forms (a folder copied from a Mac keeps é as e and an accent)."""
+    """Where ``token`` may be on disk: under each root (or itself, absolute), then, if it
+    runs into words of a script without spaces, each path inside it, longest first; each
+    in both Unicode forms (a folder copied from a Mac keeps é as e and an accent)."""
     options = []
-    for inside in [*_inside(token), token]:
-        # os.path.expanduser leaves ~nosuchuser alone; Path.expanduser raises on it.
-        path = Path(os.path.expanduser(inside))
-        options += [path] if path.is_absolute() else [r / path for r in roots]
-    if not token.isascii():
-        options += [Path(unicodedata.normalize(form, str(o))) for form in ("NFD", "NFC")
-                    for o in options]
+    for inside in [token, *_inside(token)]:
+        forms = dict.fromkeys([inside] + ([unicodedata.normalize(f, inside) for f in ("NFD", "NFC")]
+                                          if not inside.isascii() else []))
+        for form in forms:
+            # os.path.expanduser leaves ~nosuchuser alone; Path.expanduser raises on it.
+            path = Path(os.path.expanduser(form))
+            options += [path] if path.is_absolute() else [r / path for r in roots]
     return list(dict.fromkeys(options))
 
 
 def _inside(token: str) -> list[str]:
-    """The paths inside a token that runs a path into words without spaces: from after
-    each such character, to each file extension's end (数据/表.csv in 文件数据/表.csv的金额)."""
-    if not _UNSPACED.search(token):
+    """The paths inside a token that runs a path into words without spaces, longest first:
+    from after each such character to each file extension's end (数据/表.csv in
+    文件数据/表.csv的金额), at most MAX_INSIDE of them, none over MAX_PATH characters."""
+    if len(token) > MAX_RUN or not _UNSPACED.search(token):
         return []
     starts = [0] + [i for i in range(1, len(token)) if _UNSPACED.match(token[i - 1])]
-    ends = [m.end() for m in _EXTENSION_END.finditer(token)][::-1]
-    out = [token[a:b] for a in starts for b in ends if b > a and token[a] not in "./"]
-    return [p for p in out if p != token and ("/" in p or _EXTENSION_END.search(p))][:MAX_INSIDE]
+    ends = [m.end() for m in _EXTENSION_END.finditer(token)]
+    found: list[str] = []
+    for length in sorted({b - a for a in starts for b in ends if 0 < b - a <= MAX_PATH},
+                         reverse=True)[:MAX_INSIDE]:
+        for a in starts:
+            part = token[a:a + length]
+            if a + length in ends and part != token and part[0] not in "./" and len(found) < MAX_INSIDE:
+                found.append(part)
+    return found
 
 
 # A term of note text that may name a file: it has a slash or a file-like suffix.

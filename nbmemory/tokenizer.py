@@ -35,12 +35,13 @@ _TOKEN = re.compile(r"[A-Za-z0-9]+(?:(?:::|[._/\-])[A-Za-z0-9]+)*")
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 # Characters of scripts written without spaces between words: Thai, Lao, Myanmar, Khmer,
 # kana, Han, Hangul (and their combining marks, which stay with the character they follow).
-_CJK = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
-                  r"\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]+")
-# Scripts whose words a Snowball stemmer reads, by the range of their letters.
+UNSPACED = (r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
+            r"\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]")
+_CJK = re.compile(UNSPACED + "+")
+# Scripts whose words a Snowball stemmer reads, by the range of their letters (folded:
+# Greek Extended letters are decomposed to basic Greek ones first).
 _SCRIPT_STEMMERS = (("\u0400", "\u04ff", "russian"), ("\u0370", "\u03ff", "greek"),
-                    ("\u1f00", "\u1fff", "greek"), ("\u0600", "\u06ff", "arabic"),
-                    ("\u0900", "\u097f", "hindi"))
+                    ("\u0600", "\u06ff", "arabic"), ("\u0900", "\u097f", "hindi"))
 # Separators between the levels of a qualified name (module.attr, dir/file, ns::name).
 _QUALIFIER = re.compile(r"::|[./]")
 
@@ -52,7 +53,7 @@ TOKENIZER = 3
 @lru_cache(maxsize=None)
 def _stemmer(language: str = "english"):
     """A Snowball stemmer, loaded on first use: the server extension imports this module
-    (anchors.file_terms) where the engine's dependencies may not be installed."""
+    (mentions.file_terms) where the engine's dependencies may not be installed."""
     try:
         import Stemmer
 

@@ -92,12 +92,14 @@ def test_a_path_named_composed_finds_a_file_named_decomposed(ws, mem):
 
 def test_a_path_run_into_chinese_words_is_found_inside_them(ws, mem):
     """Chinese puts no spaces around a path: 文件数据/表.csv的金额 is one run of letters."""
-    folder = ws / "数据"
-    folder.mkdir()
-    (folder / "表.csv").write_text(ORDERS)
+    for name in ("数据/表.csv", "据/表.csv", "月次売上.csv", "売上.csv"):  # the longest wins
+        (ws / name).parent.mkdir(exist_ok=True)
+        (ws / name).write_text(ORDERS)
     note = mem.remember("文件数据/表.csv的金额单位是分，data/orders.csv中的也是。")
     assert [(a.kind, a.target) for a in note.anchors] == [("data", "数据/表.csv"),
                                                           ("data", "data/orders.csv")]
+    note = mem.remember("月次売上.csv は税込")
+    assert [a.target for a in note.anchors] == ["月次売上.csv"]
 
 
 def test_a_tilde_word_in_a_note_is_not_a_crash(ws, mem):
