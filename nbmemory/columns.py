@@ -1,8 +1,9 @@
 """Text laid out in a terminal's columns: CJK and emoji take two, combining marks none.
 
 textwrap counts characters, so it sized a Chinese line at twice the terminal's width and,
-cutting only at spaces, shortened a Chinese note to "...". English text is shortened and
-wrapped exactly as textwrap does it.
+cutting only at spaces, shortened a Chinese note to "...". English text is wrapped exactly
+as textwrap does it, and shortened so too unless that keeps less than half the room (a long
+path: ``see /data/warehouse/orde [...]``, not ``see [...]``).
 """
 
 from __future__ import annotations

@@ -307,21 +307,24 @@ ENGLISH_ONLY = DEFAULT_ALIASES | {f"{prefix}{name}" for prefix in ("", "sentence
 
 def reads(model: str, text: str) -> bool:
     """Whether the model ``model`` reads ``text``: not when it reads English only and most
-    of the text's letters and symbols are in other scripts (Chinese, Cyrillic, emoji...)."""
-    if model_name(model) not in ENGLISH_ONLY and model not in ENGLISH_ONLY and \
-            not model.startswith("hash"):  # the test embedder hashes ASCII words only
+    of the text's letters are in other scripts (Chinese, Cyrillic...), or it has symbols
+    (emoji) and no letters or digits at all."""
+    if text.isascii() or model_name(model) not in ENGLISH_ONLY and \
+            model not in ENGLISH_ONLY and not model.startswith("hash"):  # hash: ASCII words
         return True
-    latin = other = 0
+    latin = other = symbols = 0
     for char in unicodedata.normalize("NFKC", text[:2000]):
         if char.isascii():
             latin += char.isalnum()
-        elif unicodedata.category(char)[0] in "LN" or unicodedata.category(char) == "So":
+        elif unicodedata.category(char)[0] == "L":
             code = ord(char)
             if 0xC0 <= code <= 0x24F or 0x1E00 <= code <= 0x1EFF:
                 latin += 1
             else:
                 other += 1
-    return other <= latin
+        else:
+            symbols += unicodedata.category(char) == "So"
+    return other <= latin and (latin > 0 or not symbols)
 
 
 def model_name(identity: str) -> str:

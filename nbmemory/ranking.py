@@ -215,6 +215,12 @@ def mix(lexical: np.ndarray, dense: np.ndarray, w: float) -> np.ndarray:
         w * np.asarray(lexical, np.float32)
 
 
+def query_terms(query: str) -> set[str]:
+    """Every term a note holding the query's words holds for them (its CJK characters
+    alone too): none of them is a word feedback may add."""
+    return set(tokenize(query, document=True))
+
+
 def feedback_terms(ids: Sequence[int], weights: np.ndarray, lexical: LexicalIndex,
                    exclude: Container[str], n: int = FEEDBACK_TERMS) -> dict[str, float]:
     """The ``n`` terms that best characterise the notes ``ids`` (each of ``weights``) apart
@@ -252,7 +258,7 @@ def with_feedback(query: str, lexical: LexicalIndex, ids: np.ndarray, first: np.
     if not best:
         return keyword
     words = feedback_terms([int(ids[at]) for at in best], first[best], lexical,
-                           set(tokenize(query)), terms)
+                           query_terms(query), terms)
     extra = lexical.score_at(words, ids) if words else np.zeros(0, np.float32)
     top = float(extra.max()) if len(extra) else 0.0
     if top <= 0:

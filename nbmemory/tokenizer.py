@@ -6,9 +6,9 @@ marks, such as Indic vowel signs, belong to its word), read in Unicode's compati
 (an ``é`` typed as e and an accent is ``é``; full-width ``ＥＵＲ`` is ``EUR``, ``ﬁ`` is
 ``fi``) and case-folded (``Straße`` is ``strasse``). Latin and Greek letters lose their
 accents, as people often type them without (``cafe`` finds ``café``, ``ΠΟΣΟ`` finds
-``πόσο``), and a word that is then plain ASCII is stemmed as English; Cyrillic, Greek,
-Arabic and Devanagari words are stemmed by their script's Snowball stemmer (Russian,
-Greek, Arabic, Hindi), others not at all. Chinese, Japanese and Korean are written without
+``πόσο``), as do Cyrillic stress marks and Hebrew vowel points. A word that is then plain
+ASCII is stemmed as English; Cyrillic, Greek, Arabic and Devanagari words are stemmed by
+their script's Snowball stemmer (Russian, Greek, Arabic, Hindi), others not at all. Chinese, Japanese and Korean are written without
 spaces between words, so a run of their characters gives its overlapping pairs ("金额单位"
 -> 金额, 额单, 单位), as Lucene's CJK analyzer does: a query holding a word holds its pairs.
 A note's text also gives each such character alone, so that a one-character question
@@ -79,17 +79,28 @@ def _stem_other(word: str) -> str:
     return word
 
 
-def _accented(char: str) -> bool:
-    """A Latin or Greek letter (decomposed): its accents are folded away."""
-    code = ord(char)
-    return char.isascii() or 0xC0 <= code <= 0x24F or 0x370 <= code <= 0x3FF or \
-        0x1E00 <= code <= 0x1FFF
+def _dropped(mark: str, base: str) -> bool:
+    """Is ``mark`` (after letter ``base``) an accent people often leave out? Any on a
+    Latin or Greek letter; a stress mark on a Cyrillic one (not the breve of й); Hebrew
+    vowel points. An Indic vowel sign is a letter's own."""
+    code, of = ord(mark), ord(base)
+    return (base.isascii() or 0xC0 <= of <= 0x24F or 0x370 <= of <= 0x3FF
+            or 0x1E00 <= of <= 0x1FFF or 0x400 <= of <= 0x4FF and code in (0x300, 0x301)
+            or 0x591 <= code <= 0x5C7)
+
+
+def fold(word: str) -> str:
+    """A word or whole token as the index keeps it: case-folded, without the accents
+    :func:`_dropped` names. Short words are cached (a whole CJK clause is not)."""
+    return _fold_word(word) if len(word) <= 64 else _fold(word)
 
 
 @lru_cache(maxsize=200_000)
-def fold(word: str) -> str:
-    """A word or whole token as the index keeps it: case-folded, and a Latin or Greek
-    letter without its accents (an Indic vowel sign or a Cyrillic й is a letter's own)."""
+def _fold_word(word: str) -> str:
+    return _fold(word)
+
+
+def _fold(word: str) -> str:
     word = word.casefold()
     if word.isascii():
         return word
@@ -97,7 +108,7 @@ def fold(word: str) -> str:
     for char in unicodedata.normalize("NFD", word):
         if unicodedata.category(char)[0] != "M":
             base = char
-        elif base and _accented(base):
+        elif base and _dropped(char, base):
             continue
         out.append(char)
     return unicodedata.normalize("NFC", "".join(out))

@@ -47,6 +47,8 @@ def test_words_in_every_script_are_terms():
     ("金额单位是分", "分"),  # one character alone finds the runs holding it
     ("ยอดขายเดือนมีนาคม", "เดือน"),  # Thai: a word inside a sentence with no spaces
     ("the ﬁle is large", "file"),  # a ligature is its letters
+    ("мо́локо скисло", "молоко"),  # a stress mark shown in a textbook
+    ("שָׁלוֹם עוֹלָם", "שלום"),  # Hebrew vowel points
 ])
 def test_a_word_is_found_however_it_is_typed(note, query):
     """A reviewer writing in other languages searched with what people type: no accents,

@@ -212,3 +212,17 @@ def test_a_forked_process_gets_its_own_second_thread():
         finally:
             os._exit(2)
     assert os.waitpid(child, 0)[1] == 0
+
+
+def test_feedback_never_adds_the_querys_own_characters():
+    """A note's CJK characters are terms alone as well: feedback from the notes that match
+    "売上" took 売 and 上 as new words and lifted every note holding either."""
+    from nbmemory.lexical import LexicalIndex
+    from nbmemory.ranking import feedback_terms, query_terms
+
+    index = LexicalIndex()
+    index.add(1, "月次売上は税込")
+    index.add(2, "上半期の集計")
+    words = feedback_terms([1], np.array([1.0]), index, query_terms("売上"))
+    assert not {"売", "上", "売上"} & set(words)
+    assert "税込" in words  # what the note says besides the query's words

@@ -135,6 +135,18 @@ def test_a_question_the_model_cannot_read_is_answered_by_keywords_and_says_so(re
     assert english.behind is None and english[0].note.text == NOTES[0]  # by meaning as before
 
 
+@pytest.mark.parametrize("text, read", [
+    ("amount in cents", True), ("Straße ist gesperrt; le café est fermé", True),
+    ("┌────────┬───┐ totals │ 12 │", True),  # a pasted table's box drawing is no script
+    ("σ and μ of the fitted curve", True), ("the 金额 column", True),
+    ("金额单位", False), ("сумма заказа", False), ("🚀", False), ("🚀 launch", True)])
+def test_the_default_model_reads_latin_letters(text, read):
+    from nbmemory.embed import reads
+
+    assert reads("all-MiniLM-L6-v2", text) is read
+    assert reads("paraphrase-multilingual-MiniLM-L12-v2", text) is True
+
+
 TEXTS = ["", "  spaces around a finding  ", "Ünïcödé: naïve café in 東京", "token " * 700,
          "orders.amount is in cents before March 2021", "\n\tindented\nlines\n", "x"]
 

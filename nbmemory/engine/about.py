@@ -73,7 +73,7 @@ class About(Part):
 
         ``paths``: absolute paths of the files and directories active notes are anchored
         to; ``globs``: absolute glob patterns; ``terms``: file-like terms of note text
-        (see :func:`anchors.file_terms`); ``variables``: names anchored in ``scope``;
+        (see :func:`mentions.file_terms`); ``variables``: names anchored in ``scope``;
         ``gotchas``: how many active gotcha notes exist; ``checked``: the names checks
         read (a cell that changes one re-runs them); ``position``: the journal position
         all this reflects.
