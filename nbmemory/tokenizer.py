@@ -101,7 +101,11 @@ def _fold_word(word: str) -> str:
 
 
 def _fold(word: str) -> str:
-    word = word.casefold()
+    return _unaccented(word.casefold())
+
+
+def _unaccented(word: str) -> str:
+    """``word`` without the accents :func:`_dropped` names, its case kept."""
     if word.isascii():
         return word
     out, base = [], ""
@@ -178,6 +182,8 @@ def tokenize(text: str, *, document: bool = False) -> list[str]:
     for match in tokens.finditer(text):
         token = match.group()
         plain = token.isascii()  # nearly every token: the fast path
+        if not plain and (bare := _unaccented(token)).isascii():  # ÉTLJob splits as ETLJob
+            token, plain = bare, True
         split = _PART.findall if plain else _parts
         whole = str.lower if plain else fold
         parts = split(token)
