@@ -53,6 +53,14 @@ class Parser(argparse.ArgumentParser):
         raise CommandError(f"{message} (see: {self.prog} --help)", EXIT_USAGE)
 
 
+class JoinTags(argparse.Action):
+    """``-t a -t b,c`` is ``-t a,b,c``: each -t adds its tags (the last one alone was kept)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{before},{values}" if before else values)
+
+
 def note_id(text: str) -> int:
     try:
         value = int(text.lstrip("#"))
@@ -134,7 +142,8 @@ def build_parser() -> Parser:
     p.add_argument("-k", "--kind", default=None,
                    help="finding (default), gotcha, decision, question, reference or procedure")
     p.add_argument("-p", "--priority", default=None, help="high, medium (default) or low")
-    p.add_argument("-t", "--tags", default=None, help="comma-separated tags, e.g. -t orders,units")
+    p.add_argument("-t", "--tags", action=JoinTags, default=None,
+                   help="comma-separated tags, e.g. -t orders,units")
     p.add_argument("--supersedes", type=note_id, metavar="ID",
                    help="this note replaces note ID (kept in its history); kind, priority "
                         "and tags not given are ID's")
@@ -145,7 +154,8 @@ def build_parser() -> Parser:
 
     p = command("recall", "find notes by meaning and by keyword")
     p.add_argument("-k", type=positive, default=5, help="how many notes (default 5)")
-    p.add_argument("-t", "--tags", default=None, help="only notes with all these tags")
+    p.add_argument("-t", "--tags", action=JoinTags, default=None,
+                   help="only notes with all these tags")
     p.add_argument("--kind", default=None, help="only notes of these kinds (comma-separated)")
     p.add_argument("-p", "--priority", default=None, help="only notes of these priorities")
     p.add_argument("--since", type=since_time, default=None,
@@ -171,7 +181,7 @@ def build_parser() -> Parser:
     p.add_argument("id", type=note_id, metavar="ID")
     p.add_argument("stdin", nargs="*", default=[], metavar="-", help="read the new text from stdin")
     p.add_argument("--text", default=None, help="the new text (- reads stdin)")
-    p.add_argument("-t", "--tags", default=None,
+    p.add_argument("-t", "--tags", action=JoinTags, default=None,
                    help="the new comma-separated tags (replace the old ones; '' removes them)")
     p.add_argument("-k", "--kind", default=None,
                    help="finding, gotcha, decision, question, reference or procedure")
@@ -191,7 +201,8 @@ def build_parser() -> Parser:
     p.add_argument("ids", nargs="+", type=note_id, metavar="ID")
 
     p = command("list", "list notes, newest first")
-    p.add_argument("-t", "--tags", default=None, help="only notes with all these tags")
+    p.add_argument("-t", "--tags", action=JoinTags, default=None,
+                   help="only notes with all these tags")
     p.add_argument("--kind", default=None, help="only notes of these kinds")
     p.add_argument("-p", "--priority", default=None, help="only notes of these priorities")
     p.add_argument("--status", default="active",

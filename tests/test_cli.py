@@ -96,6 +96,14 @@ def test_remember_and_recall_json_and_text(nbm):
     assert r.code == 0 and r.json["hits"] == []
 
 
+def test_each_t_adds_its_tags(nbm):
+    """-t a -t b kept only b, and the tags typed first were lost without a word."""
+    r = nbm("remember", "-t", "收入", "-t", "财务,q3", "--json", "the ledger closes on the 3rd")
+    assert r.json["note"]["tags"] == ["收入", "财务", "q3"]
+    r = nbm("list", "-t", "收入", "-t", "q3", "--json")
+    assert r.json["total"] == 1
+
+
 def test_recall_by_keywords_alone_and_options_are_never_abbreviated(nbm):
     """--mode lexical ranks by keywords only: no note without the word comes back. An
     abbreviated option is refused: --mode was once read as --model."""
