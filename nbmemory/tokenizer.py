@@ -12,7 +12,9 @@ their script's Snowball stemmer (Russian, Greek, Arabic, Hindi), others not at a
 spaces between words, so a run of their characters gives its overlapping pairs ("金额单位"
 -> 金额, 额单, 单位), as Lucene's CJK analyzer does: a query holding a word holds its pairs.
 A note's text also gives each such character alone, so that a one-character question
-(``円``) finds it; a query's longer runs give only their pairs. Thai, Lao, Khmer and
+(``円``) finds it; a query's longer runs give only their pairs. A Hebrew word in a note also
+gives itself without the one or two prefix letters Hebrew joins to words (``באגורות``, in
+agorot, gives ``אגורות``). Thai, Lao, Khmer and
 Myanmar, also written without spaces, are paired the same way.
 """
 
@@ -77,6 +79,19 @@ def _stem_other(word: str) -> str:
         if low <= first <= high:
             return _stemmer(language)(word)
     return word
+
+
+# Hebrew writes "in", "the", "and", "to", "from", "that" and "as" as a letter joined to the
+# next word (באגורות: in agorot): a note also gives its words without one or two of them.
+_HEBREW_PREFIXES = frozenset("בהוכלמש")
+
+
+def _unprefixed(word: str) -> list[str]:
+    out = []
+    while len(out) < 2 and word[0] in _HEBREW_PREFIXES and len(word) > 3:
+        word = word[1:]
+        out.append(word)
+    return out
 
 
 def _dropped(mark: str, base: str) -> bool:
@@ -196,6 +211,8 @@ def tokenize(text: str, *, document: bool = False) -> list[str]:
             word = whole(part)
             if word not in STOPWORDS:
                 out.append(_stem(word) if word.isascii() else _stem_other(word))
+                if document and not plain:
+                    out.extend(_unprefixed(word))
         if document and not plain:
             out.extend(c for run in _CJK.findall(token) if len(run) > 1 for c in run
                        if unicodedata.category(c)[0] != "M")

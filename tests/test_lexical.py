@@ -50,6 +50,8 @@ def test_words_in_every_script_are_terms():
     ("ÉTLJob runs nightly", "job"),  # split as ETLJob is
     ("мо́локо скисло", "молоко"),  # a stress mark shown in a textbook
     ("שָׁלוֹם עוֹלָם", "שלום"),  # Hebrew vowel points
+    ("עמודת הסכום נשמרת באגורות", "אגורות"),  # in-agorot: a prefix joined to the word
+    ("והסכום שולם", "סכום"),  # and-the-amount: two of them
 ])
 def test_a_word_is_found_however_it_is_typed(note, query):
     """A reviewer writing in other languages searched with what people type: no accents,
