@@ -259,12 +259,12 @@ def cmd_stale(mem, args) -> None:
         print("No stale notes.")
         return
     from .display import text_of
-    from .columns import shorten
+    from .columns import shorten, wrap
     from .wording import counted
 
     for note in page.notes:  # why, wrapped (the reasons are long), then the note, shortened
         why = "; ".join(str(r) for r in note.stale)
-        print(textwrap.fill(f"#{note.id}  {why}", width(), subsequent_indent="    "))
+        print("\n".join(wrap(f"#{note.id}  {why}", width(), "    ", first="")))
         print("    " + shorten(text_of(note), max(20, width() - 4), placeholder=" ..."))
     print(f"({counted(page.total, 'stale note')}. Check them, then: nbmemory verify ID, "
           "or correct them: nbmemory remember --supersedes ID ...)")

@@ -77,27 +77,32 @@ def _atoms(text: str) -> list[list[str]]:
     return atoms
 
 
-def wrap(text: str, size: int, indent: str = "") -> list[str]:
-    """``text`` (one paragraph) in lines of at most ``size`` columns, each after ``indent``."""
+def wrap(text: str, size: int, indent: str = "", first: str | None = None) -> list[str]:
+    """``text`` (one paragraph) in lines of at most ``size`` columns, each after ``indent``
+    (the first after ``first``, if given)."""
+    first = indent if first is None else first
     if _narrow(text):
-        return textwrap.wrap(text, size, initial_indent=indent, subsequent_indent=indent)
-    room = max(1, size - width(indent))
+        return textwrap.wrap(text, size, initial_indent=first, subsequent_indent=indent)
     lines, line, used, gap = [], "", 0, 0
+
+    def room() -> int:
+        return max(1, size - width(indent if lines else first))
+
     for piece, kind in _atoms(text):
         if kind == "space":
             gap = 1 if line else 0
             continue
         wide = width(piece)
-        if used + gap + wide <= room:
+        if used + gap + wide <= room():
             line, used, gap = line + " " * gap + piece, used + gap + wide, 0
             continue
         if line:
             lines.append(line)
-        while wide > room:  # a word wider than the line: break it
-            head = _fit(piece, room) or piece[0]
+        while wide > room():  # a word wider than the line: break it
+            head = _fit(piece, room()) or piece[0]
             lines.append(head)
             piece, wide = piece[len(head):], wide - width(head)
         line, used, gap = piece, wide, 0
     if line:
         lines.append(line)
-    return [indent + line for line in lines]
+    return [(indent if i else first) + line for i, line in enumerate(lines)]

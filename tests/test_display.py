@@ -100,3 +100,14 @@ def test_the_threshold_hint_speaks_the_magic(store_dir, mem, monkeypatch):
         shell.run_line_magic("unload_ext", "nbmemory")
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_a_first_line_may_have_its_own_indent():
+    """nbmemory stale prints why a note is stale from the margin, then indents."""
+    why = "#12  content_changed 数据/很长的目录名称/另一个很长的目录名称/表格文件名称非常非常长.csv"
+    lines = wrap(why, 40, "    ", first="")
+    assert lines[0].startswith("#12 ") and all(line.startswith("    ") for line in lines[1:])
+    assert max(width(line) for line in lines) <= 40 and len(lines) > 2
+    english = "#3  content_changed src/a.py; rows_changed data/orders.csv (2 → 3 rows)"
+    assert wrap(english, 40, "    ", first="") == textwrap.wrap(english, 40,
+                                                                subsequent_indent="    ")
