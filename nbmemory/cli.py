@@ -46,6 +46,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         where = f"nbmemory {args.command}" if getattr(args, "command", None) else "nbmemory"
         raise CommandError(f"unrecognized arguments: {' '.join(extra)} (see: {where} --help)",
                            EXIT_USAGE)
+    vars(args).pop("_given", None)  # what _Once counted
     for name, default in (("store", None), ("model", None), ("json", False)):
         if not hasattr(args, name):
             setattr(args, name, default)

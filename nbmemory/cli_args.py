@@ -48,17 +48,26 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, allow_abbrev=False, **kwargs)
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
+        self.register("action", "last", argparse._StoreAction)  # --store, --model: an alias's
 
     def error(self, message: str):
         raise CommandError(f"{message} (see: {self.prog} --help)", EXIT_USAGE)
 
 
-class JoinTags(argparse.Action):
-    """``-t a -t b,c`` is ``-t a,b,c``: each -t adds its tags (the last one alone was kept)."""
+class _Once(argparse._StoreAction):
+    """An option that takes one value, refused when given twice (argparse kept the last
+    one without a word: -t a -t b dropped a), as the magics refuse it."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        before = getattr(namespace, self.dest, None)
-        setattr(namespace, self.dest, f"{before},{values}" if before else values)
+        given = namespace.__dict__.setdefault("_given", set())
+        if self.dest in given:
+            how = " (several tags: -t a,b)" if self.dest == "tags" else ""
+            parser.error(f"option {'/'.join(self.option_strings)} was given twice; it takes "
+                         f"one value{how}")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
 
 
 def note_id(text: str) -> int:
@@ -117,10 +126,10 @@ def build_parser() -> Parser:
     # and `nbmemory list --json` both do. SUPPRESS keeps a later default from
     # overwriting an earlier value.
     located = Parser(add_help=False)
-    located.add_argument("--store", metavar="DIR|URL", default=argparse.SUPPRESS,
+    located.add_argument("--store", action="last", metavar="DIR|URL", default=argparse.SUPPRESS,
                         help="store directory or a team store's postgresql:// address "
                              "(default: NBMEMORY_HOME, the nearest .nbmemory/, the git root)")
-    located.add_argument("--model", metavar="NAME", default=argparse.SUPPRESS,
+    located.add_argument("--model", action="last", metavar="NAME", default=argparse.SUPPRESS,
                          help="embedding model (default: NBMEMORY_MODEL or all-MiniLM-L6-v2)")
     common = Parser(add_help=False, parents=[located])
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
@@ -142,7 +151,7 @@ def build_parser() -> Parser:
     p.add_argument("-k", "--kind", default=None,
                    help="finding (default), gotcha, decision, question, reference or procedure")
     p.add_argument("-p", "--priority", default=None, help="high, medium (default) or low")
-    p.add_argument("-t", "--tags", action=JoinTags, default=None,
+    p.add_argument("-t", "--tags", default=None,
                    help="comma-separated tags, e.g. -t orders,units")
     p.add_argument("--supersedes", type=note_id, metavar="ID",
                    help="this note replaces note ID (kept in its history); kind, priority "
@@ -154,7 +163,7 @@ def build_parser() -> Parser:
 
     p = command("recall", "find notes by meaning and by keyword")
     p.add_argument("-k", type=positive, default=5, help="how many notes (default 5)")
-    p.add_argument("-t", "--tags", action=JoinTags, default=None,
+    p.add_argument("-t", "--tags", default=None,
                    help="only notes with all these tags")
     p.add_argument("--kind", default=None, help="only notes of these kinds (comma-separated)")
     p.add_argument("-p", "--priority", default=None, help="only notes of these priorities")
@@ -181,7 +190,7 @@ def build_parser() -> Parser:
     p.add_argument("id", type=note_id, metavar="ID")
     p.add_argument("stdin", nargs="*", default=[], metavar="-", help="read the new text from stdin")
     p.add_argument("--text", default=None, help="the new text (- reads stdin)")
-    p.add_argument("-t", "--tags", action=JoinTags, default=None,
+    p.add_argument("-t", "--tags", default=None,
                    help="the new comma-separated tags (replace the old ones; '' removes them)")
     p.add_argument("-k", "--kind", default=None,
                    help="finding, gotcha, decision, question, reference or procedure")
@@ -201,7 +210,7 @@ def build_parser() -> Parser:
     p.add_argument("ids", nargs="+", type=note_id, metavar="ID")
 
     p = command("list", "list notes, newest first")
-    p.add_argument("-t", "--tags", action=JoinTags, default=None,
+    p.add_argument("-t", "--tags", default=None,
                    help="only notes with all these tags")
     p.add_argument("--kind", default=None, help="only notes of these kinds")
     p.add_argument("-p", "--priority", default=None, help="only notes of these priorities")

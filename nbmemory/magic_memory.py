@@ -9,7 +9,6 @@ from IPython.display import display
 
 from . import display as show
 from . import procedures, wording
-from .cli_args import JoinTags
 from .magic_args import _id_and_text, parse_ids
 from .progress import progress_bar
 
@@ -101,7 +100,7 @@ class MemoryCommands:
             print(wording.verified_text(note, event))
 
     @magic_arguments()
-    @argument("-t", "--tags", action=JoinTags, default=None)
+    @argument("-t", "--tags", default=None)
     @argument("--kind", default=None)
     @argument("-p", "--priority", default=None)
     @argument("-n", type=int, default=20, help="how many (default 20)")

@@ -21,7 +21,6 @@ from traitlets import Bool, Float, Int, Unicode, default, observe
 from . import display as show
 from . import procedures, syntax, wording
 from .ambient import Ambient, Gate
-from .cli_args import JoinTags
 from .config import Settings, configured_model
 from .magic_args import (ask, keep_question_marks, parse_ids, split_message, split_options,
                          unquote, usage_errors)
@@ -177,7 +176,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     @magic_arguments()
     @argument("-p", "--priority", default=None,
               help="high, medium or low (default medium; with --supersedes, the old note's)")
-    @argument("-t", "--tags", action=JoinTags, default=None,
+    @argument("-t", "--tags", default=None,
               help="comma-separated tags, e.g. -t orders,units "
                    "(with --supersedes, default the old note's)")
     @argument("-k", "--kind", default=None,
@@ -291,7 +290,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
 
     @magic_arguments()
     @argument("-k", type=int, default=None, help="how many notes (default NbMemory.k)")
-    @argument("-t", "--tags", action=JoinTags, default=None,
+    @argument("-t", "--tags", default=None,
               help="only notes with all these tags")
     @argument("--kind", default=None, help="only notes of these kinds (comma-separated)")
     @argument("-p", "--priority", default=None, help="only notes of these priorities")

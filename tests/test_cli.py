@@ -96,12 +96,15 @@ def test_remember_and_recall_json_and_text(nbm):
     assert r.code == 0 and r.json["hits"] == []
 
 
-def test_each_t_adds_its_tags(nbm):
-    """-t a -t b kept only b, and the tags typed first were lost without a word."""
-    r = nbm("remember", "-t", "收入", "-t", "财务,q3", "--json", "the ledger closes on the 3rd")
-    assert r.json["note"]["tags"] == ["收入", "财务", "q3"]
-    r = nbm("list", "-t", "收入", "-t", "q3", "--json")
-    assert r.json["total"] == 1
+def test_an_option_given_twice_is_refused_as_the_magics_refuse_it(nbm):
+    """-t a -t b kept only b: the tags typed first were lost without a word."""
+    r = nbm("remember", "-t", "收入", "-t", "财务", "the ledger closes on the 3rd")
+    assert (r.code, one_line(r.err)) == (2, (
+        "nbmemory: option -t/--tags was given twice; it takes one value (several tags: "
+        "-t a,b) (see: nbmemory remember --help)"))
+    r = nbm("recall", "--min-score", "0.1", "--min-score", "0.3", "ledger")
+    assert r.code == 2 and "option --min-score was given twice" in r.err
+    assert nbm("remember", "-t", "收入,财务", "--json", "x").json["note"]["tags"] == ["收入", "财务"]
 
 
 def test_recall_by_keywords_alone_and_options_are_never_abbreviated(nbm):

@@ -192,12 +192,6 @@ def test_forget_and_reinstate(ip):
     assert len(run(ip, "recall watcher")[0]) == 1
 
 
-def test_each_t_adds_its_tags(ip):
-    run(ip, "remember -t orders -t units,cents amounts are in cents")
-    hits, _ = run(ip, "recall -t orders -t cents amounts")
-    assert [h.note.tags for h in hits] == [("orders", "units", "cents")]
-
-
 def test_recall_by_keywords_alone(ip):
     run(ip, "remember orders.amount is stored in cents")
     run(ip, "remember the warehouse is rebuilt nightly")
