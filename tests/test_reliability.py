@@ -34,7 +34,7 @@ from nbmemory.memory import Memory
 from nbmemory.service import owner_info, stop
 from nbmemory.service.protocol import lock_held
 
-from waiting import pid_alive, wait_for
+from waiting import pid_alive, signal_owner, wait_for
 
 HASH = "hash:64"
 
@@ -58,7 +58,7 @@ def holding_a_request(store, but_not=()):
 
 
 def kill(pid, sig=signal.SIGKILL):
-    os.kill(pid, sig)
+    signal_owner(pid, sig)
     wait_for(lambda: not pid_alive(pid), what=f"owner {pid} to die")
 
 
@@ -462,7 +462,7 @@ def test_sigterm_stops_the_owner_within_two_seconds_after_what_it_acknowledged(s
     in_flight.start()
     wait_for(lambda: holding_a_request(store), what="the owner to hold the call")
     signalled = time.monotonic()
-    os.kill(pid, signal.SIGTERM)
+    signal_owner(pid, signal.SIGTERM)
     wait_for(lambda: not pid_alive(pid), timeout=10, what="the owner to exit")
     assert time.monotonic() - signalled < 2.5
     hold.unlink()  # the call is sent again to the next owner, which answers it
@@ -492,7 +492,7 @@ def test_sigterm_cuts_short_a_shutdown_that_waits_for_a_call(store, hold):
              what="the owner to start stopping")
     assert pid_alive(pid)  # still waiting for the call in flight
     signalled = time.monotonic()
-    os.kill(pid, signal.SIGTERM)
+    signal_owner(pid, signal.SIGTERM)
     wait_for(lambda: not pid_alive(pid), timeout=10, what="the owner to exit")
     assert time.monotonic() - signalled < 2.5
     asking.join(timeout=60)

@@ -35,7 +35,7 @@ from nbmemory.service import codec, owner_info, stop
 from nbmemory.service import transport as transports
 from nbmemory.service.protocol import lock_held, read_info
 
-from waiting import pid_alive, wait_for
+from waiting import pid_alive, signal_owner, wait_for
 
 HASH = "hash:64"
 
@@ -59,7 +59,7 @@ def store(store_dir):
         pass
     info = owner_info(store_dir)
     if info and info.get("mode") == "service":
-        os.kill(info["pid"], signal.SIGKILL)
+        signal_owner(info["pid"])
 
 
 @pytest.fixture(params=["unix", "tcp"])
@@ -302,7 +302,7 @@ def test_an_import_resent_after_the_owner_was_killed_is_applied_once(mem, store,
 
     def progress(done, total):
         if not killed:  # the merge has committed; the owner is embedding or indexing
-            os.kill(first, signal.SIGKILL)
+            signal_owner(first)
             killed.append((done, total))
 
     summary = mem.import_jsonl(tmp_path / "all.jsonl", on_conflict="keep-both",
@@ -389,6 +389,27 @@ def test_service_client_fails_fast_when_a_script_holds_the_store(store):
             Memory.open(store, model=HASH, mode="service")
         assert time.monotonic() - started < 5
         assert owner_info(store) == {"mode": "local", "pid": os.getpid(), "store": str(store)}
+
+
+def test_stop_never_signals_a_lock_holder_whose_pid_is_unknown(store):
+    """The lock file says -1 while a new owner has locked it but not written its pid; a
+    kill of pid -1 would signal every process. stop waits a moment, then says so."""
+    store.mkdir(mode=0o700, exist_ok=True)
+    (store / "owner.lock").touch(mode=0o600)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'r+'); "
+         "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()",
+         str(store / "owner.lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        assert owner_info(store) == {"mode": "local", "pid": -1, "store": str(store)}
+        with pytest.raises(StoreLocked, match="locked by a process that wrote no pid into "
+                                              r"owner.lock \(not nbmemory\?\); close it"):
+            stop(store, timeout=5)
+        assert holder.poll() is None
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
 
 
 def test_embedder_objects_stay_local():
@@ -533,7 +554,7 @@ def test_the_next_owner_forgets_an_earlier_failure_to_start(store):
 def test_stale_socket_and_lock_after_kill_9_do_not_block(mem, store, transport):
     note = mem.remember("survives the crash")
     old = owner_info(store)["pid"]
-    os.kill(old, signal.SIGKILL)
+    signal_owner(old)
     wait_for(lambda: not pid_alive(old), what="the owner to die")
     leftover = "owner.sock" if transport == "unix" else "owner.key"
     assert (store / leftover).exists() and (store / "owner.lock").exists()

@@ -8,7 +8,6 @@ times in a row (one of them an owner that had just started, before it served any
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -21,6 +20,7 @@ from nbmemory.memory import Memory
 from nbmemory.service import owner_info, stop
 from nbmemory.service.protocol import lock_holder
 from nbmemory.store import Filters
+from waiting import signal_owner
 
 WRITERS, NOTES = 4, 250
 
@@ -106,16 +106,17 @@ def wait_until(condition, what, timeout=120):
 def kill_serving_owner(store, ack_dir, acks):
     """Once ``acks`` notes are acknowledged, SIGKILL the owner serving them."""
     wait_until(lambda: len(acked(ack_dir)) >= acks, "the writers to make progress")
-    pid = owner_info(store)["pid"]
-    os.kill(pid, signal.SIGKILL)
+    pid = wait_until(lambda: (info := owner_info(store) or {}).get("mode") == "service"
+                     and info["pid"], "an owner serving them")
+    signal_owner(pid)
     return pid
 
 
 def kill_next_owner_at_once(store, killed):
-    """SIGKILL the next process to take the store's lock as soon as it holds it."""
-    pid = wait_until(lambda: (p := lock_holder(store)) not in (None, *killed) and p,
+    """SIGKILL the next process to take the store's lock as soon as it has written its pid."""
+    pid = wait_until(lambda: (p := lock_holder(store)) not in (None, -1, *killed) and p,
                      "a new owner to take the lock")
-    os.kill(pid, signal.SIGKILL)
+    signal_owner(pid)
     return pid
 
 

@@ -1,6 +1,7 @@
 """Waiting on a condition (never a sleep as synchronisation) and telling live processes."""
 
 import os
+import signal
 import time
 
 
@@ -25,3 +26,13 @@ def pid_alive(pid):
             return handle.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def signal_owner(pid, sig=signal.SIGKILL):
+    """``os.kill`` for a pid read from a store's files. A store says -1 while a new owner
+    has locked it but not yet written its pid, and ``os.kill(-1, SIGKILL)`` signals every
+    process this user may signal (as root, the whole machine): refuse anything but
+    another real process."""
+    assert isinstance(pid, int) and pid > 0 and pid != os.getpid(), \
+        f"refusing to signal pid {pid!r}"
+    os.kill(pid, sig)

@@ -64,8 +64,15 @@ def stop(store: str | os.PathLike, *, timeout: float = 30.0) -> bool:
     """
     directory = Path(store).expanduser().resolve()
     info = owner_info(directory)
+    deadline = time.monotonic() + 2.0
+    while info is not None and info["pid"] < 0 and time.monotonic() < deadline:
+        time.sleep(0.01)  # an owner has just taken the lock and is writing its pid
+        info = owner_info(directory)
     if info is None:
         return False
+    if info["pid"] < 0:
+        raise StoreLocked(f"The store {directory} is locked by a process that wrote no pid "
+                          "into owner.lock (not nbmemory?); close it, then try again.")
     if info["mode"] == "local":
         raise StoreLocked(f"The store {directory} is open in-process by pid {info['pid']}, "
                           "not by an owner service; close that program instead.",
@@ -91,6 +98,8 @@ def stop(store: str | os.PathLike, *, timeout: float = 30.0) -> bool:
 
 
 def _terminate(pid: int) -> None:
+    if pid <= 0:  # -1 is "held, pid not written yet"; os.kill(-1) would signal everything
+        return
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
