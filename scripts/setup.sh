@@ -6,21 +6,24 @@
 # with jlpm when its sources changed: this needs Node >= 18 and the npm registry.
 # Browser tests need Debian's Chromium, the team store tests Debian's PostgreSQL 15 (the
 # tests start their own server in a temporary directory): both installed here when missing
-# and running as root (set NBMEMORY_SKIP_APT=1 to skip); never `playwright install`.
+# and running as root (set NBMEMORY_SKIP_APT=1 to skip), beside the Python packages; never
+# `playwright install`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${NBMEMORY_VENV:-.venv}
 EXTRAS=${NBMEMORY_EXTRAS:-lab,test,team}
 TORCH=${NBMEMORY_TORCH:-torch==2.13.0}
 
-MISSING=()
+MISSING=() APT_PID=
 [ -x /usr/bin/chromium ] || MISSING+=(chromium fonts-dejavu-core)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || MISSING+=(postgresql-15)
 if [ ${#MISSING[@]} -gt 0 ] && [ -z "${NBMEMORY_SKIP_APT:-}" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
-    echo "==> installing ${MISSING[*]} (apt) for the browser and team store tests"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${MISSING[@]}" > /dev/null
+    echo "==> installing ${MISSING[*]} (apt, beside the Python packages) for the browser" \
+         "and team store tests"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+       apt-get install -y -qq "${MISSING[@]}" > /dev/null) &
+    APT_PID=$!
   else
     echo "==> missing ${MISSING[*]}: the browser or team store tests will fail." \
          "Install them with: sudo apt-get install -y ${MISSING[*]}"
@@ -54,3 +57,7 @@ if [ -x "$VENV/bin/jupyter-builder" ]; then
   BIN=$(cd "$VENV/bin" && pwd)
   PATH="$BIN:$PATH" "$BIN/jupyter-builder" develop --overwrite . > /dev/null
 fi
+if [ -n "$APT_PID" ]; then
+  wait "$APT_PID" || { echo "==> apt-get failed to install ${MISSING[*]} (see above)"; exit 1; }
+fi
+echo "==> set up in ${SECONDS} s"
