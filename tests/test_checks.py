@@ -44,6 +44,26 @@ def test_an_exception_a_loop_and_a_missing_name_are_outcomes_not_tracebacks():
         "skipped", why="orders not defined here")
 
 
+def test_a_check_gives_back_an_alarm_that_was_set_before_it():
+    """A check borrows SIGALRM; an alarm already set (pytest-timeout's, a user's own) is
+    set again afterwards for what is left of it, and its handler stays."""
+    import signal
+
+    def handler(signum, frame):
+        raise AssertionError("not yet")
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, 300)
+    try:
+        assert checks.evaluate("1 < 2", {}) == checks.Outcome("passed", value="1")
+        assert checks.evaluate("all(True for _ in iter(int, 1))", {}, budget=0.1).status == "error"
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 290 < left <= 300 and signal.getsignal(signal.SIGALRM) is handler
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def test_a_check_off_the_main_thread_is_abandoned_at_its_budget():
     import threading
 
