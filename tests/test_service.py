@@ -35,7 +35,7 @@ from nbmemory.service import codec, owner_info, stop
 from nbmemory.service import transport as transports
 from nbmemory.service.protocol import lock_held, read_info
 
-from waiting import pid_alive, signal_owner, wait_for
+from waiting import pid_alive, served, signal_owner, wait_for
 
 HASH = "hash:64"
 
@@ -391,6 +391,36 @@ def test_service_client_fails_fast_when_a_script_holds_the_store(store):
         assert owner_info(store) == {"mode": "local", "pid": os.getpid(), "store": str(store)}
 
 
+def test_an_owner_that_has_not_written_owner_json_yet_is_not_taken_for_a_script(store):
+    """Between taking the lock and writing owner.json an owner may be descheduled on a
+    loaded machine: a client waits for it (its command line says what it is), where a
+    script holding the store is named at once."""
+    from nbmemory.service.client import ServiceBackend
+
+    store.mkdir(mode=0o700, exist_ok=True)
+    locker = ("import fcntl, os, sys; f = open(sys.argv[1], 'r+'); fcntl.flock(f, "
+              "fcntl.LOCK_EX); f.write(f'{os.getpid()}\\n'); f.flush(); print('locked', "
+              "flush=True); sys.stdin.read()")
+    (store / "owner.lock").touch(mode=0o600)
+    for role, expected in (("nbmemory.service", StoreUnavailable), ("a-script", StoreLocked)):
+        holder = subprocess.Popen([sys.executable, "-c", locker, str(store / "owner.lock"), role],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline() == "locked\n"
+            backend = ServiceBackend(store, model=HASH, startup_timeout=3)
+            with pytest.raises(expected) as caught:
+                backend.ensure_owner()
+            backend.close()
+            if role == "a-script":
+                assert f"owned by another process (pid {holder.pid}) that does not serve" in \
+                    str(caught.value)
+            else:
+                assert "answered within 3 s" in str(caught.value), str(caught.value)
+        finally:
+            holder.stdin.close()
+            holder.wait(timeout=30)
+
+
 def test_stop_never_signals_a_lock_holder_whose_pid_is_unknown(store):
     """The lock file says -1 while a new owner has locked it but not written its pid; a
     kill of pid -1 would signal every process. stop waits a moment, then says so."""
@@ -410,6 +440,29 @@ def test_stop_never_signals_a_lock_holder_whose_pid_is_unknown(store):
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
+
+
+def test_stop_signals_only_the_process_holding_the_lock(store):
+    """A pid read 30 s earlier (an owner that has exited since) may be another program's
+    by now: stop sends SIGTERM only to the pid that holds the store's lock."""
+    from nbmemory.service import control
+
+    store.mkdir(mode=0o700, exist_ok=True)
+    bystander = subprocess.Popen(
+        [sys.executable, "-c", "import signal, sys\n"
+         "for s in (signal.SIGTERM, signal.SIGWINCH):\n"
+         "    signal.signal(s, lambda n, f: print(signal.Signals(n).name, flush=True))\n"
+         "print('ready', flush=True)\nsys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert bystander.stdout.readline() == "ready\n"
+        control._terminate(store, bystander.pid)  # nobody holds this store's lock
+        # Had SIGTERM been sent, Linux would deliver it before the higher SIGWINCH.
+        os.kill(bystander.pid, signal.SIGWINCH)
+        assert bystander.stdout.readline() == "SIGWINCH\n"
+    finally:
+        bystander.stdin.close()
+        bystander.wait(timeout=30)
 
 
 def test_embedder_objects_stay_local():
@@ -580,7 +633,7 @@ def test_leftover_files_from_a_crash_do_not_block(store):
 def test_owner_exits_when_idle_and_lets_go(store):
     with Memory.open(store, model=HASH, mode="service", idle_timeout=1) as memory:
         memory.remember("short-lived owner")
-        pid = owner_info(store)["pid"]
+        [(pid, _)] = served(store)  # owner_info says None once it is gone
         wait_for(lambda: not lock_held(store), timeout=30, what="the idle owner to exit")
         assert not (store / "owner.sock").exists() and not (store / "owner.json").exists()
         wait_for(lambda: not pid_alive(pid), what="the owner process to end")
@@ -596,7 +649,7 @@ def test_idle_timeout_from_the_environment_reaches_spawned_owners(store, monkeyp
     monkeypatch.setenv("NBMEMORY_IDLE_TIMEOUT", "0.5")
     with Memory.open(store, model=HASH, mode="service") as memory:
         memory.remember("an owner that leaves soon")
-        assert owner_info(store)["idle_timeout"] == 0.5
+        assert served(store)[0][1] == "0.5"
         assert memory.status()["idle_timeout_s"] == 0.5
         wait_for(lambda: not lock_held(store), what="the idle owner to exit")
         assert "stopping: idle for 0.5 s" in (store / "owner.log").read_text()
@@ -756,7 +809,7 @@ def test_magics_idle_timeout_setting_reaches_the_owner(store, monkeypatch):
     with magics(store, idle_timeout=1) as shell:
         with capture_output():
             shell.run_line_magic("remember", "orders.amount is in cents")
-        assert owner_info(store)["idle_timeout"] == 1
+        assert float(served(store)[0][1]) == 1
         wait_for(lambda: not lock_held(store), what="the idle owner to exit")
         with capture_output() as captured:
             shell.run_line_magic("memory", "settings")

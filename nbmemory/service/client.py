@@ -34,7 +34,7 @@ from .control import owner_info, stop, wait_for_exit  # noqa: F401 - re-exported
 from .protocol import (EXIT_LOCKED, EXIT_UNREACHABLE, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
                        HEADER_VERSION, LOG_NAME, PROTOCOL, SPAWN_LOCK_NAME, START_TOKEN_ENV,
                        check_private_directory, default_idle_timeout, default_request_timeout,
-                       default_resend_timeout, lock_held, lock_holder, read_info,
+                       default_resend_timeout, is_service, lock_held, lock_holder,
                        read_start_error, unwritable)
 from .wire import Connection, Lost, NotSent, Refused, connect, exchange
 
@@ -121,11 +121,6 @@ def _start_error(directory: Path, proc: subprocess.Popen, log_offset: int,
             pass
     return StoreUnavailable(f"The store's owner process could not start ({status})"
                             f"{': ' + last if last else ''}.{_disk_note(directory)} {details}")
-
-
-def _is_service(directory: Path, pid: int) -> bool:
-    info = read_info(directory)
-    return bool(info) and info.get("pid") == pid
 
 
 class ServiceBackend:
@@ -380,7 +375,7 @@ class ServiceBackend:
             check_private_directory(self.directory)
             self._check_starting_owner()
             holder = lock_holder(self.directory)
-            if holder is not None and holder > 0 and not _is_service(self.directory, holder):
+            if holder is not None and holder > 0 and not is_service(self.directory, holder):
                 # The lock is held by a process that is not (yet) an owner service.
                 foreign_since = foreign_since or time.monotonic()
                 if time.monotonic() - foreign_since > 0.5:

@@ -86,9 +86,9 @@ def stop(store: str | os.PathLike, *, timeout: float = 30.0) -> bool:
         finally:
             conn.close()
     except (NotSent, Lost, Refused, OSError, NbMemoryError):
-        _terminate(info["pid"])
+        _terminate(directory, info["pid"])
     if not wait_for_exit(directory, timeout):
-        _terminate(info["pid"])
+        _terminate(directory, info["pid"])
         if not wait_for_exit(directory, 10.0):
             kill = (f"taskkill /F /PID {info['pid']}" if os.name == "nt"
                     else f"kill -9 {info['pid']}")
@@ -97,8 +97,11 @@ def stop(store: str | os.PathLike, *, timeout: float = 30.0) -> bool:
     return True
 
 
-def _terminate(pid: int) -> None:
-    if pid <= 0:  # -1 is "held, pid not written yet"; os.kill(-1) would signal everything
+def _terminate(directory: Path, pid: int) -> None:
+    """SIGTERM ``pid`` if it still holds the store's lock: never a pid that has exited
+    since it was read (it may be another program's by now), nor -1 ("held, pid not
+    written yet"), for os.kill(-1) signals every process."""
+    if pid <= 0 or lock_holder(directory) != pid:
         return
     try:
         os.kill(pid, signal.SIGTERM)

@@ -134,6 +134,19 @@ def lock_holder(directory: Path) -> int | None:
     return read_owner_pid(directory) or -1
 
 
+def is_service(directory: Path, pid: int) -> bool:
+    """Whether ``pid`` is an owner service: its ``owner.json`` says so or, in the moment
+    between taking the lock and writing that file, its command line (where /proc tells)."""
+    info = read_info(directory)
+    if info and info.get("pid") == pid:
+        return True
+    try:
+        return "nbmemory.service" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(
+            errors="replace").split("\0")
+    except OSError:
+        return False
+
+
 def read_info(directory: Path) -> dict[str, Any] | None:
     try:
         info = json.loads(read_private(directory / INFO_NAME))
