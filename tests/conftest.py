@@ -5,6 +5,7 @@ import pytest
 
 from nbmemory.embed import HashEmbedder, SentenceTransformerEmbedder
 from nbmemory.memory import Memory
+from waiting import signal_owner
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -69,13 +70,15 @@ def stop_owners_under(base: str) -> None:
             continue
         if "nbmemory.service" in args and "--store" in args:
             store = args[args.index("--store") + 1]
-            if store.startswith(base):
+            if Path(store).is_relative_to(base):
                 try:
                     stop(store, timeout=30)
                 except Exception:  # noqa: BLE001 - whatever it is, it must not outlive the tests
-                    try:
-                        os.kill(int(proc.name), 9)
-                    except ProcessLookupError:
+                    try:  # the same process still (its pid not reused meanwhile)?
+                        if (proc / "cmdline").read_bytes().decode(errors="replace") \
+                                .split("\0") == args:
+                            signal_owner(int(proc.name))
+                    except (ProcessLookupError, FileNotFoundError):
                         pass
 
 

@@ -91,7 +91,8 @@ def spawn(code, *args):
 def acked(ack_dir):
     rows = []
     for path in sorted(ack_dir.glob("*.jsonl")):
-        rows += [json.loads(line) for line in path.read_text().splitlines()]
+        rows += [json.loads(line) for line in path.read_text().splitlines(keepends=True)
+                 if line.endswith("\n")]  # a line still being written is not acknowledged
     return rows
 
 

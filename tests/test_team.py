@@ -389,7 +389,7 @@ def test_a_server_away_at_the_owners_start_is_said_once_and_named_at_the_end(tmp
         port = probe.getsockname()[1]
     url = f"postgresql://nobody@127.0.0.1:{port}/analytics"
     said = []
-    backend = ServiceBackend(locate_store(url).path, model="hash:64", startup_timeout=3,
+    backend = ServiceBackend(locate_store(url).path, model="hash:64", startup_timeout=10,
                              resend_timeout=60, announce=said.append)
     with pytest.raises(StoreUnreachable) as caught:
         backend.ensure_owner()

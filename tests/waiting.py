@@ -1,6 +1,7 @@
 """Waiting on a condition (never a sleep as synchronisation) and telling live processes."""
 
 import os
+import re
 import signal
 import time
 
@@ -33,6 +34,14 @@ def signal_owner(pid, sig=signal.SIGKILL):
     has locked it but not yet written its pid, and ``os.kill(-1, SIGKILL)`` signals every
     process this user may signal (as root, the whole machine): refuse anything but
     another real process."""
-    assert isinstance(pid, int) and pid > 0 and pid != os.getpid(), \
+    assert type(pid) is int and pid > 1 and pid not in (os.getpid(), os.getppid()), \
         f"refusing to signal pid {pid!r}"
     os.kill(pid, sig)
+
+
+def served(store):
+    """(pid, idle timeout) of each owner that served ``store``, from its log: unlike
+    ``owner_info`` still there once a short-lived owner has gone idle and exited."""
+    log = (store / "owner.log").read_text()
+    return [(int(pid), idle) for pid, idle in
+            re.findall(r"nbmemory owner (\d+): serving .*?idle timeout (\S+) s\)", log)]

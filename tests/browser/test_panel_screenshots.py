@@ -171,6 +171,11 @@ def test_readme_screenshot_from_a_real_session(browser_context, tmp_path):
         assert path.stat().st_size > 10_000
         page.close()
     finally:
-        stop_lab(lab)
-        stop(lab.store)
-        shutil.rmtree(project.parent, ignore_errors=True)
+        try:
+            stop_lab(lab)
+            stop(lab.store)
+        finally:  # the real model's owner must not outlive the test, nor /tmp/ana-* stay
+            from conftest import stop_owners_under
+
+            stop_owners_under(str(project.parent))
+            shutil.rmtree(project.parent, ignore_errors=True)
