@@ -108,36 +108,41 @@ def start_lab(tmp: Path, env_extra: dict | None = None, extra_args: list[str] = 
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
     settings = settings_dir
-    port, token = free_port(), secrets.token_hex(16)
+    token = secrets.token_hex(16)
     env = {**os.environ, "NBMEMORY_HOME": str(store), "HF_HUB_OFFLINE": "1",
            "JUPYTER_PLATFORM_DIRS": "1", **this_checkouts_panel(tmp), **(env_extra or {})}
     jupyter = Path(sys.executable).parent / "jupyter"
     log = tmp / "lab.log"
-    process = subprocess.Popen(
-        [str(jupyter), "lab", "--no-browser", "--allow-root", f"--port={port}",
-         "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
-         f"--LabApp.user_settings_dir={settings}",
-         "--LabApp.news_url=", "--LabApp.expose_app_in_browser=True",
-         f"--NbMemoryExtension.store={store}", f"--NbMemoryExtension.model={model}",
-         *extra_args],
-        cwd=root, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    lab = Lab(root, store, port, token, process, log)
+    for attempt in range(3):  # the free port may be taken before the server binds it
+        port = free_port()
+        process = subprocess.Popen(
+            [str(jupyter), "lab", "--no-browser", "--allow-root", f"--port={port}",
+             "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0",
+             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+             f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
+             f"--LabApp.user_settings_dir={settings}",
+             "--LabApp.news_url=", "--LabApp.expose_app_in_browser=True",
+             f"--NbMemoryExtension.store={store}", f"--NbMemoryExtension.model={model}",
+             *extra_args],
+            cwd=root, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        lab = Lab(root, store, port, token, process, log)
 
-    def ready():
-        if process.poll() is not None:
-            raise AssertionError(f"jupyter lab exited:\n{log.read_text()[-3000:]}")
-        try:
-            if wait_api:
-                return lab.api("version")[0] == 200
-            with urllib.request.urlopen(f"{lab.url}/api/status?token={token}", timeout=5):
-                return True
-        except OSError:
-            return False
+        def ready():
+            if process.poll() is not None:
+                if f"The port {port} is already in use" in log.read_text():
+                    return "taken"
+                raise AssertionError(f"jupyter lab exited:\n{log.read_text()[-3000:]}")
+            try:
+                if wait_api:
+                    return lab.api("version")[0] == 200
+                with urllib.request.urlopen(f"{lab.url}/api/status?token={token}", timeout=5):
+                    return True
+            except OSError:
+                return False
 
-    wait_for(ready, timeout=90, what="jupyter lab to start")
-    return lab
+        if wait_for(ready, timeout=90, what="jupyter lab to start") is True:
+            return lab
+    raise AssertionError(f"jupyter lab found no free port in 3 tries:\n{log.read_text()[-3000:]}")
 
 
 def stop_lab(lab: Lab) -> None:
