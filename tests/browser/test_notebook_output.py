@@ -53,8 +53,8 @@ def run_notebook(page, lab, name: str, cells: list[str]) -> None:
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": KERNELSPEC})
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in cells]
     nbformat.write(notebook, lab.root / name)
-    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', "
-                  f"{{path: '{name}', factory: 'Notebook'}})")
+    page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:open', "
+                  f"{{path: '{name}', factory: 'Notebook'}}); }}")
     page.locator(".jp-NotebookPanel .jp-Cell").nth(len(cells) - 1).wait_for()
     page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext"
                            "?.session?.kernel?.connectionStatus === 'connected'",

@@ -550,8 +550,8 @@ def test_note_remembered_in_a_cell_links_back_to_its_cell(browser_context, tmp_p
     nbformat.write(notebook, lab.root / "ledger.ipynb")
     page = open_lab(browser_context, lab, open_panel=False)
     try:
-        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', "
-                      "{path: 'ledger.ipynb', factory: 'Notebook', kernel: {name: 'python3'}})")
+        page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:open', "
+                      "{path: 'ledger.ipynb', factory: 'Notebook', kernel: {name: 'python3'}}); }")
         page.locator(".jp-NotebookPanel .jp-Cell").nth(4).wait_for()
         page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext"
                                "?.session?.kernel?.connectionStatus === 'connected'",
@@ -595,9 +595,12 @@ def test_note_remembered_in_a_cell_appears_and_opens_its_cell(browser_context, l
     put_settings(lab, "nbmemory:plugin", {"pollInterval": 0})
     page = open_lab(browser_context, lab)
     try:
-        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', "
-                      "{path: 'live.ipynb', factory: 'Notebook', kernel: {name: 'python3'}})")
+        page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:open', "
+                      "{path: 'live.ipynb', factory: 'Notebook', kernel: {name: 'python3'}}); }")
         page.locator(".jp-NotebookPanel .jp-Cell").nth(2).wait_for()
+        page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext"
+                               "?.session?.kernel?.connectionStatus === 'connected'",
+                               timeout=60_000)
         page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
         output = page.locator(".jp-NotebookPanel .jp-OutputArea", has_text="Remembered #")

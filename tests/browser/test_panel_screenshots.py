@@ -61,8 +61,8 @@ def test_screenshots_light_and_dark_at_250_and_400_px(browser_context, tmp_path)
         ]
         nbformat.write(notebook, lab.root / "analysis.ipynb")
         page = open_lab(browser_context, lab)
-        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', "
-                      "{path: 'analysis.ipynb', factory: 'Notebook'})")
+        page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:open', "
+                      "{path: 'analysis.ipynb', factory: 'Notebook'}); }")
         page.locator(".jp-NotebookPanel .jp-Cell").nth(1).wait_for()
         page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
         expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(4)
@@ -139,8 +139,8 @@ def test_readme_screenshot_from_a_real_session(browser_context, tmp_path):
         notebook.cells = SESSION
         nbformat.write(notebook, lab.root / "orders-analysis.ipynb")
         page = open_lab(browser_context, lab)
-        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:open', "
-                      "{path: 'orders-analysis.ipynb', factory: 'Notebook'})")
+        page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:open', "
+                      "{path: 'orders-analysis.ipynb', factory: 'Notebook'}); }")
         page.locator(".lm-TabBar-tab", has_text="Launcher").locator(
             ".lm-TabBar-tabCloseIcon").click()
         page.locator(".jp-NotebookPanel .jp-Cell").nth(len(SESSION) - 1).wait_for()

@@ -25,8 +25,8 @@ def open_notebook(page, lab, name: str, cells) -> nbformat.NotebookNode:
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                        "language": "python"}
     nbformat.write(notebook, lab.root / name)
-    page.evaluate(f"() => window.jupyterapp.commands.execute('docmanager:open', "
-                  f"{{path: '{name}', factory: 'Notebook'}})")
+    page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:open', "
+                  f"{{path: '{name}', factory: 'Notebook'}}); }}")
     page.locator(".jp-NotebookPanel .jp-Cell").nth(len(cells) - 1).wait_for()
     return notebook
 
