@@ -15,7 +15,8 @@ A note's text also gives each such character alone, so that a one-character ques
 (``円``) finds it; a query's longer runs give only their pairs. A Hebrew word in a note also
 gives itself without the one or two prefix letters Hebrew joins to words (``באגורות``, in
 agorot, gives ``אגורות``). Thai, Lao, Khmer and
-Myanmar, also written without spaces, are paired the same way.
+Myanmar, also written without spaces, are paired the same way. Each emoji or pictograph is a
+term of its own (``🔥``, ``⚠`` with or without its emoji-style selector).
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ _CJK = re.compile(UNSPACED + "+")
 # Greek Extended letters are decomposed to basic Greek ones first).
 _SCRIPT_STEMMERS = (("\u0400", "\u04ff", "russian"), ("\u0370", "\u03ff", "greek"),
                     ("\u0600", "\u06ff", "arabic"), ("\u0900", "\u097f", "hindi"))
+# Pictographs: emoji and the older symbol blocks they grew from (⚠, ✅, ★), not arrows (a
+# → b is punctuation in a note). Skin tones, the joiner and the emoji-style selector are
+# not terms: 👍🏽 is 👍, ⚠️ is ⚠.
+_PICTOGRAPH = re.compile(r"[\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff"
+                         r"\U0001f000-\U0001f3fa\U0001f400-\U0001faff]")
 # Separators between the levels of a qualified name (module.attr, dir/file, ns::name).
 _QUALIFIER = re.compile(r"::|[./]")
 
@@ -191,7 +197,8 @@ def tokenize(text: str, *, document: bool = False) -> list[str]:
     out: list[str] = []
     tokens = _TOKEN
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
+        # Variation selectors (⚠️'s emoji style) are marks: alone, they made a term.
+        text = unicodedata.normalize("NFKC", text).replace("\ufe0f", "").replace("\ufe0e", "")
         if not text.isascii():
             tokens = _patterns()[0]
     for match in tokens.finditer(text):
@@ -216,4 +223,6 @@ def tokenize(text: str, *, document: bool = False) -> list[str]:
         if document and not plain:
             out.extend(c for run in _CJK.findall(token) if len(run) > 1 for c in run
                        if unicodedata.category(c)[0] != "M")
+    if tokens is not _TOKEN:
+        out.extend(_PICTOGRAPH.findall(text))
     return out

@@ -927,6 +927,16 @@ def test_a_listing_of_wide_and_combining_text_fits_the_terminal_and_lines_up(nbm
     assert starts == [41] * 5  # the status column lines up under its header
 
 
+def test_an_emoji_finds_the_notes_marked_with_it(nbm):
+    """An emoji was no keyword, and the model reads no meaning into one: nothing was found."""
+    nbm("remember", "⚠️ the nightly export drops rows with null amounts")
+    nbm("remember", "orders.amount is in cents")
+    out = nbm("recall", "⚠").out
+    assert out.startswith("(Keyword matches only: the model hash reads English, and most of "
+                          "this question is in other scripts or symbols.")
+    assert "the nightly export drops rows" in out and "cents" not in out
+
+
 def test_a_chinese_note_wraps_at_the_terminals_columns(nbm):
     """The recall view wraps at 88 columns whatever the script (a Chinese line was 176).
     (No similar notes are listed for it: the embedder reads English only.)"""

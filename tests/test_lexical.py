@@ -36,6 +36,13 @@ def test_words_in_every_script_are_terms():
     assert index.score("в копейках")[0].tolist() == [2]
 
 
+def test_emoji_are_terms_and_their_selectors_and_skin_tones_are_not():
+    """An emoji-style selector alone was a term (every ⚠️ note matched every other), and
+    an emoji none at all."""
+    assert tokenize("dep_time → HHMM ⚠️ 👩‍💻 ✅ done 👍🏽") == [
+        "dep_time", "dep", "time", "hhmm", "done", "⚠", "👩", "💻", "✅", "👍"]
+
+
 @pytest.mark.parametrize("note, query", [
     ("Die Straße ist gesperrt", "strasse"),  # ß case-folds to ss
     ("Umsätze im März", "Umsatz"),  # accents folded, then stemmed as English words are
@@ -52,6 +59,10 @@ def test_words_in_every_script_are_terms():
     ("שָׁלוֹם עוֹלָם", "שלום"),  # Hebrew vowel points
     ("עמודת הסכום נשמרת באגורות", "אגורות"),  # in-agorot: a prefix joined to the word
     ("והסכום שולם", "סכום"),  # and-the-amount: two of them
+    ("🔥 hot path: orders.amount summed per row", "🔥"),  # an emoji is a term
+    ("⚠️ the export drops nulls", "⚠"),  # with or without its emoji-style selector
+    ("⚠ the export drops nulls", "⚠️"),
+    ("reviewed 👍🏽 by the data team", "👍"),  # a skin tone is not part of the term
 ])
 def test_a_word_is_found_however_it_is_typed(note, query):
     """A reviewer writing in other languages searched with what people type: no accents,

@@ -78,8 +78,8 @@ MODEL_LOADING = ("Keyword matches only: the model is still loading. Ask again in
 
 def unread_query(model: str) -> str:
     return (f"Keyword matches only: the model {model} reads English, and most of this "
-            "question is in other scripts. For notes in other languages, see the README's "
-            "'Notes in other languages'.")
+            "question is in other scripts or symbols. For notes in other languages, see the "
+            "README's 'Notes in other languages'.")
 
 
 class Recall(Part):
