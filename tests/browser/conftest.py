@@ -145,6 +145,20 @@ def start_lab(tmp: Path, env_extra: dict | None = None, extra_args: list[str] = 
     raise AssertionError(f"jupyter lab found no free port in 3 tries:\n{log.read_text()[-3000:]}")
 
 
+def open_notebook(page, name: str, cells: int, *, kernel: bool = True) -> None:
+    """Open notebook ``name`` (in the Lab's root) and wait for its ``cells`` cells and, with
+    ``kernel``, for its kernel. The command's result (the widget) is not sent back to Python:
+    Playwright took seconds to serialise it, or failed."""
+    spec = ", kernel: {name: 'python3'}" if kernel else ""
+    page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:open', "
+                  f"{{path: {json.dumps(name)}, factory: 'Notebook'{spec}}}); }}")
+    page.locator(".jp-NotebookPanel .jp-Cell").nth(cells - 1).wait_for()
+    if kernel:
+        page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext"
+                               "?.session?.kernel?.connectionStatus === 'connected'",
+                               timeout=60_000)
+
+
 def stop_lab(lab: Lab) -> None:
     lab.process.terminate()
     try:

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import screenshot, start_lab, stop_lab
+from .conftest import open_notebook, screenshot, start_lab, stop_lab
 from .test_panel import card, close_notebook
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -53,12 +53,7 @@ def run_notebook(page, lab, name: str, cells: list[str]) -> None:
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": KERNELSPEC})
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in cells]
     nbformat.write(notebook, lab.root / name)
-    page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:open', "
-                  f"{{path: '{name}', factory: 'Notebook'}}); }}")
-    page.locator(".jp-NotebookPanel .jp-Cell").nth(len(cells) - 1).wait_for()
-    page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext"
-                           "?.session?.kernel?.connectionStatus === 'connected'",
-                           timeout=60_000)
+    open_notebook(page, name, len(cells))
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
 
 

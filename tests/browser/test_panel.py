@@ -13,7 +13,8 @@ from playwright.sync_api import expect
 from nbmemory.display import hits_html
 from nbmemory.models import Hit, Hits, Note
 
-from .conftest import open_lab, put_settings, screenshot, start_lab, stop_lab, toast, wait_for
+from .conftest import (open_lab, open_notebook, put_settings, screenshot, start_lab, stop_lab,
+                       toast, wait_for)
 
 XSS = "<img src=x onerror=alert(1)>"
 PANEL = "#nbmemory-panel"
@@ -550,12 +551,7 @@ def test_note_remembered_in_a_cell_links_back_to_its_cell(browser_context, tmp_p
     nbformat.write(notebook, lab.root / "ledger.ipynb")
     page = open_lab(browser_context, lab, open_panel=False)
     try:
-        page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:open', "
-                      "{path: 'ledger.ipynb', factory: 'Notebook', kernel: {name: 'python3'}}); }")
-        page.locator(".jp-NotebookPanel .jp-Cell").nth(4).wait_for()
-        page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext"
-                               "?.session?.kernel?.connectionStatus === 'connected'",
-                               timeout=60_000)
+        open_notebook(page, "ledger.ipynb", 5)
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
         page.locator(".jp-NotebookPanel .jp-OutputArea", has_text="Remembered #").wait_for(
             timeout=60_000)
@@ -595,12 +591,7 @@ def test_note_remembered_in_a_cell_appears_and_opens_its_cell(browser_context, l
     put_settings(lab, "nbmemory:plugin", {"pollInterval": 0})
     page = open_lab(browser_context, lab)
     try:
-        page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:open', "
-                      "{path: 'live.ipynb', factory: 'Notebook', kernel: {name: 'python3'}}); }")
-        page.locator(".jp-NotebookPanel .jp-Cell").nth(2).wait_for()
-        page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.sessionContext"
-                               "?.session?.kernel?.connectionStatus === 'connected'",
-                               timeout=60_000)
+        open_notebook(page, "live.ipynb", 3)
         page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:open')")
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
         output = page.locator(".jp-NotebookPanel .jp-OutputArea", has_text="Remembered #")
