@@ -422,8 +422,8 @@ def test_an_owner_that_has_not_written_owner_json_yet_is_not_taken_for_a_script(
 
 
 def test_stop_never_signals_a_lock_holder_whose_pid_is_unknown(store):
-    """The lock file says -1 while a new owner has locked it but not written its pid; a
-    kill of pid -1 would signal every process. stop waits a moment, then says so."""
+    """A new owner has locked the store but not written its pid: owner_info says None (it
+    said -1, and a kill of pid -1 signals every process). stop waits a moment, then says so."""
     store.mkdir(mode=0o700, exist_ok=True)
     (store / "owner.lock").touch(mode=0o600)
     holder = subprocess.Popen(
@@ -432,7 +432,7 @@ def test_stop_never_signals_a_lock_holder_whose_pid_is_unknown(store):
          str(store / "owner.lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "locked\n"
-        assert owner_info(store) == {"mode": "local", "pid": -1, "store": str(store)}
+        assert owner_info(store) == {"mode": "local", "pid": None, "store": str(store)}
         with pytest.raises(StoreLocked, match="locked by a process that wrote no pid into "
                                               r"owner.lock \(not nbmemory\?\); close it"):
             stop(store, timeout=5)

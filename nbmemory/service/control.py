@@ -33,7 +33,8 @@ def owner_info(store: str | os.PathLike) -> dict[str, Any] | None:
 
     ``mode`` is "service" for an owner process (with ``pid``, ``version``, ``model``,
     ``state``, ``uptime_s``, ``queue`` when it answers) and "local" for a process that
-    opened the store in-process.
+    opened the store in-process; its ``pid`` is None in the instant after a process has
+    locked the store and before it has written its pid.
     """
     directory = Path(store).expanduser().resolve()
     pid = lock_holder(directory)
@@ -41,7 +42,7 @@ def owner_info(store: str | os.PathLike) -> dict[str, Any] | None:
         return None
     info = read_info(directory)
     if not info or info.get("pid") != pid:
-        return {"mode": "local", "pid": pid, "store": str(directory)}
+        return {"mode": "local", "pid": pid if pid > 0 else None, "store": str(directory)}
     out = {"mode": "service", **info}
     try:
         conn = connect(directory, 2.0)
@@ -65,12 +66,12 @@ def stop(store: str | os.PathLike, *, timeout: float = 30.0) -> bool:
     directory = Path(store).expanduser().resolve()
     info = owner_info(directory)
     deadline = time.monotonic() + 2.0
-    while info is not None and info["pid"] < 0 and time.monotonic() < deadline:
+    while info is not None and info["pid"] is None and time.monotonic() < deadline:
         time.sleep(0.01)  # an owner has just taken the lock and is writing its pid
         info = owner_info(directory)
     if info is None:
         return False
-    if info["pid"] < 0:
+    if info["pid"] is None:
         raise StoreLocked(f"The store {directory} is locked by a process that wrote no pid "
                           "into owner.lock (not nbmemory?); close it, then try again.")
     if info["mode"] == "local":
