@@ -25,6 +25,7 @@ from .config import POSIX_PERMISSIONS, directory_problem, find_git_root
 from .errors import StoreLocked, StoreUnavailable
 
 LOCK_FILENAME = "owner.lock"
+SERVICE_ROLE = b"service"  # owner.lock's second line, written by an owner service
 # Where the Windows lock byte lies: past any pid, inside a 32-bit offset.
 WINDOWS_LOCK_OFFSET = 1 << 30
 # Files nbmemory creates in a store directory are never reached through a symbolic link:
@@ -225,19 +226,29 @@ def prepare_directory(directory: Path) -> None:
             handle.write("# nbmemory's store: never commit it\n*\n")
 
 
-def read_owner_pid(directory: Path) -> int | None:
+def read_owner(directory: Path) -> tuple[int | None, bool]:
+    """(pid, service) as ``owner.lock`` says: the holder's pid (None while a process that
+    has just taken the lock writes it, or with no lock file) and whether it is an owner
+    service rather than a process that opened the store in-process."""
     try:
-        return int(read_private(Path(directory) / LOCK_FILENAME, 32)
-                   .split(b"\n")[0].strip() or 0) or None
+        lines = read_private(Path(directory) / LOCK_FILENAME, 32).split(b"\n")
+        return int(lines[0].strip() or 0) or None, lines[1:2] == [SERVICE_ROLE]
     except (OSError, ValueError, StoreUnavailable):
-        return None
+        return None, False
+
+
+def read_owner_pid(directory: Path) -> int | None:
+    return read_owner(directory)[0]
 
 
 class OwnerLock:
-    """Held for as long as this process owns the store."""
+    """Held for as long as this process owns the store. ``owner.lock`` holds its pid and,
+    on a second line, ``service`` for an owner service (clients wait for one that is
+    starting, and name a script holding the store at once)."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, *, service: bool = False):
         self.path = Path(directory) / LOCK_FILENAME
+        self.service = service
         self._fd: int | None = None
 
     @property
@@ -255,7 +266,8 @@ class OwnerLock:
             raise
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        role = SERVICE_ROLE + b"\n" if self.service else b""
+        os.write(fd, f"{os.getpid()}\n".encode() + role)  # one write: pid and role together
         self._fd = fd
         return True
 

@@ -377,6 +377,7 @@ def test_note_from_process_a_is_recalled_in_process_b_immediately(mem, store):
 
 def test_in_process_mode_names_the_running_owner(mem, store):
     pid = owner_info(store)["pid"]
+    assert (store / "owner.lock").read_text() == f"{pid}\nservice\n"
     with pytest.raises(StoreLocked, match=rf"owned by another process \(pid {pid}\)"):
         Memory.open(store, embedder=HashEmbedder())
 
@@ -393,32 +394,45 @@ def test_service_client_fails_fast_when_a_script_holds_the_store(store):
 
 def test_an_owner_that_has_not_written_owner_json_yet_is_not_taken_for_a_script(store):
     """Between taking the lock and writing owner.json an owner may be descheduled on a
-    loaded machine: a client waits for it (its command line says what it is), where a
-    script holding the store is named at once."""
+    loaded machine: a client waits for it (owner.lock says it is a service, or an older
+    owner's owner.json names it), where a script holding the store is named at once."""
     from nbmemory.service.client import ServiceBackend
+    from nbmemory.service.protocol import write_info
 
     store.mkdir(mode=0o700, exist_ok=True)
     locker = ("import fcntl, os, sys; f = open(sys.argv[1], 'r+'); fcntl.flock(f, "
-              "fcntl.LOCK_EX); f.write(f'{os.getpid()}\\n'); f.flush(); print('locked', "
-              "flush=True); sys.stdin.read()")
+              "fcntl.LOCK_EX); f.truncate(); f.write(f'{os.getpid()}\\n' + sys.argv[2]); "
+              "f.flush(); print('locked', flush=True); sys.stdin.read()")
     (store / "owner.lock").touch(mode=0o600)
-    for role, expected in (("nbmemory.service", StoreUnavailable), ("a-script", StoreLocked)):
-        holder = subprocess.Popen([sys.executable, "-c", locker, str(store / "owner.lock"), role],
+    for role in ("service\n", "an older owner", "a script"):
+        holder = subprocess.Popen([sys.executable, "-c", locker, str(store / "owner.lock"),
+                                   role if role == "service\n" else ""],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             assert holder.stdout.readline() == "locked\n"
+            if role == "an older owner":
+                write_info(store, {"pid": holder.pid, "state": "starting"})
             backend = ServiceBackend(store, model=HASH, startup_timeout=3)
-            with pytest.raises(expected) as caught:
+            with pytest.raises((StoreLocked, StoreUnavailable)) as caught:
                 backend.ensure_owner()
             backend.close()
-            if role == "a-script":
+            if role == "a script":
+                assert caught.type is StoreLocked
                 assert f"owned by another process (pid {holder.pid}) that does not serve" in \
                     str(caught.value)
+                assert owner_info(store) == {"mode": "local", "pid": holder.pid,
+                                             "store": str(store)}
             else:
                 assert "answered within 3 s" in str(caught.value), str(caught.value)
+            if role == "service\n":
+                assert owner_info(store) == {"mode": "service", "pid": holder.pid,
+                                             "store": str(store)}
+                assert stop(store, timeout=10) is True  # SIGTERM: it does not answer yet
+                assert holder.wait(timeout=30) == -signal.SIGTERM
         finally:
             holder.stdin.close()
             holder.wait(timeout=30)
+            (store / "owner.json").unlink(missing_ok=True)
 
 
 def test_stop_never_signals_a_lock_holder_whose_pid_is_unknown(store):

@@ -115,8 +115,8 @@ def kill_serving_owner(store, ack_dir, acks):
 
 def kill_next_owner_at_once(store, killed):
     """SIGKILL the next process to take the store's lock as soon as it has written its pid."""
-    pid = wait_until(lambda: (p := lock_holder(store)) not in (None, -1, *killed) and p,
-                     "a new owner to take the lock")
+    pid = wait_until(lambda: (h := lock_holder(store)) and h.pid not in (None, *killed)
+                     and h.pid, "a new owner to take the lock")
     signal_owner(pid)
     return pid
 

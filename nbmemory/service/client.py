@@ -375,15 +375,14 @@ class ServiceBackend:
             check_private_directory(self.directory)
             self._check_starting_owner()
             holder = lock_holder(self.directory)
-            if holder is not None and holder > 0 and not is_service(self.directory, holder):
-                # The lock is held by a process that is not (yet) an owner service.
+            if holder is not None and holder.pid and not is_service(self.directory, holder):
                 foreign_since = foreign_since or time.monotonic()
-                if time.monotonic() - foreign_since > 0.5:
+                if time.monotonic() - foreign_since > 0.5:  # owner.json may lag an old owner
                     raise StoreLocked(
-                        f"The store {self.directory} is owned by another process (pid {holder}) "
-                        "that does not serve other processes: it opened the store in-process "
-                        "(a script, or a front end in local mode). Close it, then try again.",
-                        pid=holder)
+                        f"The store {self.directory} is owned by another process "
+                        f"(pid {holder.pid}) that does not serve other processes: it opened "
+                        "the store in-process (a script, or a front end in local mode). Close "
+                        "it, then try again.", pid=holder.pid)
             elif holder is None and self._starting_owner is None:
                 foreign_since = None
                 self._spawn(deadline)

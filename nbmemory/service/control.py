@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NbMemoryError, StoreLocked, StoreUnavailable
-from .protocol import lock_held, lock_holder, read_info
+from .protocol import holder_pid, lock_held, lock_holder, read_info
 from .wire import Lost, NotSent, Refused, connect, exchange
 
 
@@ -32,17 +32,19 @@ def owner_info(store: str | os.PathLike) -> dict[str, Any] | None:
     """What is known about the process owning ``store``, or None when nobody owns it.
 
     ``mode`` is "service" for an owner process (with ``pid``, ``version``, ``model``,
-    ``state``, ``uptime_s``, ``queue`` when it answers) and "local" for a process that
-    opened the store in-process; its ``pid`` is None in the instant after a process has
-    locked the store and before it has written its pid.
+    ``state``, ``uptime_s``, ``queue`` once it has written ``owner.json``, and the last
+    three when it answers) and "local" for a process that opened the store in-process.
+    ``pid`` is None in the instant after a process has locked the store and before it has
+    written its pid.
     """
     directory = Path(store).expanduser().resolve()
-    pid = lock_holder(directory)
-    if pid is None:
+    holder = lock_holder(directory)
+    if holder is None:
         return None
     info = read_info(directory)
-    if not info or info.get("pid") != pid:
-        return {"mode": "local", "pid": pid if pid > 0 else None, "store": str(directory)}
+    if not info or info.get("pid") != holder.pid:  # a script, or an owner writing owner.json
+        return {"mode": "service" if holder.service else "local", "pid": holder.pid,
+                "store": str(directory)}
     out = {"mode": "service", **info}
     try:
         conn = connect(directory, 2.0)
@@ -100,9 +102,8 @@ def stop(store: str | os.PathLike, *, timeout: float = 30.0) -> bool:
 
 def _terminate(directory: Path, pid: int) -> None:
     """SIGTERM ``pid`` if it still holds the store's lock: never a pid that has exited
-    since it was read (it may be another program's by now), nor -1 ("held, pid not
-    written yet"), for os.kill(-1) signals every process."""
-    if pid <= 0 or lock_holder(directory) != pid:
+    since it was read (it may be another program's by now)."""
+    if holder_pid(directory) != pid:
         return
     try:
         os.kill(pid, signal.SIGTERM)

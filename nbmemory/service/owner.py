@@ -69,7 +69,7 @@ def serve(store: str | os.PathLike, *, model: str | None = None,
 
 def _serve(directory: Path, model, idle_timeout, settings, lock_wait, transport, hold):
     prepare_directory(directory)  # refuses a directory other users own or can write to
-    lock = OwnerLock(directory)
+    lock = OwnerLock(directory, service=True)
     deadline = time.monotonic() + lock_wait
     while not lock.try_acquire():  # a client probing the lock holds it for microseconds
         if time.monotonic() > deadline:

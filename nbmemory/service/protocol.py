@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput, StoreUnavailable
 from ..files import replace
 from ..lock import (LOCK_FILENAME, POSIX_PERMISSIONS, check_store_directory, held_elsewhere,
-                    open_private, read_owner_pid, read_private)
+                    open_private, read_owner, read_private)
 
 PROTOCOL = 1
 INFO_NAME = "owner.json"
@@ -127,24 +128,33 @@ def lock_held(directory: Path) -> bool:
     return held_elsewhere(directory / LOCK_FILENAME)
 
 
-def lock_holder(directory: Path) -> int | None:
-    """The pid holding the owner lock, or None when nobody does."""
+@dataclass(frozen=True)
+class Holder:
+    """The process holding a store's owner lock, as ``owner.lock`` names it."""
+
+    pid: int | None  # None for an instant: the lock is taken, the pid not written yet
+    service: bool  # an owner service, not a process that opened the store in-process
+
+
+def lock_holder(directory: Path) -> Holder | None:
+    """Who holds the owner lock, or None when nobody does."""
     if not lock_held(directory):
         return None
-    return read_owner_pid(directory) or -1
+    pid, service = read_owner(directory)
+    return Holder(pid, service)
 
 
-def is_service(directory: Path, pid: int) -> bool:
-    """Whether ``pid`` is an owner service: its ``owner.json`` says so or, in the moment
-    between taking the lock and writing that file, its command line (where /proc tells)."""
+def holder_pid(directory: Path) -> int | None:
+    """The pid holding the owner lock; None when nobody does or it is not written yet."""
+    holder = lock_holder(directory)
+    return holder.pid if holder else None
+
+
+def is_service(directory: Path, holder: Holder) -> bool:
+    """Whether ``holder`` is an owner service: its lock file says so or, for an owner of
+    an older nbmemory that wrote only its pid there, its ``owner.json``."""
     info = read_info(directory)
-    if info and info.get("pid") == pid:
-        return True
-    try:
-        return "nbmemory.service" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(
-            errors="replace").split("\0")
-    except OSError:
-        return False
+    return holder.service or bool(info) and holder.pid is not None and info.get("pid") == holder.pid
 
 
 def read_info(directory: Path) -> dict[str, Any] | None:

@@ -46,7 +46,7 @@ from typing import Any
 from ..errors import InvalidInput, StoreUnavailable
 from ..files import replace
 from ..lock import POSIX_PERMISSIONS, open_private, read_private
-from .protocol import lock_holder, read_info
+from .protocol import holder_pid, read_info
 
 TRANSPORT_ENV = "NBMEMORY_TRANSPORT"
 TRANSPORTS = ("unix", "tcp")
@@ -311,7 +311,7 @@ def find(directory: Path) -> Address | None:
     address = address_of(directory, info)
     if address is None:
         problem = unusable(directory, info)
-        if problem and info.get("state") == "serving" and lock_holder(directory) == info.get("pid"):
+        if problem and info.get("state") == "serving" and holder_pid(directory) == info.get("pid"):
             raise StoreUnavailable(problem)
     return address
 
@@ -320,7 +320,7 @@ def refused_by_owner(directory: Path, pid: int | None) -> StoreUnavailable | Non
     """The error for a 403 from process ``pid``: if it is the store's live owner, our
     secret is not its own; if not, None (a port reused since our owner died)."""
     info = read_info(directory) or {}
-    if pid is None or info.get("pid") != pid or lock_holder(directory) != pid:
+    if pid is None or info.get("pid") != pid or holder_pid(directory) != pid:
         return None
     return StoreUnavailable(
         f"The owner of {directory} (pid {pid}) refused this process's requests: the secret "
