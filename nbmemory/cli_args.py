@@ -50,13 +50,20 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, allow_abbrev=False, **kwargs)
         self.register("action", None, _Once)
         self.register("action", "store", _Once)
-        self.register("action", "last", argparse._StoreAction)  # --store, --model: an alias's
+        self.register("action", "last", _Last)  # --store, --model: an alias's
 
     def error(self, message: str):
         raise CommandError(f"{message} (see: {self.prog} --help)", EXIT_USAGE)
 
 
-class _Once(argparse._StoreAction):
+class _Last(argparse.Action):
+    """Store the value; given twice, the last one counts (argparse's own "store")."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+
+
+class _Once(_Last):
     """An option that takes one value, refused when given twice (argparse kept the last
     one without a word: -t a -t b dropped a), as the magics refuse it."""
 
