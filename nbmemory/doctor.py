@@ -105,6 +105,10 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
         if location.address:
             yield from check_team(location.address, opt)
             return
+        if info and info.get("mode") == "service":
+            yield Check("owner", "warn", f"an owner (pid {info['pid']}) is starting",
+                        "Run doctor again in a moment.")
+            return
         pid = read_owner_pid(directory)
         yield Check("owner", "warn", f"the store is open in process {pid}; the database checks "
                                      "need it closed",

@@ -643,6 +643,28 @@ def test_a_store_owned_by_another_process_exits_3(store_dir):
         assert r.code == 0  # a busy store is not a broken one
 
 
+def test_doctor_says_an_owner_is_starting_not_that_a_script_holds_the_store(store_dir):
+    """An owner that has locked the store but not yet written owner.json says so in
+    owner.lock: doctor waits for it, rather than sending the user after a script."""
+    Memory.open(store_dir, embedder=HashEmbedder()).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys; f = open(sys.argv[1], 'r+'); "
+         "fcntl.flock(f, fcntl.LOCK_EX); f.truncate(); f.write(f'{os.getpid()}\\nservice\\n'); "
+         "f.flush(); print('locked', flush=True); sys.stdin.read()",
+         str(store_dir / "owner.lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        r = shell("--store", str(store_dir), "doctor", "--skip", "jupyter", "--skip", "model",
+                  "--json")
+        owner = {c["name"]: c for c in r.json["checks"]}["owner"]
+        assert (owner["status"], owner["detail"]) == ("warn", f"an owner (pid {holder.pid}) "
+                                                              "is starting")
+        assert r.code == 0
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
 def test_a_real_shell_round_trip(store_dir):
     r = shell("--store", str(store_dir), "remember", "--json", "-", stdin="piped from a shell\n")
     assert r.code == 0 and r.json["note"]["text"] == "piped from a shell"
