@@ -820,6 +820,45 @@ def test_counts_out_of_range_are_refused_and_the_store_keeps_working(memory, cal
     assert memory.status()["notes"] == 1 and len(memory.recall("finding")) == 1
 
 
+def test_index_files_of_another_store_are_never_taken_for_this_ones(tmp_path):
+    """Two stores number their notes alike: an index file copied from one into the other
+    matched its ids and journal position and was used, so recall read one store's notes
+    by the other's words and vectors. The keyword index and the cards are rebuilt; the
+    vector index, the evidence a database was replaced, is refused untouched."""
+    import shutil
+
+    from nbmemory.errors import StoreDamaged
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    for store, topic in ((here, "penguin bill length"), (there, "flight departure delay")):
+        with Memory.open(store, embedder=HashEmbedder()) as mem:
+            for i in range(3):
+                mem.remember(f"{topic} finding {i}")
+    for name in ("keywords.index", "cards.index"):
+        shutil.copy(there / name, here / name)
+    with Memory.open(here, embedder=HashEmbedder()) as mem:
+        status = mem.status()
+        assert status["keywords"].startswith("rebuilt (written for another store (")
+        assert status["cards"].startswith("rebuilt (written for another store (")
+        hits = mem.recall("penguin", mode="lexical")
+        assert [h.note.text for h in hits][:1] == ["penguin bill length finding 0"]
+        assert not mem.recall("flight departure", mode="lexical", min_score=0)
+
+    shutil.copy(there / "memory.duckdb", here / "memory.duckdb")  # the wrong database back
+    before = (here / "vectors.usearch").read_bytes()
+    with pytest.raises(StoreDamaged, match=r"has a vector index written for another store "
+                                           r"\(\w{8}; this one is \w{8}\)\. Nothing was changed\. "
+                                           r"If memory.duckdb was replaced by another store's, "
+                                           r"put this store's back"):
+        Memory.open(here, embedder=HashEmbedder())
+    assert (here / "vectors.usearch").read_bytes() == before
+    for name in ("vectors.usearch", "vectors.usearch.json"):
+        (here / name).rename(tmp_path / name)
+    with Memory.open(here, embedder=HashEmbedder()) as mem:  # this database, as it is
+        assert [h.note.text for h in mem.recall("flight departure", mode="dense")][:1] == \
+            ["flight departure delay finding 0"]
+
+
 def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir):
     import shutil
 

@@ -29,6 +29,7 @@ class AwayStore:
     at, read-only. Anything that would need the server raises :class:`StoreUnreachable`."""
 
     shared = True
+    store_id = None  # not the copy's own: the indexes are the team store's
 
     def __init__(self, mirror: Mirror, directory: Path, why: str):
         self.mirror, self.why = mirror, why

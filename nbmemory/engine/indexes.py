@@ -33,6 +33,15 @@ KEYWORDS_FILENAME = "keywords.index"
 CARDS_FILENAME = "cards.index"
 
 
+def foreign(meta: dict, store) -> str | None:
+    """Why an index file's ``meta`` is not ``store``'s, or None (it is, or cannot tell: a
+    file written before stores had ids, a team store)."""
+    theirs, ours = meta.get("store"), store.store_id
+    if theirs and ours and theirs != ours:
+        return f"written for another store ({theirs[:8]}; this one is {ours[:8]})"
+    return None
+
+
 class SavedFile:
     """An index kept in memory and written to its file now and then. A subclass gives
     ``save(force=False)``, which writes the file, and ``due()``: how many unsaved changes
@@ -95,6 +104,8 @@ class Keywords(SavedFile):
         if not self.path.exists():
             raise LexicalIndexError("no index file")
         index, meta = LexicalIndex.load(self.path)
+        if why := foreign(meta, self.store):
+            raise LexicalIndexError(why)
         seq = int(meta.get("seq", 0))
         if seq > self.store.position():
             raise LexicalIndexError(f"saw journal position {seq:,}, past the store's")
@@ -137,7 +148,7 @@ class Keywords(SavedFile):
         if not (force or self.unsaved):
             return
         self.index.save(self.path, {"seq": self.position(), "count": len(self.index),
-                                    "nbmemory": __version__})
+                                    "store": self.store.store_id, "nbmemory": __version__})
         self.unsaved = 0
 
 
@@ -185,6 +196,8 @@ class NoteCards(SavedFile):
         if not self.path.exists():
             raise CardsFileError("no cards file")
         cards, meta = Cards.load(self.path)
+        if why := foreign(meta, self.store):
+            raise CardsFileError(why)
         seq = int(meta.get("seq", 0))
         if seq > self.store.position():
             raise CardsFileError(f"saw journal position {seq:,}, past the store's")
@@ -247,7 +260,8 @@ class NoteCards(SavedFile):
             return
         self.refresh()
         self.cards.save(self.path, {"seq": self.position(), "block": BLOCK,
-                                    "schema": SCHEMA_VERSION, "nbmemory": __version__})
+                                    "schema": SCHEMA_VERSION, "store": self.store.store_id,
+                                    "nbmemory": __version__})
         self.unsaved = 0
 
 
@@ -360,6 +374,13 @@ class Dense(SavedFile):
         index, meta = VectorIndex.load(self.path, expansion_search=self.settings.expansion_search,
                                        source=self._stored, source_all=self._all_stored,
                                        fill_below=self._fill_below)
+        if why := foreign(meta, self.store):
+            index.close()
+            raise StoreDamaged(
+                f"The store {self.path.parent} has a vector index {why}. Nothing was changed. "
+                f"If {DB_FILENAME} was replaced by another store's, put this store's back; to "
+                f"use it as it is, move {self.path.name} (and {self.path.name}.json) away, "
+                "then open it again.")
         if meta.get("embedder") != self.identity:
             raise VectorIndexError(f"built for {meta.get('embedder')}")
         self._check_not_ahead(index, int(meta.get("seq", 0)))
@@ -447,7 +468,7 @@ class Dense(SavedFile):
         seq = self.position()
         if seq is None or self.index is None or self.index.building or not (force or self.unsaved):
             return
-        meta = {"seq": seq, "embedder": self.identity,
-                "count": len(self.index), "nbmemory": __version__}
+        meta = {"seq": seq, "embedder": self.identity, "count": len(self.index),
+                "store": self.store.store_id, "nbmemory": __version__}
         self.index.save(self.path, meta)
         self.unsaved = 0

@@ -50,6 +50,7 @@ class Store(Rows):
     """Owns one DuckDB connection. Not thread-safe: the engine serialises calls."""
 
     shared = False  # only this process writes it (a team store is shared: postgres.py)
+    store_id: str | None = None  # see schema.identify (a team store's caches go unchecked)
     note_from_line = staticmethod(note_from_line)
     # What the SQL dialects spell differently (postgres.py has PostgreSQL's).
     _FILTER_SQL = {"each_tag": "list_contains(n.tags, ?)", "one_of": "list_contains(?, {})"}
@@ -79,6 +80,7 @@ class Store(Rows):
             ) from exc
         try:
             self._migrate()
+            self.store_id = schema.identify(self)
         except BaseException:
             self.con.close()
             raise

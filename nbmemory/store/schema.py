@@ -5,11 +5,26 @@ written by a newer nbmemory and is refused untouched."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 DB_FILENAME = "memory.duckdb"
 COMPACT_FILENAME = "memory.compact.duckdb"
 VECTOR_FILENAME = "vectors.usearch"  # the engine's index of the vectors, beside the database
+
+
+def identify(store) -> str | None:
+    """The store's random id, made at its first open and kept in ``meta``: its index files
+    record it, so that one copied from another store is not taken for its own. None where
+    it cannot be written (a read-only disk): nothing is checked then."""
+    import duckdb
+
+    try:
+        if store.meta("store_id") is None:
+            store.set_meta("store_id", uuid.uuid4().hex)
+        return store.meta("store_id")
+    except duckdb.Error:
+        return None
 
 
 def indexed_position(directory: Path) -> int:
