@@ -153,8 +153,10 @@ def holder_pid(directory: Path) -> int | None:
 def is_service(directory: Path, holder: Holder) -> bool:
     """Whether ``holder`` is an owner service: its lock file says so or, for an owner of
     an older nbmemory that wrote only its pid there, its ``owner.json``."""
+    if holder.service:
+        return True
     info = read_info(directory)
-    return holder.service or bool(info) and holder.pid is not None and info.get("pid") == holder.pid
+    return bool(info) and holder.pid is not None and info.get("pid") == holder.pid
 
 
 def read_info(directory: Path) -> dict[str, Any] | None:
