@@ -69,15 +69,26 @@ export function focusAfterRemoval(button: HTMLElement): () => void {
 /**
  * For an action that may take the card holding `node` off the page (a verify in a stale
  * list, cancelling the edit of a note that left it): afterwards, if it did and focus fell
- * to the page's body, the next card (or the search box) takes it.
+ * to the page's body, the next card (or the search box) takes it. The card may leave a few
+ * frames after the action (React commits the refreshed list when it gets to it), so this
+ * watches for up to `frames` frames, not one.
  */
-export function ifCardLeaves(node: HTMLElement | null): () => void {
-  const refocus = node ? focusAfterRemoval(node) : () => undefined;
-  return () =>
-    requestAnimationFrame(() => {
-      const active = document.activeElement;
-      if (node && !node.isConnected && (!active || active === document.body)) {
-        refocus();
+export function ifCardLeaves(node: HTMLElement | null, frames = 60): () => void {
+  if (!node) {
+    return () => undefined;
+  }
+  const refocus = focusAfterRemoval(node);
+  const watch = (left: number) => {
+    if (node.isConnected) {
+      if (left > 0) {
+        requestAnimationFrame(() => watch(left - 1));
       }
-    });
+      return;
+    }
+    const active = document.activeElement;
+    if (!active || active === document.body) {
+      refocus();
+    }
+  };
+  return () => requestAnimationFrame(() => watch(frames));
 }
