@@ -188,6 +188,25 @@ def test_a_set_of_ones_own_needs_only_ids_texts_queries_and_answers(tmp_path, ca
     assert sum(m["queries"] for m in result["natural_by_coverage"].values()) == 2
 
 
+def test_bare_takes_only_a_chat_messages_prefix_off():
+    assert run.PREFIX.sub("", "[2024-03-12] Maya: Juno chewed the sofa [again]: why") == \
+        "Juno chewed the sofa [again]: why"
+    for text in ("see [docs] note: the redirect", "[2024-03-12] a note with no speaker"):
+        assert run.PREFIX.sub("", text) == text
+
+
+@pytest.mark.model
+def test_layers_cuts_the_default_model_to_a_weaker_one(real_embedder):
+    """``--layers 3`` is the held-out condition where dense trails keywords: the same
+    model, its own errors, not noise."""
+    cut = run.cut_model(3)
+    texts = ["What breed is Nadia's dog Juno?", "Juno is a border collie, two years old."]
+    full, weak = real_embedder.encode(texts), cut.encode(texts)
+    assert weak.shape == full.shape == (2, 384)
+    assert float(full[0] @ weak[0]) < 0.95  # another model's vectors
+    assert abs(float(weak[0] @ weak[0]) - 1.0) < 1e-5
+
+
 @pytest.mark.parametrize("notes, queries, message", [
     ([{"id": "a1"}], [], "notes.jsonl line 1: no text"),
     ([{"id": "a1", "text": "x"}], [{"query": "x", "relevant": []}],
