@@ -71,7 +71,8 @@ def test_wheel_from_a_clean_checkout_ships_the_production_panel(tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
-    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+           "--no-compile"]  # what imports, compiles then: not all of JupyterLab up front
     run([*pip, "jupyterlab>=4.2,<5"], env=clean_env())
     # --no-deps: the engine's dependencies (torch...) are not what this test is about.
     run([*pip, "--no-deps", str(wheel)], env=clean_env())
