@@ -420,6 +420,11 @@ def cut_model(layers: int):
 PREFIX = re.compile(r"^\[[^\]]*\] [^:]{1,40}: ")  # a chat message's "[2024-03-12] Maya: "
 
 
+def bare(notes: list[dict]) -> list[dict]:
+    """The notes with a chat message's leading ``[date] Name:`` taken off (``--bare``)."""
+    return [{**n, "text": PREFIX.sub("", n["text"])} for n in notes]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -437,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     notes, queries = load_set(args.set)
     if args.bare:
-        notes = [{**n, "text": PREFIX.sub("", n["text"], count=1)} for n in notes]
+        notes = bare(notes)
     embedder = cut_model(args.layers) if args.layers and args.layers < 6 else None
     result = evaluate(notes, queries, embedder=embedder, split=args.stores)
     if args.json:

@@ -189,10 +189,12 @@ def test_a_set_of_ones_own_needs_only_ids_texts_queries_and_answers(tmp_path, ca
 
 
 def test_bare_takes_only_a_chat_messages_prefix_off():
-    assert run.PREFIX.sub("", "[2024-03-12] Maya: Juno chewed the sofa [again]: why") == \
-        "Juno chewed the sofa [again]: why"
-    for text in ("see [docs] note: the redirect", "[2024-03-12] a note with no speaker"):
-        assert run.PREFIX.sub("", text) == text
+    texts = ["[2024-03-12] Maya: Juno chewed the sofa [again]: why",
+             "see [docs] note: the redirect", "[2024-03-12] a note with no speaker"]
+    notes = [{"id": f"n{i}", "text": t, "store": "s"} for i, t in enumerate(texts)]
+    assert [n["text"] for n in run.bare(notes)] == ["Juno chewed the sofa [again]: why",
+                                                    *texts[1:]]
+    assert [n["text"] for n in notes] == texts  # the caller's notes are left as they were
 
 
 @pytest.mark.model
