@@ -5,8 +5,9 @@ root, then ``binder/postBuild``. Here the same happens in a new virtual environm
 copy of this checkout (the build must not write into the working tree), with two changes:
 the PyTorch CPU index cannot be reached from these machines, so its ``--extra-index-url``
 line is dropped and ``torch==2.13.0`` comes from the local package mirror (the same CPU
-wheel); and pip does not byte-compile what it installs (245 -> 190 s here). One slow test: about 3 minutes on two
-cores with a warm pip cache (more when the JupyterLab panel is built from a cold yarn cache).
+wheel); and pip does not byte-compile what it installs (245 -> 190 s here). One slow test:
+about 3 minutes on two cores with a warm pip cache (more when the JupyterLab panel is built
+from a cold yarn cache).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def test_binder_build_enables_the_extensions_and_runs_the_quickstart(tmp_path):
            "TMPDIR": str(tmp_path)}
     env.pop("PYTHONPATH", None)
     # --no-compile: Python compiles what the quickstart imports when it imports it; byte-compiling
-    # every installed module first (torch's and transformers' thousands) took half the build.
+    # every installed module first (torch's and transformers' thousands) took half the install.
     pip = [str(bin_dir / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
     sh([*pip, "install", "--no-compile", "-r", str(local)], cwd=repo, env=env, timeout=1500)
     out = sh(["bash", "binder/postBuild"], cwd=repo, env=env)
