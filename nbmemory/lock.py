@@ -138,10 +138,10 @@ def check_store_directory(directory: Path) -> None:
     POSIX only: on Windows the directory's ACL (a user profile is private) protects it."""
     try:
         info = os.lstat(directory)
-    except FileNotFoundError:
-        return
     except NotADirectoryError:
         raise _a_file(directory) from None
+    except OSError:  # not there (or no name the system can hold): nothing to check yet
+        return
     if stat.S_ISREG(info.st_mode):
         raise _a_file(directory)
     problem = directory_problem(info)
@@ -189,8 +189,10 @@ def held_elsewhere(path: Path) -> bool:
     """True while some process holds the lock on ``path`` (probed, not kept)."""
     try:
         fd = open_private(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
+    except OSError as exc:  # no file, so no lock (nor one the system could name)
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
+            return False
+        raise
     try:
         if not try_lock(fd, shared=True):
             return True
@@ -213,6 +215,11 @@ def prepare_directory(directory: Path) -> None:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # it, or a folder above it, is a file
         raise _a_file(directory) from None
+    except OSError as exc:  # no permission, or a place that cannot hold one (/proc, a full disk)
+        where = "" if Path(exc.filename or directory) == directory else f": {exc.filename}"
+        raise StoreUnavailable(
+            f"The store directory {directory} cannot be created ({exc.strerror}{where}). "
+            "Give a directory this user can create and write.") from None
     check_store_directory(directory)
     if not os.access(directory, os.W_OK | os.X_OK):  # DuckDB would fail later, in its words
         raise StoreUnavailable(

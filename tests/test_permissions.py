@@ -90,6 +90,18 @@ def test_a_store_path_that_is_a_file_or_under_one_says_so(tmp_path, access):
     assert afile.read_text() == "not a store"
 
 
+@pytest.mark.parametrize("access", ["local", "service"])
+def test_a_store_directory_that_cannot_be_created_says_so(tmp_path, access):
+    """Any refusal of mkdir (here a name longer than the file system allows; also /proc, a
+    full disk) is said in words, not as FileNotFoundError's traceback."""
+    store = tmp_path / ("x" * 300) / "store"
+    with pytest.raises(StoreUnavailable, match=(
+            rf"^The store directory {store} cannot be created \([^:]+\)\. "
+            r"Give a directory this user can create and write\.$")):
+        open_store(store, access)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("mode", [0o777, 0o770])
 def test_a_store_found_above_the_working_directory_must_be_private(tmp_path, mode):
     found = tmp_path / ".nbmemory"
