@@ -465,6 +465,29 @@ def test_recall_reads_its_hits_from_the_cards_exactly_as_the_store_has_them(stor
         assert missing == [] and from_cards == from_store and len(from_store) == 43
 
 
+def test_indexes_behind_a_purge_catch_up_on_open(store_dir):
+    """A crash between a purge's commit and the index files' save: the next open reads the
+    changes since the files (every note a purge scrubbed among them) and opens."""
+    cell = "%remember the vault code is 0451\n%remember audits run on Fridays"
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember("exports land in the warehouse at 02:00")
+        secret = mem.remember("the vault code is 0451")
+        mem.remember("audits run on Fridays", provenance=Provenance(
+            notebook="/w/a.ipynb", cell_id="c1", execution_count=3, cell_source=cell))
+    names = (VECTOR_FILENAME, VECTOR_FILENAME + ".json", KEYWORDS_FILENAME, CARDS_FILENAME)
+    saved = {name: (store_dir / name).read_bytes() for name in names}
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.purge(secret.id)
+    for name, data in saved.items():  # as if the files were never saved after the purge
+        (store_dir / name).write_bytes(data)
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert [h.note.text for h in mem.recall("vault code 0451", min_score=-1)] == [
+            "audits run on Fridays", "exports land in the warehouse at 02:00"]
+        assert mem.recall("0451", mode="lexical") == []
+        audit = mem.get(3)
+        assert "0451" not in audit.provenance.cell_source and "[purged]" in audit.provenance.cell_source
+
+
 def test_recalls_after_writes_read_their_hits_from_the_cards_not_the_store(store_dir, monkeypatch):
     """The first recall that needs a block written since the cards file reads every such
     block again, in one query; the recalls after it read none. Before, every recall read
@@ -924,6 +947,8 @@ def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir)
                                          "encoding \\(Latin-1 or cp1252, say\\). Convert it to "
                                          "UTF-8 first, e.g. iconv -f cp1252 -t utf-8$"),
     (lambda m: m.remember("\ufeff\u200b \u200b"), "^The note is empty"),  # nothing visible
+    (lambda m: m.remember("\x00\x01\x1b \u00ad"), "^The note is empty"),  # control characters
+    (lambda m: m.edit(1, text="\x00"), "^The note is empty"),
 ])
 def test_wrong_types_get_our_own_clear_error_and_change_nothing(memory, call, message):
     memory.remember("one finding")

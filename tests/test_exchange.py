@@ -174,6 +174,19 @@ def test_merge_policies(tmp_path):
         assert [s.name for s in b.snapshots()] == ["from-a"]
 
 
+def test_an_export_holding_a_purge_merges_into_a_store_with_notes_of_its_own(tmp_path):
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("alpha: exports land at 02:00")
+        a.purge(a.remember("beta: the vault code is 0451").id)
+        a.export_jsonl(tmp_path / "a.jsonl")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        b.remember("gamma: b's own note")
+        assert b.import_jsonl(tmp_path / "a.jsonl")["added"] == 2
+        assert [h.note.text for h in b.recall("alpha", mode="lexical")] == [
+            "alpha: exports land at 02:00"]
+        assert b.status()["vectors"] == 2 and b.recall("0451", mode="lexical") == []
+
+
 def test_replace_then_new_notes_of_the_same_file_import_together(tmp_path):
     """A colleague edited a note both stores have, then wrote a new one: the replace
     writes through the journal while the new note waits to be written, and both once

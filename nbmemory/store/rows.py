@@ -154,8 +154,8 @@ class Rows:
         if any(r[1] for r in rows):
             where = self._CONTAINS.format("CAST(provenance AS VARCHAR)", "'[purged]'")
             seen = set(changed)
-            changed += [r[0] for r in self.con.execute(f"SELECT id FROM notes WHERE {where}")
-                        if r[0] not in seen]
+            changed += [r[0] for r in self.con.execute(
+                f"SELECT id FROM notes WHERE {where}").fetchall() if r[0] not in seen]
         return changed
 
     def purge_quotes(self, note_id: int) -> list[int]:
