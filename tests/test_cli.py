@@ -215,6 +215,10 @@ def test_edit_writes_a_new_version_that_history_shows(nbm):
     r = nbm("edit", "#1", "-", "--if-version", "2", stdin="  orders.amount is in cents until 2021\n")
     assert (r.code, r.out.strip()) == (0, "Edited #1: version 3 (text changed; version 2 stays in: "
                                           "nbmemory history 1).")
+    r = nbm("edit", "1", "--text", "x", "--if-version", "2")  # made from a read replaced since
+    assert (r.code, one_line(r.err)) == (1, (
+        "nbmemory: Note #1 is at version 3, not 2: it was edited since it was read. Nothing was "
+        "written; read it again and edit version 3."))
     r = nbm("recall", "cents", "--json")
     assert [(h["note"]["id"], h["note"]["text"]) for h in r.json["hits"]] == [
         (1, "orders.amount is in cents until 2021")]
@@ -256,10 +260,10 @@ def test_edit_writes_a_new_version_that_history_shows(nbm):
     (["edit", "2", "--text", "x"], None, 1,
      "nbmemory: Cannot edit note #2: it is forgotten (revoked); reinstate it first"),
     (["edit", "x1", "--text", "x"], None, 2, "nbmemory: argument ID: 'x1' is not a note id"),
-    # Made from a read of version 0 or of one a colleague's edit has replaced since.
-    (["edit", "1", "--text", "x", "--if-version", "2"], None, 1,
-     "nbmemory: Note #1 is at version 1, not 2: it was edited since it was read. Nothing was "
-     "written; read it again and edit version 1."),
+    # A version no read gave (ahead of the note, or 0).
+    (["edit", "1", "--text", "x", "--if-version", "2"], None, 2,
+     "nbmemory: Note #1 is at version 1; it has no version 2 to edit from. Nothing was "
+     "written."),
     (["edit", "1", "--text", "x", "--if-version", "0"], None, 2,
      "nbmemory: The version an edit is made from is a whole number from 1, not 0"),
 ])

@@ -106,6 +106,11 @@ def _trimmed(text: str) -> str:
     return text[start:end]
 
 
+def _visible(char: str) -> bool:
+    """Not whitespace, a control character (NUL, an escape) or a format character."""
+    return not char.isspace() and unicodedata.category(char) not in ("Cc", "Cf")
+
+
 def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
     if tags is None:
         return ()
@@ -161,7 +166,7 @@ def check_text(text: str) -> str:
         unicode_text(text, "The note")
     if isinstance(text, str):  # a file's byte order mark, a zero-width space: not the note
         text = _trimmed(text)
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not any(_visible(c) for c in text):
         raise InvalidInput("The note is empty; write the finding itself, e.g. {0}",
                            Command("remember", ("orders.amount is in cents before 2021",)))
     text = unicode_text(text, "The note")

@@ -272,6 +272,9 @@ class Writes(Part):
             old = self.require_status(note_id, "active", "edit")
             if version is not None and old.version != version and not (
                     request_id and self.store.request_note(request_id) is not None):
+                if version > old.version:  # no read gave it: not a conflict but a mistake
+                    raise InvalidInput(f"Note #{note_id} is at version {old.version}; it has "
+                                       f"no version {version} to edit from. Nothing was written.")
                 raise Conflict(f"Note #{note_id} is at version {old.version}, not {version}: "
                                f"it was edited since it was read. Nothing was written; read "
                                f"it again and edit version {old.version}.")
