@@ -13,6 +13,7 @@ import urllib.parse
 import pytest
 import tornado.httpclient
 import tornado.web
+from jupyter_server.auth.authorizer import Authorizer
 from jupyter_server.auth.identity import IdentityProvider, User
 
 from nbmemory import __version__
@@ -42,9 +43,11 @@ def jp_server_config(store_dir, request):
         # The hash embedder: these tests are about the API, not about ranking quality.
         "NbMemoryExtension": {"store": store, "model": "hash:64"},
     }
-    identity = getattr(request, "param", None)  # parametrize(..., indirect=True)
-    if identity is not None:
-        config["ServerApp"]["identity_provider_class"] = identity
+    extra = getattr(request, "param", None)  # parametrize(..., indirect=True)
+    if isinstance(extra, dict):
+        config["ServerApp"].update(extra)
+    elif extra is not None:
+        config["ServerApp"]["identity_provider_class"] = extra
     return config
 
 
@@ -287,6 +290,25 @@ async def test_missing_note_is_404_with_message(api):
     assert code == 404 and data["message"].startswith("No note #1000"), data
 
 
+class ReadOnly(Authorizer):
+    """An authorizer that lets users read, not write."""
+
+    def is_authorized(self, handler, user, action, resource):
+        return action == "read"
+
+
+@pytest.mark.parametrize("jp_server_config", [{"authorizer_class": ReadOnly}], indirect=True)
+async def test_each_verb_is_authorized_as_itself(api):
+    code, data = await api("nope", "DELETE")
+    assert code == 403, data
+    code, data = await api("nope")  # checked as a read, not as the write before it
+    assert code == 404 and data["message"].startswith("No nbmemory endpoint GET /"), data
+    code, data = await api("notes", "POST", {"text": "not allowed"})
+    assert code == 403, data
+    code, data = await api("notes")
+    assert code == 200 and data["total"] == 0
+
+
 BAD_REQUESTS = [
     # (path, method, body, params, message fragment)
     ("notes", "POST", "{not json", {}, "not valid JSON"),
@@ -407,6 +429,10 @@ async def test_lab_path_is_relative_to_the_server_root(jp_root_dir):
     assert lab_path(str(jp_root_dir / "a" / "b.ipynb"), str(jp_root_dir)) == "a/b.ipynb"
     assert lab_path("/elsewhere/b.ipynb", str(jp_root_dir)) is None
     assert lab_path(None, str(jp_root_dir)) is None
+    # A relative path from an imported or shared note never leads out of the root.
+    assert lab_path("../../../../etc/passwd", str(jp_root_dir)) is None
+    assert lab_path("a/../../b.ipynb", str(jp_root_dir)) is None
+    assert lab_path("a/./../b.ipynb", str(jp_root_dir)) == "b.ipynb"
 
 
 def test_one_error_mapper():
@@ -752,6 +778,38 @@ async def test_source_of_a_renamed_notebook_points_to_where_its_cell_went(api, j
                                      "moved_to": ["reports/sales-notes.ipynb"]}
     code, where = await api("notes/999/source")
     assert code == 404
+
+
+def test_the_search_for_a_renamed_notebook_stops_at_its_limits(tmp_path, monkeypatch):
+    import nbformat
+
+    from nbmemory.server import source
+
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("ledger.close_time()")
+    notebook.cells = [cell]
+    for name in ("a", "b", "c"):
+        nbformat.write(notebook, tmp_path / f"{name}.ipynb")
+    for folder in range(5):
+        (tmp_path / f"sub{folder}").mkdir()
+        nbformat.write(notebook, tmp_path / f"sub{folder}" / "copy.ipynb")
+    walked = []
+    walk = os.walk
+
+    def counted(*args, **kwargs):
+        for entry in walk(*args, **kwargs):
+            walked.append(entry[0])
+            yield entry
+
+    monkeypatch.setattr(source.os, "walk", counted)
+    monkeypatch.setattr(source, "MAX_SCANNED_NOTEBOOKS", 2)
+    assert len(source.find_cell_notebooks(tmp_path, cell.id)) == 2
+    assert walked == [str(tmp_path)]  # not on through every folder below
+    walked.clear()
+    monkeypatch.setattr(source, "MAX_SCANNED_NOTEBOOKS", 100)
+    monkeypatch.setattr(source, "MAX_SCANNED_FOLDERS", 2)
+    assert len(source.find_cell_notebooks(tmp_path, cell.id)) == 4
+    assert len(walked) == 2
 
 
 # -- checks ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -74,8 +75,9 @@ def lab_path(notebook: str | None, root: str | None) -> str | None:
     if not notebook:
         return None
     path = Path(notebook)
-    if not path.is_absolute():
-        return path.as_posix()
+    if not path.is_absolute():  # an imported or shared note's: never a way out of the root
+        inside = Path(os.path.normpath(path))
+        return None if inside.parts[:1] == ("..",) or inside.is_absolute() else inside.as_posix()
     if not root:
         return None
     try:
@@ -167,10 +169,12 @@ class NoRouteHandler(NbMemoryHandler):
     """Any other path under /nbmemory: a JSON 404 (to a signed-in client only), not
     Jupyter's HTML page."""
 
-    @api
-    async def get(self, path: str):
+    async def _missing(self, path: str):
         raise NotFound(f"No nbmemory endpoint {self.request.method} {self.request.path}; "
                        "the routes are listed in docs/rest-api.md (e.g. GET nbmemory/notes, "
                        "GET nbmemory/notes/12, GET nbmemory/recall?query=...).")
 
-    post = patch = put = delete = get
+    # One wrapper each: jupyter_server's @authorized keeps the action (read or write) it
+    # works out on a wrapper's first call, so a shared one would check every verb as the first.
+    get, post, patch = api(_missing), api(_missing), api(_missing)
+    put, delete = api(_missing), api(_missing)

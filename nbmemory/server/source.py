@@ -9,11 +9,14 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from typing import Iterator
 
 from .handlers import NbMemoryHandler, api, note_id
 
-# Looking for a renamed notebook: at most this many notebooks, none larger than this.
+# Looking for a renamed notebook: at most this many notebooks, none larger than this, in at
+# most this many folders.
 MAX_SCANNED_NOTEBOOKS = 2000
+MAX_SCANNED_FOLDERS = 20_000
 MAX_SCANNED_BYTES = 20 * 2**20
 SKIPPED_DIRS = {"node_modules", "__pycache__", "site-packages", ".ipynb_checkpoints"}
 
@@ -41,28 +44,35 @@ class SourceHandler(NbMemoryHandler):
 def find_cell_notebooks(root: Path, cell_id: str) -> list[str]:
     """Notebooks under ``root`` (as JupyterLab names them) with a cell of id ``cell_id``,
     newest first. Hidden folders, checkpoints and environments are skipped; at most
-    :data:`MAX_SCANNED_NOTEBOOKS` are read."""
+    :data:`MAX_SCANNED_NOTEBOOKS` are read, in at most :data:`MAX_SCANNED_FOLDERS` folders."""
     found: list[tuple[float, str]] = []
-    scanned = 0
     needle = f'"{cell_id}"'
-    for folder, dirs, files in os.walk(root):
+    for path in _notebooks(root):
+        try:
+            if path.stat().st_size > MAX_SCANNED_BYTES:
+                continue
+            text = path.read_text(encoding="utf-8")
+            if needle not in text:
+                continue
+            cells = json.loads(text).get("cells") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        if any(isinstance(c, dict) and c.get("id") == cell_id for c in cells):
+            found.append((path.stat().st_mtime, path.relative_to(root).as_posix()))
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def _notebooks(root: Path) -> Iterator[Path]:
+    """The notebooks under ``root`` the search may read, within its limits: a server rooted
+    at a home directory must not walk every folder under it on each request."""
+    scanned = 0
+    for folders, (folder, dirs, files) in enumerate(os.walk(root), start=1):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS]
         for name in files:
-            if not name.endswith(".ipynb"):
-                continue
-            scanned += 1
-            if scanned > MAX_SCANNED_NOTEBOOKS:
-                break
-            path = Path(folder) / name
-            try:
-                if path.stat().st_size > MAX_SCANNED_BYTES:
-                    continue
-                text = path.read_text(encoding="utf-8")
-                if needle not in text:
-                    continue
-                cells = json.loads(text).get("cells") or []
-            except (OSError, ValueError, AttributeError):
-                continue
-            if any(isinstance(c, dict) and c.get("id") == cell_id for c in cells):
-                found.append((path.stat().st_mtime, path.relative_to(root).as_posix()))
-    return [p for _, p in sorted(found, reverse=True)]
+            if name.endswith(".ipynb"):
+                scanned += 1
+                if scanned > MAX_SCANNED_NOTEBOOKS:
+                    return
+                yield Path(folder) / name
+        if folders >= MAX_SCANNED_FOLDERS:
+            return
