@@ -70,7 +70,15 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
                 inline, rest = value.group(1), rest[value.end():]
             quoted = len(inline) >= 2 and inline[0] == inline[-1] and inline[0] in "\"'"
             value = inline[1:-1] if quoted else inline  # only the outer pair
-            tokens.append(expand(value) if expand and option not in kept else value)
+            if not quoted and value.endswith(",") and single.get(option) == "--tags":
+                raise UsageError(  # -t x, y: the y would be read as the text
+                    f"Tags end at the first space, and {option} {value} ends with a comma: give "
+                    f"them without spaces (-t a,b) or quoted (-t \"a, b\"); nothing was done.")
+            value = expand(value) if expand and option not in kept else value
+            if value.startswith("-"):  # --since=-7d: argparse would take -7d for an option
+                tokens[-1] = f"{option}={value}" if option.startswith("--") else option + value
+            else:
+                tokens.append(value)
     if rest.strip().startswith("-- "):
         rest = rest.strip()[3:]
     return parser.parse_args(tokens), rest.strip()
@@ -137,14 +145,15 @@ def unquote(value: str) -> str:
 
 
 _ENDS_IN_QUESTION = re.compile(
-    r"^([ \t]*)%(remember|recall|forget|snapshot|memory)[ \t]+(.*\?)[ \t]*$")
+    r"^([ \t]*(?:[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=[ \t]*)?)"  # hits = %recall ...?
+    r"%(remember|recall|forget|snapshot|memory)[ \t]+(.*\?)[ \t]*$")
 
 
 def keep_question_marks(lines: list[str]) -> list[str]:
     """An IPython input transformer: ``%remember Is order_date in UTC?`` runs the magic with
     its ``?`` instead of asking IPython for help on ``UTC`` (IPython reads a line ending in
-    ``?`` as a help request, and the note was never stored). ``%remember?`` alone still
-    shows the help; a ``%%remember`` cell's body is left as it is."""
+    ``?`` as a help request, and the note was never stored); so does ``hits = %recall ...?``.
+    ``%remember?`` alone still shows the help; a ``%%remember`` cell's body is left as it is."""
     if not lines or lines[0].lstrip().startswith("%%"):
         return lines
     out = []

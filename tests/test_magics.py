@@ -281,6 +281,11 @@ def test_short_options_take_an_attached_value_as_argparse_does(ip):
     assert (args.priority, args.tags, text) == ("high", "wal,cache", "the loader runs at 2")
     args, query = split_options(NbMemory.recall.parser, "-k1 codename")
     assert (args.k, query) == (1, "codename")
+    # A value that starts with a dash is the option's value, not another option.
+    args, query = split_options(NbMemory.recall.parser, "--min-score -0.5 -t=-x codename")
+    assert (args.min_score, args.tags, query) == (-0.5, "-x", "codename")
+    args, text = split_options(NbMemory.remember.parser, "--about=-raw.csv -- -x flag")
+    assert (args.about, text) == (["-raw.csv"], "-x flag")
     with pytest.raises(UsageError, match=r"^Unknown priority 't'"):  # -pt is -p t
         run(ip, "remember -k gotcha -t wal -pt high mistyped flag")
     assert run(ip, "memory list")[1].stdout.startswith("0 active notes")
@@ -288,6 +293,34 @@ def test_short_options_take_an_attached_value_as_argparse_does(ip):
         run(ip, "recall --x1 codename")
     _, out = run(ip, "remember -xyz is a flag of the tool")  # not an option: the note's text
     assert "Remembered #1" in out.stdout
+
+
+def test_tags_with_a_space_after_a_comma_are_refused_not_read_as_text(ip):
+    for line in ("remember -t x, y spaced after comma", "recall --tags=x, y query"):
+        option = "-t" if " -t " in f" {line}" else "--tags"
+        with pytest.raises(UsageError, match=(
+                rf"^Tags end at the first space, and {option} x, ends with a comma: give them "
+                r'without spaces \(-t a,b\) or quoted \(-t "a, b"\); nothing was done\.$')):
+            run(ip, line)
+    assert run(ip, "memory list")[1].stdout.startswith("0 active notes")
+    _, out = run(ip, 'remember -t "x, y" spaced after comma')
+    assert "Remembered #1 (finding, medium) [x, y]" in out.stdout
+
+
+def test_browse_reads_its_filters_as_list_does(ip):
+    pytest.importorskip("ipywidgets")
+    run(ip, "remember -k gotcha -p high amounts are in cents")
+    browser, _ = run(ip, "memory browse --kind Gotcha -p h")  # as %memory list reads them
+    assert (browser.kind.value, browser.priority.value) == ("gotcha", "high")
+    assert [n.text for n in browser.rows] == ["amounts are in cents"]
+    for line, message in (
+            ("memory browse --kind bogus", r"^Unknown kind 'bogus'; use one of: "),
+            ("memory browse -n -1", r"^limit must be at least 1 and at most 1,000,000 "),
+            ("memory browse --kind gotcha,finding",
+             r"^%memory browse filters by one kind and one priority; %memory list takes "
+             r"several \(--kind a,b\)\.$")):
+        with pytest.raises(UsageError, match=message):
+            run(ip, line)
 
 
 def test_an_option_given_twice_is_refused_not_half_kept(ip):
@@ -530,6 +563,8 @@ def test_a_line_ending_in_a_question_mark_is_stored_not_taken_for_help(ip):
         "did {day} load twice??", "Is order_date in UTC or local time?"]
     hits = ip.run_cell("%recall is order_date in UTC?").result
     assert [h.note.id for h in hits][:1] == [1]
+    ip.run_cell("kept = %recall is order_date in UTC?")  # not IPython's help on 'UTC'
+    assert [h.note.id for h in ip.user_ns["kept"]][:1] == [1]
     with capture_output() as captured:
         ip.run_cell("%remember?")  # the magic's own help, as before
     assert "Store a finding" in captured.stdout and memory.notes().total == 2
