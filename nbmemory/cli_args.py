@@ -87,6 +87,16 @@ def note_id(text: str) -> int:
     return value
 
 
+def tags_text(text: str) -> str:
+    """Tags as given; ``-t x, y`` (a space after the comma) is refused: the shell made y a
+    word of the note or the query, and the tag was lost."""
+    if text.rstrip().endswith(","):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} ends with a comma: tags end at the first space, so give them without "
+            "spaces (-t a,b) or quoted (-t 'a, b')")
+    return text
+
+
 def positive(text: str) -> int:
     try:
         value = int(text)
@@ -158,7 +168,7 @@ def build_parser() -> Parser:
     p.add_argument("-k", "--kind", default=None,
                    help="finding (default), gotcha, decision, question, reference or procedure")
     p.add_argument("-p", "--priority", default=None, help="high, medium (default) or low")
-    p.add_argument("-t", "--tags", default=None,
+    p.add_argument("-t", "--tags", type=tags_text, default=None,
                    help="comma-separated tags, e.g. -t orders,units")
     p.add_argument("--supersedes", type=note_id, metavar="ID",
                    help="this note replaces note ID (kept in its history); kind, priority "
@@ -170,7 +180,7 @@ def build_parser() -> Parser:
 
     p = command("recall", "find notes by meaning and by keyword")
     p.add_argument("-k", type=positive, default=5, help="how many notes (default 5)")
-    p.add_argument("-t", "--tags", default=None,
+    p.add_argument("-t", "--tags", type=tags_text, default=None,
                    help="only notes with all these tags")
     p.add_argument("--kind", default=None, help="only notes of these kinds (comma-separated)")
     p.add_argument("-p", "--priority", default=None, help="only notes of these priorities")
@@ -197,7 +207,7 @@ def build_parser() -> Parser:
     p.add_argument("id", type=note_id, metavar="ID")
     p.add_argument("stdin", nargs="*", default=[], metavar="-", help="read the new text from stdin")
     p.add_argument("--text", default=None, help="the new text (- reads stdin)")
-    p.add_argument("-t", "--tags", default=None,
+    p.add_argument("-t", "--tags", type=tags_text, default=None,
                    help="the new comma-separated tags (replace the old ones; '' removes them)")
     p.add_argument("-k", "--kind", default=None,
                    help="finding, gotcha, decision, question, reference or procedure")
@@ -217,7 +227,7 @@ def build_parser() -> Parser:
     p.add_argument("ids", nargs="+", type=note_id, metavar="ID")
 
     p = command("list", "list notes, newest first")
-    p.add_argument("-t", "--tags", default=None,
+    p.add_argument("-t", "--tags", type=tags_text, default=None,
                    help="only notes with all these tags")
     p.add_argument("--kind", default=None, help="only notes of these kinds")
     p.add_argument("-p", "--priority", default=None, help="only notes of these priorities")

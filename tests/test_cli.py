@@ -107,6 +107,17 @@ def test_an_option_given_twice_is_refused_as_the_magics_refuse_it(nbm):
     assert nbm("remember", "-t", "收入,财务", "--json", "x").json["note"]["tags"] == ["收入", "财务"]
 
 
+def test_tags_with_a_space_after_a_comma_are_refused_not_read_as_text(nbm):
+    """The shell splits -t x, y into -t 'x,' and a word y of the note: the tag y was lost."""
+    for command in ("remember", "recall"):
+        r = nbm(command, "-t", "x,", "y", "spaced", "after", "comma")
+        assert (r.code, one_line(r.err)) == (2, (
+            "nbmemory: argument -t/--tags: 'x,' ends with a comma: tags end at the first space, "
+            f"so give them without spaces (-t a,b) or quoted (-t 'a, b') (see: nbmemory "
+            f"{command} --help)"))
+    assert nbm("remember", "-t", "x, y", "--json", "spaced").json["note"]["tags"] == ["x", "y"]
+
+
 def test_recall_by_keywords_alone_and_options_are_never_abbreviated(nbm):
     """--mode lexical ranks by keywords only: no note without the word comes back. An
     abbreviated option is refused: --mode was once read as --model."""
