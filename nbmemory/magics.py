@@ -54,7 +54,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     min_score = Float(Settings.min_score, min=-1.0, max=1.0,
                       help="Recall hides notes scoring below this (and says how many). Scores "
                            "are 0..1: the cosine, mixed with the keyword share when the "
-                           "query's words match a note well.").tag(config=True)
+                           "query's words match a note well; a high-priority note's shows "
+                           "0.02 more, a low one's 0.02 less.").tag(config=True)
     ambient = Bool(True, help="After each cell, one line names the notes about the files it "
                               "read, the anchored variables it used or the error it "
                               "raised (%memory ambient on|off|status).").tag(config=True)
