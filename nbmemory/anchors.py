@@ -282,6 +282,55 @@ def polars_sample(columns) -> str:
     return digest.hexdigest()[:32]
 
 
+def _pandas_hashes(pd, value, **options):
+    """pandas' row hashes; a column of lists or dicts (unhashable) is hashed as their reprs."""
+    try:
+        return pd.util.hash_pandas_object(value, **options).to_numpy()
+    except TypeError:
+        return pd.util.hash_pandas_object(value.map(repr), **options).to_numpy()
+
+
+# Lists, tuples, dicts and sets are hashed by their content, item by item (see _digest):
+# their repr held objects' memory addresses (a false alarm at every run) and shortened
+# the frames inside them (a change missed).
+VALUES_SAMPLE_SCHEME = "values-1"
+MAX_DIGESTED_ITEMS = 20_000
+MAX_DIGESTED_BYTES = 8 * 2**20
+_SCALARS = (str, bytes, int, float, bool, complex, type(None))
+
+
+def _digest(value: Any, digest, budget: list[int]) -> bool:
+    """Feed ``value``'s content into ``digest``: scalars by repr, containers item by item
+    (dict items and set members in a fixed order), frames and arrays by their own sample,
+    other objects by repr unless it is the default one (an address: by type alone). False
+    when a frame inside is too big to hash or the value exceeds ``budget`` (items, bytes)."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return False
+    if isinstance(value, _SCALARS):
+        part = f"{type(value).__name__}:{value!r}".encode()
+    elif isinstance(value, (list, tuple)):
+        digest.update(f"{type(value).__name__}[{len(value)}".encode())
+        return all(_digest(item, digest, budget) for item in value)
+    elif isinstance(value, (dict, set, frozenset)):
+        pairs = value.items() if isinstance(value, dict) else ((item, None) for item in value)
+        digest.update(f"{type(value).__name__}{{{len(value)}".encode())
+        return all(_digest(key, digest, budget) and _digest(item, digest, budget)
+                   for key, item in sorted(pairs, key=lambda pair: repr(pair[0])))
+    elif _module(value) in ("pandas", "polars", "numpy"):
+        inner = variable_fingerprint(value)
+        if "sample" not in inner:
+            return False
+        part = repr(sorted(inner.items())).encode()
+    elif type(value).__repr__ is object.__repr__:
+        part = f"{_module(value)}.{type(value).__qualname__}".encode()
+    else:
+        part = repr(value).encode()
+    budget[1] -= len(part)
+    digest.update(len(part).to_bytes(8, "little") + part)
+    return budget[1] >= 0
+
+
 def variable_fingerprint(value: Any) -> dict[str, Any]:
     """Type, schema, shape and (for small values) a content hash of a kernel value.
 
@@ -297,7 +346,7 @@ def variable_fingerprint(value: Any) -> dict[str, Any]:
             out["columns"] = [[str(c), str(t)] for c, t in value.dtypes.items()]
             out["shape"] = list(value.shape)
             if len(value) <= SMALL_FRAME_ROWS:
-                hashed = pd.util.hash_pandas_object(value, index=True).to_numpy()
+                hashed = _pandas_hashes(pd, value, index=True)
                 out["sample"] = _short_hash(hashed.tobytes() + repr(list(value.columns)).encode())
         elif module == "pandas" and kind == "Series":
             import pandas as pd
@@ -305,7 +354,7 @@ def variable_fingerprint(value: Any) -> dict[str, Any]:
             out["columns"] = [[str(value.name), str(value.dtype)]]
             out["shape"] = list(value.shape)
             if len(value) <= SMALL_FRAME_ROWS:
-                out["sample"] = _short_hash(pd.util.hash_pandas_object(value).to_numpy().tobytes())
+                out["sample"] = _short_hash(_pandas_hashes(pd, value).tobytes())
         elif module == "polars" and kind in ("DataFrame", "LazyFrame"):
             schema = value.collect_schema() if kind == "LazyFrame" else value.schema
             out["columns"] = [[str(c), str(t)] for c, t in schema.items()]
@@ -329,10 +378,10 @@ def variable_fingerprint(value: Any) -> dict[str, Any]:
             out["sample"] = _short_hash(repr(value).encode())
         elif isinstance(value, (list, tuple, dict, set, frozenset)):
             out["shape"] = [len(value)]
-            if len(value) <= 1000:
-                text = repr(sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value)
-                if len(text) <= 1_000_000:
-                    out["sample"] = _short_hash(text.encode())
+            digest = hashlib.sha256()
+            if _digest(value, digest, [MAX_DIGESTED_ITEMS, MAX_DIGESTED_BYTES]):
+                out["sample"] = digest.hexdigest()[:32]
+                out["sample_scheme"] = VALUES_SAMPLE_SCHEME
         elif hasattr(value, "__len__"):
             out["shape"] = [len(value)]
     except Exception as exc:  # an odd object: keep what we have, say why

@@ -397,6 +397,7 @@ class StaleChecker:
         # Samples taken by another scheme (an older nbmemory's polars hash) do not compare:
         # the note is not flagged for it; verifying re-takes the fingerprint.
         if (not reasons and old.get("sample_scheme") == new.get("sample_scheme")
+                and None not in (old.get("sample"), new.get("sample"))
                 and old.get("sample") != new.get("sample")):
             reasons.append(StaleReason("content_changed", name))
         return reasons

@@ -486,6 +486,55 @@ def test_a_glob_that_would_walk_too_much_is_refused(mem, ws, monkeypatch):
     assert mem.notes().total == 0
 
 
+class Cleaner:
+    """An object without a repr of its own: its repr is its memory address."""
+
+    def __init__(self, level):
+        self.level = level
+
+
+def test_containers_are_compared_by_their_content_not_their_repr(ws, mem):
+    from nbmemory.anchors import variable_fingerprint
+    pd = pytest.importorskip("pandas")
+
+    def judged(value, name="cfg"):
+        kernel = {"scope": "nb.ipynb", "values": {name: variable_fingerprint(value)}}
+        return reasons(mem.recall(f"{name} settings", variables=kernel)[0].note)
+
+    def anchored(value, name="cfg"):
+        fingerprint = {**variable_fingerprint(value), "scope": "nb.ipynb"}
+        return mem.remember(f"{name} settings hold", about=[Anchor("variable", name, fingerprint)])
+
+    note = anchored({"scale": 2.0, "cleaner": Cleaner(1), "frames": {
+        "jan": pd.DataFrame({"v": range(100)}), "feb": pd.DataFrame({"v": range(100)})}})
+    again = {"frames": {"feb": pd.DataFrame({"v": range(100)}),  # the cell run again
+                        "jan": pd.DataFrame({"v": range(100)})}, "cleaner": Cleaner(1), "scale": 2.0}
+    assert judged(again) == []  # a new address, another key order: the same content
+    with pd.option_context("display.max_rows", 500):  # a display option is not the data
+        assert judged(again) == []
+    again["frames"]["jan"].loc[50, "v"] = -1  # past what the frame's repr shows
+    assert judged(again) == [("content_changed", "cfg", "")]
+    mem.forget(note.id)
+
+    events = pd.DataFrame({"id": [1, 2], "tags": [["a"], ["b"]]})  # lists: unhashable
+    anchored(events, "events")
+    events.at[0, "tags"] = ["zzz"]
+    assert judged(events, "events") == [("content_changed", "events", "")]
+
+
+def test_a_container_fingerprinted_by_its_repr_is_not_called_changed(ws, mem):
+    """Notes anchored before containers were hashed by content keep their repr's hash and
+    no scheme: compared with the new hash they would all look changed."""
+    from nbmemory.anchors import variable_fingerprint
+
+    now = {**variable_fingerprint({"a": 1}), "scope": "nb.ipynb"}
+    before = {k: v for k, v in now.items() if k != "sample_scheme"}
+    before["sample"] = "the-hash-of-its-repr"
+    mem.remember("cfg holds a", about=[Anchor("variable", "cfg", before)])
+    kernel = {"scope": "nb.ipynb", "values": {"cfg": variable_fingerprint({"a": 2})}}
+    assert mem.recall("cfg holds", variables=kernel)[0].note.stale == ()
+
+
 def test_a_variable_fingerprint_from_another_sampling_scheme_is_not_called_changed(ws, mem):
     from nbmemory.anchors import variable_fingerprint
     pl = pytest.importorskip("polars")
