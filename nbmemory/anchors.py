@@ -208,8 +208,8 @@ def dir_fingerprint(path: Path) -> dict[str, Any]:
 
 
 def glob_matches(pattern: str, root: Path) -> list[Path]:
-    """Regular files ``pattern`` matches (at most MAX_GLOB_MATCHES), found within a budget
-    of entries and time; :class:`Unreadable` for a glob that would take longer."""
+    """Regular files ``pattern`` matches, sorted, found within a budget of entries and time;
+    :class:`Unreadable` for a glob that would take longer."""
     path = absolute(pattern, root)
     if _pseudo(Path(str(path).split("*")[0].split("?")[0].split("[")[0] or "/")):
         raise Unreadable(f"{pattern}: nbmemory never reads {', '.join(PSEUDO_FILESYSTEMS)}")
@@ -221,19 +221,23 @@ def glob_matches(pattern: str, root: Path) -> list[Path]:
                              f"in {MAX_GLOB_SECONDS:g} s); narrow it")
         if not _pseudo(Path(match)) and os.path.isfile(match):
             found.append(Path(match))
-    return sorted(found)[:MAX_GLOB_MATCHES]
+    return sorted(found)
 
 
 def glob_fingerprint(pattern: str, root: Path) -> dict[str, Any]:
-    files = {}
-    for match in glob_matches(pattern, root):
+    """The first MAX_GLOB_MATCHES files the glob matches, each as a file's fingerprint;
+    ``more``: how many it matches past them (counted, not read)."""
+    files: dict[str, list] = {}
+    matches = glob_matches(pattern, root)
+    for match in matches[:MAX_GLOB_MATCHES]:
         if not readable(match):
             continue
         st = match.stat()
         sha, text_sha = hash_contents(match, st.st_size)  # as file_fingerprint's
         entry = [st.st_size, st.st_mtime_ns, sha] + ([text_sha] if text_sha else [])
         files[display_path(match, root)] = entry
-    return {"files": files}
+    more = len(matches) - MAX_GLOB_MATCHES
+    return {"files": files, **({"more": more} if more > 0 else {})}
 
 
 # -- fingerprints of kernel values ------------------------------------------------------

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .anchors import (DataReader, Unreadable, absolute, cell_anchor, display_path,
-                      file_fingerprint, glob_matches, hash_file, is_glob, path_anchor,
-                      same_text, spec_anchor, split_cell_target, stat_key, take)
+from .anchors import (MAX_GLOB_MATCHES, DataReader, Unreadable, absolute, cell_anchor,
+                      display_path, file_fingerprint, glob_matches, hash_file, is_glob,
+                      path_anchor, same_text, spec_anchor, split_cell_target, stat_key, take)
 from .config import this_machine
 from .errors import InvalidInput
 from .mentions import paths_in_text
@@ -330,6 +330,8 @@ class StaleChecker:
             return [StaleReason("content_changed", target, str(exc))]
         if not matches:
             return [StaleReason("missing", target, "nothing matches")] if old_files else []
+        more = len(matches) - MAX_GLOB_MATCHES
+        matches = matches[:MAX_GLOB_MATCHES]  # the files past them are counted, not read
         new_names = [display_path(m, self.root) for m in matches]
         changed = []
         for match, name in zip(matches, new_names):
@@ -341,10 +343,13 @@ class StaleChecker:
             if key is not None and key != (mtime, size) and not same_text(
                     self._file(match, key, False), old):
                 changed.append(name)
-        if set(new_names) == set(old_files) and not changed:
+        past = (f"{max(more, 0):,} files past the first {MAX_GLOB_MATCHES}, were "
+                f"{anchor.fingerprint.get('more', 0):,}"
+                if max(more, 0) != anchor.fingerprint.get("more", 0) else "")
+        if set(new_names) == set(old_files) and not changed and not past:
             return []
         detail = ", ".join(x for x in (_listing_diff(old_files, new_names),
-                                       ", ".join(f"~{n}" for n in changed[:3])) if x)
+                                       ", ".join(f"~{n}" for n in changed[:3]), past) if x)
         return [StaleReason("content_changed", target, detail)]
 
     def _cell(self, notebook: Path) -> tuple[tuple[int, int] | None, dict[str, str] | None]:

@@ -167,7 +167,8 @@ def anchor_label(anchor: Anchor) -> str:
                 if fp.get("rows") is not None else "")
         return f"{anchor.target} ({counted(len(fp['columns']), 'column')}{rows})"
     if anchor.kind == "glob":
-        return f"{anchor.target} ({counted(len(fp.get('files') or ()), 'file')})"
+        shown = f"{anchor.target} ({counted(len(fp.get('files') or ()), 'file')}"
+        return shown + (f"; {fp['more']:,} more counted, not read)" if fp.get("more") else ")")
     if anchor.kind == "dir":
         return anchor.target.rstrip("/") + "/"
     return anchor.target

@@ -486,6 +486,20 @@ def test_a_glob_that_would_walk_too_much_is_refused(mem, ws, monkeypatch):
     assert mem.notes().total == 0
 
 
+def test_a_glob_past_its_watched_files_counts_the_rest(mem, ws, monkeypatch):
+    from nbmemory.wording import anchors_line
+
+    monkeypatch.setattr("nbmemory.anchors.MAX_GLOB_MATCHES", 2)
+    monkeypatch.setattr("nbmemory.stale.MAX_GLOB_MATCHES", 2)
+    for i in range(3):
+        (ws / "data" / f"part{i}.csv").write_text(ORDERS)
+    note = mem.remember("every part has the same columns", about=["data/*.csv"])
+    assert anchors_line(note).startswith("data/*.csv (2 files; 2 more counted, not read)")
+    (ws / "data" / "part9.csv").write_text(ORDERS)  # sorts past the files read
+    assert reasons(mem.get(note.id))[:1] == [
+        ("content_changed", "data/*.csv", "3 files past the first 2, were 2")]
+
+
 class Cleaner:
     """An object without a repr of its own: its repr is its memory address."""
 
