@@ -444,7 +444,10 @@ def spec_anchor(spec: str, roots: list[Path], root: Path, reader: DataReader | N
         path = absolute(spec, base)
         if path.exists():
             check_readable(path)
-            return path_anchor(path.resolve(), root, reader, "about")
+            # A link is watched as named (data/latest.csv repointed is a change), its folder
+            # by where it really is.
+            named = path.parent.resolve() / path.name if path.is_symlink() else path.resolve()
+            return path_anchor(named, root, reader, "about")
     return None
 
 

@@ -500,6 +500,19 @@ def test_a_glob_past_its_watched_files_counts_the_rest(mem, ws, monkeypatch):
         ("content_changed", "data/*.csv", "3 files past the first 2, were 2")]
 
 
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name == "nt", reason="POSIX links")
+def test_a_link_is_watched_as_named_so_repointing_it_is_a_change(mem, ws):
+    (ws / "data" / "2024-04.csv").write_text(ORDERS)
+    (ws / "data" / "2024-05.csv").write_text(ORDERS + "3,990\n")
+    (ws / "data" / "latest.csv").symlink_to("2024-04.csv")
+    note = mem.remember("latest has two orders", about=["data/latest.csv"])
+    assert [a.target for a in note.anchors] == ["data/latest.csv"]
+    assert mem.get(note.id).stale == ()
+    (ws / "data" / "latest.csv").unlink()
+    (ws / "data" / "latest.csv").symlink_to("2024-05.csv")
+    assert [r[:2] for r in reasons(mem.get(note.id))] == [("rows_changed", "data/latest.csv")]
+
+
 class Cleaner:
     """An object without a repr of its own: its repr is its memory address."""
 
