@@ -184,6 +184,17 @@ def stat_key(path: Path) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
+def wal_key(path: Path) -> list[int] | None:
+    """A database's write-ahead log beside it (DuckDB's NAME.wal, SQLite's NAME-wal) as
+    [mtime_ns, size], or None when there is none or it is empty: a connection's writes sit
+    there until a checkpoint copies them into the file."""
+    for name in (path.name + ".wal", path.name + "-wal"):
+        key = stat_key(path.with_name(name))
+        if key is not None and key[1] > 0:
+            return list(key)
+    return None
+
+
 def file_fingerprint(path: Path, reader: DataReader | None = None) -> dict[str, Any]:
     check_readable(path)
     st = path.stat()
@@ -191,6 +202,8 @@ def file_fingerprint(path: Path, reader: DataReader | None = None) -> dict[str, 
     out: dict[str, Any] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}
     if text_sha:
         out["text_sha256"] = text_sha
+    if (wal := wal_key(path)) is not None:
+        out["wal"] = wal
     fmt = data_format(path)
     if fmt and reader is not None:
         out.update(reader.describe(path, fmt, st.st_size))

@@ -25,7 +25,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .anchors import (MAX_GLOB_MATCHES, DataReader, Unreadable, absolute, cell_anchor,
                       display_path, file_fingerprint, glob_matches, hash_file, is_glob,
-                      path_anchor, same_text, spec_anchor, split_cell_target, stat_key, take)
+                      path_anchor, same_text, spec_anchor, split_cell_target, stat_key, take,
+                      wal_key)
 from .config import this_machine
 from .errors import InvalidInput
 from .mentions import paths_in_text
@@ -272,10 +273,12 @@ class StaleChecker:
             return [] if key is None else [StaleReason("content_changed", target, "it exists again")]
         if key is None:
             return [StaleReason("missing", target, self._renamed(path, old))]
+        logged = wal_key(path) != old.get("wal")  # a database written, not yet checkpointed
         if key == (old.get("mtime_ns"), old.get("size")):
-            return []
+            return [StaleReason("content_changed", target, "its write-ahead log changed")
+                    ] if logged else []
         new = self._file(path, key, anchor.kind == "data")
-        if same_text(new, old):
+        if same_text(new, old) and not logged:
             return []
         reasons = []
         if "columns" in old and "columns" in new:

@@ -513,6 +513,24 @@ def test_a_link_is_watched_as_named_so_repointing_it_is_a_change(mem, ws):
     assert [r[:2] for r in reasons(mem.get(note.id))] == [("rows_changed", "data/latest.csv")]
 
 
+def test_a_database_written_by_a_connection_still_open_is_stale(mem, ws):
+    """DuckDB keeps a connection's writes in its .wal until a checkpoint (at close)."""
+    warehouse = ws / "data" / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("CREATE TABLE t AS SELECT * FROM range(10) r(i)")
+    note = mem.remember("t has ten rows", about=["data/warehouse.duckdb"])
+    assert mem.get(note.id).stale == ()
+    con = duckdb.connect(str(warehouse))
+    try:
+        con.execute("DELETE FROM t WHERE i > 0")
+        assert reasons(mem.get(note.id)) == [
+            ("content_changed", "data/warehouse.duckdb", "its write-ahead log changed")]
+    finally:
+        con.close()
+    assert reasons(mem.get(note.id)) == [("content_changed", "data/warehouse.duckdb", "")]
+    assert mem.verify(note.id).stale == ()
+
+
 class Cleaner:
     """An object without a repr of its own: its repr is its memory address."""
 
