@@ -58,9 +58,10 @@ class MemoryBrowser:
         self.tags = w.Text(value=tags or "", placeholder="tags, comma-separated",
                            layout=w.Layout(width="180px"))
         self.kind = w.Dropdown(options=[("any kind", "")] + [(k, k) for k in KINDS],
-                               value=kind or "", layout=w.Layout(width="130px"))
+                               value=_choice(kind, KINDS), layout=w.Layout(width="130px"))
         self.priority = w.Dropdown(options=[("any priority", "")] + [(p, p) for p in PRIORITIES],
-                                   value=priority or "", layout=w.Layout(width="130px"))
+                                   value=_choice(priority, PRIORITIES),
+                                   layout=w.Layout(width="130px"))
         self.stale = w.Dropdown(options=STALE_CHOICES, value="", layout=w.Layout(width="140px"))
         self.message = w.HTML()
         self.undo: Any = None
@@ -180,6 +181,14 @@ class MemoryBrowser:
         self.say(f"#{note_id} is still stale: " + "; ".join(map(str, stale)) if stale
                  else f"Verified #{note_id}.")
         self.refresh()
+
+
+def _choice(value: str | None, choices) -> str:
+    """The choice ``value`` names as a filter reads it (``Gotcha``, ``h`` for high); "" for
+    any. The store has refused what names none."""
+    value = (value or "").strip().lower()
+    return next((c for c in choices if c == value), None) or next(
+        (c for c in choices if value and c.startswith(value)), "")
 
 
 def browse(memory, *, limit: int = 20, tags: str | None = None, kind: str | None = None,

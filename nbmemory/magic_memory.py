@@ -9,7 +9,6 @@ from IPython.display import display
 
 from . import display as show
 from . import procedures, wording
-from .engine.validate import check_page, filters_for
 from .magic_args import _id_and_text, parse_ids, usage_errors
 from .progress import progress_bar
 
@@ -125,14 +124,13 @@ class MemoryCommands:
         from .browse import browse
 
         args = parse_argstring(self._list_args, rest)
-        with usage_errors():  # as %memory list says them, not as a widget's TraitError
-            check_page(0, args.n)
-            chosen = filters_for(tags=args.tags, kind=args.kind, priority=args.priority)
-        if len(chosen.kinds) > 1 or len(chosen.priorities) > 1:
+        if "," in (args.kind or "") + (args.priority or ""):
             raise UsageError("%memory browse filters by one kind and one priority; "
                              "%memory list takes several (--kind a,b).")
-        return browse(self.mem, tags=args.tags, kind=next(iter(chosen.kinds), None),
-                      priority=next(iter(chosen.priorities), None), limit=args.n)
+        with usage_errors():  # refused as %memory list refuses them, not as a TraitError
+            self.mem.notes(tags=args.tags, kind=args.kind, priority=args.priority, limit=args.n)
+        return browse(self.mem, tags=args.tags, kind=args.kind, priority=args.priority,
+                      limit=args.n)
 
     def _memory_reindex(self, rest: str):
         with progress_bar("indexing") as progress:
