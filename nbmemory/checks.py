@@ -68,16 +68,19 @@ def parse(expression: str) -> ast.Expression:
                            f"({exc.msg}); the note was not stored.") from None
 
 
-def names_read(expression: str) -> list[str]:
-    """The free names an expression reads (builtins left out), in order of appearance."""
+def names_read(expression: str, namespace: Mapping[str, Any] | None = None) -> list[str]:
+    """The free names an expression reads, in order of appearance; builtins left out unless
+    ``namespace`` defines them (a DataFrame called ``input`` is the check's data)."""
     tree = parse(expression)
     bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Store)}  # comprehension and walrus targets
+    bound |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}  # lambda parameters
     loads = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Name)
                     and isinstance(n.ctx, ast.Load) and n.id not in bound),
                    key=lambda n: (n.lineno, n.col_offset))
     names = [n.id for n in loads]
-    return [n for n in dict.fromkeys(names) if not hasattr(builtins, n)]
+    return [n for n in dict.fromkeys(names)
+            if not hasattr(builtins, n) or namespace is not None and n in namespace]
 
 
 def _short(value: Any) -> str:
@@ -93,11 +96,13 @@ def _short(value: Any) -> str:
 
 
 def evaluate(expression: str, namespace: Mapping[str, Any], *,
-             budget: float = DEFAULT_BUDGET) -> Outcome:
-    """Evaluate ``expression`` in ``namespace`` within ``budget`` seconds.
+             budget: float = DEFAULT_BUDGET, reads: list[str] | None = None) -> Outcome:
+    """Evaluate ``expression`` in ``namespace`` within ``budget`` seconds; ``reads``: the
+    names it was stored as reading (a builtin's name among them is the user's variable).
 
-    The value kept is the one worth reading: for a comparison its left side (the null
-    share in ``orders.amount.isna().mean() < 0.05``), else the expression's value. An
+    The value kept is the one worth reading: for a comparison its first side that is not a
+    constant (the null share in ``orders.amount.isna().mean() < 0.05`` or in ``0 <= ... <
+    0.3``), else the expression's value. An
     exception inside the check is an outcome, not a traceback; so is running past the
     budget. In the main thread on POSIX the check is interrupted (SIGALRM); elsewhere (other
     threads, Windows) it runs in a helper thread that is stopped the same way when the
@@ -109,7 +114,8 @@ def evaluate(expression: str, namespace: Mapping[str, Any], *,
         raise InvalidInput(f"A check's budget is a number of seconds above 0 and at most "
                            f"{MAX_BUDGET:g}, not {budget!r}.")
     run = _runner(parse(expression), namespace)
-    missing = [n for n in names_read(expression) if n not in namespace]
+    missing = [n for n in (names_read(expression, namespace) if reads is None else reads)
+               if n not in namespace]
     if missing:
         return Outcome("skipped", why=f"{', '.join(missing)} not defined here")
     if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
@@ -118,8 +124,8 @@ def evaluate(expression: str, namespace: Mapping[str, Any], *,
 
 
 def _runner(tree: ast.Expression, namespace: Mapping[str, Any]):
-    """A function giving (value, shown): a comparison's left side is evaluated once and
-    kept, so ``x < 0.05`` reports ``x``."""
+    """A function giving (value, shown): a comparison's first side that is not a constant
+    is evaluated once and kept, so ``x < 0.05`` and ``0 <= x < 0.3`` report ``x``."""
     body = tree.body
     if not isinstance(body, ast.Compare):
         code = compile(tree, "<check>", "eval")
@@ -128,18 +134,21 @@ def _runner(tree: ast.Expression, namespace: Mapping[str, Any]):
             value = eval(code, dict(namespace))  # noqa: S307 - the user's own check, here
             return value, value
         return whole
-    left = compile(ast.Expression(body.left), "<check>", "eval")
-    rest = ast.Expression(ast.Compare(ast.Name(_LEFT, ast.Load()), body.ops, body.comparators))
+    sides = [body.left, *body.comparators]
+    at = next((i for i, side in enumerate(sides) if not isinstance(side, ast.Constant)), 0)
+    side = compile(ast.Expression(sides[at]), "<check>", "eval")
+    sides[at] = ast.Name(_SHOWN, ast.Load())
+    rest = ast.Expression(ast.Compare(sides[0], body.ops, sides[1:]))
     compare = compile(ast.fix_missing_locations(ast.copy_location(rest, tree)), "<check>", "eval")
 
     def compared():
         scope = dict(namespace)
-        scope[_LEFT] = shown = eval(left, scope)  # noqa: S307 - as above
+        scope[_SHOWN] = shown = eval(side, scope)  # noqa: S307 - as above
         return eval(compare, scope), shown  # noqa: S307
     return compared
 
 
-_LEFT = "_nbmemory_check_left"
+_SHOWN = "_nbmemory_check_shown"
 
 
 def _result(value: Any, shown: Any) -> Outcome:
@@ -215,7 +224,7 @@ def _in_thread(run, budget: float) -> Outcome:
 def check_anchor(expression: str, namespace: Mapping[str, Any], outcome: Outcome,
                  scope: str = "") -> Anchor:
     """The anchor a passing check is stored as."""
-    names = names_read(expression)
+    names = names_read(expression, namespace)
     fingerprints = {}
     for name in names:
         try:

@@ -190,7 +190,7 @@ class CheckCommands:
                 continue  # touched, not changed
             self._check_seen[key] = seen
             outcome = evaluation.evaluate(item["expression"], self.shell.user_ns,
-                                          budget=self.check_budget)
+                                          budget=self.check_budget, reads=item["names"])
             last = (item["last"] or {}).get("status")
             if outcome.status == last and outcome.status != "failed":
                 continue

@@ -241,11 +241,10 @@ class Memory:
         for item in listed:
             if wanted is not None and item["note"].id not in wanted:
                 continue
-            if not item["trusted"]:
-                outcome = evaluation.Outcome("skipped", why=f"not trusted: written by "
-                                                        f"{item['note'].author or 'someone else'}")
-            else:
-                outcome = evaluation.evaluate(item["expression"], namespace, budget=budget)
+            outcome = evaluation.evaluate(
+                item["expression"], namespace, budget=budget, reads=item["names"]
+            ) if item["trusted"] else evaluation.Outcome(
+                "skipped", why=f"not trusted: written by {item['note'].author or 'someone else'}")
             results.append((item, outcome))
         if results:
             self.record_checks([{"note_id": item["note"].id, "expression": item["expression"],

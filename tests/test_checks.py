@@ -29,7 +29,10 @@ def orders(*amounts):
 def test_a_comparison_reports_its_left_side():
     ns = {"orders": orders(1.0, None, 3.0, 4.0)}
     assert checks.evaluate(CHECK, ns) == checks.Outcome("failed", value="0.25")
-    assert checks.evaluate("0 < len(orders) < 10", ns) == checks.Outcome("passed", value="0")
+    # A chain reports its first side that is not a constant, not the 0 it starts with.
+    assert checks.evaluate("0 < len(orders) < 10", ns) == checks.Outcome("passed", value="4")
+    assert checks.evaluate("0 <= orders.amount.isna().mean() < 0.2", ns) == checks.Outcome(
+        "failed", value="0.25")
     assert checks.evaluate("1 / 3 < 0.5", {}) == checks.Outcome("passed", value="0.333333")
 
 
@@ -92,6 +95,12 @@ def test_a_runaway_check_is_stopped_where_there_is_no_alarm(monkeypatch):
 
 def test_names_read_leaves_out_builtins_and_comprehension_targets():
     assert checks.names_read("all(v > 0 for v in df.a) and len(limits) > 1") == ["df", "limits"]
+    assert checks.names_read("df.a.apply(lambda v, *w, k=1: v >= k).all()") == ["df"]
+    # A builtin's name the namespace defines is the user's variable.
+    assert checks.names_read("len(input) == 3") == []
+    assert checks.names_read("len(input) == 3", {"input": [1, 2, 3]}) == ["input"]
+    assert checks.evaluate("len(input) == 3", {}, reads=["input"]) == checks.Outcome(
+        "skipped", why="input not defined here")
     with pytest.raises(InvalidInput, match="is not a Python expression"):
         checks.names_read("x = 1")
 
@@ -229,6 +238,19 @@ def test_remember_check_then_a_cell_that_breaks_it(ip):
     assert cell(ip, "orders = orders.fillna(0)") == f"nbmemory: #1 holds: {CHECK} (value 0.0)\n"
     assert cell(ip, "len(orders)") == "Out[7]: 4\n"  # reads orders, changes nothing: quiet
     assert cell(ip, "%memory check") == f"#1 holds: {CHECK} (value 0.0)\n"
+
+
+def test_a_check_on_a_variable_named_as_a_builtin_follows_the_variable(ip):
+    cell(ip, "import pandas as pd\ninput = pd.DataFrame({'v': [1, 2, 3]})")
+    cell(ip, "%remember --check 'len(input) == 3' the input has three rows")
+    assert cell(ip, "input = pd.DataFrame({'v': [1, 2, 3, 4]})") == (
+        "nbmemory: #1 FAILS: len(input) == 3 is now False (value 4)\n")
+    cell(ip, "del input")
+    assert cell(ip, "%memory check") == (
+        "#1 not checked: len(input) == 3 (input not defined here)\n")
+    cell(ip, "df = pd.DataFrame({'v': [1, 2]})")
+    shown = cell(ip, "%remember --check 'df.v.apply(lambda x: x > 0).all()' all positive")
+    assert "About: check df.v.apply(lambda x: x > 0).all() (held" in shown
 
 
 def test_a_check_cut_at_its_first_space_or_that_gives_no_true_or_false_is_refused(ip):
