@@ -269,8 +269,12 @@ class StaleChecker:
         old, target = anchor.fingerprint, anchor.target
         path = absolute(target, self._root(anchor))
         key = stat_key(path) if not path.is_dir() else None
-        if old.get("exists") is False:
-            return [] if key is None else [StaleReason("content_changed", target, "it exists again")]
+        if old.get("exists") is False:  # verified while gone
+            if key is None or old.get("sha256") and same_text(
+                    self._file(path, key, anchor.kind == "data"), old):
+                return []
+            return [StaleReason("content_changed", target, "it exists again" + (
+                ", changed" if old.get("sha256") else ""))]
         if key is None:
             return [StaleReason("missing", target, self._renamed(path, old))]
         logged = wal_key(path) != old.get("wal")  # a database written, not yet checkpointed
@@ -422,6 +426,9 @@ class StaleChecker:
                 fingerprint = take(anchor.kind, anchor.target, root, self.reader)
             if "repo" in anchor.fingerprint:
                 fingerprint["repo"] = anchor.fingerprint["repo"]
+            if fingerprint.get("exists") is False:  # gone: it may come back as it was
+                fingerprint.update({k: v for k, v in anchor.fingerprint.items()
+                                    if k in ("sha256", "text_sha256")})
             return Anchor(anchor.kind, anchor.target, fingerprint, anchor.origin)
         if anchor.kind == "cell":
             if self._elsewhere(anchor):

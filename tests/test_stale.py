@@ -531,6 +531,22 @@ def test_a_database_written_by_a_connection_still_open_is_stale(mem, ws):
     assert mem.verify(note.id).stale == ()
 
 
+def test_a_file_verified_while_gone_is_flagged_only_if_it_comes_back_changed(mem, ws):
+    from nbmemory.wording import verified_text
+
+    (ws / "data" / "back.csv").write_text(ORDERS)
+    note = mem.remember("back has two orders", about=["data/back.csv"])
+    (ws / "data" / "back.csv").unlink()
+    verified = mem.verify(note.id)
+    assert "comes back changed" in verified_text(verified, mem.history(note.id)[-1])
+    assert verified.stale == ()
+    (ws / "data" / "back.csv").write_text(ORDERS)  # restored as it was (git checkout)
+    assert mem.get(note.id).stale == ()
+    (ws / "data" / "back.csv").write_text(ORDERS + "3,990\n")
+    assert reasons(mem.get(note.id)) == [
+        ("content_changed", "data/back.csv", "it exists again, changed")]
+
+
 class Cleaner:
     """An object without a repr of its own: its repr is its memory address."""
 
