@@ -6,8 +6,9 @@ are about, their vectors), with the indexes it saved, rather than fail. Recall, 
 and reading a note answer from it and say they may be behind; writes wait for the server,
 as they do when it goes away under a running owner. The server is asked again, on a thread
 of its own (a server that drops packets takes its connect timeout to say no), at most every
-:data:`RETRY_S` seconds when a call comes; once it has answered, the next call takes it as the
-engine's store and catches up from the position the copy was made at.
+:data:`RETRY_S` seconds when a call comes, which waits up to :data:`PROBE_WAIT_S` for the
+answer; once it has answered, that call (or the next) takes it as the engine's store and
+catches up from the position the copy was made at.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..store import DB_FILENAME, Filters, open_store
 from .mirror import MIRROR_DIRNAME, WITH_VECTORS, Mirror
 
 RETRY_S = 5.0
+PROBE_WAIT_S = 2.0  # how long the call that asks again waits for the answer
 
 
 class AwayStore:
@@ -125,11 +127,14 @@ def reconnect(engine) -> None:
     raise :class:`StoreUnreachable`. Call with the engine's lock held."""
     away = engine.store
     store = away.take_found()
+    if store is None and not away.probing and time.monotonic() >= away.retry_at:
+        away.probing = True
+        probe = threading.Thread(target=away.probe, args=(engine.directory,),
+                                 name="nbmemory-reconnect", daemon=True)
+        probe.start()
+        probe.join(PROBE_WAIT_S)  # a server back answers at once: this call reads from it
+        store = away.take_found()
     if store is None:
-        if not away.probing and time.monotonic() >= away.retry_at:
-            away.probing = True
-            threading.Thread(target=away.probe, args=(engine.directory,),
-                             name="nbmemory-reconnect", daemon=True).start()
         raise away.unreachable()
     if (position := store.position()) < away.mirror.position:  # restored from a backup
         store.close()
