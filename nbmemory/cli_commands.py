@@ -174,14 +174,17 @@ def cmd_edit(mem, args) -> None:
                     priority=args.priority, version=args.if_version)
     changed = [name for name in ("text", "kind", "priority", "tags")  # the journal's order
                if getattr(note, name) != getattr(before, name)]
+    # The version written over: one before the new one, whatever another writer did since
+    # the read above (changed is against what that read showed).
+    previous = note.version - 1 if note.version > before.version else before.version
     if args.json:
-        return emit_json({"note": note.to_dict(), "previous_version": before.version,
+        return emit_json({"note": note.to_dict(), "previous_version": previous,
                           "changed": changed})
     if not changed:
         print(f"Nothing changed: #{note.id} already says that (version {note.version}).")
         return
     print(f"Edited #{note.id}: version {note.version} ({', '.join(changed)} changed; "
-          f"version {before.version} stays in: nbmemory history {note.id}).")
+          f"version {previous} stays in: nbmemory history {note.id}).")
 
 
 def cmd_forget(mem, args) -> None:
