@@ -165,16 +165,21 @@ def check_team(url: str, opt: str) -> Iterator[Check]:
     except ImportError:
         yield Check("team", "fail", "psycopg is not installed", "pip install 'nbmemory[team]'")
         return
-    from .store.postgres import no_usage_message, without_usage
+    from .store.postgres import no_usage_message, refused_connection, without_usage
 
     address = Address.parse(url)
     try:
         con = psycopg.connect(address.conninfo, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        yield Check("server", "fail", f"{url} is unreachable ({why})",
-                    "Check that the server runs, and that ~/.pgpass, PGPASSWORD or PGSERVICE "
-                    "give this user access.")
+        if refused_connection(str(exc)):  # it answered: no such database, user or password
+            yield Check("server", "fail", f"{url} refused this connection ({why})",
+                        "Check the address, and that ~/.pgpass, PGPASSWORD or PGSERVICE give "
+                        "this user access.")
+        else:
+            yield Check("server", "fail", f"{url} is unreachable ({why})",
+                        "Check that the server runs, and that ~/.pgpass, PGPASSWORD or "
+                        "PGSERVICE give this user access.")
         return
     with con:
         version = con.info.server_version

@@ -366,12 +366,12 @@ def test_an_address_the_server_refuses_is_said_at_once_not_retried(postgres_serv
 
 
 def test_no_password_to_send_is_a_refusal_not_a_server_away():
-    from nbmemory.store.postgres import _refused
+    from nbmemory.store.postgres import refused_connection
 
-    assert _refused('connection failed: connection to server at "127.0.0.1", port 5432 '
-                    'failed: fe_sendauth: no password supplied')
-    assert not _refused('connection failed: connection to server at "127.0.0.1", port 5432 '
-                        'failed: Connection refused')
+    assert refused_connection('connection failed: connection to server at "127.0.0.1", port '
+                              '5432 failed: fe_sendauth: no password supplied')
+    assert not refused_connection('connection failed: connection to server at "127.0.0.1", '
+                                  'port 5432 failed: Connection refused')
 
 
 def test_a_server_away_at_the_owners_start_is_said_once_and_named_at_the_end(tmp_path,
@@ -778,6 +778,18 @@ def test_doctor_says_when_a_role_may_not_create_the_store_it_names(
     assert "-> Ask the database's owner to open it once, or to grant CREATE on the database." \
         in out
     assert out.rstrip().endswith("1 problem found.")
+
+
+def test_doctor_on_a_database_that_does_not_exist_says_refused_not_away(
+        postgres_server, tmp_path, monkeypatch, capsys):
+    from nbmemory import cli
+
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
+    url = postgres_server.url("nosuchdb")
+    assert cli.main(["--store", url, "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert f"{url} refused this connection (" in out and 'database "nosuchdb" does not exist' in out
+    assert "-> Check the address, and that ~/.pgpass" in out and "server runs" not in out
 
 
 def test_a_member_without_usage_on_the_schema_is_told_which_grant_to_ask_for(

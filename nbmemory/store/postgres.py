@@ -123,7 +123,7 @@ class PostgresStore(Store):
             raw = psycopg.connect(address.conninfo, autocommit=True, connect_timeout=10,
                                   application_name="nbmemory")
         except psycopg.Error as exc:
-            if _refused(str(exc)):
+            if refused_connection(str(exc)):
                 raise StoreUnavailable(
                     f"The team store {address.url} refused this connection "
                     f"({_first_line(exc).removeprefix('connection failed: ')}). Check the "
@@ -419,7 +419,7 @@ def no_usage_message(url: str, schema: str, user: str) -> str:
             f"docs/team.md (Permissions).")
 
 
-def _refused(message: str) -> bool:
+def refused_connection(message: str) -> bool:
     if "FATAL:" in message or "fe_sendauth:" in message:  # libpq's own: no password to send
         return any(refusal in message for refusal in _REFUSALS)
     return message.startswith("connection is bad: invalid ")  # a malformed option
