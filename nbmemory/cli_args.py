@@ -24,7 +24,8 @@ exit codes:
   2  usage error: bad arguments or input (empty note, unknown kind, a file for
      export/import that cannot be written or read, ...)
   3  store unavailable: owned by another process, unreadable, written by a newer
-     nbmemory, or the embedding model cannot be loaded
+     nbmemory, a team store's server unreachable or refusing this user, or the
+     embedding model cannot be loaded
 
 environment:
   NBMEMORY_HOME   store directory or a team store's postgresql:// address (default:
