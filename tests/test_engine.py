@@ -465,6 +465,28 @@ def test_recall_reads_its_hits_from_the_cards_exactly_as_the_store_has_them(stor
         assert missing == [] and from_cards == from_store and len(from_store) == 43
 
 
+def test_an_index_saved_when_due_holds_the_whole_write_it_was_due_in(store_dir):
+    """A save falls due in the middle of a write's changes (forget #9 and #17: due at #9).
+    Saved there, the files said they held the whole write, and after a crash recall showed
+    #17 as it was before (the store was right, and doctor saw nothing)."""
+    settings = Settings(save_every=5)
+    with Memory.open(store_dir, embedder=HashEmbedder(), settings=settings) as mem:
+        for i in range(1, 31):
+            mem.remember("acquire_lock runs before the watcher" if i == 17 else f"finding {i}")
+    mem = Memory.open(store_dir, embedder=HashEmbedder(), settings=settings)
+    for i in range(4):  # unsaved: 4 of the 5 that make a save due
+        mem.remember(f"filler {i}")
+    mem.forget([9, 17])
+    engine = mem._backend.engine
+    engine.store.close()  # a crash: nothing saved on close
+    engine._owner.release()
+    with Memory.open(store_dir, embedder=HashEmbedder(), settings=settings) as mem:
+        hits = mem.recall("acquire_lock runs before the watcher")
+        assert [h.note.id for h in hits.previously] == [17]
+        assert hits.previously[0].note.status == "revoked"
+        assert 9 not in [h.note.id for h in mem.recall("finding 9", min_score=-1)]
+
+
 def test_indexes_behind_a_purge_catch_up_on_open(store_dir):
     """A crash between a purge's commit and the index files' save: the next open reads the
     changes since the files (every note a purge scrubbed among them) and opens."""

@@ -129,16 +129,23 @@ class Keywords(SavedFile):
         self.save_when_due()
 
     def apply(self, change: Change) -> None:
-        if change.text is not None:
-            self.index.add(change.note_id, change.text)
-        elif change.type == "purged":
-            self.index.remove(change.note_id)
+        self.apply_many([change])
+
+    def apply_many(self, changes: Sequence[Change]) -> None:
+        """One write's changes, then a save if one is due: saved in the middle, the file
+        would say it holds the whole write (its position) and a crash would lose the rest."""
+        purged = False
+        for change in changes:
+            if change.text is not None:
+                self.index.add(change.note_id, change.text)
+                self.unsaved += 1
+            elif change.type == "purged":
+                self.index.remove(change.note_id)
+                purged = True
+        if purged:
             self.try_save(force=True)  # finish_purges says if it failed
-            return
         else:
-            return
-        self.unsaved += 1
-        self.save_when_due()
+            self.save_when_due()
 
     def due(self) -> int:
         return max(self.settings.save_every, len(self.index) // 20)
@@ -226,12 +233,17 @@ class NoteCards(SavedFile):
         return {i: notes[i] for i in ids if i in notes}
 
     def apply(self, change: Change) -> None:
-        if change.note_id is None or not self.enabled:
+        self.apply_many([change])
+
+    def apply_many(self, changes: Sequence[Change]) -> None:
+        """One write's changes, then a save if one is due (as :meth:`Keywords.apply_many`)."""
+        changes = [c for c in changes if c.note_id is not None]
+        if not changes or not self.enabled:
             return
-        self.cards.mark([change.note_id])
-        self.unsaved += 1
-        self.count += change.type == "created"
-        if change.type == "purged":
+        self.cards.mark([c.note_id for c in changes])
+        self.unsaved += len(changes)
+        self.count += sum(c.type == "created" for c in changes)
+        if any(c.type == "purged" for c in changes):
             self.try_save(force=True)  # finish_purges says if it failed
         else:
             self.save_when_due()
@@ -289,23 +301,26 @@ class Dense(SavedFile):
         call per note cost half of a bulk remember's time at 20k notes)."""
         added = [c for c in changes if c.vector is not None]
         if added:
-            self.add(np.array([c.note_id for c in added], np.int64),
-                     as_stored(np.vstack([c.vector for c in added])), count=len(changes))
-        else:
-            self.unsaved += len(changes)
+            self._insert(np.array([c.note_id for c in added], np.int64),
+                         as_stored(np.vstack([c.vector for c in added])))
+        self.unsaved += len(changes)
         purged = [c.note_id for c in changes if c.type == "purged"]
         if purged and self.index is not None:
             self.index.remove(purged)  # the old file still holds the vector: rewrite it
             self.try_save(force=True)  # finish_purges says if it failed
+        else:
+            self.save_when_due()  # once the whole write is in (see Keywords.apply_many)
+
+    def add(self, ids: np.ndarray, matrix: np.ndarray) -> None:
+        """Vectors for notes in the journal."""
+        self._insert(ids, matrix)
+        self.unsaved += len(ids)
         self.save_when_due()
 
-    def add(self, ids: np.ndarray, matrix: np.ndarray, *, count: int | None = None) -> None:
-        """Vectors for notes in the journal (``count`` changes' worth)."""
+    def _insert(self, ids: np.ndarray, matrix: np.ndarray) -> None:
         if self.index is None:
             self.index = self._new(matrix.shape[1])
         self.index.add(ids, matrix)
-        self.unsaved += len(ids) if count is None else count
-        self.save_when_due()
 
     def due(self) -> int:
         # Writing the file costs time in proportion to the store (about 0.5 GB at 1M
