@@ -345,6 +345,8 @@ def check_contents(con, directory: Path, model_name, model: str, opt: str) -> It
         from .vectors import Index  # usearch, loaded as dense_rows.py says
 
         meta = json.loads(path.with_name(path.name + ".json").read_text())
+        if not isinstance(meta, dict) or not isinstance(meta.get("seq", 0), int):
+            raise ValueError(f"{path.name}.json is not this index's description")
         index = Index.restore(str(path), view=True)
         if index is None:
             raise ValueError("not a usearch index")

@@ -474,6 +474,8 @@ class VectorIndex:
         meta_path = path.with_name(path.name + ".json")
         try:
             meta = json.loads(meta_path.read_text())
+            if not isinstance(meta, dict) or not isinstance(meta.get("seq", 0), int):
+                raise ValueError(f"{meta_path.name} is not this index's description")
             index = Index.restore(str(path), view=True)
         except Exception as exc:  # missing, truncated or foreign file
             raise VectorIndexError(f"{path}: {exc}") from exc

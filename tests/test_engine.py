@@ -376,6 +376,25 @@ def test_missing_or_corrupt_index_file_is_rebuilt(store_dir, damage, filename, s
         assert [h.note.id for h in mem.recall("subject17", mode="lexical")] == [18]
 
 
+@pytest.mark.parametrize("description", ["[1, 2]", '{"seq": null}', '"seq"'])
+def test_an_index_description_of_the_wrong_shape_is_rebuilt(store_dir, description):
+    """Valid JSON that is not the index's description: the owner could not start."""
+    from nbmemory import doctor
+
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        for i in range(30):
+            mem.remember(f"note about subject{i}")
+    (store_dir / (VECTOR_FILENAME + ".json")).write_text(description)
+    [check] = [c for c in doctor.run_checks(str(store_dir), "hash:64", skip={"jupyter"})
+               if c.name == "index"]
+    assert (check.status, check.detail) == ("fail", (
+        f"{VECTOR_FILENAME} is unreadable (ValueError: {VECTOR_FILENAME}.json is not this "
+        "index's description)"))
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["index"].startswith("rebuilt (")
+        assert mem.recall("note about subject17")[0].note.id == 18
+
+
 def test_reopen_loads_the_keyword_index_and_catches_it_up(store_dir):
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         assert mem.status()["keywords"] == "new"  # an empty store: nothing was repaired
