@@ -417,8 +417,7 @@ class Writes(Part):
                     for one in ids:  # inside the transaction, as forget's
                         self._require_reinstatable(one)
                     for one in ids:
-                        entry.append("reinstated", one, actor=actor, at=at,
-                                     request_id=request_id)
+                        entry.append("reinstated", one, actor=actor, at=at, request_id=request_id)
             notes = [self.engine.reads.get(one) for one in ids]
             return notes[0] if single else notes
 
