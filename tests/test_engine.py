@@ -395,6 +395,21 @@ def test_an_index_description_of_the_wrong_shape_is_rebuilt(store_dir, descripti
         assert mem.recall("note about subject17")[0].note.id == 18
 
 
+def test_an_index_whose_keys_disagree_with_the_store_is_rebuilt(store_dir):
+    """An index file holding a note the store does not index (a team store's copy behind
+    the file, at an owner's start while the server was away): rebuilt. The rebuild failed
+    with AttributeError (closing the index had dropped its identity), and the owner too."""
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        for i in range(5):
+            mem.remember(f"note about subject{i}")
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        dense = mem._backend.engine.dense
+        identity = dense.identity
+        assert dense.open(identity, np.array([1, 2, 4, 5])) == (
+            "rebuilt (keys disagree with the store)")
+        assert dense.identity == identity and dense.index is not None
+
+
 def test_reopen_loads_the_keyword_index_and_catches_it_up(store_dir):
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         assert mem.status()["keywords"] == "new"  # an empty store: nothing was repaired

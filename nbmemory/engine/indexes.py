@@ -405,7 +405,8 @@ class Dense(SavedFile):
         self.sync(changed)
         keys = index.keys()
         if len(keys) and not (len(ids) and np.isin(keys, ids, kind="table").all()):
-            self.close()
+            self.index = None  # the rebuild that follows needs the identity close() clears
+            index.close()
             raise VectorIndexError("keys disagree with the store")
         absent = ids[~index.holds(ids)]
         if len(absent):  # vectors the file missed; notes without any wait for the model
