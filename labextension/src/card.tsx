@@ -17,6 +17,7 @@ import * as React from 'react';
 
 import { describeStale } from './describe';
 import { CheckLine, EarlierVersions, Provenance } from './details';
+import { clashes } from './drafts';
 import { NoteEditor, conflictOf } from './editor';
 import { tagList } from './filters';
 import { focusAfterRemoval, ifCardLeaves } from './focus';
@@ -188,10 +189,15 @@ export function NoteCard(
                   'This note is no longer on this page (a write elsewhere moved it): save or cancel your edit here.'
                 )
               : note.version !== edit.base.version
-                ? trans.__(
-                    'Changed elsewhere while you edit it (now version %1): saving writes only the fields you changed, over that version.',
-                    note.version
-                  )
+                ? clashes(edit, note).length
+                  ? trans.__(
+                      'Changed elsewhere while you edit it (now version %1), in what you changed too: saving shows you their version first.',
+                      note.version
+                    )
+                  : trans.__(
+                      'Changed elsewhere while you edit it (now version %1): saving writes only the fields you changed, over that version.',
+                      note.version
+                    )
                 : undefined
           }
           conflict={edit.conflict ? conflictOf(edit.conflict, trans) : undefined}
@@ -199,8 +205,13 @@ export function NoteCard(
           onChange={draft => model.updateEdit(note.id, draft)}
           onCancel={() => {
             const after = ifCardLeaves(card.current);
+            // Keep theirs (or cancel on a clash): show their version now, not at the next poll.
+            const theirs = edit.conflict !== undefined;
             model.endEdit(note.id);
             after();
+            if (theirs) {
+              void model.refresh({ force: true });
+            }
           }}
           onSave={async draft => {
             await model.saveEdit(note.id, draft);

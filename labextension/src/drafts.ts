@@ -57,6 +57,13 @@ export function draftOf(note: INote): IDraft {
   };
 }
 
+/** The fields an edit changes that `now` (the note as written since) changed too. */
+export function clashes(edit: IEdit, now: INote): string[] {
+  return Object.keys(changedFields(edit.base, edit.draft)).filter(
+    name => fieldOf(now, name) !== fieldOf(edit.base, name)
+  );
+}
+
 /** The fields `draft` changes in `base` (only those are written). */
 export function changedFields(base: INote, draft: IDraft): EditFields {
   const fields: EditFields = {};

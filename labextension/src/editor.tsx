@@ -72,7 +72,20 @@ export function NoteEditor(props: {
   // Escape with changes asks once: a second Escape discards them.
   const [discarding, setDiscarding] = React.useState(false);
   const area = React.useRef<HTMLTextAreaElement>(null);
+  const saveOver = React.useRef<HTMLButtonElement>(null);
+  const focusedClash = React.useRef<string | null>(null);
   const pristine = props.pristine ?? initial;
+  const clash = props.conflict?.message ?? null;
+  React.useEffect(() => {
+    // The save that found the clash disabled the button that had focus (the page's body
+    // took it): the choice between the two versions takes it, once per clash.
+    if (clash !== null && !saving && focusedClash.current !== clash) {
+      focusedClash.current = clash;
+      saveOver.current?.focus();
+    } else if (clash === null) {
+      focusedClash.current = null;
+    }
+  }, [clash, saving]);
   const dirty =
     text.trim() !== pristine.text.trim() ||
     kind !== pristine.kind ||
@@ -143,6 +156,7 @@ export function NoteEditor(props: {
           <pre className="nbm-ConflictTheirs">{props.conflict.theirs}</pre>
           <div className="nbm-ConflictActions">
             <button
+              ref={saveOver}
               className="jp-Button jp-mod-styled jp-mod-accept nbm-SaveOver"
               disabled={saving}
               onClick={() => save(true)}

@@ -7,7 +7,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { describeStale } from './describe';
-import { changedFields, draftOf, EditFields, fieldOf, IDraft, newDraft } from './drafts';
+import { changedFields, clashes, draftOf, EditFields, IDraft, newDraft } from './drafts';
 import { EMPTY_FILTERS, tagList } from './filters';
 import { ApiError, json } from './request';
 import { IPanelState, MemoryState, View } from './state';
@@ -217,9 +217,7 @@ export class MemoryModel extends MemoryState {
         this._emit();
         return false;
       }
-      const clashing = Object.keys(fields).filter(
-        name => fieldOf(now, name) !== fieldOf(edit.base, name)
-      );
+      const clashing = clashes({ ...edit, draft }, now);
       if (clashing.length) {
         edit.conflict = { note: now, fields: clashing };
         this._emit();

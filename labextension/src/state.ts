@@ -372,8 +372,14 @@ export class MemoryState {
     if (this.filters.stale) {
       params.push(`stale=${this.filters.stale}`);
     }
-    params.push(`offset=${this.offset}`, `limit=${this.pageSize}`);
-    const page = await this._request<IPage>(`notes?${params.join('&')}`);
+    const at = (offset: number) =>
+      `notes?${[...params, `offset=${offset}`, `limit=${this.pageSize}`].join('&')}`;
+    let page = await this._request<IPage>(at(this.offset));
+    if (!page.notes.length && this.offset > 0 && page.total > 0 && ticket === this._ticket) {
+      // A forget (here or elsewhere) emptied the last page: show the page before it.
+      this.offset = Math.floor((page.total - 1) / this.pageSize) * this.pageSize;
+      page = await this._request<IPage>(at(this.offset));
+    }
     if (ticket === this._ticket) {
       this.notes = page.notes;
       this.total = page.total;

@@ -480,6 +480,42 @@ def test_settings_page_size_and_poll_interval(browser_context, lab):
         page.close()
 
 
+def test_forgetting_the_last_page_shows_the_page_before_it(browser_context, lab):
+    """Forget the only notes of the last page: the panel said "No notes yet" under a pager
+    reading "51–50 of 50"; it shows the page before, and focus stays in the panel."""
+    for i in range(6):
+        lab.remember(f"last page note {i}")
+    put_settings(lab, "nbmemory:plugin", {"pageSize": 5, "pollInterval": 1})
+    page = open_lab(browser_context, lab)
+    forgotten = []
+    try:
+        pager = page.locator(f"{PANEL} .nbm-Pager span")
+        older = page.locator(f"{PANEL} .nbm-Pager button", has_text="Older")
+        expect(pager).to_contain_text("1–5 of")
+        while not older.is_disabled():
+            shown = pager.inner_text()
+            older.click()
+            expect(pager).not_to_have_text(shown)
+        total = int(re.search(r"of (\d+)", pager.inner_text()).group(1))
+        cards = page.locator(f"{PANEL} .nbm-NoteList > .nbm-Note")
+        on_last = cards.count()
+        for left in range(on_last, 0, -1):
+            forgotten.append(int(cards.first.get_attribute("data-note-id")))
+            cards.first.locator(".nbm-Forget").click()
+            if left > 1:
+                expect(cards).to_have_count(left - 1)
+        now = total - on_last
+        expect(pager).to_have_text(f"{now - 4}–{now} of {now}")
+        expect(cards).to_have_count(5)
+        expect(page.locator(PANEL)).not_to_contain_text("No notes yet")
+        expect(page.locator(f"{PANEL} :focus")).to_have_count(1)
+    finally:
+        for note_id in forgotten:
+            lab.api(f"notes/{note_id}/reinstate", "POST")
+        put_settings(lab, "nbmemory:plugin", {})
+        page.close()
+
+
 def test_status_says_when_the_model_loads_and_the_graph_builds(browser_context, lab):
     """A starting owner answers from the keywords while its model loads, and a large store
     searches exactly while its graph builds: the status line says both, and drops them

@@ -118,10 +118,16 @@ def test_an_edit_of_a_field_changed_elsewhere_too_shows_theirs_before_saving_ove
     version (before, theirs was silently overwritten); the user saves over it or keeps it."""
     note, shown, text = editing(page, lab, "the retry limit is 5")
     assert lab.api(f"notes/{note['id']}", "PATCH", {"text": "the retry limit is 4"})[0] == 200
-    shown.locator(".nbm-Save").click()  # before the poll has brought version 2, or after
+    # The poll brings version 2: the notice says saving will show theirs, as it does.
+    expect(shown.locator(".nbm-EditNotice")).to_have_text(
+        "Changed elsewhere while you edit it (now version 2), in what you changed too: saving "
+        "shows you their version first.", timeout=10_000)
+    shown.locator(".nbm-Save").click()
     conflict = shown.locator(".nbm-Conflict")
     expect(conflict).to_contain_text("Not saved: version 2, written elsewhere while you "
                                      "edited, changed the text too. It says:")
+    # The Save clicked is disabled while saving: the choice takes focus, not the page's body.
+    expect(conflict.locator(".nbm-SaveOver")).to_be_focused()
     expect(conflict.locator(".nbm-ConflictTheirs")).to_have_text("the retry limit is 4")
     assert lab.api(f"notes/{note['id']}")[1]["note"]["text"] == "the retry limit is 4"
     expect(text).to_have_value("the retry limit is 5")  # nothing the user typed is lost
@@ -135,6 +141,8 @@ def test_an_edit_of_a_field_changed_elsewhere_too_shows_theirs_before_saving_ove
     shown.locator(".nbm-Save").click()
     shown.locator(".nbm-KeepTheirs").click()
     expect(shown.locator(".nbm-Editor")).to_have_count(0)
+    expect(shown.locator(".nbm-Version")).to_have_text("v4")  # theirs shown, not the old text
+    expect(shown).to_contain_text("the retry limit is 7")
     assert lab.api(f"notes/{note['id']}")[1]["note"]["text"] == "the retry limit is 7"
 
 
