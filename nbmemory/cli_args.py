@@ -172,8 +172,8 @@ def build_parser() -> Parser:
     p.add_argument("-t", "--tags", type=tags_text, default=None,
                    help="comma-separated tags, e.g. -t orders,units")
     p.add_argument("--supersedes", type=note_id, metavar="ID",
-                   help="this note replaces note ID (kept in its history); kind, priority "
-                        "and tags not given are ID's")
+                   help="this note replaces note ID (kept in its history); kind, priority, "
+                        "tags and --about not given are ID's (its files fingerprinted now)")
     p.add_argument("--about", action="append", default=None, metavar="PATH|GLOB",
                    help="anchor the note to a file, directory or glob (repeatable); it is "
                         "flagged stale when that changes. Paths in the text are anchored too")

@@ -184,7 +184,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
               help="finding, gotcha, decision, question, reference or procedure (default "
                    "finding; with --supersedes, the old note's)")
     @argument("--supersedes", type=int, default=None, metavar="ID",
-              help="this note replaces note ID (kept in its history)")
+              help="this note replaces note ID (kept in its history); without --about it is "
+                   "about ID's files, data and globs")
     @argument("--procedure", default=None, metavar="NAME",
               help="store the code of the cells given by --cells (those that ran without "
                    "error) as a procedure note named NAME")

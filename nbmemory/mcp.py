@@ -214,7 +214,8 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                                                                   "; with supersedes, default the "
                                                                   "old note's")] = None,
         supersedes: Annotated[int | None, Field(ge=1, strict=True, description="id of the note this one "
-                                                                  "replaces")] = None,
+                                                                  "replaces; without about, the new "
+                                                                  "note is about its files")] = None,
         about: Annotated[list[str] | str | None, Field(description="files, directories or globs the "
                                                              "finding is about (relative to the "
                                                              "project): the note is flagged stale "

@@ -293,7 +293,8 @@ class Memory:
                   about: Iterable[str | Anchor | dict] | None = None,
                   request_id: str | None = None) -> Note:
         """Store ``text`` as a new note replacing ``note_id`` (which stays in history);
-        kind, priority and tags left out are the old note's."""
+        kind, priority, tags and ``about`` left out are the old note's (its files, data
+        and globs, fingerprinted now)."""
         return self._call("supersede", note_id=note_id, text=text, kind=kind, priority=priority,
                           tags=tags, author=author, provenance=provenance, about=_about(about),
                           request_id=request_id)

@@ -416,6 +416,14 @@ class StaleChecker:
 
     # -- verifying --------------------------------------------------------------------------
 
+    def carried(self, anchors: Iterable[Anchor]) -> list[Anchor]:
+        """The files, data, directories and globs a note was written ``--about``,
+        fingerprinted now, for the note that supersedes it: the correction is flagged when
+        they change again. Those gone, and variables, cells and checks, are not carried."""
+        taken = (self.retake(a) for a in anchors
+                 if a.origin == "about" and a.kind in ("file", "data", "dir", "glob"))
+        return [a for a in taken if a is not None and a.fingerprint.get("exists") is not False]
+
     def retake(self, anchor: Anchor, variables: Variables = None) -> Anchor | None:
         """The anchor with a fingerprint taken now; None when it cannot be taken here."""
         if anchor.kind in ("file", "data", "dir", "glob"):

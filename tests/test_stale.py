@@ -547,6 +547,21 @@ def test_a_file_verified_while_gone_is_flagged_only_if_it_comes_back_changed(mem
         ("content_changed", "data/back.csv", "it exists again, changed")]
 
 
+def test_a_correction_is_about_what_the_note_it_supersedes_was_about(mem, ws):
+    """A stale note superseded by its correction: the correction watches the same file,
+    fingerprinted now (not stale at once), and is flagged when it changes again."""
+    note = mem.remember("orders has two rows", about=["data/orders.csv"])
+    (ws / "data" / "orders.csv").write_text(ORDERS + "3,990\n")
+    assert [r[0] for r in reasons(mem.get(note.id))] == ["rows_changed"]
+    fixed = mem.supersede(note.id, "orders has three rows")
+    assert [(a.kind, a.target) for a in fixed.anchors] == [("data", "data/orders.csv")]
+    assert mem.get(fixed.id).stale == ()
+    (ws / "data" / "orders.csv").write_text(ORDERS + "3,990\n4,15\n")
+    assert [r[0] for r in reasons(mem.get(fixed.id))] == ["rows_changed"]
+    alone = mem.supersede(fixed.id, "orders is not worth watching", about=[])
+    assert alone.anchors == ()
+
+
 class Cleaner:
     """An object without a repr of its own: its repr is its memory address."""
 

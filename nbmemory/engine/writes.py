@@ -21,8 +21,7 @@ def _each_once(note_ids: int | Iterable[int]) -> tuple[bool, list[int]]:
     return single, list(dict.fromkeys(valid_id(i) for i in ([note_ids] if single else note_ids)))
 
 
-# remember_many embeds and writes this many notes at a time (batches this big run at the
-# model's full speed; the engine lock is free between them).
+# remember_many's batch: at the model's full speed, and the engine lock is free between them.
 BULK_CHUNK = 256
 # Meta: a purge is committed and the files that may hold its text are not yet rewritten.
 PURGE_UNFINISHED = "purge_unfinished"
@@ -250,13 +249,14 @@ class Writes(Part):
                   priority: str | None = None, tags: str | Iterable[str] | None = None,
                   author: str | None = None, provenance: Provenance | dict | None = None,
                   about: Sequence[Any] | None = None, request_id: str | None = None) -> Note:
-        """Write ``text`` as a new note that replaces ``note_id`` (kept in its history);
-        kind, priority and tags left out are the old note's."""
+        """Write ``text`` as a new note that replaces ``note_id`` (kept in its history); kind,
+        priority, tags and the files it is about left out are the old note's (``carried``)."""
         old = self.engine.reads.get(note_id)
-        return self.remember(text, supersedes=note_id, kind=kind or old.kind,
-                             priority=priority or old.priority,
+        about = self.engine.checker.carried(old.anchors) if about is None else about
+        return self.remember(text, supersedes=note_id, kind=kind or old.kind, about=about,
+                             priority=priority or old.priority, provenance=provenance,
                              tags=old.tags if tags is None else tags, author=author,
-                             provenance=provenance, about=about, request_id=request_id)
+                             request_id=request_id)
 
     def edit(self, note_id: int, *, text: str | None = None, kind: str | None = None,
              priority: str | None = None, tags: str | Iterable[str] | None = None,
