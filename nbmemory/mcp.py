@@ -122,9 +122,11 @@ def _excerpt(text: str, whole: str) -> tuple[str, str | None]:
                           f"{whole} gives the whole text")
 
 
-def note_dict(note, *, score: float | None = None, excerpt: bool = False) -> dict[str, Any]:
+def note_dict(note, *, score: float | None = None, excerpt: bool = False,
+              as_of: str | None = None) -> dict[str, Any]:
     """A note for the agent; with ``excerpt``, a long text is cut (one note written with a
-    whole file in it would otherwise fill the agent's context on every related recall)."""
+    whole file in it would otherwise fill the agent's context on every related recall).
+    ``as_of``: the snapshot the note is as of (show gives its text now, not then)."""
     from .wording import age
 
     provenance = note.provenance.to_dict()
@@ -132,7 +134,9 @@ def note_dict(note, *, score: float | None = None, excerpt: bool = False) -> dic
     out: dict[str, Any] = {"id": note.id}
     if score is not None:
         out["score"] = score
-    text, cut = _excerpt(note.text, f"show(note_ids=[{note.id}])") if excerpt else (note.text, None)
+    whole = f"show(note_ids=[{note.id}])" + (f" (as the note is now, not at {as_of!r})"
+                                              if as_of else "")
+    text, cut = _excerpt(note.text, whole) if excerpt else (note.text, None)
     if cut:
         out["cut"] = cut
     out.update(text=text, kind=note.kind, priority=note.priority, tags=list(note.tags),
@@ -280,7 +284,7 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
             hits = memory.get().recall(query, k=k, tags=tags, kind=kind, priority=priority,
                                        as_of=as_of, author=author, min_score=min_score)
         data: dict[str, Any] = {"query": hits.query, "hits": [
-            note_dict(h.note, score=h.score, excerpt=True) for h in hits]}
+            note_dict(h.note, score=h.score, excerpt=True, as_of=as_of) for h in hits]}
         if as_of:
             data["as_of"] = as_of
         if hits.filtered_out:
@@ -392,6 +396,10 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
           read_only=True)
     def snapshot_list() -> list[TextContent]:
         with tool_errors():
+            where = memory.none_yet()
+        if where is not None:
+            return reply({"snapshots": [], "advice": nothing_yet(where)})
+        with tool_errors():
             snapshots = memory.get().snapshots()
         return reply({"snapshots": [s.to_dict() for s in snapshots]})
 
@@ -460,6 +468,11 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
     @tool("The store (where, how many notes, model, index) and this session's counters: calls "
           "and errors per tool, empty recalls, tokens of note content returned.", read_only=True)
     def status() -> list[TextContent]:
+        with tool_errors():
+            where = memory.none_yet()
+        if where is not None:  # an agent's first call, often: not an error
+            return reply({"store": {"store": where, "notes": 0}, "advice": nothing_yet(where),
+                          "session": session.to_dict()})
         with tool_errors():
             store = memory.get().status()
         return reply({"store": store, "session": session.to_dict()})

@@ -157,6 +157,13 @@ def test_a_project_without_notes_yet_answers_empty_and_its_first_note_says_where
                 f"{project / '.nbmemory'} (git root of {project}), is made by the first remember)")
             data, _ = await call(client, "list_notes")
             assert data["total"] == 0 and data["advice"].startswith("No notes yet")
+            for name, empty in (("status", {"store": {"store": f"{project / '.nbmemory'} (git "
+                                                               f"root of {project})",
+                                                      "notes": 0}}),
+                                ("snapshot_list", {"snapshots": []})):
+                data, _ = await call(client, name)  # an agent's first call: not an error
+                assert data["advice"].startswith("No notes yet") and empty.items() <= data.items()
+            assert not (project / ".nbmemory").exists()
             data, _ = await call(client, "remember", text=LONG_NOTE)
             assert data["created_store"] == f"{project / '.nbmemory'} (git root of {project})"
             data, _ = await call(client, "remember", text="exports run at 02:00")
@@ -194,6 +201,12 @@ def test_long_notes_are_cut_in_lists_and_pointers_get_advice(store_dir):
             hit = next(h for h in data["hits"] if h["id"] == 1)
             assert len(hit["text"]) < 2100 and hit["text"].endswith(" …")
             assert hit["cut"].endswith("characters; show(note_ids=[1]) gives the whole text")
+            await call(client, "snapshot", name="before")
+            data, _ = await call(client, "recall", query="ledger export column7 int64",
+                                 as_of="before")
+            hit = next(h for h in data["hits"] if h["id"] == 1)  # show gives the text now
+            assert hit["cut"].endswith("characters; show(note_ids=[1]) (as the note is now, "
+                                       "not at 'before') gives the whole text")
             data, _ = await call(client, "show", note_ids=[1])
             assert data["notes"][0]["text"] == long_text
             data, _ = await call(client, "show", note_ids=[1, 99])  # the one there, at least
