@@ -7,7 +7,6 @@ migrated, rebuilt or repaired here: each failed check names the command that doe
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -342,11 +341,9 @@ def check_contents(con, directory: Path, model_name, model: str, opt: str) -> It
         yield Check("index", "fail", f"{path.name} is missing ({len(ids)} notes need vectors)", rebuild)
         return
     try:
-        from .vectors import Index  # usearch, loaded as dense_rows.py says
+        from .vectors import Index, read_meta  # usearch, loaded as dense_rows.py says
 
-        meta = json.loads(path.with_name(path.name + ".json").read_text())
-        if not isinstance(meta, dict) or not isinstance(meta.get("seq", 0), int):
-            raise ValueError(f"{path.name}.json is not this index's description")
+        meta = read_meta(path)
         index = Index.restore(str(path), view=True)
         if index is None:
             raise ValueError("not a usearch index")

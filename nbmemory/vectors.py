@@ -471,11 +471,8 @@ class VectorIndex:
         """The index in ``path``, its graph as a view of the file (memory-mapped, read-only:
         it opens in a millisecond, where reading 533 MB at 1M notes took 0.8-1.2 s); changes
         go to a small graph beside it until a save folds them in (see :meth:`_writable`)."""
-        meta_path = path.with_name(path.name + ".json")
         try:
-            meta = json.loads(meta_path.read_text())
-            if not isinstance(meta, dict) or not isinstance(meta.get("seq", 0), int):
-                raise ValueError(f"{meta_path.name} is not this index's description")
+            meta = read_meta(path)
             index = Index.restore(str(path), view=True)
         except Exception as exc:  # missing, truncated or foreign file
             raise VectorIndexError(f"{path}: {exc}") from exc
@@ -485,6 +482,16 @@ class VectorIndex:
                      source=source, source_all=source_all, fill_below=fill_below)
         loaded._viewed = Path(path)
         return loaded, meta
+
+
+def read_meta(path: Path) -> dict:
+    """What the index file ``path`` says of itself (``NAME.json`` beside it: the journal
+    position it reflects, its embedder, its store); ValueError for JSON of another shape."""
+    meta_path = path.with_name(path.name + ".json")
+    meta = json.loads(meta_path.read_text())
+    if not isinstance(meta, dict) or not isinstance(meta.get("seq", 0), int):
+        raise ValueError(f"{meta_path.name} is not this index's description")
+    return meta
 
 
 _WORKING: weakref.WeakSet = weakref.WeakSet()  # indexes with a thread started, maybe running
