@@ -162,7 +162,8 @@ def hits_text(hits: Hits, *, provenance: bool = False, show: str | None = None,
         for hit in hits:
             lines.append(_note_header(hit.note, hit.score))
             if hits.explain:
-                lines.append(f"     lexical {hit.lexical:.3f}  dense {hit.dense:.3f}")
+                lines.append("     " + "  ".join(f"{name} {value:.3f}" for name, value in (
+                    ("lexical", hit.lexical), ("dense", hit.dense)) if value is not None))
             lines.append(_clamped_text(hit.note.text, show.format(hit.note.id) if show else ""))
             if provenance:
                 lines.append("     " + _from(hit.note))
@@ -194,7 +195,7 @@ def hits_html(hits: Hits, *, provenance: bool = False, option: str = "--min-scor
             row = [f"#{n.id}", f"{hit.score:.2f}", age(n.created_at), n.priority, n.kind,
                    ", ".join(n.tags), _note_cell(n, provenance=provenance)]
             if hits.explain:
-                row[2:2] = [f"{hit.lexical:.3f}", f"{hit.dense:.3f}"]
+                row[2:2] = ["—" if v is None else f"{v:.3f}" for v in (hit.lexical, hit.dense)]
             rows.append(row)
         out = _table(headers, rows, raw=(len(headers) - 1,))
     if hits.behind:

@@ -239,7 +239,11 @@ def test_explain_says_how_each_score_was_made(memory):
     assert quiet.fusion["weight"] == 0.0 and "score = dense (+0.02" in hits_text(quiet)
     assert all(abs(h.score - max(h.dense, 0.0) - bonus[h.note.priority]) < 1e-3 for h in quiet)
     assert memory.recall("Airflow").fusion is None  # not asked to explain
-    assert memory.recall("Airflow", explain=True, mode="lexical").fusion is None
+    lexical = memory.recall("Airflow", explain=True, mode="lexical")
+    assert lexical.fusion is None and lexical[0].dense is None  # no cosine was computed
+    assert f"     lexical {lexical[0].lexical:.3f}\n" in hits_text(lexical)
+    assert "dense" not in hits_text(lexical)
+    assert "<td>—</td>" in lexical._repr_html_()
 
 
 def test_below_the_start_keywords_lift_notes_under_the_closest_in_meaning(memory):

@@ -176,9 +176,12 @@ class Recall(Part):
             by_id = {n.id: n for n in found}
 
             def make(rows):
+                # A channel the recall did not use (no query vector in lexical mode) has no
+                # score to show, rather than a cosine of 0.
                 return [Hit(by_id[i], round(score, 4),
                             round(float(ranked.lexical[at]), 4) if explain else None,
-                            round(float(ranked.dense[at]), 4) if explain else None)
+                            round(float(ranked.dense[at]), 4) if explain and mode != "lexical"
+                            else None)
                         for i, score, at in rows]
 
             result = Hits(make(hits), query=query, filtered_out=below,
