@@ -306,6 +306,7 @@ def test_stale_reasons_reach_the_agent_and_verify_clears_them(store_dir, tmp_pat
             note, _ = await call(client, "remember", text="acquire_lock() must run before the watcher",
                                   about=["lock.py"])
             assert note["note"]["anchors"] == ["file lock.py"]
+            await call(client, "snapshot", name="before")
             one, _ = await call(client, "remember", text="the lock file is lock.py's only output",
                                 about="lock.py")  # one path as a string, as tags may be
             assert one["note"]["anchors"] == ["file lock.py"]
@@ -313,6 +314,14 @@ def test_stale_reasons_reach_the_agent_and_verify_clears_them(store_dir, tmp_pat
             source.write_text("def acquire_lock(timeout):\n    pass\n")
             found, _ = await call(client, "recall", query="acquire_lock watcher")
             assert found["hits"][0]["stale"] == ["content_changed lock.py"]
+            # The notes beside a write and in a diff say what they are about, and if stale.
+            again, _ = await call(client, "remember", text="acquire_lock() runs before the watcher")
+            assert [(h["id"], h["anchors"], h["stale"]) for h in again["similar"]] == [
+                (1, ["file lock.py"], ["content_changed lock.py"])]
+            await call(client, "forget", note_ids=[again["remembered"]])
+            diff, _ = await call(client, "snapshot_diff", a="before")
+            assert {(c["change"], c["note"]["id"], tuple(c["note"].get("anchors", ())))
+                    for c in diff["changes"]} == {("became_stale", 1, ("file lock.py",))}
             verified, _ = await call(client, "verify", note_id=1)
             assert verified["note"]["stale"] == []
             found, _ = await call(client, "recall", query="acquire_lock watcher")

@@ -281,6 +281,7 @@ class Recall(Part):
                                  _Without(inactive, note_id))
             rows = [(int(i), float(s)) for i, s in zip(keys, sims)
                     if i != note_id and i not in inactive and s >= min_similarity][:k]
-            notes = self.engine.cards.notes([i for i, _ in rows], self.store)
+            cards = self.engine.cards.notes([i for i, _ in rows], self.store)
+            notes = {n.id: n for n in self.engine.staleness.with_stale(list(cards.values()))}
             return [Hit(notes[i], round(s, 4), dense=round(s, 4)) for i, s in rows]
 

@@ -130,5 +130,9 @@ class Snapshots(Part):
                 stale_before = stale_after = {}  # its files, not comparable with these
             after = {i: replace(n, stale=tuple(stale_after.get(i, ()))) for i, n in after.items()}
             changes = diff(before, after, stale_before, stale_after)
+            # What each changed note is about (its anchors as they are now), as recall shows.
+            about = self.store.anchors([c.note.id for c in changes])
+            changes = [replace(c, note=replace(c.note, anchors=tuple(a for _, a in about[c.note.id])))
+                       if about.get(c.note.id) else c for c in changes]
             return SnapshotDiff(first.name, b_name, first.seq, b_seq, tuple(changes))
 
