@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 
 from .models import CHANGES, Event, Hit, Hits, Note, Snapshot, SnapshotDiff
 from .columns import ljust, shorten, width, wrap
-from .wording import _from, age, anchors_line, printable, stale_marker
+from .wording import _from, _short_path, age, anchors_line, printable, stale_marker
 
 # JupyterLab right-aligns table cells with a more specific rule (.jp-RenderedHTMLCommon
 # td): ours must be at least as specific. Only the last column (the note) wraps.
@@ -309,9 +309,13 @@ def remembered_display(note: Note, similar: Sequence[Hit], *, hint: str | None =
     return Rich("\n".join(text_lines), _STYLE + body)
 
 
-def already_display(note: Note) -> Rich:
-    """What %remember says when its cell runs again: the note that cell wrote, as it is now."""
+def already_display(note: Note, notebook: str | None = None) -> Rich:
+    """What %remember says when its cell runs again: the note that cell wrote, as it is now
+    (and in which notebook, when that was another: the same cell, renamed or copied)."""
     when = f" on {note.created_at:%Y-%m-%d %H:%M}" if note.created_at else ""
+    then = note.provenance.notebook if note.provenance else None
+    if then and notebook and then != notebook:
+        when = f" in {_short_path(then, note.provenance.workspace)}{when}"
     now = {"superseded": "; it is superseded since (%memory history {id} shows by what)",
            "revoked": "; it was forgotten since (%memory reinstate {id} brings it back)",
            "refuted": "; it was refuted since",

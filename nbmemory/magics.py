@@ -218,7 +218,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         shows it. The note goes stale when what it is about changes (%memory stale).
         """
         from .anchors import pointer_only
-        from .provenance import cell_request_id
+        from .provenance import cell_request_ids
         from .wording import pointer_hint
 
         args, text = split_options(self.remember.parser, line, self._expand, ("--check",))
@@ -228,10 +228,12 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         if args.procedure or args.cells:
             text, args.kind = self._procedure(args, text), "procedure"
         provenance = self._provenance()
-        request_id = cell_request_id(provenance, line, cell)
+        ids = cell_request_ids(provenance, line, cell, text)
+        request_id = ids[0] if ids else None
         with usage_errors():  # run again (Run All): the note this cell wrote, not a copy
-            if request_id and (earlier := self.mem.written_by(request_id)) is not None:
-                return display(show.already_display(earlier))
+            earlier = next((n for n in map(self.mem.written_by, ids) if n is not None), None)
+            if earlier is not None:
+                return display(show.already_display(earlier, provenance.notebook))
         about = self._about(args.about, provenance.notebook or "")
         if args.from_output or args.output_of is not None:
             about.append(evidence(self.shell, before=self.shell.execution_count,

@@ -369,13 +369,19 @@ def capture(shell=None, *, environ: Mapping[str, str] | None = None,
     return Provenance(**{k: v for k, v in fields.items() if v is not None})
 
 
-def cell_request_id(provenance: Provenance, line: str, cell: str | None) -> str | None:
-    """A ``%remember``'s request id, made from the cell that runs it: running that cell
-    again (Run All, a restarted kernel) finds the note it wrote instead of a copy, as a
-    resent write does. None outside a notebook's cell (a terminal's line is typed anew)."""
+def cell_request_ids(provenance: Provenance, line: str, cell: str | None,
+                     text: str) -> tuple[str, ...]:
+    """A ``%remember``'s request id, made from the cell that runs it and the note it writes:
+    running that cell again (Run All, a restarted kernel, the notebook renamed or copied)
+    finds the note it wrote instead of a copy, as a resent write does; a line whose
+    ``{expression}`` now gives another text writes a new note. Then the id cells carried
+    before (their notebook's path, not the text), so that a note written then is found too.
+    None outside a notebook's cell (a terminal's line is typed anew)."""
     if not (provenance.notebook and provenance.cell_id):
-        return None
+        return ()
     # The host too: two members of a team store may both be "jovyan" at the same path.
-    key = "\0".join((provenance.author or "", socket.gethostname(), provenance.notebook,
-                      provenance.cell_id, line, cell or ""))
-    return "cell-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    who = (provenance.author or "", socket.gethostname())
+    return tuple("cell-" + hashlib.sha256("\0".join(key).encode(
+        "utf-8", "surrogatepass")).hexdigest()[:32] for key in (
+        (*who, provenance.cell_id, line, cell or "", "text", text),
+        (*who, provenance.notebook, provenance.cell_id, line, cell or "")))

@@ -267,6 +267,31 @@ def test_running_a_notebook_again_finds_the_notes_its_cells_wrote(repo):
 
 
 @pytest.mark.timeout(300)
+def test_a_renamed_notebook_finds_the_notes_its_cells_wrote(repo):
+    """A notebook renamed (or copied) keeps its cells' ids: Run All there finds the notes
+    they wrote, and says in which notebook."""
+    store = repo / ".nbmemory"
+    old, new = repo / "analysis" / "draft.ipynb", repo / "analysis" / "final.ipynb"
+    cells = [NOTEBOOK_CELLS[0].format(store=str(store)), "%remember the orders table has 3 rows",
+             "%remember the export runs nightly"]
+    nbformat.write(nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(c) for c in cells]), old)
+
+    def shown(nb, index):
+        return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                       for o in nb.cells[index].outputs if o.get("name") != "stderr")
+
+    assert shown(run_notebook(old), 2).startswith("Remembered #2 (finding, medium)")
+    old.rename(new)
+    again = run_notebook(new)
+    assert all(shown(again, i).startswith(
+        f"Already remembered as #{i} by this cell in analysis/draft.ipynb on ") for i in (1, 2))
+    stop(store)
+    with Memory.open(store, embedder=HashEmbedder()) as mem:
+        assert mem.notes().total == 2
+
+
+@pytest.mark.timeout(300)
 def test_the_jupyter_session_name_names_an_unsaved_notebook(repo):
     """As under jupyter_server: the kernel is told its notebook, whose file is older."""
     store = repo / ".nbmemory"
