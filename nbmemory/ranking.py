@@ -404,13 +404,17 @@ def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarr
     count). eval/tune.py varies the constants."""
     if before is not None and context:
         keyword = with_context(ids, keyword, before, drop, context)
-    covered = float(np.max(keyword)) if len(keyword) else 0.0
-    w = keyword_weight(keyword, *fusion)
-    if w == 0 and covered > 0 and lift and len(ids) > lift:
+    # The notes that can be shown set the weight and keep their places: a forgotten or
+    # superseded note (scored, for "previously believed") must not steer the others.
+    active = np.flatnonzero(np.fromiter((i not in drop for i in ids.tolist()), bool, len(ids))
+                            if drop else np.ones(len(ids), bool))
+    covered = float(np.max(keyword[active])) if len(active) else 0.0
+    w = keyword_weight(keyword[active], *fusion)
+    if w == 0 and covered > 0 and lift and len(active) > lift:
         weight, start, _ = fusion
         w = weight * min(1.0, covered / start) if start > 0 else weight
-        return (*lifted(query, lexical, ids, keyword, dense, w, lift, drop, feedback), w,
-                covered, lift)
+        return (*lifted(query, lexical, ids, keyword, dense, w, lift, drop, feedback, active),
+                w, covered, lift)
     score = mix(keyword, dense, w)
     if w > 0 and feedback is not None:
         notes, terms, weight = feedback
@@ -421,18 +425,21 @@ def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarr
 
 def lifted(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarray,
            dense: np.ndarray, w: float, below: int, drop: Container[int] = (),
-           feedback: tuple[int, int, float] | None = FEEDBACK) -> tuple[np.ndarray, np.ndarray]:
+           feedback: tuple[int, int, float] | None = FEEDBACK,
+           active: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Scores and keyword shares where the query's best keyword match covers too little of it
-    for keywords to be trusted: the ``below`` notes closest in meaning score their cosine and
-    keep their places; every other note scores its cosine plus ``w / (1 - w)`` times its
-    keyword share (after feedback: the order of the mix at weight ``w``), eased to stay under
-    the ``below``-th best cosine (:func:`ease_under`)."""
+    for keywords to be trusted: the ``below`` notes closest in meaning (among the positions
+    ``active``, default all) score their cosine and keep their places; every other note
+    scores its cosine plus ``w / (1 - w)`` times its keyword share (after feedback: the order
+    of the mix at weight ``w``), eased to stay under the ``below``-th best cosine
+    (:func:`ease_under`)."""
     cosine = np.clip(np.asarray(dense, np.float32), 0.0, 1.0)
     if feedback is not None:
         notes, terms, weight = feedback
         keyword = with_feedback(query, lexical, ids, mix(keyword, dense, w), keyword, drop,
                                 notes, terms, weight)
-    kept = top_positions(cosine, below)
+    active = np.arange(len(ids)) if active is None else active
+    kept = active[top_positions(cosine[active], below)]
     score = ease_under(cosine + w / (1.0 - w) * np.asarray(keyword, np.float32),
                        float(cosine[kept[-1]]))
     score[kept] = cosine[kept]

@@ -268,6 +268,45 @@ def test_below_the_start_keywords_lift_notes_under_the_closest_in_meaning(memory
     assert "under the 35% from which keywords are mixed in (fully from 45%)." in hits_text(hits)
 
 
+@pytest.mark.parametrize("gone", ["superseded", "forgotten"])
+def test_a_note_forgotten_or_replaced_does_not_steer_how_the_others_rank(tmp_path, gone):
+    """Notes no longer active are scored only to say what was previously believed: the
+    others rank as in a store that never held them. A superseded note that matched most of
+    the query set its keyword weight and took a place kept for the closest in meaning,
+    which hid the notes that answer it below the threshold."""
+    others = ["males are heavier than females in every species",
+              "Gentoo are the heaviest species, 5076 g on average",
+              "bill depth splits the species better than bill length",
+              "flipper length tracks body mass within each species",
+              "Chinstrap and Adelie overlap in body mass",
+              "the island decides the species mix of a sample",
+              "three birds have no sex recorded",
+              "Gentoo are the largest penguins: 5.1 kg"]
+    query = "which birds weigh the most"
+    ranks = []
+    for old in (None, "Gentoo penguins weigh the most of the birds"):
+        with Memory.open(tmp_path / f"s{len(ranks)}", embedder=HashEmbedder(),
+                         settings=None) as mem:
+            for text in others[:-1]:
+                mem.remember(text)
+            if old:
+                first = mem.remember(old)
+                if gone == "superseded":
+                    mem.remember(others[-1], supersedes=first.id)
+                else:
+                    mem.remember(others[-1])
+                    mem.forget(first.id)
+            else:
+                mem.remember(others[-1])
+            hits = mem.recall(query, k=10, min_score=-1)
+            ranks.append(([(h.note.text, h.score) for h in hits], hits.previously))
+    (alone, _), (beside, previously) = ranks
+    # The same order and, but for the old note's words counting in each word's rarity, scores.
+    assert [t for t, _ in beside] == [t for t, _ in alone]
+    assert [s for _, s in beside] == pytest.approx([s for _, s in alone], abs=0.005)
+    assert [h.note.text for h in previously] == ["Gentoo penguins weigh the most of the birds"]
+
+
 def test_empty_recalls_are_counted(memory):
     memory.remember("something")
     memory.recall("something")
