@@ -322,6 +322,8 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
     skipped: dict[int, dict] = {}  # this store's id -> the file's row it kept out
     added: list[dict] = []  # the file's notes that become notes here
     origin: dict[int, str] = {}  # file id -> the uid it copies (keep-both)
+    # Made to match the file: this store's note (replace), or an earlier import's copy.
+    matched: list[tuple[dict, int]] = []
     for row in sorted(export.table("notes"), key=lambda r: r["id"]):
         uid = row["uid"]
         if uid not in known:
@@ -329,10 +331,14 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
         elif policy == "skip":
             summary["skipped"] += 1
             skipped[known[uid]] = row
+        elif policy == "replace":
+            matched.append((row, known[uid]))
         elif policy == "keep-both":
             copy_uid = uuid.uuid5(uuid.NAMESPACE_URL, f"nbmemory-copy:{uid}").hex
-            if copy_uid in known:
-                summary["unchanged"] += 1
+            if "purged" in (row["status"], store.status_of(known[uid])):
+                summary["skipped"] += 1  # a copy would bring an erased text back
+            elif copy_uid in known:
+                matched.append((row, known[copy_uid]))
             else:
                 added.append({**row, "id": pending.note_id(), "file_id": row["id"],
                               "uid": copy_uid})
@@ -341,7 +347,8 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
     summary["differ"] = sum(1 for note_id, row in skipped.items() if note_id in here and (
         row["text"], row["kind"], row["priority"], tuple(row["tags"]), row["status"]) != (
         here[note_id].text, here[note_id].kind, here[note_id].priority,
-        tuple(here[note_id].tags), here[note_id].status))
+        tuple(here[note_id].tags), here[note_id].status)
+        and "purged" not in (row["status"], here[note_id].status))  # replace would skip it
     for row in added:
         id_map[row.pop("file_id")] = row["id"]
         pending.add("notes", {**row, "supersedes": None})
@@ -371,14 +378,10 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
             pending.add(table, {**extra, "note_id": new_id, **moved})
     summary["added"] = len(added)
     pending.flush()  # _replace writes through the journal, after the rows above
-    if policy == "replace":
-        for row in sorted(export.table("notes"), key=lambda r: r["id"]):
-            if row["uid"] in known:
-                anchors = [extra for table, extra in extras.get(row["id"], [])
-                           if table == "anchors"]
-                replaced[row["id"]] = _replace(store, journal, known[row["uid"]], row,
-                                               versions.get(row["id"], []), anchors,
-                                               actor, now)
+    for row, note_id in matched:
+        anchors = [extra for table, extra in extras.get(row["id"], []) if table == "anchors"]
+        replaced[row["id"]] = _replace(store, journal, note_id, row, versions.get(row["id"], []),
+                                       anchors, actor, now)
     have = store.embedding_keys()
     for row in export.table("embeddings"):
         if (row["content_hash"], row["model"]) not in have:
@@ -414,12 +417,22 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
             if not same:
                 summary["snapshots_skipped"] += 1
             continue
-        stale = {str(id_map[int(i)]): r for i, r in json.loads(snap.get("stale") or "{}").items()
-                 if int(i) in id_map}
+        stale = _stale_here(json.loads(snap.get("stale") or "{}"), resolve)
         pending.add("snapshots", {**snap, "seq": remap(snap["seq"]), "stale": json.dumps(stale)})
         summary["snapshots"] += 1
     pending.flush()
     return summary
+
+
+def _stale_here(stale: dict, resolve: Callable[[int], int | None]) -> dict:
+    """A snapshot's stale flags by this store's ids (``resolve``); a team store's by host."""
+    out: dict = {}
+    for key, value in stale.items():
+        if key.startswith("@"):
+            out[key] = _stale_here(value, resolve)
+        elif (here := resolve(int(key))) is not None:
+            out[str(here)] = value
+    return out
 
 
 def _utc(at: datetime) -> datetime:
@@ -452,14 +465,19 @@ def _replace(store: Store, journal: Journal, note_id: int, row: dict, versions: 
     file's current anchors (fingerprints are added, never overwritten)."""
     current = store.get_notes([note_id])[note_id]
     latest = max(versions, key=lambda v: v["version"]) if versions else None
-    if latest is None or current.status == "purged":
+    # Purged on either side: an erased text never comes back, nor does an import erase one.
+    if latest is None or "purged" in (current.status, row["status"]):
         return "skipped"
     fields = (latest["text"], latest["kind"], latest["priority"], tuple(latest["tags"]))
     same = fields == (current.text, current.kind, current.priority, current.tags)
     mine = store.anchors([note_id]).get(note_id, [])
     theirs = _current_anchors(anchor_rows)
     anchors_differ = ({_anchor_key(a) for _, a in mine} != {_anchor_key(a) for a in theirs})
-    if same and not anchors_differ and row["status"] == current.status:
+    # Confirmed, refuted or open again there: a question's answer is news too.
+    outcome = row.get("resolution") or None
+    resolves = (outcome != current.resolution and current.status in ("active", "refuted")
+                and row["status"] in ("active", "refuted"))
+    if same and not anchors_differ and row["status"] == current.status and not resolves:
         return "unchanged"
     seq = None
     if not same:
@@ -487,7 +505,14 @@ def _replace(store: Store, journal: Journal, note_id: int, row: dict, versions: 
             origin = next(a.origin for p, a in mine if p == position)
             rows.append((position, Anchor(kind, target, {"dropped": True}, origin)))
         store.insert_anchors(note_id, rows, seq=seq, at=now)
-    if row["status"] != current.status and row["status"] in ("active", "revoked"):
+    if resolves:
+        reason = row.get("resolution_reason")
+        if outcome == "confirmed" and current.status == "refuted":
+            journal.append("reopened", note_id, actor=actor, at=now, data={"imported": True})
+        journal.append(outcome or "reopened", note_id, actor=actor, at=now,
+                       data={"imported": True, **({"reason": reason} if reason else {})})
+    elif (row["status"] != current.status and row["status"] in ("active", "revoked")
+          and current.status in ("active", "revoked")):
         journal.append("reinstated" if row["status"] == "active" else "revoked", note_id,
                        actor=actor, at=now, data={"imported": True})
     elif same and not anchors_differ:  # a status this cannot set (superseded: merge links it)

@@ -174,6 +174,44 @@ def test_merge_policies(tmp_path):
         assert [s.name for s in b.snapshots()] == ["from-a"]
 
 
+def test_a_later_import_brings_answers_and_edits_but_never_an_erased_text(tmp_path):
+    """Replace brings a question's answer (confirmed, refuted) as well as an edit; a note
+    purged there is skipped (an import neither erases this store's text nor makes it an
+    empty note); keep-both brings a newer file's edit to the copy it made before."""
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        window = a.remember("is the churn window 30 days?", kind="question")
+        repeats = a.remember("do refunds repeat order ids?", kind="question")
+        secret = a.remember("the staging password is hunter2")
+        amount = a.remember("amount is in dollars")
+        a.export_jsonl(tmp_path / "v1.jsonl")
+        a.confirm(window.id, "checked the config")
+        a.refute(repeats.id, "they never do")
+        a.purge(secret.id)
+        a.edit(amount.id, text="amount is in cents")
+        a.export_jsonl(tmp_path / "v2.jsonl")
+        a.edit(amount.id, text="amount is in cents since 2021")
+        a.export_jsonl(tmp_path / "v3.jsonl")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        b.remember("b's own note")
+        assert b.import_jsonl(tmp_path / "v1.jsonl")["added"] == 4
+        summary = b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="replace")
+        assert (summary["replaced"], summary["skipped"], summary["unchanged"]) == (3, 1, 0)
+        notes = {n.text: n for n in b.notes(status=("active", "refuted"), limit=10).notes}
+        assert notes["is the churn window 30 days?"].resolution == "confirmed"
+        assert notes["do refunds repeat order ids?"].status == "refuted"
+        assert notes["the staging password is hunter2"].status == "active"
+        assert "amount is in cents" in notes
+        assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="replace")["unchanged"] == 3
+    with Memory.open(tmp_path / "c", embedder=HashEmbedder()) as c:
+        c.import_jsonl(tmp_path / "v1.jsonl")
+        summary = c.import_jsonl(tmp_path / "v2.jsonl", on_conflict="keep-both")
+        assert (summary["added"], summary["skipped"]) == (3, 1)  # no copy of a purged note
+        summary = c.import_jsonl(tmp_path / "v3.jsonl", on_conflict="keep-both")
+        assert (summary["added"], summary["replaced"]) == (0, 1)
+        texts = sorted(n.text for n in c.notes(limit=10).notes)
+        assert "amount is in cents since 2021" in texts and "amount is in cents" not in texts
+
+
 def test_an_export_holding_a_purge_merges_into_a_store_with_notes_of_its_own(tmp_path):
     with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
         a.remember("alpha: exports land at 02:00")
@@ -239,6 +277,41 @@ def test_merged_snapshots_divide_the_files_events_as_they_did(tmp_path):
             ("added", ""), ("edited", "v1 -> v2")]
         hits = c.recall("orders amount", as_of="before-fix")
         assert hits[0].note.text == "orders amount in dollars"
+
+
+def test_a_merged_snapshot_keeps_the_stale_flags_of_notes_this_store_had(tmp_path):
+    """The flags a snapshot sealed are mapped to this store's ids for every note it names,
+    the ones it already had too; a team store's, kept per host, merge as well."""
+    data = tmp_path / "data.csv"
+    data.write_text("a\n1\n")
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("data.csv has one row", about=[str(data)])
+        a.export_jsonl(tmp_path / "v1.jsonl")
+        data.write_text("a\n1\n2\n")
+        a.snapshot("stale-now")
+        a.export_jsonl(tmp_path / "v2.jsonl")
+    lines = (tmp_path / "v2.jsonl").read_text().splitlines()
+    for at, line in enumerate(lines):  # as a team store seals them: by host
+        record = json.loads(line)
+        if record.get("table") == "snapshots":
+            record["row"]["stale"] = json.dumps({"@elsewhere": json.loads(record["row"]["stale"])})
+            record["row"]["name"] = "team-seal"
+            lines[at] = json.dumps(record)
+    (tmp_path / "team.jsonl").write_text("\n".join(lines) + "\n")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        b.remember("b's own note")
+        b.import_jsonl(tmp_path / "v1.jsonl")
+        b.import_jsonl(tmp_path / "v2.jsonl")
+        hits = b.recall("data.csv one row", as_of="stale-now", mode="lexical")
+        assert [(h.note.id, [r.reason for r in h.note.stale]) for h in hits] == [
+            (2, ["rows_changed"])]
+        assert b.import_jsonl(tmp_path / "team.jsonl")["snapshots"] == 1
+        b.export_jsonl(tmp_path / "b.jsonl")
+    records = map(json.loads, (tmp_path / "b.jsonl").read_text().splitlines())
+    sealed = {r["row"]["name"]: json.loads(r["row"]["stale"]) for r in records
+              if r.get("table") == "snapshots"}
+    assert {host: list(flags) for host, flags in sealed["team-seal"].items()} == {
+        "@elsewhere": ["2"]}  # by this store's id
 
 
 def test_a_note_shared_without_its_replacement_says_it_was_superseded_elsewhere(tmp_path):
