@@ -28,7 +28,7 @@ from nbmemory.errors import InvalidInput, StoreLocked, StoreUnavailable
 from nbmemory.memory import Memory
 from nbmemory.service import owner_info, stop
 from nbmemory.service import transport as transports
-from nbmemory.service.protocol import lock_held, read_info
+from nbmemory.service.protocol import lock_held, read_info, write_info
 
 HASH = "hash:64"
 
@@ -153,6 +153,67 @@ def test_a_missing_secret_file_is_named(store, tcp):
                                                    r"yours.*nbmemory stop --store"):
             Memory.open(store, model=HASH, mode="service").notes()
         assert first.notes().total == 1  # a client that had connected keeps its way in
+
+
+def test_a_dead_owners_port_taken_by_another_process_gets_nothing(store, tcp):
+    """An owner killed leaves owner.json naming its port, which any local process may then
+    listen on: no request (and no secret) goes there, and a new owner starts."""
+    from waiting import pid_alive, signal_owner, wait_for
+
+    with Memory.open(store, model=HASH, mode="service") as first:
+        first.remember("orders.amount is in cents")
+        info = owner_info(store)
+        signal_owner(info["pid"])
+        wait_for(lambda: not pid_alive(info["pid"]) and not lock_held(store), what="owner gone")
+    squatter = socket.socket()
+    squatter.bind((transports.LOOPBACK, 0))
+    squatter.listen(8)
+    squatter.setblocking(False)
+    # The old port itself stays in TIME_WAIT a while: the listener takes another, which
+    # owner.json is made to name, as it would name the old port taken over.
+    assert read_info(store)["port"] == info["port"]  # left behind
+    write_info(store, {**info, "port": squatter.getsockname()[1]})
+    try:
+        with Memory.open(store, model=HASH, mode="service") as memory:
+            memory.remember("the payroll password rotates monthly")
+            assert memory.notes().total == 2
+        assert owner_info(store)["pid"] != info["pid"]
+        with pytest.raises(BlockingIOError):
+            squatter.accept()  # nobody connected
+    finally:
+        squatter.close()
+
+
+def test_a_tcp_connection_without_a_request_is_closed_and_one_with_the_secret_may_idle(
+        monkeypatch):
+    """Any local process may connect to loopback TCP: one that never sends a request with
+    the secret is dropped after a while instead of holding a thread of the owner for good."""
+    import threading
+    import types
+
+    from nbmemory.service import handler
+
+    monkeypatch.setattr(handler, "UNPROVEN_TIMEOUT_S", 0.3)
+    seen = []
+    owner = types.SimpleNamespace(connected=lambda *a: seen.append(a),
+                                  disconnected=lambda *a: None, progress={},
+                                  hello=lambda: {"state": "serving"})
+    server = handler.Server((transports.LOOPBACK, 0), owner, secret="s" * 64)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = ("127.0.0.1", server.server_address[1])
+        with socket.create_connection(address, timeout=30) as idle:
+            assert idle.recv(1) == b""  # closed by the owner, not by this 30 s timeout
+        conn = http.client.HTTPConnection(*address, timeout=30)
+        conn.request("GET", "/hello", headers={transports.HEADER_SECRET: "s" * 64})
+        assert conn.getresponse().read() == b'{"state": "serving"}'
+        threading.Event().wait(0.6)  # idle past the unproven timeout: still served
+        conn.request("GET", "/hello", headers={transports.HEADER_SECRET: "s" * 64})
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # -- long store paths ----------------------------------------------------------------------

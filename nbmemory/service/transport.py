@@ -309,6 +309,11 @@ def find(directory: Path) -> Address | None:
     none. Raises StoreUnavailable when the live owner's address cannot be used from here."""
     info = read_info(directory)
     address = address_of(directory, info)
+    if address is not None and address.transport == "tcp" and \
+            holder_pid(directory) != info.get("pid"):
+        # A dead owner's port may be anyone's now: its requests and secret are not sent
+        # there. (A socket in the store's private directory cannot be taken over so.)
+        return None
     if address is None:
         problem = unusable(directory, info)
         if problem and info.get("state") == "serving" and holder_pid(directory) == info.get("pid"):
