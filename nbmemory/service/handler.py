@@ -32,6 +32,7 @@ CALL_ROUTE = re.compile(r"/v(\d+)/call")  # fullmatch: any protocol number, then
 # replace the owner even while others use it (they follow the store's new model).
 SWITCHES_MODEL = ("reembed", "reindex")
 FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+UNPROVEN_TIMEOUT_S = 30  # a TCP connection's wait for its first request with the secret
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -89,6 +90,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if problem:
             log(f"refused {problem}")
             return
+        if self.server.secret is not None:
+            # Any local process may connect over TCP: one that sends no request with the
+            # secret does not hold a thread for long (an authorized connection may idle).
+            self.connection.settimeout(UNPROVEN_TIMEOUT_S)
         try:
             super().handle()
         finally:
@@ -99,6 +104,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         what = transports.check_secret(self.headers.get(transports.HEADER_SECRET),
                                        self.server.secret)
         if what is None:
+            self.connection.settimeout(None)
             client = self.headers.get(HEADER_CLIENT)
             if client:
                 self.server.owner.connected(id(self), client)
