@@ -548,12 +548,14 @@ def test_the_owner_serves_while_its_log_cannot_be_written(store):
 def test_temporary_files_of_an_owner_that_died_writing_them_are_removed(store):
     store.mkdir(mode=0o700)
     for name in (".owner.json.424242.tmp", ".owner.key.424242.tmp",
-                 ".owner.error.json.424242.tmp"):
+                 ".owner.error.json.424242.tmp", ".vectors.usearch.424242.tmp",
+                 ".keywords.index.424242.tmp"):  # an index's save cut short too
         (store / name).write_text("")
     with Memory.open(store, model=HASH, mode="service") as memory:
         memory.remember("fresh")
-        assert sorted(p.name for p in store.glob(".owner.*.tmp")) == []
+        assert sorted(p.name for p in store.glob(".*.tmp")) == []
     assert "removed .owner." in (store / "owner.log").read_text()
+    assert ".vectors.usearch.424242.tmp" in (store / "owner.log").read_text()
 
 
 @pytest.fixture

@@ -186,10 +186,11 @@ def write_info(directory: Path, info: dict[str, Any], name: str = INFO_NAME) -> 
 
 
 def remove_leftovers(directory: Path) -> list[str]:
-    """Remove the temporary files of owners that died while writing ``owner.json``,
-    ``owner.key`` or ``owner.error.json`` (only the lock holder calls this). Their names."""
+    """Remove the temporary files of owners that died while writing one of the store's
+    files (``owner.json``, ``owner.key``, an index: a vector index's can be large); only
+    the lock holder calls this, before it writes any. Their names."""
     removed = []
-    for path in directory.glob(".owner.*.tmp"):
+    for path in directory.glob(".*.tmp"):
         try:
             path.unlink()
             removed.append(path.name)
