@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import os
+
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
 from . import display as show
 from . import procedures, wording
-from .magic_args import _id_and_text, parse_ids, usage_errors
+from .magic_args import _id_and_text, parse_ids, unquote, usage_errors
 from .progress import progress_bar
 
 
@@ -156,6 +158,7 @@ class MemoryCommands:
 
     def _memory_export(self, rest: str):
         args = parse_argstring(self._export_args, rest)
+        args.path = _path(args.path)
         if args.by and not args.markdown:
             raise UsageError("--by groups Markdown pages: add --markdown (a JSON Lines export "
                              "is one file of every note).")
@@ -195,7 +198,13 @@ class MemoryCommands:
 
     def _memory_import(self, rest: str):
         args = parse_argstring(self._import_args, rest)
+        args.path = _path(args.path)
         with progress_bar("importing") as progress:
             summary = self.mem.import_jsonl(args.path, on_conflict=args.on_conflict,
                                             progress=progress)
         print(wording.imported_text(summary, args.path))
+
+
+def _path(value: str) -> str:
+    """A path as typed: ``"my notes.jsonl"`` (IPython's parser keeps the quotes), ``~/x``."""
+    return os.path.expanduser(unquote(value))

@@ -402,6 +402,11 @@ def test_export_and_import_magics(ip, tmp_path):
     with pytest.raises(UsageError, match="is not an nbmemory export"):
         (tmp_path / "x.jsonl").write_text("{}\n")
         run(ip, f"memory import {tmp_path / 'x.jsonl'}")
+    spaced = tmp_path / "my notes.jsonl"  # quoted, as a shell would take it
+    _, out = run(ip, f'memory export "{spaced}"')
+    assert out.stdout.strip().endswith(f"to {spaced}.") and spaced.exists()
+    _, out = run(ip, f"memory import '{spaced}'")
+    assert out.stdout.startswith(f"Imported {spaced}: 0 added")
 
 
 def test_history_shows_the_supersede_chain(ip):
