@@ -90,9 +90,15 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     def mem(self):
         """The store's Memory, opened on first use (so %load_ext stays instant)."""
         if self._memory is None:
+            from .config import locate_store
             from .memory import Memory
 
             with usage_errors():
+                where = locate_store(self.store) if self.store else None
+                if where and where.address is None and not where.path.parent.is_dir():
+                    raise UsageError(f"Cannot create the store {where.path}: "
+                                     f"{where.path.parent} does not exist. Check "
+                                     "NbMemory.store (a typo?), or make the directory first.")
                 self._memory = Memory.open(self.store or None, model=self.model, mode=self.mode,
                                            settings=Settings(model=self.model, min_score=self.min_score),
                                            idle_timeout=self.idle_timeout, announce=_announce)

@@ -535,6 +535,19 @@ def test_a_snapshot_message_may_come_before_the_name(ip):
         run(ip, "snapshot -m only a message")
 
 
+def test_a_mistyped_store_is_not_made_by_a_recall(ip, tmp_path):
+    """As the CLI: a store is made only in a folder that exists, so a typo in NbMemory.store
+    is said, not answered with an empty memory ("No notes match")."""
+    typo = tmp_path / "projcet" / ".nbmemory"
+    ip.run_line_magic("config", f"NbMemory.store = {str(typo)!r}")
+    with pytest.raises(UsageError) as caught:
+        run(ip, "recall anything")
+    assert str(caught.value) == (f"Cannot create the store {typo}: {typo.parent} does not "
+                                 "exist. Check NbMemory.store (a typo?), or make the directory "
+                                 "first.")
+    assert not typo.parent.exists()
+
+
 def test_the_first_magic_says_it_starts_the_memory_service(tmp_path, monkeypatch):
     """No silent wait: the cell that starts an owner says so under itself (stderr)."""
     monkeypatch.chdir(tmp_path)
