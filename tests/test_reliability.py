@@ -677,6 +677,6 @@ def test_a_mistyped_model_does_not_stop_the_owner(store):
     assert str(caught.value) == (
         "The embedding model 'no-such-model' is not on this machine to load offline (a typo, "
         "or not in the Hugging Face cache), so the store's owner keeps 'hash:64' and nothing "
-        "was done. Set the model back to 'hash:64', or put the model in the local Hugging "
-        "Face cache first.")
+        "was done. Give a model this machine has (as 'hash:64' is), or put the model in the "
+        "local Hugging Face cache first.")
     assert owner_info(store)["pid"] == pid and owner_info(store)["model"] == HASH

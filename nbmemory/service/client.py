@@ -491,8 +491,9 @@ class ServiceBackend:
             raise ModelUnavailable(
                 f"The embedding model {self.model!r} is not on this machine to load offline "
                 f"(a typo, or not in the Hugging Face cache), so the store's owner keeps "
-                f"{serving!r} and nothing was done. Set the model back to {serving!r}{unset}, "
-                f"or put the model in the local Hugging Face cache first.")
+                f"{serving!r} and nothing was done. Give a model this machine has (as "
+                f"{serving!r} is){unset}, or put the model in the local Hugging Face cache "
+                f"first.")
         reason = (f"client pid {os.getpid()} runs nbmemory {__version__}"
                   + (f" with model {self.model}" if self.model else "")
                   + f": {error.get('message', '')}")
