@@ -432,7 +432,7 @@ def cmd_serve(args) -> int:
     from .service.protocol import default_idle_timeout
 
     location = locate_store(args.store)
-    print(f"nbmemory: serving {location} (Ctrl-C to stop)", file=sys.stderr)
+    print(f"nbmemory: starting the owner of {location} (Ctrl-C to stop)", file=sys.stderr)
     idle = default_idle_timeout() if args.idle_timeout is None else args.idle_timeout
     serve(location.path, model=configured_model(args.model), idle_timeout=idle)
     return EXIT_OK
