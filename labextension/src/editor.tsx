@@ -95,6 +95,12 @@ export function NoteEditor(props: {
     props.onChange?.({ ...initial, text, kind, priority, tags });
     setDiscarding(false);
   }, [text, kind, priority, tags]);
+  // Typing not yet saved keeps the page from closing or reloading without a warning.
+  const self = React.useRef({});
+  React.useEffect(() => {
+    model.setUnsaved(self.current, dirty);
+  }, [dirty]);
+  React.useEffect(() => () => model.setUnsaved(self.current, false), []);
   React.useEffect(() => {
     const node = area.current;
     if (node && props.autoFocus !== false) {

@@ -4,6 +4,7 @@
  */
 
 import {
+  ILabStatus,
   ILayoutRestorer,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
@@ -54,7 +55,8 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
     INotebookTracker,
     IDocumentManager,
     ITranslator,
-    IStateDB
+    IStateDB,
+    ILabStatus
   ],
   provides: INbMemory,
   activate: (
@@ -66,7 +68,8 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
     notebooks: INotebookTracker | null,
     docManager: IDocumentManager | null,
     translator: ITranslator | null,
-    state: IStateDB | null
+    state: IStateDB | null,
+    labStatus: ILabStatus | null
   ): INbMemory => {
     const trans = (translator ?? nullTranslator).load('nbmemory');
     const model = new MemoryModel(trans);
@@ -78,6 +81,14 @@ const plugin: JupyterFrontEndPlugin<INbMemory> = {
     restorer?.add(panel, 'nbmemory-panel');
 
     const openPanel = () => app.shell.activateById(panel.id);
+
+    // While the panel holds unsaved typing, closing or reloading the page asks first, as
+    // it does for a notebook with unsaved changes.
+    let unsaved: { dispose(): void } | null = null;
+    model.unsavedChanged.connect((_, holding) => {
+      unsaved?.dispose();
+      unsaved = holding && labStatus ? labStatus.setDirty() : null;
+    });
 
     app.commands.addCommand(CommandIDs.open, {
       label: trans.__('Open the nbmemory panel'),

@@ -135,6 +135,27 @@ export class MemoryModel extends MemoryState {
     this._emit();
   }
 
+  /**
+   * Whether an editor holds typing not yet saved (a new note's or an edit's), for the
+   * page's "leave site?" warning; each editor says so under its own `key`.
+   */
+  setUnsaved(key: object, unsaved: boolean): void {
+    const before = this._unsaved.size > 0;
+    if (unsaved) {
+      this._unsaved.add(key);
+    } else {
+      this._unsaved.delete(key);
+    }
+    if (before !== this._unsaved.size > 0) {
+      this._unsavedChanged.emit(this._unsaved.size > 0);
+    }
+  }
+
+  /** Emitted when the panel starts or stops holding unsaved typing. */
+  get unsavedChanged(): ISignal<this, boolean> {
+    return this._unsavedChanged;
+  }
+
   /** Emitted when a new draft is started (the form takes the focus). */
   get draftStarted(): ISignal<this, void> {
     return this._draftStarted;
@@ -383,4 +404,6 @@ export class MemoryModel extends MemoryState {
   private _stateChanged = new Signal<this, IPanelState>(this);
   private _noteWritten = new Signal<this, INote>(this);
   private _draftStarted = new Signal<this, void>(this);
+  private _unsaved = new Set<object>();
+  private _unsavedChanged = new Signal<this, boolean>(this);
 }

@@ -141,7 +141,11 @@ def test_edit_box_is_roomy_changes_the_kind_and_cancels_on_escape(page, lab):
                           "'#nbmemory-panel .nbm-EditText')).fontFamily, getComputedStyle("
                           "document.body).getPropertyValue('--jp-code-font-family')]")
     assert fonts[0].strip() != fonts[1].strip(), "note text is prose, not code"
+    dirty = "() => window.jupyterapp.status.isDirty"
+    assert page.evaluate(dirty) is False  # opened, nothing typed yet
     text.fill("the retry limit is 3, then a 30 s back-off")
+    # Typing not yet saved: closing or reloading the page asks first, as for a notebook.
+    page.wait_for_function(dirty)
     # Escape with changes asks once; a second Escape discards them.
     text.press("Escape")
     expect(shown.locator(".nbm-Discard")).to_have_text(
@@ -149,6 +153,7 @@ def test_edit_box_is_roomy_changes_the_kind_and_cancels_on_escape(page, lab):
     expect(text).to_have_value("the retry limit is 3, then a 30 s back-off")
     text.press("Escape")
     expect(shown.locator(".nbm-Editor")).to_have_count(0)
+    page.wait_for_function(f"() => !({dirty})()")
     expect(shown.locator(".nbm-NoteText")).to_have_text("the retry limit is 3")
     assert lab.api(f"notes/{note['id']}")[1]["note"]["version"] == 1
     shown.locator(".nbm-Edit").click()
