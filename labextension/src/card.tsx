@@ -186,7 +186,7 @@ export function NoteCard(
                 : trans.__('The list could not be loaded (see above): your edit is kept here.')
               : props.away
               ? trans.__(
-                  'This note is no longer on this page (a write elsewhere moved it): save or cancel your edit here.'
+                  'This note is no longer on this page: a write elsewhere moved, forgot or replaced it. Save or cancel your edit here (saving says if it cannot be edited now).'
                 )
               : note.version !== edit.base.version
                 ? clashes(edit, note).length

@@ -322,12 +322,13 @@ export class MemoryModel extends MemoryState {
     return this._act(async () => {
       await this._request<INote>(`notes/${id}/forget`, json('POST'));
       this.forgotten = id;
-      this._notices.offerUndo(
+      const offer = this._notices.offerUndo(
         this.trans.__('Forgot #%1.', id),
         this.trans.__('Undo'),
         this.trans.__('Bring #%1 back', id),
         () => void this.undoForget(id)
       );
+      this._undoOffers.set(id, offer);
     });
   }
 
@@ -336,6 +337,11 @@ export class MemoryModel extends MemoryState {
       await this._request<INote>(`notes/${id}/reinstate`, json('POST'));
       if (this.forgotten === id) {
         this.forgotten = null;
+      }
+      const offer = this._undoOffers.get(id); // undone from the list: its toast goes too
+      if (offer !== undefined) {
+        this._undoOffers.delete(id);
+        this._notices.dismiss(offer);
       }
       this.say(this.trans.__('Reinstated #%1.', id), 'success');
     });
@@ -405,5 +411,6 @@ export class MemoryModel extends MemoryState {
   private _noteWritten = new Signal<this, INote>(this);
   private _draftStarted = new Signal<this, void>(this);
   private _unsaved = new Set<object>();
+  private _undoOffers = new Map<number, string>();
   private _unsavedChanged = new Signal<this, boolean>(this);
 }

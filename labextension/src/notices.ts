@@ -23,12 +23,17 @@ export class Notices {
     }
   }
 
-  /** A passing notice with an Undo button, offered for `UNDO_MS`. */
-  offerUndo(message: string, label: string, caption: string, undo: () => void): void {
-    Notification.info(message, {
+  /** A passing notice with an Undo button, offered for `UNDO_MS`; its id. */
+  offerUndo(message: string, label: string, caption: string, undo: () => void): string {
+    return Notification.info(message, {
       autoClose: UNDO_MS,
       actions: [{ label, caption, displayType: 'accent', callback: undo }]
     });
+  }
+
+  /** Take back a notice that no longer holds (an Undo done another way). */
+  dismiss(id: string): void {
+    Notification.dismiss(id);
   }
 
   /**
