@@ -189,7 +189,8 @@ def build_parser() -> Parser:
                    help="only notes written since: 7d, 12h, 2w or a date")
     p.add_argument("--explain", action="store_true", help="show the keyword and semantic scores")
     p.add_argument("--provenance", action="store_true", help="show where each note came from")
-    p.add_argument("--min-score", type=float, default=None, help="hide notes scoring below this")
+    p.add_argument("--min-score", type=float, default=None,
+                   help="hide notes scoring below this (before the ±0.02 of priority)")
     p.add_argument("--mode", choices=MODES, default="hybrid", help=MODE_HELP)
     p.add_argument("--as-of", metavar="SNAPSHOT", default=None,
                    help="search the notes as they were when SNAPSHOT was sealed")

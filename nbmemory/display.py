@@ -131,14 +131,16 @@ def fusion_line(fusion: dict[str, float]) -> str:
     covers = (f"the best keyword match covers {fusion['covered']:.0%} of the query's weighted "
               f"words")
     priority = f"(+{bonus:g} high priority, -{bonus:g} low)"
+    # Where keywords count, a note's lexical share also counts the best notes' words.
+    fed = " Lexical includes the words of the best notes, fed back." if w > 0 else ""
     if below:
         return (f"score = dense for the {below} notes closest in meaning; for the others "
                 f"dense + {w / (1 - w):.2f} x lexical, kept below those {below} {priority}. "
                 f"Keyword weight {w:.2f}: {covers}, under the {fusion['from']:.0%} from which "
-                f"keywords are mixed in (fully from {fusion['full']:.0%}).")
+                f"keywords are mixed in (fully from {fusion['full']:.0%}).{fed}")
     formula = f"{1 - w:.2f} x dense + {w:.2f} x lexical" if w > 0 else "dense"
     return (f"score = {formula} {priority}. Keyword weight {w:.2f}: {covers} (keywords count "
-            f"from {fusion['from']:.0%}, fully from {fusion['full']:.0%}).")
+            f"from {fusion['from']:.0%}, fully from {fusion['full']:.0%}).{fed}")
 
 
 def _clamped_text(text: str, show: str = "") -> str:

@@ -307,7 +307,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     @argument("--since", default=None, help="only notes written since: 7d, 12h, 2w or a date")
     @argument("--explain", action="store_true", help="show the keyword and semantic scores")
     @argument("--provenance", action="store_true", help="show where each note came from")
-    @argument("--min-score", type=float, default=None, help="hide notes scoring below this")
+    @argument("--min-score", type=float, default=None,
+              help="hide notes scoring below this (before the ±0.02 of priority)")
     @argument("--mode", choices=MODES, default="hybrid", help=MODE_HELP)
     @argument("--open", action="store_true",
               help="open questions (neither confirmed nor refuted); with a query, the best of them")

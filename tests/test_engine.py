@@ -265,7 +265,8 @@ def test_below_the_start_keywords_lift_notes_under_the_closest_in_meaning(memory
     assert (f"score = dense for the {n} notes closest in meaning; for the others dense + "
             in hits_text(hits))
     assert f"kept below those {n} (+0.02 high priority" in hits_text(hits)
-    assert "under the 35% from which keywords are mixed in (fully from 45%)." in hits_text(hits)
+    assert ("under the 35% from which keywords are mixed in (fully from 45%). Lexical includes "
+            "the words of the best notes, fed back.") in hits_text(hits)
 
 
 @pytest.mark.parametrize("gone", ["superseded", "forgotten"])
