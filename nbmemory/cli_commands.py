@@ -149,6 +149,13 @@ def cmd_recall(mem, args) -> None:
         return emit_json({**hits.to_dict(), "as_of": args.as_of})
     from .display import hits_text
 
+    hits.filters = " ".join(  # "No notes match 'x' with -t nosuchtag.", as the magic says
+        [f"{flag} {value}" for flag, value in (("-t", args.tags), ("--kind", args.kind),
+                                               ("-p", args.priority), ("--author", args.author))
+         if value] + [flag for flag, on in (("--since", args.since), ("--mine", args.mine),
+                                             ("--fresh", args.fresh), ("--stale", args.stale),
+                                             ("--open", args.open)) if on])
+
     if args.as_of:
         print(f"As of snapshot {args.as_of!r}:")
     print(hits_text(hits, provenance=args.provenance, show="nbmemory show {0}"))

@@ -132,6 +132,14 @@ def test_recall_by_keywords_alone_and_options_are_never_abbreviated(nbm):
                                             "(see: nbmemory recall --help)")
 
 
+def test_an_empty_recall_names_the_filters_that_emptied_it(nbm):
+    nbm("remember", "-t", "penguins", "the table has 344 rows")
+    r = nbm("recall", "-t", "nosuchtag", "--fresh", "rows")
+    assert (r.code, r.out.strip()) == (0, "No notes match 'rows' with -t nosuchtag --fresh.")
+    assert nbm("recall", "nothing", "--min-score", "0.99").out.startswith(
+        "No notes match 'nothing'.\n(1 more below the score threshold")  # no filter to name
+
+
 def test_recall_shows_the_start_of_a_long_note_and_how_to_see_it_all(nbm):
     long = "retry budget " + " ".join(f"word{i}" for i in range(3000))
     nbm("remember", "-", stdin=long)
