@@ -139,6 +139,8 @@ def cmd_recall(mem, args) -> None:
     if not query:
         raise CommandError("Say what you want to know: nbmemory recall QUERY... "
                            "(see: nbmemory recall --help)")
+    if args.open and args.kind not in (None, "question"):
+        raise CommandError("--open searches the open questions: leave --kind out")
     hits = mem.recall(query, k=args.k, tags=args.tags, kind="question" if args.open else args.kind,
                       priority=args.priority, since=args.since, explain=args.explain,
                       min_score=args.min_score, as_of=args.as_of, stale=stale, mode=args.mode,

@@ -51,6 +51,8 @@ class RecallCommands:
         k = self.k if args.k is None else args.k
         if args.open and not query:
             return self._open_questions(args, k, stale, author)
+        if args.open and args.kind not in (None, "question"):
+            raise UsageError("--open searches the open questions: leave --kind out")
         if not query:
             return self._recall_kernel(args, k, stale, author)
         with usage_errors():

@@ -136,6 +136,9 @@ def test_an_empty_recall_names_the_filters_that_emptied_it(nbm):
     nbm("remember", "-t", "penguins", "the table has 344 rows")
     r = nbm("recall", "-t", "nosuchtag", "--fresh", "rows")
     assert (r.code, r.out.strip()) == (0, "No notes match 'rows' with -t nosuchtag --fresh.")
+    r = nbm("recall", "--open", "--kind", "finding", "rows")
+    assert (r.code, one_line(r.err)) == (2, "nbmemory: --open searches the open questions: "
+                                            "leave --kind out")
     assert nbm("recall", "nothing", "--min-score", "0.99").out.startswith(
         "No notes match 'nothing'.\n(1 more below the score threshold")  # no filter to name
 

@@ -535,6 +535,12 @@ def test_a_snapshot_message_may_come_before_the_name(ip):
         run(ip, "snapshot -m only a message")
 
 
+def test_open_questions_are_searched_with_no_other_kind(ip):
+    with pytest.raises(UsageError, match=r"^--open searches the open questions: leave --kind "
+                                         r"out$"):
+        run(ip, "recall --open --kind finding rows")
+
+
 def test_a_mistyped_store_is_not_made_by_a_recall(ip, tmp_path):
     """As the CLI: a store is made only in a folder that exists, so a typo in NbMemory.store
     is said, not answered with an empty memory ("No notes match")."""
