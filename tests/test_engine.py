@@ -395,7 +395,7 @@ def test_index_catches_up_after_unsaved_writes(store_dir):
         engine.store.close()  # simulate a crash: no save on close
         engine._owner.release()
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
-        assert mem.status()["index"] == "loaded, caught up 1 notes"
+        assert mem.status()["index"] == "loaded, caught up 1 note"
         assert mem.recall("written after the last save")[0].note.id == 2
 
 

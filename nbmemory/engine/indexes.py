@@ -25,6 +25,7 @@ from ..errors import StoreDamaged
 from ..models import Note
 from ..store import DB_FILENAME, SCHEMA_VERSION, VECTOR_FILENAME, Filters, Store
 from ..store.rows import as_stored
+from ..wording import counted
 from ..vectors import VectorIndex, VectorIndexError
 from .journal import Change
 
@@ -114,7 +115,7 @@ class Keywords(SavedFile):
         self.sync(changed, self.store.index_rows(INDEXED, changed))
         if not np.array_equal(index.doc_ids(), ids):
             raise LexicalIndexError("documents disagree with the store")
-        return f"loaded, caught up {len(changed)} notes" if changed else "loaded"
+        return f"loaded, caught up {counted(len(changed), 'note')}" if changed else "loaded"
 
     def rebuild(self, rows: Sequence[tuple]) -> None:
         self.index = LexicalIndex.build((r[0], r[1]) for r in rows)
@@ -417,7 +418,7 @@ class Dense(SavedFile):
         if not changed:
             return "loaded"
         self.save(force=True)
-        return f"loaded, caught up {len(changed)} notes"
+        return f"loaded, caught up {counted(len(changed), 'note')}"
 
     def _check_not_ahead(self, index: VectorIndex, seq: int) -> None:
         """Refuse, touching nothing, a store whose database has lost what its vector index
