@@ -363,6 +363,13 @@ def test_an_address_the_server_refuses_is_said_at_once_not_retried(postgres_serv
         assert not isinstance(refused.value, StoreUnreachable), url
         assert str(refused.value).startswith(f"The team store {url} refused this connection (")
         assert said in str(refused.value)
+    mistyped = postgres_server.url(sslmod="require")  # libpq cannot read it: no retry either
+    with pytest.raises(StoreUnavailable) as refused:
+        Memory.open(mistyped, embedder=HashEmbedder())
+    assert not isinstance(refused.value, StoreUnreachable)
+    assert str(refused.value) == (
+        f"The team store address {mistyped} is not one PostgreSQL can use (invalid URI query "
+        f'parameter: "sslmod"). Check the address (docs/team.md shows its forms).')
 
 
 def test_no_password_to_send_is_a_refusal_not_a_server_away():
@@ -603,6 +610,29 @@ def test_an_engine_opens_on_the_local_copy_while_the_server_is_away_then_takes_i
     finally:
         if away:
             postgres_server.start()
+
+
+def test_a_read_whose_connection_was_ended_asks_the_server_again_before_the_copy(
+        team_url, postgres_server, tmp_path, monkeypatch):
+    """A server restarted (or an admin ending a session): the next read fails on a
+    connection that looked fine. It asks again on a new one, so it still sees a colleague's
+    acknowledged note; it answered from the copy, possibly behind, saying the server was
+    unreachable while it was up."""
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada, \
+            member(team_url, tmp_path, monkeypatch, "bo") as bo:
+        ada.remember("the warehouse is rebuilt at 02:00 UTC")
+        assert bo.recall("warehouse rebuilt")[0].note.text.startswith("the warehouse")
+        postgres_server.stop("immediate")
+        postgres_server.start()
+        note = None
+        for _ in range(3):  # as ada's client resends a write that was not acknowledged
+            try:
+                note = ada.remember("the loquat export moved to Airflow")
+                break
+            except StoreUnreachable:
+                continue
+        hits = bo.recall("loquat export")
+        assert hits.behind is None and [h.note.id for h in hits][:1] == [note.id]
 
 
 def test_an_owner_starting_while_the_server_is_away_asks_it_once(

@@ -65,8 +65,17 @@ def _by(part: str, function):
     @functools.wraps(function)
     def operation(self, *args, **kwargs):
         try:
-            self.catch_up()
-            return function(getattr(self, part), *args, **kwargs)
+            try:
+                self.catch_up()
+                return function(getattr(self, part), *args, **kwargs)
+            except StoreUnreachable:
+                if not (function.__name__ in MIRRORED and _broken(self.store)):
+                    raise
+                # Its connection ended (a server restart, a session ended by its admin)
+                # while the server may be up: a read asks once more, on a new connection,
+                # before it answers from this machine's copy, which may be behind.
+                self.catch_up()
+                return function(getattr(self, part), *args, **kwargs)
         except StoreUnreachable as exc:
             if self.mirror is None or function.__name__ not in MIRRORED:
                 op = OPERATIONS.get(function.__name__)
@@ -78,6 +87,11 @@ def _by(part: str, function):
                 raise
             return from_mirror(self, lambda: function(getattr(self, part), *args, **kwargs))
     return operation
+
+
+def _broken(store) -> bool:
+    """Whether a team store's connection is known to have ended (the next call makes one)."""
+    return bool(getattr(store, "con_broken", lambda: False)())
 
 
 class Engine:
