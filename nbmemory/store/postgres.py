@@ -122,6 +122,11 @@ class PostgresStore(Store):
         try:
             raw = psycopg.connect(address.conninfo, autocommit=True, connect_timeout=10,
                                   application_name="nbmemory")
+        except psycopg.ProgrammingError as exc:  # libpq cannot read the address: a typo
+            raise StoreUnavailable(
+                f"The team store address {address.url} is not one PostgreSQL can use "
+                f"({_first_line(exc)}). Check the address (docs/team.md shows its forms).") \
+                from None
         except psycopg.Error as exc:
             if refused_connection(str(exc)):
                 raise StoreUnavailable(
