@@ -73,11 +73,11 @@ def _decode(value: Any, kind: str) -> Any:
 
 
 def export_jsonl(store: Store, path: str | Path, *, model: str | None,
-                 progress: Progress | None = None,
-                 ids: Iterable[int] | None = None) -> dict[str, int]:
+                 progress: Progress | None = None, ids: Iterable[int] | None = None,
+                 repo: str | None = None) -> dict[str, int]:
     """Write the whole store to ``path``, or only the notes ``ids`` (their versions,
     journal, anchors and vectors; no snapshots; links to other notes left out); returns
-    rows written per table."""
+    rows written per table; ``repo``: the git checkout their relative paths are in."""
     tables = _tables(store)
     if ids is not None:
         tables = {t: c for t, c in tables.items() if t != "snapshots"}
@@ -95,7 +95,7 @@ def export_jsonl(store: Store, path: str | Path, *, model: str | None,
     except OSError as exc:
         raise InvalidInput(f"Cannot write the export to {path}: {exc.strerror}. "
                            "Check that its directory exists and is writable.") from None
-    keep = None if ids is None else Subset(store, {int(i) for i in ids})
+    keep = None if ids is None else Subset(store, {int(i) for i in ids}, repo)
     try:
         _write_export(out, store, tables, model, counts, progress, total, keep)
     except BaseException:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from .store import Store
 
@@ -11,8 +12,8 @@ from .store import Store
 class Subset:
     """Which rows of a store belong to the notes ``ids``, their links to other notes cut."""
 
-    def __init__(self, store: Store, ids: set[int]):
-        self.ids = ids
+    def __init__(self, store: Store, ids: set[int], repo: str | None = None):
+        self.ids, self.repo = ids, repo
         self.hashes = {r[0] for batch in store.table_rows("note_versions", ["content_hash",
                                                                              "note_id"])
                        for r in batch if r[1] in ids}
@@ -25,6 +26,16 @@ class Subset:
             return None
         if table == "notes" and record.get("supersedes") not in self.ids:
             record = {**record, "supersedes": None}
+        if table == "anchors" and self.repo and record.get("kind") in ("file", "data", "dir") \
+                and not os.path.isabs(record.get("target") or "/"):
+            # Relative to a workspace that is a git checkout: said by the repository's
+            # identity, so that each member of a team store checks their own checkout.
+            fingerprint = record["fingerprint"]
+            data = json.loads(fingerprint) if isinstance(fingerprint, str) else dict(fingerprint)
+            if "repo" not in data:
+                data["repo"] = self.repo
+                record = {**record, "fingerprint": json.dumps(data)
+                          if isinstance(fingerprint, str) else data}
         if table == "events" and record.get("data"):
             data = json.loads(record["data"])
             for key in ("supersedes", "by"):

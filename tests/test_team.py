@@ -989,6 +989,26 @@ def test_an_anchor_in_a_repository_is_checked_against_each_members_checkout(
     assert normalise_remote("ssh://git@gitlab.example.com:2222/a/b.git") == "gitlab.example.com/a/b"
 
 
+def test_a_note_shared_from_a_checkout_is_checked_against_each_members_checkout(
+        team_url, tmp_path, monkeypatch):
+    """A personal store in a git checkout keeps paths relative to it: shared, they say
+    which repository (each member showed the note as missing, the sharer too)."""
+    homes = {name: tmp_path / name for name in ("ada", "bo")}
+    ada_repo = checkout(homes["ada"], "git@github.com:team/orders.git")
+    bo_repo = checkout(homes["bo"], "https://github.com/team/orders")
+    monkeypatch.setenv("HOME", str(homes["ada"]))
+    monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache-ada"))
+    with Memory.open(ada_repo / ".nbmemory", embedder=HashEmbedder()) as mine:
+        note = mine.remember("orders.amount is in cents", about=["data/orders.csv"])
+        assert mine.share([note.id], team_url, embedder=HashEmbedder())["added"] == 1
+    monkeypatch.setenv("HOME", str(homes["bo"]))
+    with member(team_url, tmp_path, monkeypatch, "bo") as bo:
+        (shared,) = bo.notes().notes
+        assert bo.get(shared.id).stale == ()  # found in bo's own checkout
+        (bo_repo / "data" / "orders.csv").write_text("id,amount\n1,10.00\n2,5.00\n")
+        assert [r.reason for r in bo.get(shared.id).stale] == ["schema_changed", "rows_changed"]
+
+
 def test_a_colleagues_notebook_cell_and_sealed_flags_are_theirs_to_check(
         team_url, tmp_path, monkeypatch):
     """A cell is in the writer's notebook, on their machine: another member has no file to

@@ -8,9 +8,11 @@ from typing import Any, Sequence
 import duckdb
 
 from .. import exchange, markdown
+from ..config import find_git_root
 from ..embed import model_name
 from ..errors import InvalidInput, NotFound
 from ..models import utcnow
+from ..repos import identity
 from ..store import Filters
 from .part import Part, Progress
 from .validate import default_author, no_note, note_id
@@ -49,9 +51,14 @@ class Upkeep(Part):
                 missing = sorted(set(ids) - set(self.store.get_notes(ids)))
             if missing:
                 raise NotFound(f"{no_note(missing[0])} Nothing was exported.")
+        # Shared from a store in a git checkout: its paths say which repository they are in,
+        # as a team store's do (each member then checks their own checkout).
+        workspace = self.engine.workspace
+        repo = (identity(workspace) if ids is not None and not self.store.shared
+                and find_git_root(workspace) == workspace else None)
         with self.lock:
             return exchange.export_jsonl(self.store, path, model=self.engine.stored_identity,
-                                         progress=progress, ids=ids)
+                                         progress=progress, ids=ids, repo=repo)
 
     def import_jsonl(self, path: str, *, on_conflict: str = "skip", actor: str | None = None,
                      progress: Progress | None = None,
