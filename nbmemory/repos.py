@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 from .config import find_git_root
@@ -22,6 +23,7 @@ from .provenance import GIT_TEXT, NO_CONSOLE
 
 SEARCH_DEPTH = 3  # directories below home searched for a checkout
 SEARCH_LIMIT = 5_000  # directories looked at, at most
+SEARCH_AGAIN_S = 60  # a checkout not found is looked for again after this long
 _SKIP = {"node_modules", "site-packages", "__pycache__", "venv", ".venv"}
 
 
@@ -63,7 +65,7 @@ class Repositories:
         self.search = Path(search) if search else Path.home()
         self._roots: dict[str, str] = self._load()
         self._identities: dict[str, str | None] = {}  # root -> identity, this process
-        self._searched = False
+        self._searched_at: float | None = None  # when the home directory was last searched
 
     def _load(self) -> dict[str, str]:
         try:
@@ -105,8 +107,9 @@ class Repositories:
         known = self._roots.get(wanted)
         if known and Path(known).is_dir() and self._identity(Path(known)) == wanted:
             return Path(known)
-        if not self._searched:
-            self._searched = True
+        # Again once a while has passed: a repository cloned since this owner searched.
+        if self._searched_at is None or time.monotonic() - self._searched_at > SEARCH_AGAIN_S:
+            self._searched_at = time.monotonic()
             self._search()
             known = self._roots.get(wanted)
             if known:

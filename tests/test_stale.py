@@ -627,3 +627,24 @@ def test_a_variable_fingerprint_from_another_sampling_scheme_is_not_called_chang
     assert mem.verify(note.id, variables={"scope": "nb.ipynb", "values": {"df": now}}).stale == ()
     assert reasons(mem.recall("df amounts", variables=kernel)[0].note) == [
         ("content_changed", "df", "")]
+
+
+def test_a_checkout_cloned_after_a_search_is_found_at_the_next(tmp_path, monkeypatch):
+    """A team store's owner looks for a repository's checkout under the home directory; one
+    cloned later was never found until the owner restarted."""
+    import subprocess
+
+    from nbmemory import repos
+
+    home = tmp_path / "home"
+    home.mkdir()
+    known = repos.Repositories(tmp_path / "repositories.json", search=home)
+    assert known.locate("github.com/team/billing") is None
+    clone = home / "work" / "billing"
+    clone.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "remote", "add", "origin",
+                    "git@github.com:team/billing.git"], check=True)
+    assert known.locate("github.com/team/billing") is None  # searched a moment ago
+    monkeypatch.setattr(repos, "SEARCH_AGAIN_S", 0)  # ... and now a while ago
+    assert known.locate("github.com/team/billing") == clone.resolve()
