@@ -216,6 +216,17 @@ def test_a_tcp_connection_without_a_request_is_closed_and_one_with_the_secret_ma
         server.server_close()
 
 
+def test_on_windows_the_secret_is_written_only_once_its_file_is_the_users_alone(
+        tmp_path, monkeypatch):
+    """Without POSIX permissions the file is restricted (icacls) while still empty."""
+    sizes = []
+    monkeypatch.setattr(transports, "POSIX_PERMISSIONS", False)
+    monkeypatch.setattr(transports, "restrict_to_user",
+                        lambda path: sizes.append(path.stat().st_size))
+    transports.write_secret(tmp_path, "s" * 64)
+    assert sizes == [0] and transports.read_secret(tmp_path) == "s" * 64
+
+
 # -- long store paths ----------------------------------------------------------------------
 
 def long_store(tmp_path):

@@ -192,10 +192,12 @@ def write_secret(directory: Path, secret: str) -> None:
     tmp.unlink(missing_ok=True)
     fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
+        if not POSIX_PERMISSIONS:  # restricted while empty: the secret is never readable
+            os.close(fd)
+            restrict_to_user(tmp)
+            fd = os.open(tmp, os.O_WRONLY | getattr(os, "O_BINARY", 0))
         with os.fdopen(fd, "w", newline="\n") as handle:
             handle.write(secret + "\n")
-        if not POSIX_PERMISSIONS:
-            restrict_to_user(tmp)
         replace(tmp, path)  # clients read it at every connect
     except BaseException:
         tmp.unlink(missing_ok=True)
