@@ -65,6 +65,9 @@ def locking_name() -> str:
     return _locking()[0]
 
 
+_NO_LOCKS = {errno.ENOLCK, errno.ENOTSUP, getattr(errno, "EOPNOTSUPP", errno.ENOTSUP)}
+
+
 def try_lock(fd: int, *, shared: bool = False) -> bool:
     """Take the lock on open file ``fd`` without waiting; False when someone holds it.
 
@@ -77,6 +80,13 @@ def try_lock(fd: int, *, shared: bool = False) -> bool:
             module.flock(fd, (module.LOCK_SH if shared else module.LOCK_EX) | module.LOCK_NB)
         except BlockingIOError:
             return False
+        except OSError as exc:
+            if exc.errno in _NO_LOCKS:  # a network file system without a lock service
+                raise StoreUnavailable(
+                    f"The store's file system cannot lock files ({exc.strerror}), and "
+                    "nbmemory keeps writers apart with file locks. Keep the store on a local "
+                    "disk (--store, NBMEMORY_HOME or NbMemory.store).") from None
+            raise
         return True
     os.lseek(fd, WINDOWS_LOCK_OFFSET, os.SEEK_SET)
     try:

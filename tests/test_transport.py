@@ -405,6 +405,23 @@ def test_without_any_file_lock_the_error_says_so(tmp_path, store):
         "sure only one process owns a store. Use a CPython build for Linux, macOS or Windows.")
 
 
+def test_a_file_system_that_cannot_lock_is_said_in_words(store, monkeypatch):
+    """NFS without its lock service answers flock with ENOLCK: said, not a traceback."""
+    import errno
+    import fcntl
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.raises(StoreUnavailable) as caught:
+        Memory.open(store, model=HASH, mode="local")
+    assert str(caught.value) == (
+        "The store's file system cannot lock files (No locks available), and nbmemory keeps "
+        "writers apart with file locks. Keep the store on a local disk (--store, "
+        "NBMEMORY_HOME or NbMemory.store).")
+
+
 def test_a_connection_that_times_out_is_not_sent(tmp_path, monkeypatch):
     """Over TCP a full listen backlog times the connect out: nothing was sent, so the call
     may go again (it was reported as a call not answered, and crashed long work)."""
