@@ -33,7 +33,9 @@ def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "
             groups.setdefault(key, []).append(note)
     written = []
     index = ["# nbmemory notes", "", f"Grouped by {by}.", ""]
-    taken = {"index"}  # tags "a.b" and "a-b" (or "index") must not share a page
+    # Tags "a.b" and "a-b" (or "index") must not share a page, nor be a name Windows keeps
+    # for a device (aux.md is the device aux there): those become aux-2.md everywhere.
+    taken = {"index", *_DEVICES}
     for key in sorted(groups):
         name, base, n = _slug(key), _slug(key), 1
         while name in taken:
@@ -44,11 +46,11 @@ def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "
         lines = [f"# {_inline(key)}", ""]
         for note in groups[key]:
             lines += _note_markdown(note)
-        page.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+        page.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8", newline="\n")
         written.append(page)
         label = _inline(key).replace("[", "\\[").replace("]", "\\]")
         index.append(f"- [{label}]({page.name}) ({counted(len(groups[key]), 'note')})")
-    (directory / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
+    (directory / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8", newline="\n")
     now = {os.path.normcase(page.name) for page in written}
     for page in earlier:  # a tag no note has now: its page would mislead
         if os.path.normcase(page.name) not in now and _is_our_page(page):
@@ -91,6 +93,10 @@ def _inline(text: str) -> str:
     written: a renderer that allows raw HTML would run a tag named ``<img onerror=...>``.
     A note's own text is Markdown and exported as the note was written."""
     return html.escape(_one_line(text), quote=False)
+
+
+_DEVICES = {"con", "prn", "aux", "nul",
+            *(f"{port}{i}" for port in ("com", "lpt") for i in range(10))}
 
 
 def _slug(text: str) -> str:

@@ -605,12 +605,13 @@ def test_markdown_export_is_grouped_and_deterministic(memory, tmp_path):
 
 
 def test_markdown_export_gives_every_tag_a_page_of_its_own(memory, tmp_path):
-    """Tags that make the same file name ("a.b", "a-b") or the index's ("index") lose no note."""
-    for tag in ("a.b", "a-b", "index"):
+    """Tags that make the same file name ("a.b", "a-b") or the index's ("index") lose no note;
+    nor one Windows keeps for a device (aux.md would be the device there)."""
+    for tag in ("a.b", "a-b", "index", "AUX"):
         memory.remember(f"a note tagged {tag}", tags=tag)
     written = memory.export_markdown(tmp_path / "md")
     names = sorted(p.rsplit("/", 1)[1] for p in written)
-    assert names == ["a-b-2.md", "a-b.md", "index-2.md", "index.md"]
+    assert names == ["a-b-2.md", "a-b.md", "aux-2.md", "index-2.md", "index.md"]
     pages = {name: (tmp_path / "md" / name).read_text() for name in names}
     for tag in ("a.b", "a-b", "index"):
         assert sum(f"a note tagged {tag}\n" in text for text in pages.values()) == 1, tag
