@@ -28,7 +28,9 @@ MAX_RUN = 1024  # characters: a longer token is not looked inside
 # Path-like tokens: contain a slash or end in a file extension; ``:214`` line suffixes go.
 # Windows' separators and drives count too (data\orders.csv, C:\Users\ada\x.csv).
 _QUOTED = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"|'([^'\n]+)'")
-_TOKEN = re.compile(r"(?<![\w@])(?:[A-Za-z]:[/\\]|(?:~|\.{1,2})?/?)"  # not from a lone \
+# Also ~\data\x.csv and a share's \\server\x.csv; never from a lone \ (a regex's \d).
+_TOKEN = re.compile(r"(?<![\w@\\])"
+                    r"(?:[A-Za-z]:[/\\]|\\\\(?=\w)|(?:~|\.{1,2})[/\\]|(?:~|\.{1,2})?/?)"
                     r"(?:[\w.\-]+[/\\])*[\w.\-]+[/\\]?")
 _URL = re.compile(r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S+")  # from a run's start: linear
 _LINE = re.compile(r"(?::\d+){1,2}$|#L\d+(?:-L?\d+)?$")

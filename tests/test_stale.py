@@ -76,6 +76,10 @@ def test_a_path_written_with_windows_separators_is_anchored(ws, mem):
     """On Windows people write data\\orders.csv; a regex's \\d or \\home is no path."""
     note = mem.remember("data\\orders.csv holds cents; the regex \\d+ and \\home are not paths")
     assert [(a.kind, a.target) for a in note.anchors] == [("data", "data/orders.csv")]
+    from nbmemory.mentions import path_candidates
+
+    assert path_candidates("\\\\srv\\share\\sales.parquet, ~\\data\\x.csv, ..\\up.csv") == [
+        "//srv/share/sales.parquet", "~/data/x.csv", "../up.csv"]  # a share, home, the parent
 
 
 def test_a_path_named_composed_finds_a_file_named_decomposed(ws, mem):
