@@ -74,6 +74,8 @@ def show_note(note) -> str:
               ("updated", f"{note.updated_at:%Y-%m-%d %H:%M}" if note.updated_at else "-"),
               ("author", note.author or "-"),
               ("from", provenance_line(note))]
+    if note.resolution:  # a question or hypothesis answered: how, and why
+        fields.append((note.resolution, note.resolution_reason or "-"))
     fields += [("anchor", f"{a.kind} {a.target}") for a in note.anchors]
     fields += [("STALE", str(r)) for r in note.stale]
     size = max(len(k) for k, _ in fields)

@@ -479,6 +479,14 @@ def test_an_imported_store_matches_and_reimport_duplicates_nothing(nbm, tmp_path
         (1, "orders.amount is in cents", "active"), (2, "the watcher races acquire_lock", "revoked")]
 
 
+def test_show_says_how_a_question_was_answered(nbm, store_dir):
+    nbm("remember", "-k", "question", "is the churn window 30 days?")
+    with Memory.open(store_dir, model="hash:64", mode="service") as mem:
+        mem.refute(1, "it is 45 days since May")
+    out = nbm("show", "1").out
+    assert "refuted  it is 45 days since May" in out and "#1  refuted  question" in out
+
+
 def test_purge_needs_confirmation(nbm, store_dir):
     nbm("remember", "a secret that should not have been written down")
     r = nbm("forget", "--purge", "1", stdin="")
