@@ -652,3 +652,25 @@ def test_a_checkout_cloned_after_a_search_is_found_at_the_next(tmp_path, monkeyp
     assert known.locate("github.com/team/billing") is None  # searched a moment ago
     monkeypatch.setattr(repos, "SEARCH_AGAIN_S", 0)  # ... and now a while ago
     assert known.locate("github.com/team/billing") == clone.resolve()
+
+
+def test_a_large_frame_is_compared_by_rows_spread_over_it_and_quickly():
+    """Frames past 100,000 values were compared by shape alone (over 10k rows), or hashed
+    whole at every cell touching them (a 10k x 100 frame of strings: 0.9 s a cell)."""
+    import numpy as np
+    import pandas as pd
+
+    from nbmemory.anchors import ROWS_SAMPLE_SCHEME, variable_fingerprint
+
+    tall = pd.DataFrame({"amount": np.arange(200_000, dtype=float), "id": np.arange(200_000)})
+    before = variable_fingerprint(tall)
+    assert before["sample_scheme"] == ROWS_SAMPLE_SCHEME
+    tall.loc[:50_000, "amount"] = np.nan  # a quarter of the rows: no longer only the shape
+    assert variable_fingerprint(tall)["sample"] != before["sample"]
+    wide = pd.DataFrame({f"c{i}": [f"value {j}" for j in range(10_000)] for i in range(100)})
+    first = variable_fingerprint(wide)  # a sample of its rows: see bench/ for the time
+    assert first["sample_scheme"] == ROWS_SAMPLE_SCHEME
+    wide.iloc[-1, 0] = "changed"  # the last row is always among those hashed
+    assert variable_fingerprint(wide)["sample"] != first["sample"]
+    small = pd.DataFrame({"a": [1, 2, 3]})
+    assert "sample_scheme" not in variable_fingerprint(small)  # hashed whole, as before
