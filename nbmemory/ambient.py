@@ -35,6 +35,7 @@ from typing import Any, Iterable, Sequence
 from .audit import install_hook, start_recording, stop_recording
 
 MAX_CELLS = 1000  # cells whose last matches are remembered (for "not twice in a row")
+RECENT_CELLS = 20  # a note shown under a cell is not shown again under the next ones
 MAX_SOURCE = 200_000  # longer cells are not parsed
 K = 5  # notes per path, variable or error
 
@@ -220,6 +221,7 @@ class Ambient:
         self._token: tuple | None = None
         self._memory = None  # the Memory the targets came from
         self._seen: OrderedDict[str, frozenset] = OrderedDict()  # cell -> its last matches
+        self._shown_at: dict[tuple, int] = {}  # (store, a note as shown) -> cell count then
         self._cwd: tuple[str, str] = ("", "")
         self._started = datetime.now(timezone.utc)
         self.problem: str | None = None  # said once; ambient waits for %memory ambient on
@@ -366,14 +368,23 @@ class Ambient:
         self._seen[key] = matched
         while len(self._seen) > MAX_CELLS:
             self._seen.popitem(last=False)
-        fresh = [(w, [n for n in notes if _signature(n) not in previous], more)
+        # Not again under this cell, nor (unchanged) under the next RECENT_CELLS others.
+        cell, store = self.counts["cells"], self._store_dir()
+        recent = {s for (where, s), at in self._shown_at.items()
+                  if where == store and cell - at <= RECENT_CELLS}
+        fresh = [(w, [n for n in notes if _signature(n) not in previous | recent], more)
                  for w, notes, more in groups]
         fresh = [g for g in fresh if g[1]]
         if fresh:
+            self._shown_at = {k: at for k, at in self._shown_at.items()
+                              if k[0] == store and k[1] in recent}
+            self._shown_at.update(((store, _signature(n)), cell)
+                                  for _, notes, _ in fresh for n in notes)
             self._show(fresh, why)
         elif matched:
             self.counts["repeats"] += 1
-            self.last_decision = "shown already for this cell (its last run matched the same notes)"
+            self.last_decision = ("shown already for this cell (its last run matched the same "
+                                  f"notes), or under one of the last {RECENT_CELLS} cells")
         else:
             self.counts["quiet"] += 1
             self.last_decision = quiet

@@ -260,12 +260,17 @@ def test_a_file_read_through_a_link_to_the_workspace_is_seen(shell, workspace, t
     workspace through a link reads the anchored file under another name."""
     run(shell, "remember --about data/orders.csv amounts are in cents")
     (tmp_path / "link").symlink_to(workspace)
-    shell.run_cell(f"where = {str(tmp_path / 'link' / 'data' / 'orders.csv')!r}")
+    # Put together, so that no literal in the cell names the file: only the read does.
+    assert cell(shell, f"where = {str(tmp_path / 'link')!r} + '/data/orders' + '.csv'")[0] == []
     lines = cell(shell, "frame = pd.read_csv(where)")[0]
     assert lines == ["nbmemory: 1 note about data/orders.csv: #1 (%memory ambient show)"]
-    shell.run_line_magic("config", "NbMemory.ambient_audit = False")  # the literal alone
-    lines = cell(shell, f"frame = pd.read_csv({str(tmp_path / 'link/data/orders.csv')!r})")[0]
-    assert lines == ["nbmemory: 1 note about data/orders.csv: #1 (%memory ambient show)"]
+    # The literal alone (another file: a note just shown waits RECENT_CELLS cells).
+    (workspace / "data" / "regions.csv").write_text("region\nnorth\n")
+    run(shell, "remember --about data/regions.csv regions are lower case")
+    shell.run_line_magic("config", "NbMemory.ambient_audit = False")
+    lines = cell(shell, f"frame = pd.read_csv({str(tmp_path / 'link/data/regions.csv')!r})")[0]
+    assert lines == ["nbmemory: 1 note about data/regions.csv: #2 (%memory ambient show)"]
+    assert cell(shell, "frame = pd.read_csv(where)")[0] == []  # #1 was shown 4 cells ago
 
 
 def test_a_python_source_read_through_a_variable_speaks_but_importing_it_does_not(shell, workspace):
@@ -303,9 +308,21 @@ def test_an_anchored_variable_used_by_a_cell(shell):
     lines = cell(shell, "orders.amount.sum()")[0]
     assert lines == ["nbmemory: 1 note about orders: #1 (%memory ambient show)"]
     assert cell(shell, "orders.amount.sum()")[0] == []
-    shell.run_cell("orders = orders.head(1)")  # changes the frame: the note goes stale
-    assert "(1 stale)" in cell(shell, "orders.amount.mean()")[0][0]
+    # Changes the frame: the note goes stale, which is news under that very cell.
+    assert "(1 stale)" in cell(shell, "orders = orders.head(1)")[0][0]
+    assert cell(shell, "orders.amount.mean()")[0] == []  # said a cell ago
     assert cell(shell, "total = 3")[0] == []
+
+
+def test_a_note_just_shown_waits_some_cells_before_it_is_shown_again(shell, monkeypatch):
+    """A notebook reading one file in cell after cell showed the same line under each."""
+    from nbmemory import ambient
+
+    monkeypatch.setattr(ambient, "RECENT_CELLS", 2)
+    run(shell, "remember --about data/orders.csv amounts are in cents")
+    said = "nbmemory: 1 note about data/orders.csv: #1 (%memory ambient show)"
+    shown = [cell(shell, f"part{i} = pd.read_csv('data/orders.csv')")[0] for i in range(4)]
+    assert shown == [[said], [], [], [said]]
 
 
 def test_notes_written_in_the_cell_itself_are_not_news(shell):
