@@ -250,6 +250,20 @@ def test_migrations_are_applied_once_and_a_newer_store_is_refused(team_url):
         assert con.execute("SELECT count(*) FROM nbmemory.notes").fetchone()[0] == 0
 
 
+def test_a_store_a_newer_nbmemory_migrated_while_open_takes_no_more_writes(team_url, tmp_path):
+    """A member upgraded: an owner opened before (they idle for 30 minutes) stops writing
+    with the old schema's code, and says so."""
+    from nbmemory.errors import StoreTooNew
+
+    with Memory.open(team_url, embedder=HashEmbedder()) as mem:
+        mem.remember("written before the upgrade")
+        with psycopg.connect(Address.parse(team_url).conninfo, autocommit=True) as admin:
+            admin.execute("INSERT INTO nbmemory.migrations VALUES ('m999_future', now())")
+        with pytest.raises(StoreTooNew, match="written by a newer nbmemory .*m999_future"):
+            mem.remember("written after it")
+        assert [n.text for n in mem.notes().notes] == ["written before the upgrade"]
+
+
 def test_a_server_restart_mid_use_is_retried_and_applies_each_write_once(
         team_url, postgres_server, tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))

@@ -108,6 +108,7 @@ class PostgresStore(Store):
         self._anchors_upto: int | None = None
         self.commits = 0
         self._in_transaction = self._closed = False
+        self._migrations: int | None = None  # how many this store had once opened
         self._psycopg, self._text_loader = psycopg, TextLoader
         self.con = _Connection(self)
         try:
@@ -243,11 +244,7 @@ class PostgresStore(Store):
             applied = {r[0] for r in self.con.execute("SELECT name FROM migrations").fetchall()}
             unknown = sorted(applied - {name for name, _ in schema.MIGRATIONS})
             if unknown:
-                raise StoreTooNew(
-                    f"The team store {self.address.url} was written by a newer nbmemory (it "
-                    f"has migration {unknown[-1]}; this is nbmemory {__version__} with schema "
-                    f"{schema.SCHEMA_VERSION}). Upgrade nbmemory (pip install -U nbmemory); "
-                    "the store was not touched.")
+                raise self._too_new(unknown[-1])
         for name, sql in schema.MIGRATIONS:
             with self.transaction():  # the lock makes a second member wait, then skip
                 if self.con.execute("SELECT 1 FROM migrations WHERE name = ?",
@@ -258,6 +255,14 @@ class PostgresStore(Store):
                 self.con.execute("INSERT INTO migrations VALUES (?, ?)", [name, _naive(_now())])
                 self._set_meta("schema_version", str(schema.SCHEMA_VERSION))
                 self._set_meta("written_by", __version__)
+        self._migrations = len(schema.MIGRATIONS)
+
+    def _too_new(self, migration: str) -> StoreTooNew:
+        return StoreTooNew(
+            f"The team store {self.address.url} was written by a newer nbmemory (it has "
+            f"migration {migration}; this is nbmemory {__version__} with schema "
+            f"{schema.SCHEMA_VERSION}). Upgrade nbmemory (pip install -U nbmemory); the store "
+            "was not touched.")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -270,6 +275,11 @@ class PostgresStore(Store):
                 with raw.transaction():
                     raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
                                 [f"nbmemory:{self.address.schema}"])
+                    if self._migrations is not None:  # a member's newer nbmemory since?
+                        newer = raw.execute("SELECT max(name) FROM migrations HAVING "
+                                            "count(*) > %s", [self._migrations]).fetchone()
+                        if newer:
+                            raise self._too_new(newer[0])
                     yield
                     raw.execute("SELECT pg_notify(%s, '')", [self.channel])  # sent on commit
             finally:
