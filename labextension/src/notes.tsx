@@ -96,7 +96,11 @@ export function NotesView(props: IPanelProps): JSX.Element {
           : ''}
         {searching && model.filteredOut ? (
           <>
-            {' ' + trans.__('(%1 more below the score threshold:', model.filteredOut) + ' '}
+            {' ' +
+              (items.length
+                ? trans.__('(%1 more below the score threshold:', model.filteredOut)
+                : trans.__('%1 below the score threshold:', model.filteredOut)) +
+              ' '}
             <button
               className="nbm-LinkButton nbm-ShowBelow"
               onClick={event => {
@@ -106,7 +110,7 @@ export function NotesView(props: IPanelProps): JSX.Element {
             >
               {trans.__('show them')}
             </button>
-            {')'}
+            {items.length ? ')' : ''}
           </>
         ) : null}
       </div>
