@@ -19,12 +19,14 @@ class Operation:
     died while handling it (exports rewrite the same file). Every other operation writes
     and carries a request id, so that a resent one is applied once. ``long``: takes as long
     as the store is big (no request timeout). ``progress``: accepts a ``progress(done,
-    total)`` callback."""
+    total)`` callback. ``quick``: asked for the user without their asking (ambient recall,
+    under a cell that ran): waits QUICK_TIMEOUT_S for a stuck owner, not the request timeout."""
 
     name: str
     read: bool = False
     long: bool = False
     progress: bool = False
+    quick: bool = False
 
     @property
     def writes(self) -> bool:
@@ -35,6 +37,8 @@ class Operation:
         """The operation as a message to a user names it ("retrying a recall")."""
         return WORDS.get(self.name, self.name.replace("_", " "))
 
+
+QUICK_TIMEOUT_S = 10.0
 
 # What the others are, to someone who never called them by name: the magics read the
 # anchored variables, files and notes before a cell's ambient line or a recall.
@@ -91,7 +95,7 @@ OPERATIONS: dict[str, Operation] = _table(
     Operation("snapshot_diff", read=True),
     Operation("variable_anchors", read=True),
     Operation("anchor_targets", read=True),
-    Operation("notes_about", read=True),
+    Operation("notes_about", read=True, quick=True),
     Operation("status", read=True),
     Operation("export_jsonl", read=True, long=True, progress=True),
     Operation("export_markdown", read=True, long=True),

@@ -165,6 +165,26 @@ def test_a_call_an_owner_holds_says_it_still_waits_then_gives_up(store, hold, mo
         backend.close()
 
 
+def test_what_ambient_recall_asks_of_a_stuck_owner_waits_seconds_not_minutes(
+        store, hold, monkeypatch):
+    """Ambient recall asks under a cell that only read a file: a frozen owner held that cell
+    for the request timeout (600 s by default)."""
+    from nbmemory.service import client
+    from nbmemory.service.client import ServiceBackend
+
+    monkeypatch.setattr(client, "QUICK_TIMEOUT_S", 1.0)
+    backend = ServiceBackend(store, model=HASH, request_timeout=600)
+    try:
+        backend.call("remember", text="orders.amount is in cents")
+        hold.touch()
+        with pytest.raises(StoreUnavailable, match=r"did not answer within 1 s"):
+            backend.call("notes_about", paths=["data/orders.csv"], cwd=str(store.parent),
+                         variables=None, error=None, k=5)
+    finally:
+        hold.unlink()
+        backend.close()
+
+
 def test_a_call_gives_up_at_its_resend_deadline_and_says_so(store, hold):
     hold.touch()
     caller = client(store, "remember", NBMEMORY_RESEND_TIMEOUT="3")

@@ -211,6 +211,14 @@ def test_a_tcp_connection_without_a_request_is_closed_and_one_with_the_secret_ma
         conn.request("GET", "/hello", headers={transports.HEADER_SECRET: "s" * 64})
         assert conn.getresponse().status == 200
         conn.close()
+        # A client that gave up before its answer is a line in the log, not a traceback.
+        logged = []
+        monkeypatch.setattr(handler, "log", logged.append)
+        try:
+            raise BrokenPipeError(32, "Broken pipe")
+        except BrokenPipeError:
+            server.handle_error(None, address)
+        assert logged == ["a client left before its answer (BrokenPipeError)"]
     finally:
         server.shutdown()
         server.server_close()

@@ -28,7 +28,7 @@ from .. import __version__, errors
 from ..errors import (ModelUnavailable, NbMemoryError, StoreLocked, StoreUnavailable,
                       StoreUnreachable)
 from ..lock import open_private, prepare_directory, try_lock, unlock
-from ..operations import operation as lookup
+from ..operations import QUICK_TIMEOUT_S, operation as lookup
 from . import codec, transport as transports
 from .control import owner_info, stop, wait_for_exit  # noqa: F401 - re-exported
 from .protocol import (EXIT_LOCKED, EXIT_UNREACHABLE, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
@@ -213,6 +213,8 @@ class ServiceBackend:
         op = lookup(operation)
         resend_safe = op.read or bool(arguments.get("request_id"))
         timeout = None if op.long else self.request_timeout
+        if op.quick:  # nobody asked: a stuck owner holds the user's cell for seconds only
+            timeout = min(QUICK_TIMEOUT_S, timeout or QUICK_TIMEOUT_S)
         replaced, lost, tries, deadline = False, 0, 0, None
         told = False  # the user was told that this call waits for a new owner
         while True:

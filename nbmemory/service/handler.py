@@ -15,6 +15,7 @@ import os
 import re
 import socket
 import socketserver
+import sys
 import traceback
 from typing import Any
 
@@ -48,6 +49,15 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         self.secret = secret
         self.address_family = socket.AF_INET if isinstance(address, tuple) else socket.AF_UNIX
         super().__init__(address, Handler)
+
+    def handle_error(self, request, client_address) -> None:
+        """A client gone before its answer (it gave up waiting) is one line in the log, not
+        a traceback per call (a resumed owner wrote 82 of them, which buried the log)."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (BrokenPipeError, ConnectionResetError)):
+            log(f"a client left before its answer ({type(exc).__name__})")
+            return
+        super().handle_error(request, client_address)
 
     def server_bind(self) -> None:
         exclusive = getattr(socket, "SO_EXCLUSIVEADDRUSE", None)  # Windows: no port sharing
