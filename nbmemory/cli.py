@@ -113,7 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if json_mode:
             emit_json({"error": {"type": type(exc).__name__, "message": str(exc), "exit": code}})
     except KeyboardInterrupt:
-        print("nbmemory: interrupted", file=sys.stderr)
+        # Work the store's owner was sent goes on there (a request is not taken back).
+        print("nbmemory: interrupted here; what the store's owner was sent (an import, an "
+              "export, a re-embed) may still finish there: nbmemory status shows the store, "
+              "nbmemory stop stops its owner", file=sys.stderr)
         code = 130
     except Exception as exc:  # a bug: one line, and the way to get the traceback
         if os.environ.get("NBMEMORY_DEBUG"):

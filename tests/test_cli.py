@@ -1005,3 +1005,17 @@ def test_a_chinese_note_wraps_at_the_terminals_columns(nbm):
         "     订单金额在2021年3月之前以分为单位存储，之后改为以元为单位，计算月度收入之前必须先统",
         "     一单位，否则三月份的数据会被放大一百倍"]
     assert columns(lines[2]) == 88
+
+
+def test_an_interrupted_command_says_the_owner_may_still_finish_its_work(capsys, monkeypatch):
+    """Ctrl-C stops the command here, not an import the owner was sent: it said only
+    "interrupted", and the import it had been sent then landed whole."""
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run", interrupted)
+    assert cli.main(["import", "all.jsonl"]) == 130
+    assert one_line(capsys.readouterr().err) == (
+        "nbmemory: interrupted here; what the store's owner was sent (an import, an export, "
+        "a re-embed) may still finish there: nbmemory status shows the store, nbmemory stop "
+        "stops its owner")

@@ -185,6 +185,26 @@ def test_what_ambient_recall_asks_of_a_stuck_owner_waits_seconds_not_minutes(
         backend.close()
 
 
+def test_a_client_waiting_for_a_frozen_owner_says_so(store, monkeypatch, capfd):
+    """A new client's wait for an owner that does not answer (frozen) was silent for 120 s."""
+    from nbmemory.service import client
+    from nbmemory.service.client import ServiceBackend
+
+    with Memory.open(store, model=HASH, mode="service") as memory:
+        memory.remember("orders.amount is in cents")
+    pid = owner_info(store)["pid"]
+    monkeypatch.setattr(client, "SLOW_NOTICE_S", 0.2)
+    signal_owner(pid, signal.SIGSTOP)
+    try:
+        capfd.readouterr()
+        with pytest.raises(StoreUnavailable, match=r"No owner of .* answered within 2 s"):
+            ServiceBackend(store, model=HASH, startup_timeout=2).ensure_owner()
+        assert re.match(rf"nbmemory: still waiting for an owner of {re.escape(str(store))} to "
+                        r"answer after \d+ s \(up to 2 s", capfd.readouterr().err)
+    finally:
+        signal_owner(pid, signal.SIGCONT)
+
+
 def test_a_call_gives_up_at_its_resend_deadline_and_says_so(store, hold):
     hold.touch()
     caller = client(store, "remember", NBMEMORY_RESEND_TIMEOUT="3")

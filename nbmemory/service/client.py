@@ -368,12 +368,17 @@ class ServiceBackend:
         deadline = time.monotonic() + self.startup_timeout
         self._unreachable_since = self._last_unreachable = None  # this wait's own
         delay = 0.005
-        foreign_since = None
+        foreign_since, started, told = None, time.monotonic(), False
         while True:
             if self._ping():
                 self._starting_owner = None  # whatever happens to it now is not a failed start
                 self._unreachable_since = None
                 return
+            if not told and time.monotonic() - started > SLOW_NOTICE_S:  # not in silence
+                _say(f"still waiting for an owner of {self.directory} to answer after "
+                     f"{time.monotonic() - started:.0f} s (up to {self.startup_timeout:g} s; see "
+                     f"{self.directory / LOG_NAME})")
+                told = True
             check_private_directory(self.directory)
             self._check_starting_owner()
             holder = lock_holder(self.directory)
