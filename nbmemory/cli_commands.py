@@ -247,7 +247,10 @@ def cmd_list(mem, args) -> None:
     if page.behind:
         print(f"({page.behind})")
     if not page.notes:
-        print(f"No {statuses_text(args.status)} notes" + (" match." if page.total else "."))
+        what = statuses_text(args.status)
+        filtered = any((args.tags, args.kind, args.priority, args.since, author_of(args)))
+        print(f"Nothing past {counted(page.total, what + ' note')} (--offset {args.offset})."
+              if page.total else f"No {what} notes" + (" match." if filtered else "."))
         return
     print(table(["id", "age", "priority", "kind", "tags", "status", "note"], note_rows(page.notes)))
     shown = f"{page.offset + 1}-{page.offset + len(page.notes)}"

@@ -368,7 +368,8 @@ def status_display(status: dict[str, Any]) -> Rich:
                                   "not write it"))
     if status.get("mismatch"):
         rows.append(("warning", f"configured model {status['configured_model']!r} differs from "
-                                "the store's; run %memory reembed"))
+                                "the store's; re-embed: %memory reembed, or in a shell "
+                                "nbmemory reindex --reembed"))
     size = max(len(k) for k, _ in rows)
     text = "\n".join(f"{k.ljust(size)}  {v}" for k, v in rows)
     return Rich(text, _table(["", ""], rows))

@@ -1019,3 +1019,10 @@ def test_an_interrupted_command_says_the_owner_may_still_finish_its_work(capsys,
         "nbmemory: interrupted here; what the store's owner was sent (an import, an export, "
         "a re-embed) may still finish there: nbmemory status shows the store, nbmemory stop "
         "stops its owner")
+
+
+def test_a_list_past_its_end_says_how_many_there_are(nbm):
+    nbm("remember", "the only note")
+    assert nbm("list", "--offset", "5").out.strip() == "Nothing past 1 active note (--offset 5)."
+    assert nbm("list", "-t", "nosuchtag").out.strip() == "No active notes match."
+    assert nbm("list", "--status", "revoked").out.strip() == "No revoked notes."
