@@ -756,7 +756,7 @@ def test_the_cli_and_doctor_on_a_team_store(team_url, tmp_path, monkeypatch, cap
     code, out = nbm("recall", "--mine", "when does the ledger close")
     assert "the ledger closes" not in out.out
     code, out = nbm("list", "--author", "someone-else,nobody")
-    assert "No active notes." in out.out
+    assert "No active notes match." in out.out
     code, out = nbm("doctor")  # an owner serves the store: the server is checked too
     assert "OK    server" in out.out and "may read and write" in out.out, out.out
     code, out = nbm("stop")
