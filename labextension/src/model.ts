@@ -322,11 +322,12 @@ export class MemoryModel extends MemoryState {
     return this._act(async () => {
       await this._request<INote>(`notes/${id}/forget`, json('POST'));
       this.forgotten = id;
-      const offer = this._notices.offerUndo(
+      // The toast's Undo does nothing once the forget was undone another way (the list's).
+      const offer: string = this._notices.offerUndo(
         this.trans.__('Forgot #%1.', id),
         this.trans.__('Undo'),
         this.trans.__('Bring #%1 back', id),
-        () => void this.undoForget(id)
+        () => void (this._undoOffers.get(id) === offer && this.undoForget(id))
       );
       this._undoOffers.set(id, offer);
     });
