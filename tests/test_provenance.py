@@ -180,6 +180,12 @@ NOTEBOOK_CELLS = [
 ]
 
 
+def shown(nb, index):
+    """What a run notebook's cell ``index`` showed (its stderr left out)."""
+    return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                   for o in nb.cells[index].outputs if o.get("name") != "stderr")
+
+
 def run_notebook(path: Path, env=None):
     from nbclient import NotebookClient
 
@@ -242,10 +248,6 @@ def test_running_a_notebook_again_finds_the_notes_its_cells_wrote(repo):
     nbformat.write(nbformat.v4.new_notebook(
         cells=[nbformat.v4.new_code_cell(c) for c in cells]), nb_path)
 
-    def shown(nb, index):
-        return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
-                       for o in nb.cells[index].outputs if o.get("name") != "stderr")
-
     first = run_notebook(nb_path)
     assert shown(first, 1).startswith("Remembered #1 (finding, medium) [churn]")
     stop(store)
@@ -276,10 +278,6 @@ def test_a_renamed_notebook_finds_the_notes_its_cells_wrote(repo):
              "%remember the export runs nightly"]
     nbformat.write(nbformat.v4.new_notebook(
         cells=[nbformat.v4.new_code_cell(c) for c in cells]), old)
-
-    def shown(nb, index):
-        return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
-                       for o in nb.cells[index].outputs if o.get("name") != "stderr")
 
     assert shown(run_notebook(old), 2).startswith("Remembered #2 (finding, medium)")
     old.rename(new)
