@@ -388,8 +388,8 @@ def snapshots_display(snapshots: Sequence[Snapshot]) -> Rich:
     rows = [(s.name, s.at.strftime("%Y-%m-%d %H:%M") if s.at else "", str(s.note_count),
              s.message, s.author or "") for s in snapshots]
     size = max(width(r[0]) for r in rows)
-    text = "\n".join(f"{ljust(r[0], size)}  {r[1]}  {r[2]:>5} {'note ' if r[2] == '1' else 'notes'}"
-                     f"  {r[3]}" for r in rows)
+    text = "\n".join(f"{ljust(r[0], size)}  {r[1]}  {r[2]:>5} "  # "note " aligns with "notes"
+                     f"{'note ' if r[2] == '1' else 'notes'}  {r[3]}" for r in rows)
     return Rich(text, _table(["name", "sealed", "notes", "message", "author"], rows))
 
 

@@ -373,8 +373,8 @@ def cell_request_ids(provenance: Provenance, line: str, cell: str | None,
                      text: str) -> tuple[str, ...]:
     """A ``%remember``'s request id, made from the cell that runs it and the note it writes:
     running that cell again (Run All, a restarted kernel, the notebook renamed or copied)
-    finds the note it wrote instead of a copy, as a resent write does; a line whose
-    ``{expression}`` now gives another text writes a new note. Then the id cells carried
+    finds the note it wrote instead of a copy, as a resent write does; another text (a
+    procedure whose cells read differently now) writes a new note. Then the id cells carried
     before (their notebook's path, not the text), so that a note written then is found too.
     None outside a notebook's cell (a terminal's line is typed anew)."""
     if not (provenance.notebook and provenance.cell_id):
