@@ -405,9 +405,21 @@ def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarr
     if before is not None and context:
         keyword = with_context(ids, keyword, before, drop, context)
     # The notes that can be shown set the weight and keep their places: a forgotten or
-    # superseded note (scored, for "previously believed") must not steer the others.
-    active = np.flatnonzero(np.fromiter((i not in drop for i in ids.tolist()), bool, len(ids))
-                            if drop else np.ones(len(ids), bool))
+    # superseded note must not steer the others. It scores as it would among them all, for
+    # "previously believed" (its own keyword match still counts for it).
+    shown = np.fromiter((i not in drop for i in ids.tolist()), bool, len(ids)) if drop else None
+    fused = _fused(query, lexical, ids, keyword, dense, drop, fusion, feedback, lift,
+                   np.flatnonzero(shown) if shown is not None else np.arange(len(ids)))
+    if shown is not None and not shown.all():
+        gone = ~shown
+        fused[0][gone] = _fused(query, lexical, ids, keyword, dense, drop, fusion, feedback,
+                                lift, np.arange(len(ids)))[0][gone]
+    return fused
+
+
+def _fused(query, lexical, ids, keyword, dense, drop, fusion, feedback, lift, active):
+    """:func:`hybrid`'s scores, with ``active`` (positions) setting the weight and keeping
+    the places below the start."""
     covered = float(np.max(keyword[active])) if len(active) else 0.0
     w = keyword_weight(keyword[active], *fusion)
     if w == 0 and covered > 0 and lift and len(active) > lift:
