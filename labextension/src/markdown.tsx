@@ -32,6 +32,7 @@ export function NoteMarkdown(props: {
     // host before this effect is cleaned up.
     void renderer.renderModel(model).then(() => {
       if (!disposed) {
+        unlinkPaths(renderer.node);
         node.appendChild(renderer.node);
         rendered.current?.();
       }
@@ -44,4 +45,22 @@ export function NoteMarkdown(props: {
   }, [props.text, props.rendermime]);
   // dir="auto": a note in Hebrew or Arabic reads right to left, whatever the page's direction.
   return <div className="nbm-NoteText" dir="auto" ref={host} />;
+}
+
+/**
+ * A link in a note to a relative path (`[the config](cfg.py)`) names a file where the note
+ * was written, which the panel cannot know: it opened the server's root or a new workspace.
+ * It is shown as text, the path in its tooltip; links to web pages stay links.
+ */
+function unlinkPaths(root: HTMLElement): void {
+  for (const link of Array.from(root.querySelectorAll('a'))) {
+    const href = link.getAttribute('href') ?? '';
+    if (!/^[a-z][a-z0-9+.-]*:/i.test(href) && !href.startsWith('#')) {
+      const text = document.createElement('span');
+      text.className = 'nbm-PathLink';
+      text.textContent = link.textContent;
+      text.title = href;
+      link.replaceWith(text);
+    }
+  }
 }

@@ -65,6 +65,18 @@ def test_long_notes_are_clamped_and_open_on_click(page, lab):
     page.locator(f"{PANEL} .nbm-Tab", has_text="Notes").click()
 
 
+def test_a_link_to_a_relative_path_is_text_and_a_web_link_stays_a_link(page, lab):
+    """A note's link to cfg.py names a file where the note was written: it opened the
+    server's root (a 404) or a new workspace named cfg.py."""
+    note = lab.remember("see [the config](cfg.py) and [the docs](https://example.org/docs)")
+    refresh(page)
+    text = card_of(page, note).locator(".nbm-NoteText")
+    expect(text.locator(".nbm-PathLink")).to_have_text("the config")
+    expect(text.locator(".nbm-PathLink")).to_have_attribute("title", "cfg.py")
+    expect(text.locator("a")).to_have_count(1)
+    expect(text.locator("a")).to_have_attribute("href", "https://example.org/docs")
+
+
 def test_tag_chips_show_and_toggle_the_tag_filter_and_the_box_applies_live(page, lab):
     alpha = lab.remember("chip note alpha", tags="chips,alpha")
     beta = lab.remember("chip note beta", tags="chips,beta")
