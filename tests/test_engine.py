@@ -104,6 +104,23 @@ def test_forget_many_is_all_or_nothing(memory):
     assert memory.get(a.id).status == "active"
 
 
+def test_forget_and_reinstate_many_write_one_event_each_in_the_order_given(memory):
+    ids = [memory.remember(f"bulk note {i} about widgets").id for i in range(40)][::-1]
+    other = memory.remember("a note that stays")
+    assert [n.id for n in memory.forget(ids)] == ids
+    assert [n.note.id for n in memory.recall("widgets", k=50)] == []
+    last = [memory.history(i)[-1] for i in ids]
+    assert {e.type for e in last} == {"revoked"}
+    assert [e.seq for e in last] == list(range(last[0].seq, last[0].seq + 40))
+    with pytest.raises(Conflict, match=rf"^Cannot reinstate note #{other.id}: it is active"):
+        memory.reinstate(ids + [other.id])
+    assert memory.notes().total == 1  # none came back
+    back = memory.reinstate(ids)
+    assert [(n.id, n.status) for n in back] == [(i, "active") for i in ids]
+    assert set(ids) <= {h.note.id for h in memory.recall("widgets", k=50, min_score=-1)}
+    assert [e.type for e in memory.history(ids[0])] == ["created", "revoked", "reinstated"]
+
+
 def test_retried_write_is_applied_once(memory):
     first = memory.remember("only once please", request_id="req-1")
     again = memory.remember("only once please", request_id="req-1")

@@ -63,6 +63,17 @@ class Entry:
         self.changes.append(Change(seq, type, note_id, **payload))
         return seq
 
+    def append_each(self, type: str, note_ids: Sequence[int], *, actor: str | None,
+                    at: datetime, request_id: str | None = None) -> None:
+        """One ``type`` event (a change of status only) for each note: one statement for the
+        events and one for the statuses, whatever their number (a bulk forget)."""
+        effect = EFFECTS[type]
+        assert effect.status and effect.resolution == KEEP, type
+        first = self.store.append_events(type, note_ids, actor=actor, at=at,
+                                         request_id=request_id)
+        self.store.set_status(note_ids, effect.status)
+        self.changes += [Change(first + i, type, note_id) for i, note_id in enumerate(note_ids)]
+
     def created(self, rows: Sequence[dict[str, Any]], vectors: dict[str, np.ndarray]) -> None:
         """New notes and their ``created`` events (one statement per table): each row as
         :meth:`Store.create_notes` takes it; ``vectors`` by text (none: embedded later)."""

@@ -89,6 +89,12 @@ def note_id(value) -> int:
     return int(value)
 
 
+def each_once(note_ids) -> tuple[bool, list[int]]:
+    """Whether one id was given, and the ids checked, each once in the order given."""
+    single = isinstance(note_ids, (str, bytes)) or not hasattr(note_ids, "__iter__")
+    return single, list(dict.fromkeys(note_id(i) for i in ([note_ids] if single else note_ids)))
+
+
 # Tags typed in one string are separated by commas: full-width (，), ideographic (、),
 # half-width ideographic (､) and Arabic (،) ones too.
 _TAG_SEPARATORS = re.compile("[,\uff0c\u3001\uff64\u060c]")

@@ -7,19 +7,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-
 from ..errors import Command, Conflict, InvalidInput, NbMemoryError, NotFound, StoreUnavailable
 from ..models import Note, Provenance, utcnow
 from .part import Part, Progress
 from .validate import (check_kind, check_priority, check_text, content_hash, default_author,
-                       no_note, normalise_tags, unicode_text)
+                       each_once, no_note, normalise_tags, unicode_text)
 from .validate import note_id as valid_id
-
-def _each_once(note_ids: int | Iterable[int]) -> tuple[bool, list[int]]:
-    """Whether one id was given, and the ids checked, each once in the order given."""
-    single = isinstance(note_ids, (str, bytes)) or not hasattr(note_ids, "__iter__")
-    return single, list(dict.fromkeys(valid_id(i) for i in ([note_ids] if single else note_ids)))
-
 
 # remember_many's batch: at the model's full speed, and the engine lock is free between them.
 BULK_CHUNK = 256
@@ -326,9 +319,11 @@ class Writes(Part):
                 written = self.store.get_notes([note_id])[note_id]  # not a later one's
             return self.engine.staleness.with_stale([written])[0]
 
-    def require_status(self, note_id: int, status: str, action: str) -> Note:
+    def require_status(self, note_id: int, status: str, action: str,
+                       note: Note | None = None) -> Note:
+        """``note``: as read already in this transaction (else it is read here)."""
         note_id = valid_id(note_id)
-        note = self.store.get_notes([note_id]).get(note_id)
+        note = note or self.store.get_notes([note_id]).get(note_id)
         if note is None:
             raise NotFound(no_note(note_id))
         if note.status == status:
@@ -351,14 +346,13 @@ class Writes(Part):
                                 if action == "reinstate" else "is active", None)}[note.status]
         raise Conflict(f"Cannot {action} note #{note_id}: it {why}.", *([then] if then else []))
 
-    def _require_reinstatable(self, note_id: int) -> None:
+    def _require_reinstatable(self, note_id: int, note: Note | None) -> None:
         """A forgotten note comes back, and so does a replaced one whose replacement was
         forgotten or purged: else purging a mistaken correction would leave the belief it
         replaced out of reach for good."""
         def status(of: int | None) -> str | None:
             return self.store.status_of(of) if of else None
 
-        note = self.store.get_notes([valid_id(note_id)]).get(note_id)
         if note is not None and note.status == "superseded":  # its newest replacement decides
             by, seen = self.store.superseded_by(note_id), {note_id}
             while status(by) == "superseded" and by not in seen:
@@ -373,7 +367,7 @@ class Writes(Part):
             raise Conflict(f"Cannot reinstate note #{note_id}: the note it replaced, "
                            f"#{replaced}, is active again; forget #{replaced} first, or "
                            f"change it.")
-        self.require_status(note_id, "revoked", "reinstate")
+        self.require_status(note_id, "revoked", "reinstate", note)
 
     def _done_before(self, request_id: str | None, note_id: int) -> Note | None:
         """The note as it is now when ``request_id`` was already applied (a resent write)."""
@@ -384,7 +378,7 @@ class Writes(Part):
     def forget(self, note_ids: int | Iterable[int], *, actor: str | None = None,
                request_id: str | None = None) -> list[Note]:
         """Revoke notes: hidden from recall, kept in history, reversible with reinstate."""
-        _, ids = _each_once(note_ids)
+        _, ids = each_once(note_ids)
         if not ids:
             raise InvalidInput("Give the id of the note to forget, e.g. {0}",
                                Command("forget", (12,)))
@@ -395,10 +389,10 @@ class Writes(Part):
             with self.engine.writing() as entry:
                 # Checked inside the transaction: on a team store another member may have
                 # changed the note until its lock was taken.
+                known = self.store.get_notes(ids)
                 for note_id in ids:
-                    self.require_status(note_id, "active", "forget")
-                for note_id in ids:
-                    entry.append("revoked", note_id, actor=actor, at=at, request_id=request_id)
+                    self.require_status(note_id, "active", "forget", known.get(note_id))
+                entry.append_each("revoked", ids, actor=actor, at=at, request_id=request_id)
             notes = self.store.get_notes(ids)
             return [notes[i] for i in ids]
 
@@ -406,7 +400,7 @@ class Writes(Part):
                   request_id: str | None = None) -> Note | list[Note]:
         """Bring back forgotten (revoked) notes, or replaced ones whose replacement is gone:
         one id gives its note, several a list, and either all of them come back or none does."""
-        single, ids = _each_once(note_id)
+        single, ids = each_once(note_id)
         if not ids:
             raise InvalidInput("Give the id of the note to reinstate, e.g. {0}",
                                Command("reinstate", (12,)))
@@ -414,11 +408,13 @@ class Writes(Part):
             if not (request_id and self.store.request_event(request_id) is not None):
                 at, actor = utcnow(), actor or default_author()
                 with self.engine.writing() as entry:
-                    for one in ids:  # inside the transaction, as forget's
-                        self._require_reinstatable(one)
+                    known = self.store.get_notes(ids)  # inside the transaction, as forget's
                     for one in ids:
-                        entry.append("reinstated", one, actor=actor, at=at, request_id=request_id)
-            notes = [self.engine.reads.get(one) for one in ids]
+                        self._require_reinstatable(one, known.get(one))
+                    entry.append_each("reinstated", ids, actor=actor, at=at,
+                                      request_id=request_id)
+            known = self.store.get_notes(ids)
+            notes = self.engine.staleness.with_stale([known[one] for one in ids])
             return notes[0] if single else notes
 
     def purge(self, note_id: int, *, actor: str | None = None,

@@ -169,11 +169,20 @@ class Store(Rows):
     def append_event(self, type: str, note_id: int | None, *, actor: str | None,
                      at: datetime, request_id: str | None = None,
                      data: dict | None = None) -> int:
-        seq = self.position() + 1  # the engine serialises writers
-        self.con.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         [seq, _naive(at), note_id, type, actor, request_id,
-                          json.dumps(data) if data else None])
-        return seq
+        return self.append_events(type, [note_id], actor=actor, at=at, request_id=request_id,
+                                  data=data)
+
+    def append_events(self, type: str, note_ids: Sequence[int | None], *, actor: str | None,
+                      at: datetime, request_id: str | None = None,
+                      data: dict | None = None) -> int:
+        """One event of ``type`` per note, in one statement; returns the first's position."""
+        first = self.position() + 1  # the engine serialises writers
+        data = json.dumps(data) if data else None
+        self.insert_rows("events", ("seq", "occurred_at", "note_id", "type", "actor",
+                                    "request_id", "data"),
+                         [[first + i, _naive(at), note_id, type, actor, request_id, data]
+                          for i, note_id in enumerate(note_ids)])
+        return first
 
     def event(self, seq: int) -> Event:
         return next(iter(self.events(after=seq - 1, until=seq)))
@@ -193,15 +202,6 @@ class Store(Rows):
         row = self.con.execute(
             "SELECT min(seq) FROM events WHERE request_id = ?", [request_id]).fetchone()
         return self.event(row[0]) if row and row[0] is not None else None
-
-    def request_result(self, request_id: str) -> dict[str, Any] | None:
-        """What a bulk request (import, reembed, reindex) answered, kept in ``meta`` so a
-        resent one gets the same answer; meta is not exported."""
-        value = self.meta(f"request:{request_id}")
-        return json.loads(value) if value else None
-
-    def record_request(self, request_id: str, result: dict[str, Any]) -> None:
-        self._set_meta(f"request:{request_id}", json.dumps(result))
 
     def request_notes(self, request_ids: Sequence[str]) -> dict[str, int]:
         """:meth:`request_note` for many request ids in one query."""
@@ -338,8 +338,9 @@ class Store(Rows):
              json.dumps(provenance.to_dict()), note_id])
         return version
 
-    def set_status(self, note_id: int, status: str) -> None:
-        self.con.execute("UPDATE notes SET status = ? WHERE id = ?", [status, note_id])
+    def set_status(self, note_ids: int | Sequence[int], status: str) -> None:
+        ids = [note_ids] if isinstance(note_ids, int) else note_ids
+        self.con.execute(f"UPDATE notes SET status = ? WHERE id IN ({_id_list(ids)})", [status])
 
     def purge_text(self, note_id: int) -> None:
         """Erase a note's text, provenance and vectors in every version (privacy), and what

@@ -1,5 +1,6 @@
 """The store's rows beside the journal and the notes: vectors by content hash, snapshots,
-the recall log, anchors, and whole tables for the exchange format."""
+the recall log, anchors, what bulk requests answered, and whole tables for the exchange
+format."""
 
 from __future__ import annotations
 
@@ -354,6 +355,15 @@ class Rows:
             "FROM note_versions v JOIN notes n ON n.id = v.note_id WHERE v.note_id = ? "
             "AND n.status <> 'purged' ORDER BY v.version", [note_id]).fetchall()
         return [_note(r) for r in rows]
+
+    def request_result(self, request_id: str) -> dict[str, Any] | None:
+        """What a bulk request (import, reembed, reindex) answered, kept in ``meta`` so a
+        resent one gets the same answer; meta is not exported."""
+        value = self.meta(f"request:{request_id}")
+        return json.loads(value) if value else None
+
+    def record_request(self, request_id: str, result: dict[str, Any]) -> None:
+        self._set_meta(f"request:{request_id}", json.dumps(result))
 
     def set_event_data(self, seq: int, data: dict) -> None:
         """Rewrite one event's data (an import pointing a link at this store's note ids)."""
