@@ -155,7 +155,7 @@ def hits_text(hits: Hits, *, provenance: bool = False, show: str | None = None,
               option: str = "--min-score") -> str:
     """Hits as a terminal shows them; a long note shows its start, and ``show`` (e.g.
     ``"nbmemory show {0}"``) says how to see the rest; ``option`` lowers the threshold."""
-    lines = [f"({hits.behind})"] if hits.behind else []
+    lines = hits.headers
     narrowed = getattr(hits, "filters", "")  # what the front end filtered by, as typed
     if not len(hits):
         lines.append(f"No notes match {hits.query!r}" + (f" with {narrowed}." if narrowed
@@ -200,8 +200,7 @@ def hits_html(hits: Hits, *, provenance: bool = False, option: str = "--min-scor
                 row[2:2] = ["—" if v is None else f"{v:.3f}" for v in (hit.lexical, hit.dense)]
             rows.append(row)
         out = _table(headers, rows, raw=(len(headers) - 1,))
-    if hits.behind:
-        out = f'<p class="nbm-muted">{html.escape(hits.behind)}</p>' + out
+    out = "".join(f'<p class="nbm-muted">{html.escape(h)}</p>' for h in hits.headers) + out
     if hits.explain and hits.fusion:
         out += f'<p class="nbm-muted">{html.escape(fusion_line(hits.fusion))}</p>'
     if hits.filtered_out:
@@ -221,8 +220,7 @@ class ShownHits(Hits):
     def __init__(self, hits: Hits, *, provenance: bool = False):
         super().__init__(hits, query=hits.query, filtered_out=hits.filtered_out,
                          previously=hits.previously, explain=hits.explain,
-                         behind=getattr(hits, "behind", None),
-                         fusion=getattr(hits, "fusion", None))
+                         behind=hits.behind, fusion=hits.fusion, as_of=hits.as_of)
         self.provenance = provenance
 
     filters: str | None = None  # %recall sets it: the options its line gave

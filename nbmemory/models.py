@@ -218,7 +218,8 @@ class Hits(list):
 
     ``filtered_out`` counts candidates a score threshold hid; ``previously`` holds revoked
     notes that would have matched ("previously believed ..."); ``behind`` says why the
-    answer may miss recent notes (a team store's server was unreachable). ``fusion``
+    answer may miss recent notes (a team store's server was unreachable); ``as_of``, the
+    snapshot whose notes were searched. ``fusion``
     (explain mode, hybrid): how the scores were made: the keyword ``weight``, the share of
     the query its best keyword match ``covered``, the shares keywords count ``from`` and
     are ``full`` at, their ``most`` weight, the ``priority`` bonus (+ high, - low), and how
@@ -228,7 +229,8 @@ class Hits(list):
 
     def __init__(self, hits=(), *, query: str = "", filtered_out: int = 0,
                  previously: tuple[Hit, ...] = (), explain: bool = False,
-                 behind: str | None = None, fusion: dict[str, float] | None = None):
+                 behind: str | None = None, fusion: dict[str, float] | None = None,
+                 as_of: str | None = None):
         super().__init__(hits)
         self.query = query
         self.filtered_out = filtered_out
@@ -236,10 +238,17 @@ class Hits(list):
         self.explain = explain
         self.behind = behind
         self.fusion = fusion
+        self.as_of = as_of
 
     @property
     def notes(self) -> list[Note]:
         return [h.note for h in self]
+
+    @property
+    def headers(self) -> list[str]:
+        """What to say before the hits: the snapshot searched, why some may be missing."""
+        return ([f"As of snapshot {self.as_of!r}:"] if self.as_of else []) + (
+            [f"({self.behind})"] if self.behind else [])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -250,6 +259,7 @@ class Hits(list):
             "explain": self.explain,
             "behind": self.behind,
             "fusion": self.fusion,
+            "as_of": self.as_of,
         }
 
     @classmethod
@@ -262,6 +272,7 @@ class Hits(list):
             explain=bool(data.get("explain")),
             behind=data.get("behind"),
             fusion=data.get("fusion"),
+            as_of=data.get("as_of"),
         )
 
     def to_dataframe(self):

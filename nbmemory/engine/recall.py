@@ -186,7 +186,8 @@ class Recall(Part):
 
             result = Hits(make(hits), query=query, filtered_out=below,
                           previously=tuple(make(previously)), explain=explain,
-                          fusion=_fusion(ranked) if explain and mode == "hybrid" else None)
+                          fusion=_fusion(ranked) if explain and mode == "hybrid" else None,
+                          as_of=as_of)
             if loading:
                 result.behind = MODEL_LOADING
             elif unread:
