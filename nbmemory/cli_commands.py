@@ -150,7 +150,7 @@ def cmd_recall(mem, args) -> None:
     if args.open:
         hits[:] = [h for h in hits if h.note.resolution is None]
     if args.json:
-        return emit_json({**hits.to_dict(), "as_of": args.as_of})
+        return emit_json(hits.to_dict())
     from .display import hits_text
 
     hits.filters = " ".join(  # "No notes match 'x' with -t nosuchtag.", as the magic says
@@ -160,8 +160,6 @@ def cmd_recall(mem, args) -> None:
                                              ("--fresh", args.fresh), ("--stale", args.stale),
                                              ("--open", args.open)) if on])
 
-    if args.as_of:
-        print(f"As of snapshot {args.as_of!r}:")
     print(hits_text(hits, provenance=args.provenance, show="nbmemory show {0}"))
 
 
@@ -318,6 +316,10 @@ def cmd_snapshot(mem, args) -> None:
 
     if args.list and (args.diff or args.name):
         raise CommandError("--list takes nothing else: nbmemory snapshot --list")
+    if (args.list or args.diff) and args.message:
+        flag = "--list" if args.list else "--diff"
+        raise CommandError(f"-m is the message of a new snapshot; {flag} takes none: "
+                           "nbmemory snapshot NAME -m message")
     if args.diff:
         if len(args.name) not in (1, 2):
             raise CommandError("Give one or two snapshot names: nbmemory snapshot --diff A [B]")

@@ -402,6 +402,10 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         args.name, args.message = [n for n in map(unquote, args.name) if n], message
         if args.list and (args.diff or args.name):
             raise UsageError("--list takes nothing else: %snapshot --list")
+        if (args.list or args.diff) and args.message:
+            flag = "--list" if args.list else "--diff"
+            raise UsageError(f"-m is the message of a new snapshot; {flag} takes none: "
+                             "%snapshot NAME -m message")
         with usage_errors():
             if args.list:
                 return display(show.snapshots_display(self.mem.snapshots()))

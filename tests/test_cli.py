@@ -411,6 +411,11 @@ def test_snapshot_diff_and_recall_as_of(nbm):
     r = nbm("snapshot", "--list", "--diff", "before")
     assert (r.code, one_line(r.err)) == (
         2, "nbmemory: --list takes nothing else: nbmemory snapshot --list")
+    r = nbm("snapshot", "--list", "-m", "why")
+    assert (r.code, one_line(r.err)) == (2, "nbmemory: -m is the message of a new snapshot; "
+                                            "--list takes none: nbmemory snapshot NAME -m message")
+    r = nbm("recall", "--as-of", "before", "orders.amount")
+    assert r.out.startswith("As of snapshot 'before':\n#1 ")
 
 
 def test_open_questions(nbm):

@@ -145,6 +145,8 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("memory stale extra", r"^%memory stale takes nothing after it \(got 'extra'\)$"),
     ("snapshot", "Give the snapshot a name"),
     ("snapshot --list --diff base", "--list takes nothing else: %snapshot --list"),
+    ("snapshot --list -m why", "^-m is the message of a new snapshot; --list takes none: "),
+    ("snapshot --diff a -m why", "^-m is the message of a new snapshot; --diff takes none: "),
 ])
 def test_errors_are_one_line_usage_errors(ip, line, message):
     with pytest.raises(UsageError, match=message):
@@ -355,6 +357,9 @@ def test_snapshot_diff_and_recall_as_of(ip):
     then, _ = run(ip, "recall --as-of before cache invalidated")
     now, _ = run(ip, "recall cache invalidated")
     assert [h.note.id for h in then] == [1] and [h.note.id for h in now] == [2]
+    assert str(then).startswith("As of snapshot 'before':\n#1 ")  # which past it shows
+    assert then._repr_html_().startswith('<p class="nbm-muted">As of snapshot &#x27;before&#x27;')
+    assert "As of" not in str(now)
     with pytest.raises(UsageError, match="No snapshot named 'nope'"):
         run(ip, "snapshot --diff nope")
     with pytest.raises(UsageError, match="Give one or two snapshot names"):
