@@ -11,6 +11,7 @@ notes per second:
   thread tuner) and as one call on one thread (the embedder's interactive setting); once it
   runs on ONNX Runtime, also on torch (how it ran before, nbmemory/onnx_model.py);
 - ``Engine.remember_many`` in this process, and ``Memory.remember_many`` through the owner;
+- ``Memory.forget`` and ``Memory.reinstate`` of all N in one call, through the owner;
 - ``Memory.remember`` one note at a time through the owner (what a loop in a script does);
 - ``Memory.import_jsonl`` of an export into an empty store (vectors travel with the file) and
   into a store of another model's notes (every text embedded again).
@@ -110,8 +111,14 @@ def measure(notes: list[dict]) -> None:
                 mem.remember("warm up the owner's model")
                 # ... and its thread record for bulk chunks (one chunk on each thread count)
                 mem.remember_many([dict(n, text=f"warm-up: {n['text']}") for n in notes[:2 * BULK_CHUNK]])
-                seconds = timed(lambda: mem.remember_many(notes))
+                written = []
+                seconds = timed(lambda: written.extend(mem.remember_many(notes)))
                 rows.append(("Memory.remember_many, through the owner", len(notes), seconds))
+                ids = [note.id for note in written]
+                seconds = timed(lambda: mem.forget(ids))
+                rows.append(("Memory.forget of all of them in one call", len(ids), seconds))
+                seconds = timed(lambda: mem.reinstate(ids))
+                rows.append(("Memory.reinstate of all of them in one call", len(ids), seconds))
                 few = notes[:300]
                 seconds = timed(lambda: [mem.remember(**n) for n in few])
                 rows.append(("Memory.remember one at a time, through the owner", len(few), seconds))
