@@ -430,6 +430,30 @@ def test_a_file_system_that_cannot_lock_is_said_in_words(store, monkeypatch):
         "NBMEMORY_HOME or NbMemory.store).")
 
 
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_a_store_copied_while_its_owner_runs_is_a_store_of_its_own(
+        tmp_path, monkeypatch, transport):
+    """cp -r of a project while its kernel runs copies owner.json, which names the running
+    owner: the copy's writes went to the original store until that owner exited."""
+    monkeypatch.setenv("NBMEMORY_TRANSPORT", transport)
+    original, copy = tmp_path / "project" / ".nbmemory", tmp_path / "copy" / ".nbmemory"
+    try:
+        with Memory.open(original, model=HASH, mode="service") as memory:
+            memory.remember("orders.amount is in cents")
+            shutil.copytree(original.parent, copy.parent,  # (cp -a copies the socket too)
+                            ignore=shutil.ignore_patterns("*.sock"))
+            assert read_info(copy)["pid"] == owner_info(original)["pid"]
+            with Memory.open(copy, model=HASH, mode="service") as duplicate:
+                duplicate.remember("a note for the copy only")
+                assert duplicate.notes().total == 2
+                assert owner_info(copy)["pid"] != owner_info(original)["pid"]
+            assert [n.text for n in memory.notes().notes] == ["orders.amount is in cents"]
+    finally:
+        for store in (original, copy):
+            with contextlib.suppress(StoreLocked):
+                stop(store, timeout=30)
+
+
 def test_a_connection_that_times_out_is_not_sent(tmp_path, monkeypatch):
     """Over TCP a full listen backlog times the connect out: nothing was sent, so the call
     may go again (it was reported as a call not answered, and crashed long work)."""

@@ -311,10 +311,10 @@ def find(directory: Path) -> Address | None:
     none. Raises StoreUnavailable when the live owner's address cannot be used from here."""
     info = read_info(directory)
     address = address_of(directory, info)
-    if address is not None and address.transport == "tcp" and \
-            holder_pid(directory) != info.get("pid"):
-        # A dead owner's port may be anyone's now: its requests and secret are not sent
-        # there. (A socket in the store's private directory cannot be taken over so.)
+    if address is not None and holder_pid(directory) != info.get("pid"):
+        # Only the owner holding this store's lock is asked: a dead owner's port may be
+        # anyone's now (its requests and secret are not sent there), and an owner.json
+        # copied with a store names the owner of the store it was copied from.
         return None
     if address is None:
         problem = unusable(directory, info)
