@@ -339,9 +339,36 @@ def test_remember_many_refuses_every_note_when_one_is_bad(mem, store):
     with pytest.raises(InvalidInput, match="note 0: expected a dict of remember's arguments "
                                            "or a text, got int"):
         mem.remember_many([42])
-    with pytest.raises(InvalidInput, match="note 0: .*unexpected keyword argument 'colour'"):
+    with pytest.raises(InvalidInput, match="^1 of 1 notes cannot be remembered, so none was: "
+                                           "note 0: no argument 'colour'; a note takes text, "
+                                           "kind, priority, tags, author, "):
         mem.remember_many([{"text": "x", "colour": "red"}])
+    with pytest.raises(InvalidInput, match="so none was: note 0: no text$"):
+        mem.remember_many([{"tags": "orders"}])
     assert mem.status()["notes"] == 1
+
+
+def test_remember_many_checks_what_it_supersedes_before_writing_any(mem, store):
+    """A note replacing a missing or forgotten note, or one replaced twice, was found only
+    when its chunk was written: the rest of the chunk was stored, and the error's count
+    and its advice to send the call again (which wrote them all twice) were wrong."""
+    old = mem.remember("orders.amount is in dollars")
+    gone = mem.remember("a finding forgotten since")
+    mem.forget(gone.id)
+    notes = [f"finding {i} about table t{i}" for i in range(20)]
+    for bad, says in ((999, "No note #999"), (gone.id, f"Cannot supersede note #{gone.id}")):
+        with pytest.raises(InvalidInput, match=rf"^1 of 20 notes cannot be remembered, so none "
+                                               rf"was: note 5: {says}"):
+            mem.remember_many(notes[:5] + [{"text": "replaces", "supersedes": bad}] + notes[6:])
+    twice = [{"text": "amount in cents", "supersedes": old.id},
+             {"text": "amount in euros", "supersedes": old.id}]
+    with pytest.raises(InvalidInput, match=rf"note 1: Cannot supersede note #{old.id} twice"):
+        mem.remember_many(twice)
+    assert mem.status()["notes"] == 1
+    first = mem.remember_many(twice[:1] + notes, request_id="bulk-2")
+    again = mem.remember_many(twice[:1] + notes, request_id="bulk-2")  # resent: not refused
+    assert [n.id for n in again] == [n.id for n in first]
+    assert mem.status()["notes"] == 21
 
 
 def test_remember_many_takes_texts_alone(mem):

@@ -39,6 +39,7 @@ from .indexes import Dense, Keywords, NoteCards
 from .journal import Entry, Journal
 from .mirror import Mirror, from_mirror
 from .part import Progress
+from .questions import Questions
 from .reads import Reads
 from .recall import Recall
 from .snapshots import Snapshots
@@ -47,7 +48,6 @@ from .staleness import Staleness
 from .upkeep import Upkeep
 from .validate import content_hash
 from .writes import Writes
-
 
 POSITION_FILENAME = "journal.position"  # in a team store's directory (see _changed)
 REPOSITORIES_FILENAME = "repositories.json"  # its checkouts on this machine (repos.py)
@@ -140,7 +140,7 @@ class Engine:
         self.writes, self.reads, self.recalls = Writes(self), Reads(self), Recall(self)
         self.staleness, self.about = Staleness(self), About(self)
         self.seals, self.upkeep = Snapshots(self), Upkeep(self)
-        self.checking = Checking(self)
+        self.checking, self.questions = Checking(self), Questions(self)
         self._identity: str | None = None
         # While warm_up loads the model, recall answers from the keywords alone and new
         # notes wait here (id: text) for their vectors.
@@ -174,9 +174,9 @@ class Engine:
     forget = _by("writes", Writes.forget)
     reinstate = _by("writes", Writes.reinstate)
     purge = _by("writes", Writes.purge)
-    confirm = _by("writes", Writes.confirm)
-    refute = _by("writes", Writes.refute)
-    reopen = _by("writes", Writes.reopen)
+    confirm = _by("questions", Questions.confirm)
+    refute = _by("questions", Questions.refute)
+    reopen = _by("questions", Questions.reopen)
     get = _by("reads", Reads.get)
     written_by = _by("reads", Reads.written_by)
     notes = _by("reads", Reads.notes)

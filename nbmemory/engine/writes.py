@@ -1,5 +1,5 @@
-"""Writing notes: remember (one, a batch, many), supersede, edit, forget, reinstate,
-purge, and resolving questions. Every write goes through the journal."""
+"""Writing notes: remember (one, a batch, many), supersede, edit, forget, reinstate and
+purge. Every write goes through the journal (questions are resolved in questions.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from .validate import (check_kind, check_priority, check_text, content_hash, def
                        each_once, no_note, normalise_tags, unicode_text)
 from .validate import note_id as valid_id
 
+# What a note of remember_many may hold: remember's arguments (Writes._prepare's).
+_REMEMBERS = ("text", "kind", "priority", "tags", "author", "provenance", "about",
+              "supersedes", "request_id")
 # remember_many's batch: at the model's full speed, and the engine lock is free between them.
 BULK_CHUNK = 256
 # Meta: a purge is committed and the files that may hold its text are not yet rewritten.
@@ -97,11 +100,18 @@ class Writes(Part):
                     raise InvalidInput(f"expected a dict of remember's arguments or a text, "
                                        f"got {type(note).__name__}")
                 note = dict(note)
+                if unknown := sorted(set(note) - set(_REMEMBERS), key=str):
+                    raise InvalidInput(f"no argument {unknown[0]!r}; a note takes "
+                                       f"{', '.join(_REMEMBERS)}")
+                if "text" not in note:
+                    raise InvalidInput("no text")
                 if request_id and not note.get("request_id"):
                     note["request_id"] = f"{request_id}/{i}"
                 prepared.append((i, self._prepare(**note)))
             except (TypeError, NbMemoryError) as exc:
                 problems.append(f"note {i}: {exc}")
+        if not problems:
+            problems = self._cannot_supersede_any(prepared)
         if problems:
             more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
             raise InvalidInput(f"{len(problems)} of {len(notes)} notes cannot be remembered, "
@@ -113,15 +123,36 @@ class Writes(Part):
             with self.lock:
                 answers = self._remember_locked([(i - start, p) for i, p in chunk], {}, {},
                                                 len(chunk))
-            for answer in answers:
-                if isinstance(answer, NbMemoryError):
-                    raise type(answer)(f"{answer} ({len(results)} of {total} notes were "
-                                       f"remembered before this one; sending the same call "
-                                       f"again writes only the rest)")
-                results.append(answer)
+            failed = [(start + i, a) for i, a in enumerate(answers)
+                      if isinstance(a, NbMemoryError)]
+            results += [a for a in answers if not isinstance(a, NbMemoryError)]
+            if failed:  # the store changed since the checks (another client's write)
+                (i, error), others = failed[0], len(failed) - 1
+                again = (f"; sent again with request_id={request_id!r}, the call writes only "
+                         f"the rest" if request_id else "")
+                raise type(error)(f"note {i}: {error} ({len(results)} of {total} notes were "
+                                  f"remembered, this one{f' and {others} more' if others else ''}"
+                                  f" not{again})")
             if progress:
                 progress(min(start + BULK_CHUNK, total), total)
         return results
+
+    def _cannot_supersede_any(self, prepared: list[tuple[int, dict[str, Any]]]) -> list[str]:
+        """What the store says against the notes' ``supersedes`` (a note missing, not active
+        or replaced twice), before any note is written; notes already written (a resent
+        call) are not asked again."""
+        with self.lock:
+            done = self.store.request_notes([p["request_id"] for _, p in prepared
+                                             if p["request_id"]])
+            problems, replaced = [], set()
+            for i, p in prepared:
+                old = p["supersedes"]
+                if old is None or p["request_id"] in done:
+                    continue
+                if problem := self._cannot_supersede(old, replaced):
+                    problems.append(f"note {i}: {problem}")
+                replaced.add(old)
+            return problems
 
     def _prepare(self, text: str, *, kind: str = "finding", priority: str = "medium",
                  tags: str | Iterable[str] | None = None, author: str | None = None,
@@ -369,7 +400,7 @@ class Writes(Part):
                            f"change it.")
         self.require_status(note_id, "revoked", "reinstate", note)
 
-    def _done_before(self, request_id: str | None, note_id: int) -> Note | None:
+    def done_before(self, request_id: str | None, note_id: int) -> Note | None:
         """The note as it is now when ``request_id`` was already applied (a resent write)."""
         if request_id and self.store.request_event(request_id) is not None:
             return self.engine.reads.get(note_id)
@@ -421,7 +452,7 @@ class Writes(Part):
               request_id: str | None = None) -> Note:
         """Erase a note's text and vectors for good. The journal keeps that it happened."""
         with self.lock:
-            if (done := self._done_before(request_id, note_id)) is not None:
+            if (done := self.done_before(request_id, note_id)) is not None:
                 self.finish_purges()  # sent again: the first may have died before erasing
                 return done
             note_id = valid_id(note_id)
@@ -473,44 +504,3 @@ class Writes(Part):
         self.store.compact()
         with self.store.transaction():
             self.store.set_meta(PURGE_UNFINISHED, "")
-
-    def confirm(self, note_id: int, reason: str = "", *, actor: str | None = None,
-                request_id: str | None = None) -> Note:
-        """Mark a question or hypothesis as confirmed; it stays active."""
-        return self._resolve(note_id, "confirmed", reason, actor, request_id)
-
-    def refute(self, note_id: int, reason: str, *, actor: str | None = None,
-               request_id: str | None = None) -> Note:
-        """Mark a hypothesis as refuted: hidden from recall except as "previously believed"."""
-        if not (reason or "").strip():
-            raise InvalidInput("Say why it is refuted: {0}", Command(
-                "refute", (note_id, "the nulls come from the join, not the source")))
-        return self._resolve(note_id, "refuted", reason, actor, request_id)
-
-    def reopen(self, note_id: int, *, actor: str | None = None,
-               request_id: str | None = None) -> Note:
-        """Undo a confirm or refute: the question is open again."""
-        with self.lock:
-            if (done := self._done_before(request_id, note_id)) is not None:
-                return done
-            if self.engine.reads.get(note_id).resolution is None:
-                raise Conflict(f"Note #{note_id} is not confirmed or refuted; nothing to reopen.")
-            with self.engine.writing() as entry:
-                entry.append("reopened", note_id, actor=actor or default_author(), at=utcnow(),
-                             request_id=request_id)
-            return self.engine.reads.get(note_id)
-
-    def _resolve(self, note_id: int, outcome: str, reason: str, actor: str | None,
-                 request_id: str | None = None) -> Note:
-        with self.lock:
-            if (done := self._done_before(request_id, note_id)) is not None:
-                return done
-            note = self.require_status(note_id, "active",
-                                       {"confirmed": "confirm", "refuted": "refute"}[outcome])
-            if note.resolution == outcome:
-                raise Conflict(f"Note #{note_id} is already {outcome}.")
-            data = {"reason": reason.strip()} if reason and reason.strip() else None
-            with self.engine.writing() as entry:
-                entry.append(outcome, note_id, actor=actor or default_author(), at=utcnow(),
-                             request_id=request_id, data=data)
-            return self.engine.reads.get(note_id)
