@@ -16,6 +16,7 @@ from .address import Address, is_address
 from .errors import StoreUnavailable
 
 STORE_DIRNAME = ".nbmemory"
+DB_FILENAME = "memory.duckdb"  # a local store's database, in its directory
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Mode bits and uids mean nothing on Windows (a directory reports 0o777 there): the
 # checks that rely on them apply where they exist.
@@ -49,6 +50,11 @@ class StoreLocation:
 
     def __str__(self) -> str:
         return f"{self.address or self.path} ({self.reason})"
+
+    @property
+    def exists(self) -> bool:
+        """Whether the store was created (a team store's server is not asked)."""
+        return self.address is not None or (self.path / DB_FILENAME).exists()
 
 
 def find_git_root(start: Path) -> Path | None:

@@ -19,7 +19,7 @@ from . import checks as evaluation
 from .anchors import is_glob
 from .config import Settings, StoreLocation, current_user, locate_store
 from .display import ShownHits
-from .errors import InvalidInput
+from .errors import InvalidInput, StoreUnavailable
 from .operations import operation as lookup
 from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
 
@@ -36,17 +36,16 @@ class LocalBackend:
     """Runs operations on an :class:`~nbmemory.engine.Engine` owned by this process."""
 
     def __init__(self, engine):
-        self.engine = engine
+        self.engine, self.closed = engine, False
 
     def call(self, operation: str, **arguments: Any) -> Any:
+        if self.closed:  # (recall would answer from the indexes still in memory)
+            raise StoreUnavailable("This Memory is closed; open the store again.")
         return getattr(self.engine, operation)(**arguments)
 
     def close(self) -> None:
+        self.closed = True
         self.engine.close()
-
-
-def _request_id() -> str:
-    return uuid.uuid4().hex
 
 
 def _about(items) -> list | None:
@@ -175,7 +174,7 @@ class Memory:
 
     def _call(self, operation: str, **arguments: Any) -> Any:
         if lookup(operation).writes and not arguments.get("request_id"):
-            arguments["request_id"] = _request_id()  # so that a resent write applies once
+            arguments["request_id"] = uuid.uuid4().hex  # so that a resent write applies once
         return self._backend.call(operation, **arguments)
 
     # -- writes -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from nbmemory.config import Settings
 from nbmemory.embed import HashEmbedder
 from nbmemory.engine import CARDS_FILENAME, KEYWORDS_FILENAME, VECTOR_FILENAME, content_hash
 from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, ModelUnavailable, NotFound, StoreLocked,
-                             StoreTooNew)
+                             StoreTooNew, StoreUnavailable)
 from nbmemory.display import hits_text, status_display
 from nbmemory.memory import Memory
 from nbmemory.models import PRIORITIES, Provenance
@@ -95,6 +95,52 @@ def test_forget_hides_and_reinstate_restores(memory):
         memory.forget(a.id)
     memory.reinstate(a.id)
     assert memory.recall("watcher acquire_lock")[0].note.id == a.id
+
+
+def test_a_store_duckdb_cannot_open_is_called_damaged_only_when_nothing_else_explains_it(
+        store_dir, monkeypatch):
+    """A bad NBMEMORY_DUCKDB_MEMORY or a read-only disk was worded as a damaged store, with
+    the advice to move its file away."""
+    import duckdb
+
+    import nbmemory.store.duckdb as duckdb_store
+    from nbmemory.store.schema import cannot_open
+
+    store_dir.mkdir()
+    Store(store_dir).close()
+    monkeypatch.setenv("NBMEMORY_DUCKDB_MEMORY", "lots")
+    monkeypatch.setattr(duckdb_store, "MEMORY_LIMIT", "lots")
+    with pytest.raises(StoreUnavailable, match="^NBMEMORY_DUCKDB_MEMORY='lots' is not a memory "
+                                               "limit DuckDB takes .*: give one like 512MB or "
+                                               "2GB, or unset it.$"):
+        Store(store_dir)
+    monkeypatch.delenv("NBMEMORY_DUCKDB_MEMORY")
+    said = cannot_open(store_dir / "memory.duckdb", duckdb.IOException(
+        'IO Error: Cannot open file "memory.duckdb": Read-only file system'))
+    assert said.endswith("Make it and its folder writable by this user, or use a store "
+                         "elsewhere.") and "damaged" not in said
+    assert "It may be damaged" in cannot_open(store_dir / "memory.duckdb", duckdb.IOException(
+        "IO Error: The file is not a valid DuckDB database file!"))
+
+
+def test_since_and_until_take_a_date_or_iso_text_as_well(memory):
+    memory.remember("orders.amount is in cents")
+    today = datetime.now().date()
+    for since in (today, today.isoformat(), datetime.combine(today, datetime.min.time())):
+        assert len(memory.recall("orders amount", since=since)) == 1
+        assert memory.notes(until=since).total == 0
+    assert memory.notes(since=(today + timedelta(days=1)).isoformat()).total == 0
+
+
+def test_a_closed_memory_says_so_rather_than_answer_from_memory(store_dir):
+    memory = Memory.open(store_dir, embedder=HashEmbedder(), settings=None)
+    memory.remember("teapots are kept in the attic")
+    memory.close()
+    for call in (lambda: memory.recall("teapots"), lambda: memory.remember("more"),
+                 memory.status):
+        with pytest.raises(StoreUnavailable, match="^This Memory is closed; open the store "
+                                                   "again.$"):
+            call()
 
 
 def test_forget_many_is_all_or_nothing(memory):
@@ -1048,6 +1094,10 @@ def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir)
      "Provenance field 'cell_id' holds characters that are not valid Unicode"),
     (lambda m: m.recall("x", since=datetime(9999, 12, 31, 23, 59, tzinfo=timezone(
         -timedelta(hours=23, minutes=59)))), "since 9999-12-31T23:59:00-23:59 is out of range"),
+    (lambda m: m.recall("x", since=5), "^since is a datetime, a date or text like 2024-03-01, "
+                                         "not int 5$"),
+    (lambda m: m.notes(until="last tuesday"), "^until is a date or time like 2024-03-01 or "
+                                              "2024-03-01T14:30, not 'last tuesday'$"),
     (lambda m: m.remember(b"x"), "The note is bytes; decode it to text first"),
     (lambda m: m.remember(42), "The note must be text, not int"),
     (lambda m: m.remember("ok \ud800 text"), "not valid Unicode"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from datetime import datetime, timezone
+from datetime import date, datetime, time, timezone
 from typing import Iterable
 
 import numpy as np
@@ -194,15 +194,32 @@ def filters_for(*, tags=None, kind=None, priority=None, since=None, until=None,
                                f"{type(value).__name__}")
         return tuple(check(v) for v in value if not isinstance(v, str) or v.strip())
 
-    for name, moment in (("since", since), ("until", until)):
-        try:
-            if isinstance(moment, datetime):
-                moment.astimezone(timezone.utc)
-        except OverflowError:
-            raise InvalidInput(f"{name} {moment.isoformat()} is out of range in UTC") from None
+    since, until = moment(since, "since"), moment(until, "until")
     return Filters(tags=normalise_tags(tags), kinds=many(kind, check_kind),
                    priorities=many(priority, check_priority), since=since, until=until,
                    statuses=tuple(statuses), authors=many(author, check_author))
+
+
+def moment(value, name: str) -> datetime | None:
+    """A filter's time: a datetime, a date (its midnight here) or ISO text (2024-03-01)."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidInput(f"{name} is a date or time like 2024-03-01 or "
+                               f"2024-03-01T14:30, not {value!r}") from None
+    elif isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime.combine(value, time())
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"{name} is a datetime, a date or text like 2024-03-01, not "
+                           f"{type(value).__name__} {value!r}")
+    try:
+        value.astimezone(timezone.utc)
+    except OverflowError:
+        raise InvalidInput(f"{name} {value.isoformat()} is out of range in UTC") from None
+    return value
 
 
 def check_author(value) -> str:

@@ -68,16 +68,7 @@ class Store(Rows):
         try:
             self.con = duckdb.connect(str(self.path), config={"memory_limit": MEMORY_LIMIT})
         except duckdb.Error as exc:
-            if "lock" in str(exc).lower():
-                raise StoreUnavailable(
-                    f"The store {self.path} is open in another process that does not use "
-                    f"nbmemory's owner lock ({exc}). Close that process and try again."
-                ) from exc
-            raise StoreUnavailable(
-                f"The store {self.path} is unreadable ({exc}). It may be damaged or written "
-                "by another DuckDB version: use the nbmemory version that wrote it, or move "
-                "the file away to start a new store."
-            ) from exc
+            raise StoreUnavailable(schema.cannot_open(self.path, exc)) from exc
         try:
             self._migrate()
             self.store_id = schema.identify(self)

@@ -5,10 +5,12 @@ written by a newer nbmemory and is refused untouched."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 
-DB_FILENAME = "memory.duckdb"
+from ..config import DB_FILENAME
+
 COMPACT_FILENAME = "memory.compact.duckdb"
 VECTOR_FILENAME = "vectors.usearch"  # the engine's index of the vectors, beside the database
 
@@ -48,6 +50,24 @@ def lost_database(directory: Path, position: int) -> str | None:
             f"{position:,}). Nothing was changed. Put {DB_FILENAME} back from a backup; or, to "
             f"start an empty store here, move {VECTOR_FILENAME}, {VECTOR_FILENAME}.json, "
             f"keywords.index and cards.index away first.")
+
+def cannot_open(path: Path, exc: Exception) -> str:
+    """Why DuckDB could not open the store's database ``path`` (``exc``), in words that
+    call it damaged only when nothing else explains it."""
+    said = str(exc)
+    if "lock" in said.lower():
+        return (f"The store {path} is open in another process that does not use nbmemory's "
+                f"owner lock ({exc}). Close that process and try again.")
+    if "NBMEMORY_DUCKDB_MEMORY" in os.environ and "memory" in said.lower():
+        return (f"NBMEMORY_DUCKDB_MEMORY={os.environ['NBMEMORY_DUCKDB_MEMORY']!r} is not a "
+                f"memory limit DuckDB takes ({exc}): give one like 512MB or 2GB, or unset it.")
+    if "Read-only file system" in said or "Permission denied" in said:
+        return (f"The store {path} cannot be opened for writing ({exc}). Make it and its "
+                f"folder writable by this user, or use a store elsewhere.")
+    return (f"The store {path} is unreadable ({exc}). It may be damaged or written by another "
+            "DuckDB version: use the nbmemory version that wrote it, or move the file away "
+            "to start a new store.")
+
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
