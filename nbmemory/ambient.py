@@ -417,7 +417,7 @@ class Ambient:
             from .config import locate_store
 
             location = locate_store(magics.store or None)
-            if not location.address and not (location.path / "memory.duckdb").exists():
+            if not location.exists:
                 return None  # no store, so no notes: do not create one
         memory = magics.mem
         if memory is not self._memory:

@@ -7,7 +7,8 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from . import display as show
-from .config import current_user
+from .address import is_address
+from .config import current_user, locate_store
 from .magic_args import usage_errors
 from .namespace import namespace_terms
 from .when import parse_since
@@ -38,8 +39,8 @@ def _filters_said(args) -> str:
 
 
 class RecallCommands:
-    """Mixed into :class:`~nbmemory.magics.NbMemory`, which provides ``mem``, ``shell``,
-    ``k``, ``_scope()`` and ``_variables()``."""
+    """Mixed into :class:`~nbmemory.magics.NbMemory`, which provides ``mem`` (``_memory``
+    until it is opened), ``store``, ``shell``, ``k``, ``_scope()`` and ``_variables()``."""
 
     def _recall_parsed(self, args, query: str):
         if args.fresh and args.stale:
@@ -55,6 +56,7 @@ class RecallCommands:
             raise UsageError("--open searches the open questions: leave --kind out")
         if not query:
             return self._recall_kernel(args, k, stale, author)
+        self._existing_store()
         with usage_errors():
             hits = self.mem.recall(query, k=k, tags=args.tags,
                                    kind="question" if args.open else args.kind,
@@ -67,6 +69,16 @@ class RecallCommands:
         hits.provenance = args.provenance
         hits.filters = _filters_said(args)  # "No notes match 'x' with -t nosuchtag."
         return hits
+
+    def _existing_store(self) -> None:
+        """A store named in NbMemory.store is not created to answer a recall: a typo in its
+        path would answer "No notes match" from a new, empty store."""
+        if self._memory is None and self.store and not is_address(self.store):
+            location = locate_store(self.store)
+            if not location.exists and location.path.parent.is_dir():  # else mem says why
+                raise UsageError(f"No store at {location.path} yet (NbMemory.store), so "
+                                 "nothing to recall: check it for a typo. %remember creates "
+                                 "the store there.")
 
     def _open_questions(self, args, k: int, stale, author):
         needless = _given(args, ("kind", "as_of", "min_score", "explain")) + _mode(args)

@@ -42,7 +42,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     mode = Unicode("auto", help="service: use the store's owner process (started on demand; "
                                 "the model never loads in the kernel); local: open the store "
                                 "in this kernel; auto: service.").tag(config=True)
-    idle_timeout = Float(None, allow_none=True,
+    idle_timeout = Float(None, allow_none=True, min=0.0,
                          help="Seconds an owner this kernel starts waits for requests before "
                               "exiting (0: never). None: NBMEMORY_IDLE_TIMEOUT, else "
                               "1800.").tag(config=True)
@@ -62,15 +62,20 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     ambient_audit = Bool(True, help="Ambient recall also records files opened for reading "
                                     "while a cell runs (an audit hook; reads through "
                                     "variables).").tag(config=True)
-    ambient_dense = Float(Gate.dense, help="An error speaks when a gotcha matches it by "
-                                           "meaning (cosine) at least this much.").tag(config=True)
-    ambient_keyword = Float(Gate.keyword, help="... or holds at least this share of the "
-                                               "error's words.").tag(config=True)
-    ambient_cluster = Float(Gate.cluster, help="... or ambient_cluster_size gotchas match "
-                                               "by meaning at least this much,").tag(config=True)
-    ambient_cluster_size = Int(Gate.cluster_size, help="(see ambient_cluster)").tag(config=True)
-    ambient_agreement = Float(Gate.agreement, help="... and are at least this close to one "
-                                                   "another.").tag(config=True)
+    ambient_dense = Float(Gate.dense, min=0.0, max=1.0,
+                          help="An error speaks when a gotcha matches it by meaning (cosine) "
+                               "at least this much.").tag(config=True)
+    ambient_keyword = Float(Gate.keyword, min=0.0, max=1.0,
+                            help="... or holds at least this share of the error's "
+                                 "words.").tag(config=True)
+    ambient_cluster = Float(Gate.cluster, min=0.0, max=1.0,
+                            help="... or ambient_cluster_size gotchas match by meaning at "
+                                 "least this much,").tag(config=True)
+    ambient_cluster_size = Int(Gate.cluster_size, min=1,
+                               help="(see ambient_cluster)").tag(config=True)
+    ambient_agreement = Float(Gate.agreement, min=0.0, max=1.0,
+                              help="... and are at least this close to one "
+                                   "another.").tag(config=True)
 
     check_budget = Float(1.0, min=0.01, max=600.0,
                          help="Seconds a check (%remember --check, %memory check) may run "

@@ -149,11 +149,14 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("snapshot --diff a -m why", "^-m is the message of a new snapshot; --diff takes none: "),
 ])
 def test_errors_are_one_line_usage_errors(ip, line, message):
+    run(ip, "remember a finding")  # a store to recall from
     with pytest.raises(UsageError, match=message):
         run(ip, line)
 
 
-@pytest.mark.parametrize("setting", ["k = 0", "similar = -5", "min_score = 5"])
+@pytest.mark.parametrize("setting", ["k = 0", "similar = -5", "min_score = 5",
+                                     "idle_timeout = -5", "ambient_dense = 7",
+                                     "ambient_keyword = -1", "ambient_cluster_size = -3"])
 def test_settings_out_of_range_are_refused_when_set(ip, setting, caplog):
     name = setting.split()[0]
     before = getattr(ip.magics_manager.registry["NbMemory"], name)
@@ -557,6 +560,16 @@ def test_a_mistyped_store_is_not_made_by_a_recall(ip, tmp_path):
                                  "exist. Check NbMemory.store (a typo?), or make the directory "
                                  "first.")
     assert not typo.parent.exists()
+    typo = tmp_path / ".nbmemroy"  # its folder exists: a read still makes no store there
+    ip.run_line_magic("config", f"NbMemory.store = {str(typo)!r}")
+    with pytest.raises(UsageError) as caught:
+        run(ip, "recall anything")
+    assert str(caught.value) == (f"No store at {typo} yet (NbMemory.store), so nothing to "
+                                 "recall: check it for a typo. %remember creates the store "
+                                 "there.")
+    assert not typo.exists()
+    run(ip, "remember the first finding")
+    assert [h.note.text for h in run(ip, "recall first finding")[0]] == ["the first finding"]
 
 
 def test_the_first_magic_says_it_starts_the_memory_service(tmp_path, monkeypatch):
