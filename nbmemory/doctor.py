@@ -313,6 +313,7 @@ def check_schema(con, opt: str, where: str = "") -> Check:
 
 def check_contents(con, directory: Path, model_name, model: str, opt: str) -> Iterator[Check]:
     from .engine import INDEXED, VECTOR_FILENAME  # INDEXED: the statuses the vector index holds
+    from .store import DB_FILENAME
 
     counts = dict(con.execute("SELECT status, count(*) FROM notes GROUP BY status").fetchall())
     yield Check("notes", "ok", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none yet")
@@ -355,7 +356,17 @@ def check_contents(con, directory: Path, model_name, model: str, opt: str) -> It
         yield Check("index", "fail", f"{path.name} was built for {meta.get('embedder')}, the store "
                                      f"has {stored}", rebuild)
         return
-    behind = position - int(meta.get("seq", 0))
+    seen, unknown = int(meta.get("seq", 0)), keys - {r[0] for r in con.execute(
+        "SELECT id FROM notes").fetchall()}
+    if seen > position or unknown:  # as the engine refuses to open it (indexes.py)
+        lost = (f"its vector index saw journal position {seen:,}, the database ends at "
+                f"{position:,}" if seen > position else f"its vector index holds "
+                f"{len(unknown):,} notes the database does not have (e.g. #{min(unknown)})")
+        yield Check("database", "fail", f"the store has lost writes: {lost}",
+                    f"Restore {DB_FILENAME} from a backup, or keep what the database has: move "
+                    f"{path.name} and {path.name}.json away, then open the store again.")
+        return
+    behind = position - seen
     if behind > 0:
         changed = {r[0] for r in con.execute(
             "SELECT DISTINCT note_id FROM events WHERE seq > ? AND note_id IS NOT NULL",
@@ -371,6 +382,14 @@ def check_contents(con, directory: Path, model_name, model: str, opt: str) -> It
         return
     if keys != ids:
         missing, extra = ids - keys, keys - ids
+        unembedded = {r[0] for r in con.execute(
+            "SELECT id FROM notes n WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE "
+            "e.content_hash = n.content_hash AND e.model = ?)", [model_name(stored)]).fetchall()}
+        if missing and not extra and missing <= unembedded:  # written while the model loaded
+            yield Check("index", "warn", f"{len(missing)} notes have no vector yet (e.g. "
+                                         f"#{min(missing)}); the next open embeds them",
+                        f"Nothing to do, or embed them now: nbmemory reindex{opt}")
+            return
         detail = ", ".join(part for part in (
             f"{len(missing)} notes have no vector (e.g. #{min(missing)})" if missing else "",
             f"{len(extra)} vectors have no note (e.g. #{min(extra)})" if extra else "") if part)

@@ -779,6 +779,37 @@ def test_doctor_finds_an_index_that_disagrees_with_the_store(nbm, store_dir):
     assert r.code == 1
     assert checks["index"]["detail"] == ("vectors.usearch disagrees with the database: "
                                          "1 notes have no vector (e.g. #3)")
+    # A note written while the owner's model loaded has no vector until the next open
+    # embeds it (an owner stopped that early): said as such, not as a disagreement.
+    store = Store(store_dir)
+    store.con.execute("DELETE FROM embeddings WHERE content_hash = (SELECT content_hash "
+                      "FROM notes WHERE id = 3)")
+    store.close()
+    r, checks = doctor(nbm)
+    assert (r.code, checks["index"]["status"]) == (0, "warn")
+    assert checks["index"]["detail"] == "1 notes have no vector yet (e.g. #3); the next open embeds them"
+
+
+def test_doctor_says_a_database_restored_from_an_older_copy_has_lost_writes(nbm, store_dir):
+    """Every command refuses such a store (the index saw more); doctor passed it, or sent
+    the user to a reindex that refuses it too."""
+    nbm("remember", "a finding")
+    assert nbm("stop").code == 0
+    older = (store_dir / "memory.duckdb").read_bytes()
+    nbm("remember", "another finding")
+    nbm("snapshot", "later")
+    assert nbm("stop").code == 0
+    (store_dir / "memory.duckdb").write_bytes(older)
+    r, checks = doctor(nbm)
+    assert r.code == 1
+    assert checks["database"] == {
+        "name": "database", "status": "fail",
+        "detail": "the store has lost writes: its vector index saw journal position 3, the "
+                  "database ends at 1",
+        "fix": "Restore memory.duckdb from a backup, or keep what the database has: move "
+               "vectors.usearch and vectors.usearch.json away, then open the store again."}
+    r = nbm("list")
+    assert r.code == 3 and "has lost writes" in one_line(r.err)
 
 
 def test_doctor_on_a_store_from_a_newer_version(nbm, store_dir):
