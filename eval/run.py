@@ -62,31 +62,82 @@ METRICS = ("recall@1", "recall@5", "recall@10", "mrr")
 RESAMPLES = 2000
 
 
-def load_jsonl(path: Path) -> list[dict]:
-    with open(path) as lines:
-        return [json.loads(line) for line in lines if line.strip()]
+def load_jsonl(path: Path) -> list[tuple[int, dict]]:
+    """The JSON objects of a JSON-lines file, each with its line number (blank lines are
+    skipped); a line that is not one is refused by its number."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SystemExit(f"{path}: {exc.strerror or exc}") from None
+    rows = []
+    for number, raw in enumerate(data.splitlines(), 1):
+        try:
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise SystemExit(f"{path} line {number}: not UTF-8 (at byte {exc.start + 1})") \
+                from None
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise SystemExit(f"{path} line {number}: not JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise SystemExit(f"{path} line {number}: not a JSON object but a "
+                             f"{type(row).__name__}")
+        rows.append((number, row))
+    if not rows:
+        raise SystemExit(f"{path}: no lines")
+    return rows
 
 
 def load_set(directory: Path = HERE) -> tuple[list[dict], list[dict]]:
     """The notes and queries of ``directory``'s notes.jsonl and queries.jsonl, with what a set
     of one's own may leave out filled in (a note's kind, priority, tags, domain and store; a
-    query's type and domain). Missing ids, texts or relevant notes are refused by line."""
-    notes, queries = (load_jsonl(directory / "notes.jsonl"),
-                      load_jsonl(directory / "queries.jsonl"))
-    for name, rows, needed in (("notes", notes, ("id", "text")),
-                               ("queries", queries, ("query", "relevant"))):
-        for line, row in enumerate(rows, 1):
-            missing = [key for key in needed if not row.get(key)]
+    query's type and domain). A line the evaluation cannot use (no id, text, query or
+    answers, an id given twice, a note nbmemory refuses, an answer naming no note, an
+    unknown type) is refused by its number."""
+    from nbmemory.engine.validate import check_kind, check_priority, check_text, normalise_tags
+    from nbmemory.errors import NbMemoryError
+
+    def refuse(name: str, line: int, why: str):
+        raise SystemExit(f"{directory / name}.jsonl line {line}: {why}")
+
+    def read(name: str, needed: tuple[str, ...]) -> list[tuple[int, dict]]:
+        rows = load_jsonl(directory / f"{name}.jsonl")
+        for line, row in rows:
+            missing = [key for key in needed if row.get(key) in (None, "", [])]
             if missing:
-                raise SystemExit(f"{directory / name}.jsonl line {line}: no {' or '.join(missing)}")
-    known = {note["id"] for note in notes}
-    for line, query in enumerate(queries, 1):
-        unknown = [r for r in query["relevant"] if r not in known]
+                refuse(name, line, f"no {' or '.join(missing)}")
+        return rows
+
+    notes, lines = read("notes", ("id", "text")), {}
+    for line, note in notes:
+        if not isinstance(note["id"], (str, int)):
+            refuse("notes", line, f"the id {note['id']!r} is not a text or a number")
+        if note["id"] in lines:
+            refuse("notes", line, f"the id {note['id']!r} again (line {lines[note['id']]} has it)")
+        lines[note["id"]] = line
+        try:
+            check_text(note["text"])
+            check_kind(note.get("kind", "finding"))
+            check_priority(note.get("priority", "medium"))
+            normalise_tags(note.get("tags"))
+        except NbMemoryError as exc:
+            refuse("notes", line, str(exc))
+    queries = read("queries", ("query", "relevant"))
+    for line, query in queries:
+        if not isinstance(query["relevant"], list):
+            refuse("queries", line, 'relevant is a list of note ids, e.g. ["n1"]')
+        unknown = [r for r in query["relevant"] if not isinstance(r, (str, int))
+                   or r not in lines]
         if unknown:
-            raise SystemExit(f"{directory / 'queries'}.jsonl line {line}: no note {unknown[0]!r}")
+            refuse("queries", line, f"no note {unknown[0]!r}")
+        if query.get("type", "natural") not in SLICES:
+            refuse("queries", line, f"type {query['type']!r} is not one of {', '.join(SLICES)}")
     notes = [{"kind": "finding", "priority": "medium", "tags": [], "domain": "", "store": "",
-              **note} for note in notes]
-    queries = [{"type": "natural", "domain": "", **query} for query in queries]
+              **note} for _, note in notes]
+    queries = [{"type": "natural", "domain": "", **query} for _, query in queries]
     return notes, queries
 
 
@@ -358,7 +409,8 @@ def by_store(notes: list[dict],
     for at, query in enumerate(queries):
         stores = {store_of[i] for i in query["relevant"]}
         if len(stores) != 1:
-            raise ValueError(f"{query['query']!r}: its notes are in {sorted(stores)}")
+            raise ValueError(f"{query['query']!r}: its notes are in {sorted(stores)}; with "
+                             f"--stores a query is asked of the one store holding its notes")
         _, group_queries, positions = groups[stores.pop()]
         group_queries.append(query)
         positions.append(at)
@@ -444,6 +496,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.bare:
         notes = bare(notes)
     embedder = cut_model(args.layers) if args.layers and args.layers < 6 else None
+    try:
+        by_store(notes, queries) if args.stores else None
+    except ValueError as exc:  # a query whose notes are in two stores
+        raise SystemExit(f"{args.set / 'queries.jsonl'}: {exc}") from None
     result = evaluate(notes, queries, embedder=embedder, split=args.stores)
     if args.json:
         print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=2))

@@ -221,6 +221,39 @@ def test_a_set_with_a_hole_is_refused_by_line(tmp_path, notes, queries, message)
         run.load_set(write_set(tmp_path / "mine", notes, queries))
 
 
+@pytest.mark.parametrize("notes, queries, message", [
+    ('{"id": "a1", "text": "x"}\n\n{"id": "a2"}\n', '{"query": "x", "relevant": ["a1"]}',
+     r"notes.jsonl line 3: no text$"),  # the file's own line, blank lines counted
+    ('{"id": 0, "text": "x"}', '{"query": "x", "relevant": [0], "type": "paraphrases"}',
+     r"queries.jsonl line 1: type 'paraphrases' is not one of paraphrase, identifier, "
+     r"natural$"),
+    ('{"id": "a1", "text": "x"}\n{"id": "a1", "text": "y"}', '{"query": "x", "relevant": ["a1"]}',
+     r"notes.jsonl line 2: the id 'a1' again \(line 1 has it\)$"),
+    ('{"id": "a1", "text": "x", "kind": "rumour"}', '{"query": "x", "relevant": ["a1"]}',
+     r"notes.jsonl line 1: Unknown kind 'rumour'"),
+    ('{"id": "a1", "text": "x"}', '{"query": "x", "relevant": "a1"}',
+     r'queries.jsonl line 1: relevant is a list of note ids, e.g. \["n1"\]$'),
+    ('{"id": "a1", "text": "x"}', '{"query": "x", "relevant": ["a1"]}\n{"query": "y", "rel',
+     r"queries.jsonl line 2: not JSON \(Unterminated string"),
+    ('{"id": "a1", "text": "x"}', '["x", ["a1"]]', r"queries.jsonl line 1: not a JSON object "
+                                                   r"but a list$"),
+    ('{"id": "a1", "text": "caf\xe9"}'.encode("latin-1"), '{"query": "x", "relevant": ["a1"]}',
+     r"notes.jsonl line 1: not UTF-8 \(at byte 26\)$"),
+    ('{"id": "a1", "text": "x"}', "\n", r"queries.jsonl: no lines$"),
+])
+def test_a_set_that_cannot_be_read_is_refused_by_its_files_line(tmp_path, notes, queries,
+                                                                 message):
+    directory = tmp_path / "mine"
+    directory.mkdir()
+    for name, content in (("notes", notes), ("queries", queries)):
+        path = directory / f"{name}.jsonl"
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    with pytest.raises(SystemExit, match=message):
+        run.load_set(directory)
+    with pytest.raises(SystemExit, match=r"nowhere/notes.jsonl: No such file or directory$"):
+        run.load_set(tmp_path / "nowhere")
+
+
 def assert_hybrid_holds(table: dict, kind: str) -> None:
     """Every metric within one query's worth of the better channel (``run.shortfalls``)."""
     means = {mode: [table[mode][kind][m] for m in run.METRICS] for mode in run.MODES}
