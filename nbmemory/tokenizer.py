@@ -6,11 +6,14 @@ marks, such as Indic vowel signs, belong to its word), read in Unicode's compati
 (an ``é`` typed as e and an accent is ``é``; full-width ``ＥＵＲ`` is ``EUR``, ``ﬁ`` is
 ``fi``) and case-folded (``Straße`` is ``strasse``). Latin and Greek letters lose their
 accents, as people often type them without (``cafe`` finds ``café``, ``ΠΟΣΟ`` finds
-``πόσο``), as do Cyrillic stress marks and Hebrew vowel points. A word that is then plain
+``πόσο``; ``lodz`` finds ``Łódź``, a stroke or a missing dot being read as an accent), as
+do Cyrillic stress marks and Hebrew vowel points; characters that show nothing (a soft hyphen,
+a zero-width space) are dropped. A word that is then plain
 ASCII is stemmed as English; Cyrillic, Greek, Arabic and Devanagari words are stemmed by
 their script's Snowball stemmer (Russian, Greek, Arabic, Hindi), others not at all. Chinese, Japanese and Korean are written without
 spaces between words, so a run of their characters gives its overlapping pairs ("金额单位"
 -> 金额, 额单, 单位), as Lucene's CJK analyzer does: a query holding a word holds its pairs.
+Code written into such text without spaces (``在acquire_lock之前``) is a token of its own.
 A note's text also gives each such character alone, so that a one-character question
 (``円``) finds it; a query's longer runs give only their pairs. A Hebrew word in a note also
 gives itself without the one or two prefix letters Hebrew joins to words (``באגורות``, in
@@ -41,6 +44,9 @@ _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 UNSPACED = (r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
             r"\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]")
 _CJK = re.compile(UNSPACED + "+")
+# Where a CJK character touches another script's letter or digit, with no separator.
+_OTHER = rf"(?!{UNSPACED})[^\W_]"
+_CJK_EDGE = re.compile(rf"(?<={UNSPACED})(?={_OTHER})|(?<={_OTHER})(?={UNSPACED})")
 # Scripts whose words a Snowball stemmer reads, by the range of their letters (folded:
 # Greek Extended letters are decomposed to basic Greek ones first).
 _SCRIPT_STEMMERS = (("\u0400", "\u04ff", "russian"), ("\u0370", "\u03ff", "greek"),
@@ -53,9 +59,17 @@ _PICTOGRAPH = re.compile(r"[\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff"
 # Separators between the levels of a qualified name (module.attr, dir/file, ns::name).
 _QUALIFIER = re.compile(r"::|[./]")
 
+# Characters that show nothing and are not word breaks to a reader: the soft hyphen and
+# zero-width space of text pasted from the web or a PDF, the word joiner, a stray BOM, and
+# the variation selectors (⚠️'s emoji style is a mark: alone, it made a term).
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u2060\ufeff\ufe0e\ufe0f"))
+# Latin letters with a stroke or without a dot, which Unicode does not decompose into a
+# letter and an accent but people type as the plain letter (lodz for Łódź).
+_PLAIN_LETTERS = str.maketrans("łŁıđĐøØħĦŧŦ", "lLidDoOhHtT")
+
 # Bump when tokenize() changes what it makes of a text: a file of an older tokenizer is
 # rebuilt, not trusted.
-TOKENIZER = 3
+TOKENIZER = 4
 
 
 @lru_cache(maxsize=None)
@@ -129,6 +143,7 @@ def _unaccented(word: str) -> str:
     """``word`` without the accents :func:`_dropped` names, its case kept."""
     if word.isascii():
         return word
+    word = word.translate(_PLAIN_LETTERS)
     out, base = [], ""
     for char in unicodedata.normalize("NFD", word):
         if unicodedata.category(char)[0] != "M":
@@ -197,13 +212,18 @@ def tokenize(text: str, *, document: bool = False) -> list[str]:
     out: list[str] = []
     tokens = _TOKEN
     if not text.isascii():
-        # Variation selectors (⚠️'s emoji style) are marks: alone, they made a term.
-        text = unicodedata.normalize("NFKC", text).replace("\ufe0f", "").replace("\ufe0e", "")
+        text = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
         if not text.isascii():
             tokens = _patterns()[0]
     for match in tokens.finditer(text):
         token = match.group()
         plain = token.isascii()  # nearly every token: the fast path
+        if not plain and _CJK_EDGE.search(token):
+            # 在acquire_lock之前: Chinese and Japanese write code into their text without
+            # spaces; each piece is a token of its own, so the identifier is kept whole.
+            for piece in _CJK_EDGE.split(token):
+                out.extend(tokenize(piece, document=document))
+            continue
         if not plain and (bare := _unaccented(token)).isascii():  # ÉTLJob splits as ETLJob
             token, plain = bare, True
         split = _PART.findall if plain else _parts

@@ -36,6 +36,22 @@ def test_words_in_every_script_are_terms():
     assert index.score("в копейках")[0].tolist() == [2]
 
 
+def test_an_identifier_written_into_chinese_or_japanese_text_is_kept_whole():
+    """CJK text holds code without spaces around it: the whole run was one token, so the
+    identifier was indexed only in pieces and a note about acquire_lock ranked below
+    notes that merely say "acquire" and "lock"."""
+    assert tokenize("在acquire_lock之前必须先调用init_db") == [
+        "在", "acquire_lock", "acquir", "lock", "之前", "前必", "必须", "须先", "先调", "调用",
+        "init_db", "init", "db"]
+    assert "orders.amount" in tokenize("注文テーブルのorders.amountは銭単位です")
+    assert tokenize("数据/订单.csv") == ["数据/订单.csv", "数据", "订单", "csv"]  # a path stays one
+    index = LexicalIndex()
+    index.add(1, "acquire a lock before writing, then release the lock")
+    index.add(2, "在acquire_lock之前必须先调用init_db")
+    index.add(3, "we acquire the lock in the watcher")
+    assert index.score("acquire_lock")[0].tolist()[0] == 2
+
+
 def test_emoji_are_terms_and_their_selectors_and_skin_tones_are_not():
     """An emoji-style selector alone was a term (every ⚠️ note matched every other), and
     an emoji none at all."""
@@ -63,6 +79,12 @@ def test_emoji_are_terms_and_their_selectors_and_skin_tones_are_not():
     ("⚠️ the export drops nulls", "⚠"),  # with or without its emoji-style selector
     ("⚠ the export drops nulls", "⚠️"),
     ("reviewed 👍🏽 by the data team", "👍"),  # a skin tone is not part of the term
+    ("Versi\u00adcherungs\u00adnummer fehlt", "Versicherungsnummer"),  # soft hyphens (a PDF)
+    ("die Kunden\u200bnummer fehlt", "Kundennummer"),  # a zero-width space (the web)
+    ("Umsatz in Łódź", "lodz"),  # a letter with a stroke, typed as the plain one
+    ("kırmızı etiket", "kirmizi"),  # a dotless i
+    ("giá bằng đồng", "dong"),
+    ("smørrebrød på menuen", "smorrebrod"),
 ])
 def test_a_word_is_found_however_it_is_typed(note, query):
     """A reviewer writing in other languages searched with what people type: no accents,
