@@ -3,6 +3,7 @@ two exports of the same notes diff well. (The lossless format is exchange's JSON
 
 from __future__ import annotations
 
+import hashlib
 import html
 import os
 import re
@@ -95,18 +96,28 @@ def _inline(text: str) -> str:
     return html.escape(_one_line(text), quote=False)
 
 
+# A page's name in UTF-8 bytes, under the 255 a file name may have (with -2.md after it): a
+# tag of 100 CJK characters is 300 bytes, one of 50 emoji 300 letters (u1f389...).
+NAME_BYTES = 200
 _DEVICES = {"con", "prn", "aux", "nul",
             *(f"{port}{i}" for port in ("com", "lpt") for i in range(10))}
 
 
 def _slug(text: str) -> str:
     """A file name for a tag: its letters (with their marks: बिक्री, not ब-क-र-), a symbol
-    by its code point (🎉 is u1f389, the same in every export), anything else a dash."""
+    by its code point (🎉 is u1f389, the same in every export), anything else a dash. One
+    over NAME_BYTES is cut there, with a hash of the whole so that two stay apart."""
     def part(c: str) -> str:
         if c.isalnum() or c in "-_" or unicodedata.category(c)[0] == "M":
             return c
         return f"u{ord(c):x}" if unicodedata.category(c) == "So" else "-"
-    return "".join(map(part, unicodedata.normalize("NFC", text.lower()))) or "notes"
+    name = "".join(map(part, unicodedata.normalize("NFC", text.lower()))) or "notes"
+    if len(name.encode()) <= NAME_BYTES:
+        return name
+    cut = name.encode()[:NAME_BYTES - 9].decode("utf-8", "ignore")
+    while unicodedata.category(cut[-1])[0] == "M":  # end on a whole letter
+        cut = cut[:-1]
+    return f"{cut}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def _note_markdown(note: Note) -> list[str]:

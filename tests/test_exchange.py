@@ -628,6 +628,21 @@ def test_markdown_pages_of_tags_in_other_scripts_keep_their_letters(memory, tmp_
         "café.md", "index.md", "u1f389.md", "बिक्री.md"]
 
 
+def test_markdown_pages_of_long_tags_have_names_a_file_system_takes(memory, tmp_path):
+    """A tag the store takes (100 characters) made a file name over 255 bytes in CJK or
+    emoji, and the whole export stopped at it with 'File name too long'."""
+    long_cjk, emoji = "数据" * 50, "🎉" * 50
+    for tag in (long_cjk, long_cjk[:-1] + "表", emoji):
+        memory.remember(f"a note tagged {tag[:3]}", tags=tag)
+    written = memory.export_markdown(tmp_path / "md")
+    names = sorted(p.rsplit("/", 1)[1] for p in written if not p.endswith("index.md"))
+    assert len(names) == 3 and all(len(n.encode()) <= 203 for n in names)
+    assert len({n[:40] for n in names}) == 2  # the two CJK tags: same start, apart by hash
+    again = memory.export_markdown(tmp_path / "md")  # the same names, none left behind
+    assert sorted(p.name for p in (tmp_path / "md").iterdir()) == sorted(
+        [*names, "index.md"]) and len(again) == 4
+
+
 def test_markdown_export_shows_a_tag_made_of_html_as_text(memory, tmp_path):
     """A renderer that allows raw HTML would run a tag heading <svg/onload=...>."""
     memory.remember("a note with a hostile tag", tags="<svg/onload=alert(3)>")
