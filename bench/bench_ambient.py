@@ -189,7 +189,8 @@ AUDIT = """
 import os, sys, tempfile, time
 sys.path.insert(0, {root!r})
 from nbmemory import ambient
-path = os.path.join(tempfile.mkdtemp(), "f.csv")
+scratch = tempfile.TemporaryDirectory()  # removed when this process ends
+path = os.path.join(scratch.name, "f.csv")
 open(path, "w").close()
 if {mode!r} != "none":
     ambient.install_hook()

@@ -136,7 +136,7 @@ def main() -> None:
             hit_anchored = sum(1 for q in queries[:50]
                                for h in mems["anchored"].recall(q, k=5) if h.note.anchors)
             results.append(row("recall k=5, no anchors", timings["plain"]))
-            results.append(row("recall k=5, 2k anchored", timings["anchored"]))
+            results.append(row(f"recall k=5, {args.anchored:,} anchored", timings["anchored"]))
             anchored = mems["anchored"]
             results.append(row("recall --fresh (checks all anchored)",
                                time_calls(lambda q: anchored.recall(q, k=5, stale=False),
@@ -144,14 +144,14 @@ def main() -> None:
             results.append(row("%memory stale (all anchored)",
                                time_calls(lambda: anchored.stale(limit=100), [()] * 20)))
             # 100 files change: the first check after a change hashes and re-reads them.
-            for i in range(1, 101):
-                path = anchored_ws / "src" / f"mod{i}.py"
-                if path.exists():
-                    path.write_text(path.read_text() + "# changed\n")
+            changed = [anchored_ws / "src" / f"mod{i}.py" for i in range(1, 101)]
+            changed = [path for path in changed if path.exists()]
+            for path in changed:
+                path.write_text(path.read_text() + "# changed\n")
             first = time_calls(lambda: anchored.stale(limit=100), [()])
             again = time_calls(lambda: anchored.stale(limit=100), [()] * 5)
             stale_total = anchored.stale(limit=1).total
-            results.append(row("%memory stale, first after 100 files changed", first))
+            results.append(row(f"%memory stale, first after {len(changed)} files changed", first))
             results.append(row("%memory stale, again (cached)", again))
             results.append(row("remember, text naming no file",
                                time_calls(lambda i: anchored.remember(f"plain note {i} lock"),
@@ -164,7 +164,7 @@ def main() -> None:
                 mem.close()
         subprocess.run(["git", "init", "-q", str(anchored_ws)], check=True)
         subprocess.run(["git", "-C", str(anchored_ws), "add", "-A"], check=True)
-        results.append(row("provenance capture (git repo, 2k files)",
+        results.append(row(f"provenance capture (git repo, {args.anchored:,} files)",
                            time_calls(lambda: capture(None, cwd=anchored_ws), [()] * 30)))
 
     print(f"nbmemory stale-check benchmark: {args.notes:,} notes, {count:,} anchored, "

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -72,6 +74,8 @@ def main() -> None:
     known.update(zip(queries, model.encode(queries)))
     cached = CachedEmbedder(model, known)
 
+    # Killed (timeout, kill), it still stops its PostgreSQL and removes its files.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     server = Server()
     base = Path(tempfile.mkdtemp(prefix="nbmemory-bench-team-"))
     rows = []
@@ -123,6 +127,7 @@ def main() -> None:
             engine.close()
     finally:
         server.close()
+        shutil.rmtree(base, ignore_errors=True)
 
     print(f"\n{n:,} notes; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores\n")
     print("| store | fill (remember_many) | recall p50/p95, vector given | recall p50/p95, "
