@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .address import Address, is_address
-from .errors import StoreUnavailable
+from .errors import InvalidInput, StoreUnavailable
 
 STORE_DIRNAME = ".nbmemory"
 DB_FILENAME = "memory.duckdb"  # a local store's database, in its directory
@@ -71,6 +71,9 @@ def locate_store(explicit: str | os.PathLike | None = None, *, cwd: Path | None 
     A ``postgresql://`` address (explicit or in ``NBMEMORY_HOME``) is a team store: its
     local directory is created under the cache directory (see :mod:`.address`).
     """
+    if explicit is not None and not isinstance(explicit, (str, os.PathLike)):
+        raise InvalidInput(f"A store is a directory or a postgresql:// address, not "
+                           f"{type(explicit).__name__} {explicit!r}")
     environ = os.environ if environ is None else environ
     cwd = (cwd or Path.cwd()).resolve()
     for given, why in ((explicit, "team store, given explicitly"),

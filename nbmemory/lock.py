@@ -291,6 +291,10 @@ class OwnerLock:
     def acquire(self) -> None:
         if not self.try_acquire():
             pid = read_owner_pid(self.path.parent)
+            if pid == os.getpid():
+                raise StoreLocked(
+                    f"The store {self.path.parent} is already open in this process: use the "
+                    "Memory opened first, or close it before opening the store again.", pid=pid)
             raise StoreLocked(
                 f"The store {self.path.parent} is owned by another process (pid {pid}). "
                 "Use it through that owner (the default for magics, CLI and server), "

@@ -132,6 +132,16 @@ def test_since_and_until_take_a_date_or_iso_text_as_well(memory):
     assert memory.notes(since=(today + timedelta(days=1)).isoformat()).total == 0
 
 
+def test_a_store_opened_twice_in_one_process_or_named_by_a_number_is_said_so(store_dir):
+    with pytest.raises(InvalidInput, match="^A store is a directory or a postgresql:// "
+                                           "address, not int 5$"):
+        Memory.open(5)
+    with Memory.open(store_dir, embedder=HashEmbedder(), settings=None, mode="local"):
+        with pytest.raises(StoreLocked, match=r"is already open in this process: use the "
+                                              r"Memory opened first"):
+            Memory.open(store_dir, embedder=HashEmbedder(), settings=None, mode="local")
+
+
 def test_a_closed_memory_says_so_rather_than_answer_from_memory(store_dir):
     memory = Memory.open(store_dir, embedder=HashEmbedder(), settings=None)
     memory.remember("teapots are kept in the attic")
@@ -172,6 +182,15 @@ def test_retried_write_is_applied_once(memory):
     again = memory.remember("only once please", request_id="req-1")
     assert first.id == again.id
     assert memory.notes().total == 1
+
+
+def test_an_edit_to_the_same_text_typed_another_way_writes_no_version(memory):
+    """The same words with é as e and a combining accent (NFD, as a Mac may send them) were
+    a new version whose text looked exactly like the old one's."""
+    note = memory.remember("Le caf\u00e9 est ferm\u00e9")
+    same = memory.edit(note.id, text="Le cafe\u0301 est ferme\u0301")
+    assert (same.version, same.text) == (1, "Le caf\u00e9 est ferm\u00e9")
+    assert [e.type for e in memory.history(note.id)] == ["created"]
 
 
 def test_edit_makes_a_new_version_and_keeps_history(memory):
@@ -864,12 +883,6 @@ def test_model_change_is_detected_and_reembed_switches(store_dir):
         assert mem.status()["model"] == "other:32"
 
 
-def test_second_owner_is_refused_with_pid(store_dir):
-    with Memory.open(store_dir, embedder=HashEmbedder()):
-        with pytest.raises(StoreLocked, match=rf"owned by another process \(pid {os.getpid()}\)"):
-            Memory.open(store_dir, embedder=HashEmbedder())
-
-
 def test_store_from_a_newer_version_is_refused_untouched(store_dir):
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         mem.remember("keep me")
@@ -1094,6 +1107,12 @@ def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir)
      "Provenance field 'cell_id' holds characters that are not valid Unicode"),
     (lambda m: m.recall("x", since=datetime(9999, 12, 31, 23, 59, tzinfo=timezone(
         -timedelta(hours=23, minutes=59)))), "since 9999-12-31T23:59:00-23:59 is out of range"),
+    (lambda m: m.recall(b"orders"), "^The query is bytes; decode it to text first"),
+    (lambda m: m.recall(42), "^The query must be text, not int$"),
+    (lambda m: m.recall("x", stale="no"), "^stale is True \\(only stale notes\\), False \\(only "
+                                          "fresh ones\\) or None \\(both\\), not 'no'$"),
+    (lambda m: m.notes(stale=1.5), "^stale is True"),
+    (lambda m: m.remember("fine", author=5), "^An author is a user name of at most"),
     (lambda m: m.recall("x", since=5), "^since is a datetime, a date or text like 2024-03-01, "
                                          "not int 5$"),
     (lambda m: m.notes(until="last tuesday"), "^until is a date or time like 2024-03-01 or "

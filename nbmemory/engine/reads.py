@@ -11,7 +11,7 @@ from ..errors import InvalidInput, NotFound
 from ..models import STATUSES, Event, Note, Page
 from ..store import Filters
 from .part import Part
-from .validate import check_page, filters_for, no_note, unicode_text
+from .validate import check_page, check_stale, filters_for, no_note, unicode_text
 from .validate import note_id as valid_id
 
 
@@ -39,6 +39,7 @@ class Reads(Part):
         (before paging, so ``total`` counts what the filter keeps); ``author``: written by
         one of these."""
         check_page(offset, limit)
+        check_stale(stale)
         if order not in ("newest", "oldest", "priority"):
             raise InvalidInput(f"Unknown order {order!r}; use newest, oldest or priority")
         statuses = (tuple(s.strip() for s in status.split(",") if s.strip()) or (status,)

@@ -22,7 +22,7 @@ from ..vectors import VectorIndex
 from .indexes import NoteCards
 from .state import Priorities
 from .part import Part
-from .validate import MAX_K, check_count, filters_for, unicode_text
+from .validate import MAX_K, check_count, check_stale, filters_for, unicode_text
 
 PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
 _BONUS_OF_CODE = np.array([PRIORITY_BONUS[p] for p in PRIORITIES])
@@ -107,12 +107,13 @@ class Recall(Part):
         of the statistics (a recall nobody typed, such as ambient recall's). ``author``:
         only notes written by one of these (names, or a comma-separated string).
         """
-        if isinstance(query, str):
+        if query is not None:  # bytes or a number: said as such, not as an empty query
             unicode_text(query, "The query")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("The query is empty; e.g. {0}",
                                Command("recall", ("where is the lock taken",)))
         check_count(k, "k", 1, MAX_K)
+        check_stale(stale)
         if mode not in MODES:
             raise InvalidInput(f"Unknown mode {mode!r}; use one of: {', '.join(MODES)}")
         query = query.strip()

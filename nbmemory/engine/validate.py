@@ -200,6 +200,12 @@ def filters_for(*, tags=None, kind=None, priority=None, since=None, until=None,
                    statuses=tuple(statuses), authors=many(author, check_author))
 
 
+def check_stale(value) -> None:
+    if value not in (None, True, False):
+        raise InvalidInput(f"stale is True (only stale notes), False (only fresh ones) or None "
+                           f"(both), not {value!r}")
+
+
 def moment(value, name: str) -> datetime | None:
     """A filter's time: a datetime, a date (its midnight here) or ISO text (2024-03-01)."""
     if isinstance(value, str):

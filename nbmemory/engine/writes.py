@@ -3,6 +3,7 @@ purge. Every write goes through the journal (questions are resolved in questions
 
 from __future__ import annotations
 
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -10,8 +11,8 @@ from typing import Any, Iterable, Sequence
 from ..errors import Command, Conflict, InvalidInput, NbMemoryError, NotFound, StoreUnavailable
 from ..models import Note, Provenance, utcnow
 from .part import Part, Progress
-from .validate import (check_kind, check_priority, check_text, content_hash, default_author,
-                       each_once, no_note, normalise_tags, unicode_text)
+from .validate import (check_author, check_kind, check_priority, check_text, content_hash,
+                       default_author, each_once, no_note, normalise_tags, unicode_text)
 from .validate import note_id as valid_id
 
 # What a note of remember_many may hold: remember's arguments (Writes._prepare's).
@@ -170,7 +171,8 @@ class Writes(Part):
             if isinstance(value, str):
                 unicode_text(value, f"Provenance field {name!r}")
         return dict(text=text, kind=kind, priority=priority, tags=tags,
-                    author=author or default_author(), provenance=provenance,
+                    author=(check_author(author) if author is not None else None)
+                    or default_author(), provenance=provenance,
                     request_id=request_id or None,
                     supersedes=valid_id(supersedes) if supersedes is not None else None,
                     content_hash=content_hash(text), uid=uuid.uuid4().hex,
@@ -303,6 +305,8 @@ class Writes(Part):
                                f"it was edited since it was read. Nothing was written; read "
                                f"it again and edit version {old.version}.")
             new_text = check_text(text) if text is not None else old.text
+            if unicodedata.normalize("NFC", new_text) == unicodedata.normalize("NFC", old.text):
+                new_text = old.text  # é typed as e and an accent: the same text, no new version
             new_kind = check_kind(kind) if kind is not None else old.kind
             new_priority = check_priority(priority) if priority is not None else old.priority
             new_tags = normalise_tags(tags) if tags is not None else old.tags
