@@ -93,7 +93,19 @@ def read_text(words: list[str]) -> str:
     if sys.stdin.isatty() and not words:
         raise CommandError("Give the finding to remember: nbmemory remember TEXT "
                            "(or pipe it in: echo TEXT | nbmemory remember -)")
-    return sys.stdin.read()
+    return read_stdin()
+
+
+def read_stdin() -> str:
+    """Stdin as text: UTF-8 (bytes that are not are kept for the store to name), or UTF-16
+    when it starts with that byte order mark, as PowerShell 5's pipes and > write it."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # a text stream given in place of stdin
+        return sys.stdin.read()
+    data = buffer.read()
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16")
+    return data.decode("utf-8", "surrogateescape")
 
 
 def provenance():
@@ -171,7 +183,7 @@ def cmd_edit(mem, args) -> None:
     if args.stdin and args.text is not None:
         raise CommandError("Give the new text once: --text TEXT, or - to read it from stdin")
     if args.stdin or args.text == "-":
-        args.text = sys.stdin.read()
+        args.text = read_stdin()
     if args.text is not None and not args.text.strip():
         raise CommandError("The new text is empty; give the note's new text with --text TEXT "
                            "(or -), or leave out --text to change only -t, -k or -p")

@@ -68,7 +68,9 @@ def _atoms(text: str) -> list[list[str]]:
         size = _char_width(char)
         kind = "space" if char.isspace() else "wide" if size == 2 else "word"
         last = atoms[-1] if atoms else None
-        if last and (size == 0 and kind != "space" or kind == last[1] != "wide"
+        # A mark or zero-width character goes with what it follows, but not with a space,
+        # which a line break drops (a bidi control there was lost, its closing one kept).
+        if last and (size == 0 and kind != "space" != last[1] or kind == last[1] != "wide"
                      or kind == "wide" and last[1] != "space"
                      and unicodedata.category(char) in ("Po", "Pe", "Pf")):
             last[0] += char

@@ -56,6 +56,12 @@ def check_model(model: str) -> Check:
         return Check("model", "fail", f"{model!r} cannot be loaded offline", str(exc))
     engine = getattr(embedder, "engine", None)
     runs = f", on {'ONNX Runtime' if engine == 'onnx' else 'torch'}" if engine else ""
+    if getattr(embedder, "runtime_note", None):
+        return Check("model", "warn", f"{model} loads offline ({vectors.shape[1]} dims{runs}, "
+                                      f"{time.perf_counter() - started:.1f} s), but "
+                                      f"{embedder.runtime_note}",
+                     "Set NBMEMORY_MODEL_CACHE to a directory this user can write (or unset "
+                     "it): the model's ONNX export is kept there and loads in under a second.")
     return Check("model", "ok", f"{model} loads offline ({vectors.shape[1]} dims{runs}, "
                                 f"{time.perf_counter() - started:.1f} s)")
 
@@ -85,8 +91,12 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
                     f"Restrict it: chmod 700 {directory}")
         return
     if not os.access(directory, os.W_OK | os.X_OK):
+        read_only = bool(getattr(os, "statvfs", None)) and bool(
+            os.statvfs(directory).f_flag & getattr(os, "ST_RDONLY", 1))
         yield Check("store", "fail", f"{directory} cannot be written by this user, so no "
                                      "command can open the store",
+                    "Its file system is mounted read-only: mount it read-write, or copy the "
+                    "store to a disk you can write." if read_only else
                     f"Give it back: chmod u+rwx {directory}")
         return
     yield Check("store", "ok", str(location))

@@ -59,6 +59,7 @@ class SentenceTransformerEmbedder:
         self.threads = threads
         self.batch_size = batch_size
         self.runtime = runtime
+        self.runtime_note: str | None = None  # why it runs on torch where ONNX was meant
         self._model = None
         self._lock = threading.Lock()
 
@@ -92,6 +93,8 @@ class SentenceTransformerEmbedder:
                     loaded = self._load_torch(source)
                     if self.runtime == "auto":
                         model = onnx_model.export(loaded.model, source, threads=threads)
+                        # Why every start pays torch's load (about 10 s): said by doctor.
+                        self.runtime_note = None if model else onnx_model.cache_problem()
                     model = model or loaded
                 self._model = model
             return self._model

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import threading
 import warnings
 from pathlib import Path
@@ -40,6 +41,20 @@ def model_cache(environ: dict | None = None) -> Path:
     if environ.get("NBMEMORY_MODEL_CACHE"):
         return Path(environ["NBMEMORY_MODEL_CACHE"]).expanduser().resolve()
     return cache_root(environ) / "models"
+
+
+def cache_problem() -> str | None:
+    """Why exported models cannot be kept (the cache cannot be made or written), or None."""
+    cache = model_cache()
+    if cache.exists() and not cache.is_dir():
+        return f"the model cache {cache} is a file, not a directory"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=cache):
+            pass
+    except OSError as exc:
+        return f"the model cache {cache} cannot be written ({exc.strerror or exc})"
+    return None
 
 
 def export_key(source: str) -> str:

@@ -26,8 +26,10 @@ def age(when: datetime | None, now: datetime | None = None) -> str:
 
 # Terminal control characters (C0 but tab and newline, DEL, C1) shown as \\xNN: a note's
 # text (imported, or written by an agent) must not move the cursor, retitle the terminal
-# or hide what precedes it.
+# or hide what precedes it. Nor reorder it: bidirectional overrides, embeddings and
+# isolates (U+202A-202E, U+2066-2069) are shown as \\uNNNN (the "Trojan Source" trick).
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0)]}
+_CONTROL.update({c: f"\\u{c:04x}" for c in [*range(0x202a, 0x202f), *range(0x2066, 0x206a)]})
 
 
 # JSON escapes C0 itself; DEL and C1 (which a terminal may obey) it leaves as they are.

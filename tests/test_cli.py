@@ -21,6 +21,7 @@ from nbmemory import cli
 from nbmemory.embed import HashEmbedder
 from nbmemory.engine import VECTOR_FILENAME
 from nbmemory.memory import Memory
+from nbmemory.service import stop
 from nbmemory.store import Store
 
 ENTRY = shutil.which("nbmemory", path=str(Path(sys.executable).parent)) or "nbmemory"
@@ -558,6 +559,19 @@ def test_help_documents_the_exit_codes():
     assert r.code == 0 and "exit codes:" in r.out and "--min-score" in r.out
 
 
+def test_a_note_piped_in_utf16_is_read_as_what_it_says(store_dir):
+    """PowerShell 5 pipes and redirects text as UTF-16 with a byte order mark: it was told
+    to convert from cp1252, which would not have helped."""
+    environ = {**os.environ, "NBMEMORY_MODEL": "hash:64", "HF_HUB_OFFLINE": "1"}
+    text = "Umsatz in Cent, nicht in Euro: ü"
+    for data in (b"\xff\xfe" + text.encode("utf-16-le"), text.encode("utf-8")):
+        done = subprocess.run([ENTRY, "--store", str(store_dir), "remember", "-", "--json"],
+                              input=data, capture_output=True, env=environ, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["note"]["text"] == text
+    stop(store_dir)
+
+
 @pytest.mark.parametrize("argv", [["mcp", "--json"], ["--json", "mcp"], ["serve", "--json"]])
 def test_json_is_refused_where_nothing_prints_it(argv):
     """mcp and serve print no answer that --json could shape: their help does not offer it,
@@ -637,6 +651,11 @@ def test_a_notes_terminal_controls_are_shown_not_obeyed(nbm):
     assert nbm("show", "1", "--json").json["text"] == text
     nbm("remember", "-", stdin="written on windows\r\nsecond line\r\n")
     assert "written on windows\n    second line" in nbm("show", "2").out  # no \\x0d
+    # Bidirectional overrides would show the text after them reversed ("Trojan Source").
+    nbm("remember", "-", stdin="grant \u202eadmin\u202c to the reviewer")
+    for argv in (("list",), ("show", "3"), ("recall", "grant reviewer")):
+        out = nbm(*argv).out
+        assert "\u202e" not in out and "\\u202eadmin\\u202c" in out, argv
 
 
 def test_a_note_that_is_only_a_location_gets_a_hint(nbm):
@@ -865,6 +884,40 @@ def test_doctor_with_a_model_that_cannot_load_offline(nbm):
     checks = {c["name"]: c for c in r.json["checks"]}
     assert r.code == 1 and checks["model"]["status"] == "fail"
     assert "Cannot load the embedding model 'no-such-org/no-such-model' offline" in checks["model"]["fix"]
+
+
+@pytest.mark.skipif(not hasattr(os, "statvfs"), reason="a POSIX file system's flags")
+def test_doctor_on_a_read_only_disk_does_not_send_the_user_to_chmod(nbm, store_dir,
+                                                                   monkeypatch):
+    """The fix said chmod u+rwx for a store already 0700 on a disk mounted read-only."""
+    import types
+
+    from nbmemory.doctor import check_store
+
+    nbm("remember", "a finding")
+    assert nbm("stop").code == 0
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # (root may write anything)
+    monkeypatch.setattr(os, "statvfs", lambda path: types.SimpleNamespace(f_flag=os.ST_RDONLY),
+                        raising=False)
+    check = {c.name: c for c in check_store(str(store_dir), "hash:64")}["store"]
+    assert (check.status, check.fix) == ("fail", "Its file system is mounted read-only: mount "
+                                                 "it read-write, or copy the store to a disk "
+                                                 "you can write.")
+
+
+@pytest.mark.model
+def test_doctor_says_why_the_model_loads_on_torch_each_time(nbm, tmp_path, monkeypatch):
+    """A model cache that cannot be written (a file, a read-only disk) made every owner load
+    the model on torch (10-16 s instead of under one) without a word anywhere."""
+    blocked = tmp_path / "a-file-not-a-directory"
+    blocked.write_text("")
+    monkeypatch.setenv("NBMEMORY_MODEL_CACHE", str(blocked))
+    r = nbm("--model", "all-MiniLM-L6-v2", "doctor", "--skip", "jupyter", "--json")
+    model = {c["name"]: c for c in r.json["checks"]}["model"]
+    assert model["status"] == "warn" and "on torch" in model["detail"]
+    assert model["detail"].endswith(f"but the model cache {blocked} is a file, not a "
+                                    "directory")
+    assert model["fix"].startswith("Set NBMEMORY_MODEL_CACHE to a directory this user can write")
 
 
 def test_doctor_checks_the_server_extension(store_dir, tmp_path):
