@@ -7,7 +7,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
 import { IDraft, fieldOf } from './drafts';
-import { thenFocus } from './focus';
+import { NEW_NOTE_BUTTON, thenFocus } from './focus';
 import { kindLabel, priorityLabel } from './labels';
 import { MemoryModel } from './model';
 import { INote, KINDS, PRIORITIES } from './types';
@@ -302,7 +302,7 @@ export function NewNote(props: { model: MemoryModel; draft: IDraft }): JSX.Eleme
               form.current,
               done,
               () => (saved ? `.nbm-Note[data-note-id="${saved.id}"]` : '.nbm-EditText'),
-              'button.nbm-NewNote, .nbm-NewNote button',
+              NEW_NOTE_BUTTON,
               '.nbm-Search'
             );
           }

@@ -3,6 +3,9 @@
  * an action re-renders the panel or takes a card off it (never left on the page's body).
  */
 
+/** The + (New note) button, as each JupyterLab draws a toolbar button (4.6: a <jp-button>). */
+export const NEW_NOTE_BUTTON = 'button.nbm-NewNote, .nbm-NewNote button, jp-button.nbm-NewNote';
+
 /** Where an arrow, Home or End key moves from item ``at`` of ``count`` (wrapping), if anywhere. */
 export function arrowTarget(key: string, at: number, count: number): number | undefined {
   return {

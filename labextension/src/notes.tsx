@@ -32,6 +32,15 @@ export function NotesView(props: IPanelProps): JSX.Element {
     .filter(edit => !shown.has(edit.base.id))
     .map(edit => edit.base);
   const more = searching && items.length >= model.recallSize && model.recallSize < MAX_HITS;
+  const nothing =
+    searching && filtered
+      ? trans.__(
+          'Nothing recalled with these filters (%1). Clear them or try other words.',
+          describeFilters(model, trans)
+        )
+      : searching
+        ? trans.__('Nothing recalled. Try other words.')
+        : trans.__('No notes match these filters (%1).', describeFilters(model, trans));
   return (
     <>
       <div className="nbm-Controls">
@@ -46,14 +55,7 @@ export function NotesView(props: IPanelProps): JSX.Element {
         <div className="nbm-Empty">
           {searching || filtered ? (
             <>
-              {searching && filtered
-                ? trans.__(
-                    'Nothing recalled with these filters (%1). Clear them or try other words.',
-                    describeFilters(model, trans)
-                  )
-                : searching
-                  ? trans.__('Nothing recalled. Try other words.')
-                  : trans.__('No notes match these filters (%1).', describeFilters(model, trans))}{' '}
+              {nothing}{' '}
               <button
                 className="nbm-LinkButton nbm-ClearFilters"
                 onClick={event => {
@@ -94,6 +96,10 @@ export function NotesView(props: IPanelProps): JSX.Element {
               )
             : trans._n('%1 note', '%1 notes', model.total)
           : ''}
+        {empty && (searching || filtered) ? (
+          // Shown above the controls' empty state; said here, where a change is announced.
+          <span className="nbm-SrOnly">{nothing}</span>
+        ) : null}
         {searching && model.filteredOut ? (
           <>
             {' ' +

@@ -6,7 +6,7 @@
 import { addIcon, refreshIcon, ToolbarButtonComponent } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { arrowTarget } from './focus';
+import { NEW_NOTE_BUTTON, arrowTarget } from './focus';
 import { MemoryModel } from './model';
 import { NotesView } from './notes';
 import { IPanelProps } from './props';
@@ -22,7 +22,8 @@ export function MemoryPanelView(props: IPanelProps): JSX.Element {
     // The new-note form closed (saved or cancelled) with focus in it: back to its + button.
     const active = document.activeElement;
     if (drafting.current && !model.draft && (!active || active === document.body)) {
-      panel.current?.querySelector<HTMLElement>('button.nbm-NewNote, .nbm-NewNote button')?.focus();
+      // JupyterLab 4.6 draws the button inside a <jp-button>, which passes focus on.
+      panel.current?.querySelector<HTMLElement>(NEW_NOTE_BUTTON)?.focus();
     }
     drafting.current = !!model.draft;
   }, [model.draft]);

@@ -7,6 +7,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
 import { tagList } from './filters';
+import { thenFocus } from './focus';
 import { kindLabel, priorityLabel } from './labels';
 import { MemoryModel } from './model';
 import { KINDS, PRIORITIES } from './types';
@@ -99,7 +100,11 @@ export function AuthorChip(props: { model: MemoryModel }): JSX.Element {
       className="nbm-AuthorFilter nbm-mod-active"
       aria-pressed={true}
       title={trans.__('Showing only the notes %1 wrote: click to show everyone’s', model.filters.author)}
-      onClick={() => model.setFilters({ author: '' })}
+      onClick={event => {
+        // The chip goes with its filter: on to the search box, not the page's body.
+        model.setFilters({ author: '' });
+        thenFocus(event.currentTarget, Promise.resolve(), '.nbm-Search');
+      }}
     >
       {trans.__('by %1 ✕', model.filters.author)}
     </button>

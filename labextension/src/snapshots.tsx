@@ -126,6 +126,9 @@ export function SnapshotsView(props: {
           {model.diffError}
         </div>
       ) : null}
+      <div className="nbm-SrOnly" role="status">
+        {model.diff ? diffSaid(model.diff, trans) : ''}
+      </div>
       {model.diff ? (
         <DiffView diff={model.diff} trans={trans} rendermime={props.rendermime} />
       ) : null}
@@ -168,6 +171,18 @@ function diffText(text: string): string {
   return (space > DIFF_TEXT / 2 ? cut.slice(0, space) : cut) + ' …';
 }
 
+/** A comparison in one sentence, for a screen reader: "before → now: added (1), …". */
+function diffSaid(diff: ISnapshotDiff, trans: TranslationBundle): string {
+  const counts = new Map<string, number>();
+  for (const change of diff.changes) {
+    counts.set(change.change, (counts.get(change.change) ?? 0) + 1);
+  }
+  const parts = [...counts].map(([kind, n]) => `${changeLabel(kind, trans)} (${n})`);
+  return `${diff.a} → ${diff.b}: ${
+    parts.length ? parts.join(', ') : trans.__('No changes between these snapshots.')
+  }`;
+}
+
 function DiffView(props: {
   diff: ISnapshotDiff;
   trans: TranslationBundle;
@@ -185,7 +200,7 @@ function DiffView(props: {
   const kinds = [...groups.keys()].sort((a, b) => rank(a) - rank(b));
   return (
     <div className="nbm-Diff">
-      <div className="nbm-DiffHeading">
+      <div className="nbm-DiffHeading" role="heading" aria-level={3}>
         {diff.a} → {diff.b}
       </div>
       {diff.changes.length === 0 ? (
@@ -248,7 +263,9 @@ function DiffSection(props: {
         </details>
       ) : (
         <>
-          <div className="nbm-DiffTitle">{title}</div>
+          <div className="nbm-DiffTitle" role="heading" aria-level={4}>
+            {title}
+          </div>
           {list}
         </>
       )}

@@ -138,6 +138,8 @@ def test_nothing_recalled_offers_a_way_back_that_works(page, lab):
     search.press("Enter")
     empty = page.locator(f"{PANEL} .nbm-Empty")
     expect(empty).to_contain_text("Nothing recalled. Try other words.")
+    # Said where a screen reader hears a change (the summary, a live region), not only shown.
+    expect(page.get_by_role("status").filter(has_text="Nothing recalled")).to_have_count(1)
     # Only a query is set (no filter): the link still clears it and lists the notes again.
     empty.locator(".nbm-ClearFilters").click()
     expect(search).to_have_value("")
@@ -161,6 +163,8 @@ def test_nothing_recalled_with_filters_says_the_filters_may_be_why(page, lab):
     expect(empty).to_contain_text("Nothing recalled with these filters (kind: procedure). "
                                   "Clear them or try other words.")
     expect(empty).not_to_contain_text("Nothing recalled. Try other words.")
+    expect(page.locator(f"{PANEL} .nbm-Summary")).to_have_text(
+        "Nothing recalled with these filters (kind: procedure). Clear them or try other words.")
     empty.locator(".nbm-ClearFilters").click()
     expect(kind).to_have_value("")
     expect(search).to_have_value("")
@@ -406,6 +410,10 @@ def test_snapshots_list_and_diff(page, lab):
     expect(added).to_contain_text("added (1)")
     expect(added).to_contain_text("after the snapshot")
     expect(diff).not_to_contain_text("before the snapshot")
+    # A screen reader hears what the comparison found (focus stays on Compare).
+    expect(page.locator(f"{PANEL} .nbm-Snapshots [role=status]")).to_have_text(
+        "panel-a → panel-b: added (1)")
+    expect(page.get_by_role("heading", name="panel-a → panel-b")).to_be_visible()
     screenshot(page, "panel-snapshot-diff.png")
     # Later to earlier is refused, in the panel (a toast would cut the sentence).
     page.locator(f"{PANEL} .nbm-DiffFrom").select_option("panel-b")

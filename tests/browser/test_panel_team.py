@@ -155,6 +155,7 @@ def test_mine_lists_and_recalls_only_my_notes_and_combines_with_the_filters(
         expect(mine).to_have_attribute("aria-pressed", "false")
         chip.click()
         expect(chip).to_have_count(0)
+        expect(search).to_be_focused()  # the chip went with its filter
         expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(5)
         assert page.dialogs == []
     finally:

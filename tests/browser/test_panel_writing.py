@@ -65,6 +65,8 @@ def test_new_note_cancels_on_escape_and_refuses_an_empty_text(page, lab):
         "The note is empty: write what you found, or press Escape to cancel.")
     form.locator(".nbm-EditText").press("Escape")
     expect(form).to_have_count(0)
+    # Focus goes back to the + button (inside JupyterLab 4.6's <jp-button>), not the page.
+    expect(page.locator(f"{PANEL} .nbm-NewNote")).to_be_focused()
 
 
 def test_remember_from_a_cells_context_menu_links_back_to_the_cell(page, lab):
