@@ -7,6 +7,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
 import { IDraft, fieldOf } from './drafts';
+import { tagList } from './filters';
 import { NEW_NOTE_BUTTON, thenFocus } from './focus';
 import { kindLabel, priorityLabel } from './labels';
 import { MemoryModel } from './model';
@@ -72,6 +73,7 @@ export function NoteEditor(props: {
   // Escape with changes asks once: a second Escape discards them.
   const [discarding, setDiscarding] = React.useState(false);
   const area = React.useRef<HTMLTextAreaElement>(null);
+  const tagsBox = React.useRef<HTMLInputElement>(null);
   const saveOver = React.useRef<HTMLButtonElement>(null);
   const focusedClash = React.useRef<string | null>(null);
   const pristine = props.pristine ?? initial;
@@ -122,6 +124,18 @@ export function NoteEditor(props: {
     if (!text.trim()) {
       setProblem(trans.__('The note is empty: write what you found, or press Escape to cancel.'));
       area.current?.focus();
+      return;
+    }
+    // Said in the form, beside the tags (the server's refusal was only a passing toast).
+    const spaced = tagList(tags).find(tag => /\s/.test(tag));
+    if (spaced) {
+      setProblem(
+        trans.__(
+          'Tag “%1” contains a space: a tag is one word (join its words with - or _); separate tags with commas.',
+          spaced
+        )
+      );
+      tagsBox.current?.focus();
       return;
     }
     setProblem(null);
@@ -240,11 +254,17 @@ export function NoteEditor(props: {
           </select>
         </span>
         <input
+          ref={tagsBox}
           className="nbm-EditTags jp-mod-styled"
           aria-label={trans.__('Tags')}
           placeholder={trans.__('tags, comma-separated')}
           value={tags}
-          onChange={event => setTags(event.target.value)}
+          onChange={event => {
+            setTags(event.target.value);
+            if (problem) {
+              setProblem(null);
+            }
+          }}
         />
       </div>
       <div className="nbm-EditButtons">

@@ -86,7 +86,8 @@ export function NotesView(props: IPanelProps): JSX.Element {
       <PhaseAndError model={model} />
       {model.draft ? <NewNote model={model} draft={model.draft} /> : null}
       <div className="nbm-Summary" role="status">
-        {(items.length || !empty) && !(model.error && !items.length)
+        {/* Nothing until the first page is in: "0 notes" flashed while it loaded. */}
+        {model.loaded && (items.length || !empty) && !(model.error && !items.length)
           ? searching
             ? trans._n(
                 '%1 recalled for “%2”',

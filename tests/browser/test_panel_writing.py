@@ -69,6 +69,24 @@ def test_new_note_cancels_on_escape_and_refuses_an_empty_text(page, lab):
     expect(page.locator(f"{PANEL} .nbm-NewNote")).to_be_focused()
 
 
+def test_a_tag_with_a_space_is_said_beside_the_tags_before_anything_is_sent(page, lab):
+    """The server's refusal was a toast that passed while the form stayed as it was."""
+    page.locator(f"{PANEL} .nbm-NewNote").click()
+    form = page.locator(f"{PANEL} .nbm-NewNote-Form")
+    form.locator(".nbm-EditText").fill("the export runs at 02:00")
+    form.locator(".nbm-EditTags").fill("orders, two words")
+    form.locator(".nbm-Save").click()
+    expect(form.locator(".nbm-EditProblem")).to_have_text(
+        "Tag “two words” contains a space: a tag is one word (join its words with - or _); "
+        "separate tags with commas.")
+    expect(form.locator(".nbm-EditTags")).to_be_focused()
+    form.locator(".nbm-EditTags").fill("orders, two-words")
+    expect(form.locator(".nbm-EditProblem")).to_have_count(0)
+    form.locator(".nbm-Save").click()
+    expect(card(page, "the export runs at 02:00").locator(".nbm-Tag")).to_have_text(
+        ["orders", "two-words"])
+
+
 def test_remember_from_a_cells_context_menu_links_back_to_the_cell(page, lab):
     code = nbformat.v4.new_code_cell("rows = len(orders)\nrows")
     open_notebook(page, lab, "remember-cell.ipynb",
