@@ -350,9 +350,11 @@ class StaleChecker:
             if key is not None and key != (mtime, size) and not same_text(
                     self._file(match, key, False), old):
                 changed.append(name)
-        past = (f"{max(more, 0):,} files past the first {MAX_GLOB_MATCHES}, were "
-                f"{anchor.fingerprint.get('more', 0):,}"
-                if max(more, 0) != anchor.fingerprint.get("more", 0) else "")
+        # Fingerprints taken before the files past the first were counted have no count:
+        # unknown, not 0 (600 files were "100 past the first 500, were 0" after an upgrade).
+        was = anchor.fingerprint.get("more", max(more, 0))
+        past = (f"{max(more, 0):,} files past the first {MAX_GLOB_MATCHES}, were {was:,}"
+                if max(more, 0) != was else "")
         if set(new_names) == set(old_files) and not changed and not past:
             return []
         detail = ", ".join(x for x in (_listing_diff(old_files, new_names),

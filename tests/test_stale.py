@@ -504,6 +504,22 @@ def test_a_glob_past_its_watched_files_counts_the_rest(mem, ws, monkeypatch):
         ("content_changed", "data/*.csv", "3 files past the first 2, were 2")]
 
 
+def test_a_glob_fingerprinted_before_the_rest_was_counted_is_not_stale(ws, monkeypatch):
+    """A glob over more files than are read, fingerprinted by a version that did not count
+    the rest, went stale on upgrading: "100 files past the first 500, were 0"."""
+    monkeypatch.setattr("nbmemory.anchors.MAX_GLOB_MATCHES", 2)
+    monkeypatch.setattr("nbmemory.stale.MAX_GLOB_MATCHES", 2)
+    for i in range(3):
+        (ws / "data" / f"part{i}.csv").write_text(ORDERS)
+    with Memory.open(ws / ".nbmemory", embedder=HashEmbedder()) as mem:
+        note = mem.remember("every part has the same columns", about=["data/*.csv"])
+    store = store_module.Store(ws / ".nbmemory")  # as an older nbmemory wrote it: no count
+    store.con.execute("UPDATE anchors SET fingerprint = json_remove(fingerprint, '$.more')")
+    store.close()
+    with Memory.open(ws / ".nbmemory", embedder=HashEmbedder()) as mem:
+        assert reasons(mem.get(note.id)) == []
+
+
 @pytest.mark.skipif(not hasattr(os, "symlink") or os.name == "nt", reason="POSIX links")
 def test_a_link_is_watched_as_named_so_repointing_it_is_a_change(mem, ws):
     (ws / "data" / "2024-04.csv").write_text(ORDERS)
