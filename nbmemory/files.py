@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from pathlib import Path
 from typing import Callable
+
+
+def identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path`` itself (a link not followed), or None if it is gone."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def code_stamp() -> str:
+    """Names the code of the installed nbmemory (each module's path, size and time): it
+    changes when nbmemory is upgraded or edited under a running process."""
+    package = Path(__file__).parent
+    stamp = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        info = path.stat()
+        stamp.update(f"{path.relative_to(package)}\0{info.st_size}\0{info.st_mtime_ns}\0"
+                     .encode())
+    return stamp.hexdigest()[:16]
 
 
 def replace(tmp: Path, path: Path) -> None:

@@ -445,6 +445,29 @@ def test_an_owner_exits_when_its_lock_file_is_gone(store, damage):
         assert owner_info(store)["pid"] != pid
 
 
+def test_an_owner_whose_nbmemory_was_upgraded_under_it_gives_way(store, tmp_path, monkeypatch):
+    """An owner kept running through an upgrade (its idle timeout, a kernel using it) went on
+    serving the old code: the new CLI's calls failed with TypeError or 'Unknown operation',
+    and every version said 0.1.0, so nothing told them apart."""
+    import nbmemory
+
+    installed = tmp_path / "site"  # the owner runs this copy of nbmemory, upgraded below
+    shutil.copytree(Path(nbmemory.__file__).parent, installed / "nbmemory",
+                    ignore=shutil.ignore_patterns("__pycache__", "labextension"))
+    monkeypatch.setenv("PYTHONPATH", str(installed))
+    with Memory.open(store, model=HASH, mode="service", idle_timeout=0) as memory:
+        note = memory.remember("kept across the upgrade")
+        pid = owner_info(store)["pid"]
+        module = installed / "nbmemory" / "wording.py"
+        module.write_text(module.read_text() + "\n# the new version\n")
+        wait_for(lambda: not pid_alive(pid), timeout=30, what="the old owner to exit")
+        log = (store / "owner.log").read_text()
+        assert "stopping: its nbmemory was upgraded or changed: the next call starts one of " \
+               "the new code" in log
+        assert memory.get(note.id).text == "kept across the upgrade"  # a new owner serves it
+        assert owner_info(store)["pid"] != pid
+
+
 def test_an_owner_exits_when_its_socket_is_removed(store, monkeypatch):
     monkeypatch.setenv("NBMEMORY_TRANSPORT", "unix")
     with Memory.open(store, model=HASH, mode="service", idle_timeout=0) as memory:

@@ -24,6 +24,7 @@ from typing import Any
 from .. import __version__
 from ..config import Settings
 from ..errors import NbMemoryError, StoreLocked
+from ..files import code_stamp, identity
 from ..lock import OwnerLock, locking_name, prepare_directory, read_owner_pid
 from ..operations import operation as lookup
 from . import transport as transports
@@ -156,14 +157,6 @@ def _open_engine(directory: Path, lock: OwnerLock, model: str | None,
                   owner_lock=lock, store=store), model  # it closes the store if it cannot open
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
 class Owner:
     """The running service: socket, request bookkeeping, watchdog, shutdown."""
 
@@ -181,7 +174,8 @@ class Owner:
         self.watch_interval = watch_interval
         self.socket_path: Path | None = None  # unix only
         self._socket_inode: int | None = None
-        self._directory_id = _identity(directory)
+        self._directory_id = identity(directory)
+        self._code = code_stamp()  # the code this process runs
         self.started = info["started"]
         self._state = threading.Lock()
         self.in_flight = 0  # requests not yet answered
@@ -355,7 +349,7 @@ class Owner:
                 if self._signal is not None:
                     self.request_shutdown(f"signal {self._signal}")
                     return
-                gone = self.files_gone()
+                gone = self.files_gone() or self.upgraded()
                 if gone:
                     self.request_shutdown(gone)
                 elif self._idle():
@@ -369,7 +363,7 @@ class Owner:
         """Why this owner no longer owns the store's files, or None: its directory, its
         lock file (another process could lock a new one) or its socket (no client can
         reach it) was removed or replaced."""
-        if _identity(self.directory) != self._directory_id:
+        if identity(self.directory) != self._directory_id:
             return f"the store directory {self.directory} was removed or replaced"
         if self.lock is not None and not self.lock.intact():
             return f"its lock file {self.lock.path} was removed or replaced"
@@ -380,6 +374,12 @@ class Owner:
                 inode = None
             if inode != self._socket_inode:
                 return f"its socket {self.socket_path} was removed or replaced"
+        return None
+
+    def upgraded(self) -> str | None:
+        """Why this owner's code is not nbmemory's as installed now, or None."""
+        if code_stamp() != self._code:
+            return "its nbmemory was upgraded or changed: the next call starts one of the new code"
         return None
 
     def _idle(self) -> bool:
