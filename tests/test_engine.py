@@ -177,6 +177,19 @@ def test_forget_and_reinstate_many_write_one_event_each_in_the_order_given(memor
     assert [e.type for e in memory.history(ids[0])] == ["created", "revoked", "reinstated"]
 
 
+def test_a_note_and_its_forgotten_correction_are_not_reinstated_together(memory):
+    """Each may come back alone; together they made two versions of one belief active."""
+    old = memory.remember("orders.amount is in dollars")
+    new = memory.supersede(old.id, "orders.amount is in cents")
+    memory.forget(new.id)
+    with pytest.raises(Conflict, match=rf"^Cannot reinstate #{old.id} and #{new.id} together: "
+                                       rf"#{new.id} replaced #{old.id}. Reinstate the one you "
+                                       rf"believe.$"):
+        memory.reinstate([old.id, new.id])
+    assert memory.notes().total == 0  # neither came back
+    assert memory.reinstate(new.id).status == "active"
+
+
 def test_retried_write_is_applied_once(memory):
     first = memory.remember("only once please", request_id="req-1")
     again = memory.remember("only once please", request_id="req-1")

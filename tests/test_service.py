@@ -345,6 +345,8 @@ def test_remember_many_refuses_every_note_when_one_is_bad(mem, store):
         mem.remember_many([{"text": "x", "colour": "red"}])
     with pytest.raises(InvalidInput, match="so none was: note 0: no text$"):
         mem.remember_many([{"tags": "orders"}])
+    with pytest.raises(InvalidInput, match="note 1: no argument 'prio', 'txt' \\(and no text\\); "):
+        mem.remember_many(["fine", {"txt": "typo", "prio": "high"}])
     assert mem.status()["notes"] == 1
 
 

@@ -102,8 +102,9 @@ class Writes(Part):
                                        f"got {type(note).__name__}")
                 note = dict(note)
                 if unknown := sorted(set(note) - set(_REMEMBERS), key=str):
-                    raise InvalidInput(f"no argument {unknown[0]!r}; a note takes "
-                                       f"{', '.join(_REMEMBERS)}")
+                    raise InvalidInput(f"no argument {', '.join(map(repr, unknown))}"
+                                       f"{'' if 'text' in note else ' (and no text)'}; a note "
+                                       f"takes {', '.join(_REMEMBERS)}")
                 if "text" not in note:
                     raise InvalidInput("no text")
                 if request_id and not note.get("request_id"):
@@ -446,6 +447,11 @@ class Writes(Part):
                     known = self.store.get_notes(ids)  # inside the transaction, as forget's
                     for one in ids:
                         self._require_reinstatable(one, known.get(one))
+                        replaced = known[one].supersedes if known[one].status == "revoked" else None
+                        if replaced in ids:  # each alone may come back, not both: two beliefs
+                            raise Conflict(f"Cannot reinstate #{replaced} and #{one} together: "
+                                           f"#{one} replaced #{replaced}. Reinstate the one you "
+                                           f"believe.")
                     entry.append_each("reinstated", ids, actor=actor, at=at,
                                       request_id=request_id)
             known = self.store.get_notes(ids)
