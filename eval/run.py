@@ -127,6 +127,8 @@ def load_set(directory: Path = HERE) -> tuple[list[dict], list[dict]]:
             refuse("notes", line, str(exc))
     queries = read("queries", ("query", "relevant"))
     for line, query in queries:
+        if not isinstance(query["query"], str):
+            refuse("queries", line, f"the query {query['query']!r} is not text")
         if not isinstance(query["relevant"], list):
             refuse("queries", line, 'relevant is a list of note ids, e.g. ["n1"]')
         unknown = [r for r in query["relevant"] if not isinstance(r, (str, int))

@@ -100,7 +100,9 @@ more than that note's own; the notes written right after the keyword channel's b
 match the query join the candidates with their own scores. A chat message often answers in
 its neighbour's words ("Callum? just passive aggressive notes on the fridge" after "how are
 things with Callum since the row about the bills?"); an analyst's finding mostly stands
-alone, and the cap keeps a note from overtaking the one it follows on borrowed words.
+alone, and the cap keeps a note's keyword share from passing the one it follows on
+borrowed words (it may reach it: then the cosine decides between the two, as for a chat's
+answer it should).
 Measured with ``python eval/run.py`` (1,001 queries; the notes are written in file order, so
 each follows the one before it): chats recall@10 0.816 -> 0.855, the other natural questions
 0.856 -> 0.862, identifiers and paraphrases unchanged, all 0.839 -> 0.853. Chosen on the same

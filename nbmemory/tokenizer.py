@@ -1,5 +1,8 @@
 """Text to keyword-index terms: lower-cased stemmed words, stop words left out, and
-identifiers kept whole as well as split (``PyObject_GC_Del``, ``orders.amount``).
+identifiers kept whole as well as split (``PyObject_GC_Del``, ``orders.amount``). A word
+whose parts only its capitals show is the same word in one case (``orderTotal`` is
+``ordertotal``), an acronym's plural its singular (``NULLs``, ``KPIs``), a number its digits
+without thousands separators as well (``1,200``); see :func:`_compound` for hyphenated words.
 
 Words in any script count (``Umsatz_März``, ``сумма``, ``हिन्दी``: a letter's combining
 marks, such as Indic vowel signs, belong to its word), read in Unicode's compatibility form
@@ -38,7 +41,12 @@ STOPWORDS = frozenset(
 # An identifier-ish run: words joined by . _ :: / or -, e.g. orders.amount, PyObject_GC_Del.
 # (Text outside ASCII: _patterns(), with letters' combining marks.)
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:(?:::|[._/\-])[A-Za-z0-9]+)*")
-_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+# A number written with thousands separators (1,200,000; 3,709.7; 価格1,200円) is also a
+# term without them: 1200 finds $1,200. Its groups stay terms too, as 100,250,500 may be a
+# list (250 finds it).
+_GROUPED = re.compile(r"(?<![\d,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d|[.,]\d)")
+# Its parts: HTTPError is HTTP and Error, but an acronym's plural (NULLs, IDs) is one word.
+_PART = re.compile(r"[A-Z]{2,}s(?![a-z])|[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 # Characters of scripts written without spaces between words: Thai, Lao, Myanmar, Khmer,
 # kana, Han, Hangul (and their combining marks, which stay with the character they follow).
 UNSPACED = (r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
@@ -202,6 +210,26 @@ def _split_case(word: str) -> list[str]:
     return [word[a:b] for a, b in zip(cuts, cuts[1:] + [len(word)])]
 
 
+def _stemmed(word: str) -> str:
+    return _stem(word) if word.isascii() else _stem_other(word)
+
+
+def _compound(token: str, whole, split, document: bool) -> list[str]:
+    """The terms a token of several parts gives whole, besides its parts: an identifier or
+    path as written, and its compound segments; a word whose parts only its capitals show
+    (orderTotal) stemmed, as the same word typed in one case (ordertotal) is; in a note, a
+    hyphenated word (time-zone) also closed up, as a question may write it (timezone)."""
+    if token.isalnum():
+        return [_stemmed(whole(token))]
+    out = [whole(token)]
+    segments = _QUALIFIER.split(token)
+    if len(segments) > 1:
+        out.extend(whole(s) for s in segments if len(split(s)) > 1)
+    if document and "-" in token and token.replace("-", "").isalpha():
+        out.append(_stemmed(whole(token.replace("-", ""))))
+    return out
+
+
 def tokenize(text: str, *, document: bool = False) -> list[str]:
     """Lower-cased stemmed words, plus each compound identifier whole.
 
@@ -230,19 +258,20 @@ def tokenize(text: str, *, document: bool = False) -> list[str]:
         whole = str.lower if plain else fold
         parts = split(token)
         if len(parts) > 1 and (plain or not _CJK.fullmatch(token)):  # not a CJK sentence
-            out.append(whole(token))
-            segments = _QUALIFIER.split(token)
-            if len(segments) > 1:
-                out.extend(whole(s) for s in segments if len(split(s)) > 1)
+            out.extend(_compound(token, whole, split, document))
         for part in parts:
+            if plain and part[-1:] == "s" and len(part) > 2 and part[:-1].isupper():
+                part = part[:-1]  # KPIs is KPI
             word = whole(part)
             if word not in STOPWORDS:
-                out.append(_stem(word) if word.isascii() else _stem_other(word))
+                out.append(_stemmed(word))
                 if document and not plain:
                     out.extend(_unprefixed(word))
         if document and not plain:
             out.extend(c for run in _CJK.findall(token) if len(run) > 1 for c in run
                        if unicodedata.category(c)[0] != "M")
+    if "," in text:
+        out.extend(number.group().replace(",", "") for number in _GROUPED.finditer(text))
     if tokens is not _TOKEN:
         out.extend(_PICTOGRAPH.findall(text))
     return out

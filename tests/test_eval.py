@@ -240,6 +240,8 @@ def test_a_set_with_a_hole_is_refused_by_line(tmp_path, notes, queries, message)
     ('{"id": "a1", "text": "caf\xe9"}'.encode("latin-1"), '{"query": "x", "relevant": ["a1"]}',
      r"notes.jsonl line 1: not UTF-8 \(at byte 26\)$"),
     ('{"id": "a1", "text": "x"}', "\n", r"queries.jsonl: no lines$"),
+    ('{"id": "a1", "text": "x"}', '{"query": 5, "relevant": ["a1"]}',
+     r"queries.jsonl line 1: the query 5 is not text$"),
 ])
 def test_a_set_that_cannot_be_read_is_refused_by_its_files_line(tmp_path, notes, queries,
                                                                  message):

@@ -85,6 +85,17 @@ def test_emoji_are_terms_and_their_selectors_and_skin_tones_are_not():
     ("kırmızı etiket", "kirmizi"),  # a dotless i
     ("giá bằng đồng", "dong"),
     ("smørrebrød på menuen", "smorrebrod"),
+    # The same thing written a little differently (an analyst's question weeks later):
+    ("orderTotal is net of refunds", "ordertotal"),  # case-folded, as promised
+    ("the pageviews column counts bots too", "PageViews"),
+    ("refunds above $1,200 need a second approval", "1200"),  # thousands separators
+    ("a budget of 1200000 for the year", "1,200,000"),
+    ("Adelie mass on Biscoe: 3,709.7 g", "3709.7"),
+    ("retry thresholds are 100,250,500 ms", "250"),  # or a list: its numbers still count
+    ("価格1,200円で販売", "1200"),  # a price written into Japanese text
+    ("NULLs in the join key drop rows", "null"),  # an acronym's plural
+    ("the KPIs dashboard refreshes hourly", "kpi"),
+    ("timestamps are stored without a time-zone", "timezone"),  # hyphenated in the note
 ])
 def test_a_word_is_found_however_it_is_typed(note, query):
     """A reviewer writing in other languages searched with what people type: no accents,
