@@ -1,13 +1,13 @@
 """Export and import in lossless JSON Lines (readable Markdown pages: markdown.py).
 
 The file holds every row of the canonical tables (notes, versions, vectors, the journal,
-snapshots, and whatever later migrations add), between a header line and an end line
-that counts the rows, so a truncated or foreign file is refused before anything is
-written. Importing into an empty store restores it exactly (ids and journal positions
-included); importing into a store with notes merges by note uid with an explicit
-conflict policy, and importing the same file twice changes nothing. The notes a merge adds
-keep the file's order of events, so the file's snapshots divide them as they did; what it
-changes in this store's notes (replace) is journalled after them, as of the import.
+snapshots, and whatever later migrations add), between a header line and an end line that
+counts the rows, so a truncated or foreign file is refused before anything is written.
+Importing into an empty store restores it exactly (ids and journal positions included);
+importing into a store with notes merges by note uid with an explicit conflict policy, and
+importing the same file twice changes nothing. The notes a merge adds keep the file's order of
+events, so the file's snapshots divide them as they did; what it changes in this store's notes
+(replace) is journalled after them, as of the import.
 """
 
 from __future__ import annotations
@@ -169,8 +169,7 @@ def read_export(path: str | Path) -> Export:
                            "(Markdown pages cannot be imported).")
     if not path.is_file():
         raise InvalidInput(f"No file {path}; give the path of a file made by nbmemory export.")
-    export: Export | None = None
-    end = None
+    export, end = None, None
     with open(path, encoding="utf-8-sig", errors="strict") as handle:  # a BOM is no data
         for number, line in enumerate(_lines(handle, path), 1):
             try:
@@ -184,8 +183,9 @@ def read_export(path: str | Path) -> Export:
                     raise InvalidInput(f"{path} is not an nbmemory export (no valid header "
                                        "line). Nothing was imported.")
                 if record.get("format_version", 0) > FORMAT_VERSION:
-                    raise InvalidInput(f"{path} was written by a newer nbmemory "
-                                       f"({record.get('nbmemory')}); upgrade to import it.")
+                    raise InvalidInput(f"{path} was written by a newer nbmemory (export format "
+                                       f"{record['format_version']}, this one reads up to "
+                                       f"{FORMAT_VERSION}): upgrade to import it.")
                 export = Export(record)
                 continue
             kind = record.get("type") if isinstance(record, dict) else None

@@ -478,6 +478,10 @@ REFUSED = "The file is damaged or was edited by hand; nothing was imported."
      "line 2 is not an export record"),
     (lambda lines: re.sub(r'"format_version": (\d+)', r'"format_version": "\1"', lines[0])
      + "".join(lines[1:]), "is not an nbmemory export"),
+    # A newer build says so by its format: every build so far is version 0.1.0.
+    (lambda lines: re.sub(r'"format_version": (\d+)', '"format_version": 9', lines[0])
+     + "".join(lines[1:]), r"was written by a newer nbmemory \(export format 9, this one reads "
+                           r"up to 2\): upgrade to import it.$"),
 ])
 def test_bad_files_are_refused_and_the_store_is_unchanged(tmp_path, content, message, into):
     with Memory.open(tmp_path / "src", embedder=HashEmbedder()) as src:
