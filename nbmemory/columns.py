@@ -33,12 +33,16 @@ def ljust(text: str, size: int) -> str:
 
 
 def _fit(text: str, room: int) -> str:
-    """The longest start of ``text`` at most ``room`` columns wide (with its marks)."""
+    """The longest start of ``text`` at most ``room`` columns wide (with its marks), not
+    ending in a joiner or a virama that would join it to what was cut off (👨‍👩‍, क्षिक्)."""
     used = 0
     for i, char in enumerate(text):
         used += _char_width(char)
         if used > room:
-            return text[:i]
+            head = text[:i]
+            while head and (head[-1] == "\u200d" or unicodedata.combining(head[-1]) == 9):
+                head = head[:-1]
+            return head
     return text
 
 

@@ -30,6 +30,10 @@ def test_shortening_cuts_text_without_spaces_by_columns():
     assert shorten("订单 " + JAPANESE, 30, placeholder=" ...") == "订单 注文金額は2021年3月ま ..."
     assert shorten("see /data/warehouse/orders/2021/amount_in_cents.parquet first", 30) == (
         "see /data/warehouse/orde [...]")  # textwrap said "see [...]"
+    # A cut inside a joined emoji or an Indic conjunct leaves no joiner or virama dangling.
+    assert shorten("👨\u200d👩\u200d👧\u200d👦 family", 6, placeholder="…") == "👨\u200d👩…"
+    assert shorten("क्षिक्षा", 5, placeholder="…") == "क्षिक…"  # not क्षिक्, its virama open
+    assert shorten("क्षिक्षा", 4, placeholder="…") == "क्षि…"
 
 
 @pytest.mark.parametrize("text", [
