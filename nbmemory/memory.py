@@ -280,7 +280,7 @@ class Memory:
         nothing is stored. They are written 256 at a time (``progress(done, total)`` is told):
         a retry with the same ``request_id`` (a string of yours) writes only those missing.
         """
-        if isinstance(notes, (list, tuple)):  # else the engine says what is wrong with it
+        if not isinstance(notes, (str, bytes, dict)) and hasattr(notes, "__iter__"):
             notes = [dict(n, about=_about(n.get("about"))) if isinstance(n, dict)
                      and "about" in n else n for n in notes]
         return self._call("remember_many", notes=notes, progress=progress,

@@ -374,7 +374,7 @@ def test_remember_many_checks_what_it_supersedes_before_writing_any(mem, store):
 
 
 def test_remember_many_takes_texts_alone(mem):
-    notes = mem.remember_many(["a text alone", "takes remember's defaults"])
+    notes = mem.remember_many(text for text in ("a text alone", "takes remember's defaults"))
     assert [(n.text, n.kind, n.priority) for n in notes] == [
         ("a text alone", "finding", "medium"), ("takes remember's defaults", "finding", "medium")]
 
