@@ -16,13 +16,15 @@ _OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(?:=(\"[^\"]*\"|'[^']*'|\S+))?")
 _VALUE = re.compile(r"\s+(\"[^\"]*\"|'[^']*'|\S+)")
 
 
-def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()):
+def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = (),
+                  late_options: bool = True):
     """Parse leading options with ``parser``; return (namespace, the rest verbatim).
 
     ``--`` ends the options explicitly, for text that itself starts with a dash. ``expand``
     fills ``{expr}`` and ``$name`` into option values as IPython fills in a magic's line
     (``--about {DATA}/orders.csv``), except for the options in ``verbatim``; the rest, a
-    note or a query, is never expanded.
+    note or a query, is never expanded. Without ``late_options``, an option of ``parser``
+    in the rest (``%recall gadgets -k 2``) is refused, not searched for as a word.
     """
     takes_value, kept, single = {}, set(), {}
     for action in parser._actions:
@@ -40,7 +42,7 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
             break
         option, inline = match.group(1), match.group(2)
         if option == "--":
-            rest = rest[match.end():]
+            rest, late_options = rest[match.end():], True
             break
         if option not in takes_value and option[:2] in takes_value and option[1] != "-":
             if not takes_value[option[:2]]:  # -pt is -p t, as argparse reads it; -xy is no flag
@@ -80,7 +82,12 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
             else:
                 tokens.append(value)
     if rest.strip().startswith("-- "):
-        rest = rest.strip()[3:]
+        rest, late_options = rest.strip()[3:], True
+    late = [word for word in rest.split() if word.split("=")[0] in takes_value]
+    if late and not late_options:
+        raise UsageError(f"Options go before the query: {late[0]} came after it, where it would "
+                         f"be searched for as a word. Put it first (%{parser.prog} {late[0]} "
+                         f"... QUERY), or -- before a query that holds it.")
     return parser.parse_args(tokens), rest.strip()
 
 

@@ -333,7 +333,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         names, DataFrame columns and file paths. ``hits = %recall ...`` keeps the hits
         (``hits.to_dataframe()`` for pandas).
         """
-        args, query = split_options(self.recall.parser, line, self._expand)
+        args, query = split_options(self.recall.parser, line, self._expand, late_options=False)
         return self._recall_parsed(args, query)
 
     # -- %forget --------------------------------------------------------------------------

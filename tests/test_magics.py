@@ -145,6 +145,9 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("memory stale extra", r"^%memory stale takes nothing after it \(got 'extra'\)$"),
     ("snapshot", "Give the snapshot a name"),
     ("snapshot --list --diff base", "--list takes nothing else: %snapshot --list"),
+    ("recall gadgets --as-of before -k 2", "^Options go before the query: --as-of came after "
+                                           "it, where it would be searched for as a word. Put "
+                                           "it first \\(%recall --as-of ... QUERY\\), or -- "),
     ("snapshot --list -m why", "^-m is the message of a new snapshot; --list takes none: "),
     ("snapshot --diff a -m why", "^-m is the message of a new snapshot; --diff takes none: "),
 ])
@@ -208,7 +211,7 @@ def test_recall_by_keywords_alone(ip):
 
 def test_memory_status_says_where_and_why(ip, store_dir):
     run(ip, "remember a finding")
-    run(ip, "recall nothing matches zzzz --min-score 0.9")
+    run(ip, "recall --min-score 0.9 nothing matches zzzz")
     _, out = run(ip, "memory")
     text = out.stdout
     assert f"store          {store_dir} (given explicitly)" in text
@@ -547,6 +550,12 @@ def test_open_questions_are_searched_with_no_other_kind(ip):
     with pytest.raises(UsageError, match=r"^--open searches the open questions: leave --kind "
                                          r"out$"):
         run(ip, "recall --open --kind finding rows")
+
+
+def test_a_query_that_holds_an_option_word_is_searched_after_double_dash(ip):
+    run(ip, "remember grep -k is not an option; grep -i ignores case")
+    hits, _ = run(ip, "recall -- what does grep -k do")
+    assert [h.note.id for h in hits] == [1]
 
 
 def test_a_mistyped_store_is_not_made_by_a_recall(ip, tmp_path):
