@@ -561,22 +561,19 @@ def test_a_query_that_holds_an_option_word_is_searched_after_double_dash(ip):
 def test_a_mistyped_store_is_not_made_by_a_recall(ip, tmp_path):
     """As the CLI: a store is made only in a folder that exists, so a typo in NbMemory.store
     is said, not answered with an empty memory ("No notes match")."""
+    def refusal(typo):
+        ip.run_line_magic("config", f"NbMemory.store = {str(typo)!r}")
+        with pytest.raises(UsageError) as caught:
+            run(ip, "recall anything")
+        assert not typo.exists()
+        return str(caught.value)
+
     typo = tmp_path / "projcet" / ".nbmemory"
-    ip.run_line_magic("config", f"NbMemory.store = {str(typo)!r}")
-    with pytest.raises(UsageError) as caught:
-        run(ip, "recall anything")
-    assert str(caught.value) == (f"Cannot create the store {typo}: {typo.parent} does not "
-                                 "exist. Check NbMemory.store (a typo?), or make the directory "
-                                 "first.")
-    assert not typo.parent.exists()
+    assert refusal(typo) == (f"Cannot create the store {typo}: {typo.parent} does not exist. "
+                             "Check NbMemory.store (a typo?), or make the directory first.")
     typo = tmp_path / ".nbmemroy"  # its folder exists: a read still makes no store there
-    ip.run_line_magic("config", f"NbMemory.store = {str(typo)!r}")
-    with pytest.raises(UsageError) as caught:
-        run(ip, "recall anything")
-    assert str(caught.value) == (f"No store at {typo} yet (NbMemory.store), so nothing to "
-                                 "recall: check it for a typo. %remember creates the store "
-                                 "there.")
-    assert not typo.exists()
+    assert refusal(typo) == (f"No store at {typo} yet (NbMemory.store), so nothing to recall: "
+                             "check it for a typo. %remember creates the store there.")
     run(ip, "remember the first finding")
     assert [h.note.text for h in run(ip, "recall first finding")[0]] == ["the first finding"]
 
