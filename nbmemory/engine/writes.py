@@ -143,6 +143,8 @@ class Writes(Part):
         """What the store says against the notes' ``supersedes`` (a note missing, not active
         or replaced twice), before any note is written; notes already written (a resent
         call) are not asked again."""
+        if all(p["supersedes"] is None for _, p in prepared):
+            return []
         with self.lock:
             done = self.store.request_notes([p["request_id"] for _, p in prepared
                                              if p["request_id"]])
