@@ -988,7 +988,7 @@ def test_an_owner_that_could_not_reach_its_team_store_says_so_by_its_exit_status
     import sys
 
     from nbmemory.errors import StoreUnreachable
-    from nbmemory.service.client import _start_error
+    from nbmemory.service.startup import start_error
     from nbmemory.service.protocol import EXIT_UNREACHABLE, write_info
 
     store = tmp_path / "cache"
@@ -1001,7 +1001,7 @@ def test_an_owner_that_could_not_reach_its_team_store_says_so_by_its_exit_status
         proc.wait(60)
     write_info(store, {"pid": proc.pid + 1, "type": "StoreTooNew", "message": "another's"},
                name="owner.error.json")
-    error = _start_error(store, proc, 0, "a start of ours")
+    error = start_error(store, proc, 0, "a start of ours")
     assert type(error) is StoreUnreachable
     assert str(error) == ("The team store postgresql://t is unreachable (server closed the "
                           f"connection) (details: {store / 'owner.log'})")

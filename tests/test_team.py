@@ -395,30 +395,37 @@ def test_no_password_to_send_is_a_refusal_not_a_server_away():
                                   'port 5432 failed: Connection refused')
 
 
-def test_a_server_away_at_the_owners_start_is_said_once_and_named_at_the_end(tmp_path,
-                                                                             monkeypatch):
+def test_a_server_away_at_the_owners_start_is_said_once_and_named_at_the_end(
+        tmp_path, monkeypatch, capsys):
     """Owners are started again while a team store's server is away; the wait says so once
-    and ends with the server's own error, not with the owner's cache directory."""
+    and ends with the server's own error, not with the owner's cache directory. With no
+    copy of the notes to serve, it ends after a short wait, not the resend window."""
     import socket
 
     from nbmemory.config import locate_store
+    from nbmemory.service import client
     from nbmemory.service.client import ServiceBackend
 
     monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(client, "NO_COPY_PATIENCE_S", 1.0)
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"postgresql://nobody@127.0.0.1:{port}/analytics"
     said = []
-    backend = ServiceBackend(locate_store(url).path, model="hash:64", startup_timeout=10,
-                             resend_timeout=60, announce=said.append)
+    backend = ServiceBackend(locate_store(url).path, model="hash:64", startup_timeout=120,
+                             resend_timeout=120, announce=said.append)
     with pytest.raises(StoreUnreachable) as caught:
         backend.ensure_owner()
     assert str(caught.value).startswith(f"The team store {url} is unreachable (")
-    assert "Connection refused" in str(caught.value) and "(still unreachable after " in \
-        str(caught.value)
+    assert "Connection refused" in str(caught.value)
     assert "This machine has no copy of its notes to read meanwhile" in str(caught.value)
+    assert str(caught.value).count("(details: ") == 1
+    waited = int(str(caught.value).rsplit("(still unreachable after ", 1)[1].split(" s)")[0])
+    assert waited < 10  # the copy-less patience, not the resend window (120 s)
     assert len(said) == 1 and said[0].startswith("starting the memory service for ")
+    assert capsys.readouterr().err.count("the team store is unreachable; starting its owner "
+                                         "again for up to 1 s") == 1
     backend.close()
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,11 +30,12 @@ from ..lock import open_private, prepare_directory, try_lock, unlock
 from ..operations import QUICK_TIMEOUT_S, operation as lookup
 from . import codec, transport as transports
 from .control import owner_info, stop, wait_for_exit  # noqa: F401 - re-exported
-from .protocol import (EXIT_LOCKED, EXIT_UNREACHABLE, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
+from .protocol import (EXIT_LOCKED, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
                        HEADER_VERSION, LOG_NAME, PROTOCOL, SPAWN_LOCK_NAME, START_TOKEN_ENV,
                        check_private_directory, default_idle_timeout, default_request_timeout,
                        default_resend_timeout, is_service, lock_held, lock_holder,
-                       read_start_error, unwritable)
+                       unwritable)
+from .startup import last_log_line, start_error
 from .wire import Connection, Lost, NotSent, Refused, connect, exchange
 
 # An owner outlives the kernel that started it: a session of its own on POSIX, a process
@@ -46,6 +46,9 @@ DETACHED: dict[str, Any] = (
 STARTUP_TIMEOUT = 120.0
 PROGRESS_POLL = 0.25  # seconds between progress questions during long work
 SLOW_NOTICE_S = 30.0  # then a call still unanswered says so (an owner stopped or stuck)
+# Owners are started again this long while a team store's server is away and this machine
+# has no copy to serve: a server's restart, not a first contact with a wrong address.
+NO_COPY_PATIENCE_S = 10.0
 # Exit statuses (POSIX: minus the signal) of an owner stopped from outside while it
 # started (kill -9, a stop): not a failure to start; the client starts another one.
 STOPPED_FROM_OUTSIDE = {-getattr(signal, name) for name in
@@ -63,17 +66,6 @@ def _say(message: str) -> None:
         pass
 
 
-def _disk_note(directory: Path) -> str:
-    """" The disk ... is full: free some space." when it is (almost), else ""."""
-    try:
-        free = shutil.disk_usage(directory).free
-    except OSError:
-        return ""
-    if free >= 1 << 20:
-        return ""
-    return f" The disk holding the store has {free} bytes free: free some space."
-
-
 def _client_id() -> str:
     """Who this client is, for the owner (which keeps an owner others are connected to)."""
     return f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -82,45 +74,6 @@ def _client_id() -> str:
 def _error(payload: dict[str, Any], details: str = "") -> NbMemoryError:
     """The owner's error as the same NbMemoryError subclass (``details`` appended)."""
     return errors.from_dict(payload, details)
-
-
-def _last_log_line(directory: Path, offset: int = 0) -> str:
-    """The last line of the owner log written since ``offset`` (where the last owner we
-    started began), without its time stamp."""
-    try:
-        with open(directory / LOG_NAME, "rb") as handle:
-            handle.seek(offset)
-            text = handle.read().decode(errors="replace")
-    except OSError:
-        return ""
-    lines = text.strip().splitlines()
-    return lines[-1].strip() if lines else ""
-
-
-def _start_error(directory: Path, proc: subprocess.Popen, log_offset: int,
-                 start: str) -> NbMemoryError:
-    """Why an owner we started (with the token ``start``) exited: the error it recorded,
-    as the same class, in one line that names the log for the details."""
-    details = f"(details: {directory / LOG_NAME})"
-    recorded = read_start_error(directory, proc.pid, start)
-    if recorded:
-        cls = getattr(errors, str(recorded.get("type")), None)
-        if isinstance(cls, type) and issubclass(cls, NbMemoryError):
-            return _error(recorded, details)
-        return StoreUnavailable(f"The store's owner process could not start: "
-                                f"{recorded.get('type')}: {recorded.get('message', '')} {details}")
-    last = _last_log_line(directory, log_offset)
-    if proc.returncode == EXIT_UNREACHABLE:  # its record overwritten by another's
-        return StoreUnreachable(f"{last.removeprefix('nbmemory: ') or 'The team store is unreachable.'}"
-                                f" {details}")
-    status = f"exit status {proc.returncode}"
-    if proc.returncode < 0:
-        try:
-            status = f"killed by {signal.Signals(-proc.returncode).name}"
-        except ValueError:
-            pass
-    return StoreUnavailable(f"The store's owner process could not start ({status})"
-                            f"{': ' + last if last else ''}.{_disk_note(directory)} {details}")
 
 
 class ServiceBackend:
@@ -397,7 +350,7 @@ class ServiceBackend:
                 if self._unreachable_since is not None and self._last_unreachable is not None:
                     raise _error(self._last_unreachable.to_dict(), f"(still unreachable after "
                                  f"{time.monotonic() - self._unreachable_since:.0f} s)")
-                last = _last_log_line(self.directory, self._log_offset)
+                last = last_log_line(self.directory, self._log_offset)
                 raise StoreUnavailable(
                     f"No owner of {self.directory} answered within {self.startup_timeout:g} s"
                     f"{' (its log ends: ' + last + ')' if last else ''}; try again, or stop it "
@@ -467,19 +420,21 @@ class ServiceBackend:
             return
         self._starting_owner = None
         if proc.returncode not in (0, EXIT_LOCKED, *STOPPED_FROM_OUTSIDE):
-            error = _start_error(self.directory, proc, self._log_offset, self._start_token)
+            error = start_error(self.directory, proc, self._log_offset, self._start_token)
             if not isinstance(error, StoreUnreachable):
                 raise error
             self._last_unreachable = error
-            # A team store's server is away (restarting, a network blip): start another
-            # owner after a pause, as requests are sent again, until resend_timeout.
+            # An owner gives up on a team store's server only with no copy to serve: start
+            # another after a pause (the server may be restarting), for a while.
             now = time.monotonic()
             self._unreachable_since = self._unreachable_since or now
-            if now - self._unreachable_since > self.resend_timeout:
-                raise error
+            patience = min(self.resend_timeout, NO_COPY_PATIENCE_S)
+            if now - self._unreachable_since > patience:
+                raise _error(error.to_dict(), f"(still unreachable after "
+                             f"{now - self._unreachable_since:.0f} s)")
             if not self._told_unreachable:
                 _say(f"the team store is unreachable; starting its owner again for up to "
-                     f"{self.resend_timeout:g} s")
+                     f"{patience:g} s")
                 self._told_unreachable = True
             time.sleep(min(2.0, 0.2 + 0.5 * (now - self._unreachable_since)))
 
