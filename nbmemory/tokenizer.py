@@ -12,7 +12,8 @@ accents, as people often type them without (``cafe`` finds ``café``, ``ΠΟΣΟ
 ``πόσο``; ``lodz`` finds ``Łódź``, a stroke or a missing dot being read as an accent), as
 do Cyrillic stress marks and Hebrew vowel points; characters that show nothing (a soft hyphen,
 a zero-width space) are dropped. A word that is then plain
-ASCII is stemmed as English; Cyrillic, Greek, Arabic and Devanagari words are stemmed by
+ASCII is stemmed as English, in one spelling of its British and American forms and of a
+Greek or Latin plural and its singular (:mod:`.spellings`); Cyrillic, Greek, Arabic and Devanagari words are stemmed by
 their script's Snowball stemmer (Russian, Greek, Arabic, Hindi), others not at all. Chinese, Japanese and Korean are written without
 spaces between words, so a run of their characters gives its overlapping pairs ("金额单位"
 -> 金额, 额单, 单位), as Lucene's CJK analyzer does: a query holding a word holds its pairs.
@@ -30,6 +31,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
+
+from .spellings import american
 
 STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had has have he her
@@ -77,7 +80,7 @@ _PLAIN_LETTERS = str.maketrans("łŁıđĐøØħĦŧŦ", "lLidDoOhHtT")
 
 # Bump when tokenize() changes what it makes of a text: a file of an older tokenizer is
 # rebuilt, not trusted.
-TOKENIZER = 4
+TOKENIZER = 5
 
 
 @lru_cache(maxsize=None)
@@ -96,7 +99,7 @@ def _stemmer(language: str = "english"):
 
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
-    return _stemmer()(word)
+    return _stemmer()(american(word))
 
 
 @lru_cache(maxsize=200_000)

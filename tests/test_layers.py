@@ -12,11 +12,11 @@ PANEL = PACKAGE.parent / "labextension" / "src"  # the JupyterLab panel's TypeSc
 LAYERS = {  # module (or package) -> layer; higher layers may import lower ones only
     "front": ["magics", "magic_args", "magic_memory", "magic_checks", "magic_recall", "cli", "cli_args", "cli_commands", "mcp", "mcp_calls", "server", "browse", "ambient", "audit", "doctor", "namespace",
               "procedures", "progress", "__main__", "__init__"],
-    "facade": ["memory"],
+    "facade": ["memory", "about_here"],
     "service": ["service"],
-    "engine": ["engine", "ranking", "stale", "history", "exchange", "export_rows", "sharing"],
+    "engine": ["engine", "ranking", "dense_search", "stale", "history", "exchange", "export_rows", "sharing"],
     "store": ["store"],
-    "leaves": ["errors", "files", "arrays", "models", "config", "lexical", "lexical_segment", "tokenizer", "vectors", "dense_rows", "cards", "embed", "onnx_model", "anchors", "mentions", "events",
+    "leaves": ["errors", "files", "arrays", "models", "config", "lexical", "lexical_segment", "tokenizer", "spellings", "vectors", "dense_rows", "cards", "embed", "onnx_model", "anchors", "mentions", "events",
                "operations", "address", "repos", "wording", "columns", "markdown", "when", "_version", "lock", "syntax", "display", "checks",
                "provenance"],
 }

@@ -96,6 +96,18 @@ def test_emoji_are_terms_and_their_selectors_and_skin_tones_are_not():
     ("NULLs in the join key drop rows", "null"),  # an acronym's plural
     ("the KPIs dashboard refreshes hourly", "kpi"),
     ("timestamps are stored without a time-zone", "timezone"),  # hyphenated in the note
+    # British and American spellings, Greek and Latin plurals (nbmemory.spellings):
+    ("we normalise the amounts per store", "normalize"),
+    ("the normalization step runs first", "normalisation"),
+    ("analysed churn by cohort", "analysis"),
+    ("two analyses disagree on churn", "analysis"),
+    ("the model's behaviour on nulls", "behavior"),
+    ("the cost centre column is free text", "center"),
+    ("the data catalogue lists owners", "catalog"),
+    ("the licence is Apache-2.0", "license"),
+    ("indices are rebuilt nightly", "index"),
+    ("share the axes between subplots", "axis"),
+    ("two hypotheses about the dip", "hypothesis"),
 ])
 def test_a_word_is_found_however_it_is_typed(note, query):
     """A reviewer writing in other languages searched with what people type: no accents,
@@ -105,6 +117,22 @@ def test_a_word_is_found_however_it_is_typed(note, query):
     index.add(1, note)
     index.add(2, "orders.amount is in cents")
     assert index.score(query)[0].tolist() == [1]
+
+
+def test_the_spellings_of_one_word_are_one_term_and_of_others_are_not():
+    """The spelling rules catch words that are not variants too (precise); as queries go
+    through them as notes do, only the words they join matter: none that differ."""
+    pairs = [("normalise", "normalize"), ("colours", "color"), ("analyses", "analysing"),
+             ("catalogues", "catalog"), ("centres", "center"), ("vertices", "vertex"),
+             ("parenthesis", "parentheses"), ("diagnosis", "diagnose"), ("grey", "gray")]
+    for a, b in pairs:
+        assert tokenize(a) == tokenize(b), (a, b)
+    apart = [("advise", "advice"), ("raise", "rise"), ("supervised", "supervisor"),
+             ("precise", "price"), ("crisis", "cries"), ("bases", "basis"), ("four", "for"),
+             ("hour", "her"), ("genre", "gender"), ("centre", "central"), ("rogue", "rog"),
+             ("axe", "axis"), ("genesis", "genes")]
+    for a, b in apart:
+        assert tokenize(a) != tokenize(b), (a, b)
 
 
 def test_bm25_prefers_the_document_with_the_rare_exact_identifier():
