@@ -122,13 +122,11 @@ the query's keyword matches (0.05 ms).
 
 from __future__ import annotations
 
-import os
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Container, NamedTuple, Sequence
+from typing import Container, NamedTuple, Sequence
 
 import numpy as np
 
+from .dense_search import beside, nearest
 from .lexical import LexicalIndex, top_positions
 from .tokenizer import tokenize
 from .vectors import VectorIndex
@@ -353,7 +351,7 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
                            scored=False)
     matched, bm25 = lexical.matches(query, candidates)
     pooled = np.zeros(len(matched), bool)  # the keyword channel's candidates among them
-    pooled[top_positions(bm25, pool)] = True
+    pooled[_keyword_pool(matched, bm25, pool, drop)] = True
     if neighbours is not None and mode == "hybrid" and len(matched):
         _add_followers(pooled, matched, neighbours.after, vectors, drop)
     lex_ids = matched[pooled]
@@ -376,11 +374,11 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
              else np.zeros(len(union), np.float32))
     lex = np.zeros(len(union), np.float32)
     scale = lexical.max_score(query)
-    if scale > 0 and len(lex_ids):
-        # The keyword channel's own candidates only: a dense candidate below its pool keeps
-        # 0 (its exact share as well scored recall@10 0.850 against 0.853 on eval/).
+    if scale > 0 and len(matched):
+        # Every candidate's own share, in the keyword channel's pool or not: the pool grows
+        # with k, and a note's score must not (-k 10 shows the first ten of -k 20).
         at = np.minimum(np.searchsorted(matched, union), len(matched) - 1)
-        found = (matched[at] == union) & pooled[at]
+        found = matched[at] == union
         lex[found] = bm25[at[found]]
         lex = np.minimum(lex / scale, 1.0)
     if mode != "hybrid":
@@ -389,6 +387,21 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         query, lexical, union, lex, dense, neighbours.before if neighbours is not None else None,
         drop, feedback=FEEDBACK if feedback else None)
     return Ranked(union, score, lex, dense, weight, covered, kept)
+
+
+def _keyword_pool(matched: np.ndarray, bm25: np.ndarray, pool: int,
+                  drop: Container[int]) -> np.ndarray:
+    """Positions of the best ``pool`` of the ``matched`` notes not in ``drop``, and of the
+    dropped ones scoring among them (at most ``pool``): forgotten notes must not take the
+    places of the notes that can be shown."""
+    if not drop or not len(matched):
+        return top_positions(bm25, pool)
+    gone = np.isin(matched, np.fromiter(drop, np.int64, len(drop)))
+    live, dead = np.flatnonzero(~gone), np.flatnonzero(gone)
+    best = live[top_positions(bm25[live], pool)]
+    if len(best) == pool:
+        dead = dead[bm25[dead] >= bm25[best[-1]]]
+    return np.concatenate([best, dead[top_positions(bm25[dead], pool)]])
 
 
 def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarray,
@@ -470,47 +483,3 @@ def ease_under(scores: np.ndarray, cap: float, ease: float = LIFT_EASE) -> np.nd
     # where float32 would round an exponential onto it.
     out[over] = cap - ease / (1.0 + (scores[over] - knee) / ease)
     return out
-
-
-_second: tuple[int, ThreadPoolExecutor] | None = None  # (its process, the thread)
-_second_lock = threading.Lock()
-
-
-def beside(fn: Callable, *args, **kwargs) -> Future:
-    """``fn(*args, **kwargs)`` run in the process's second thread while the caller goes on.
-
-    Recall searches the dense channel there while it scores the keywords: usearch and
-    numpy's products let go of the GIL, and the two take about as long as each other. At
-    100k notes (bench_scale's corpus, 2 cores) the graph's search took 0.71 ms and work of
-    the keyword channel's size 0.75; one after the other 1.61, side by side 0.85 (handing
-    work to the thread and back: 0.08).
-    """
-    global _second
-    with _second_lock:
-        if _second is None or _second[0] != os.getpid():  # threads do not survive a fork
-            _second = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="nbmemory-recall"))
-        return _second[1].submit(fn, *args, **kwargs)
-
-
-def nearest(vectors: VectorIndex, qvec: np.ndarray, pool: int, exact: bool,
-            drop: Container[int] = (), scored: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Ids and cosines of the ``pool`` nearest vectors not in ``drop``, best first, with the
-    dropped ones ranked among them (the shortest such prefix of the ranking). ``scored``
-    False: the graph's candidates, at least ``pool`` not dropped, unordered (see
-    :meth:`VectorIndex.search`).
-
-    The search asks for ``pool`` and looks further only while dropped ids fill the gap:
-    asking for ``pool`` plus every inactive note made a store with many superseded notes
-    pay for all of them on every recall.
-    """
-    count, total = pool, len(vectors)
-    while True:
-        ids, sims = vectors.search(qvec, min(count, total), exact=exact, scored=scored)
-        dropped = np.fromiter((i in drop for i in ids.tolist()), bool, len(ids)) if drop else None
-        kept = len(ids) - (int(dropped.sum()) if dropped is not None else 0)
-        if kept >= pool or count >= total:
-            if dropped is not None and kept > pool and scored:
-                end = int(np.searchsorted(np.cumsum(~dropped), pool)) + 1
-                ids, sims = ids[:end], sims[:end]
-            return ids, sims
-        count = 2 * count + (len(ids) - kept)

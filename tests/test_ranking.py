@@ -66,7 +66,7 @@ def test_scores_stay_between_zero_and_one():
 
 
 def test_the_dense_channel_looks_past_dropped_notes_without_asking_for_all_of_them():
-    from nbmemory.ranking import nearest
+    from nbmemory.dense_search import nearest
     from nbmemory.dense_rows import DenseRows
 
     rng = np.random.default_rng(4)
@@ -186,7 +186,8 @@ def test_context_never_gives_a_note_more_than_the_note_it_follows():
 def test_the_dense_search_beside_the_keywords_hands_back_its_result_and_its_error():
     from nbmemory.dense_rows import DenseRows
     from nbmemory.lexical import LexicalIndex
-    from nbmemory.ranking import beside, rank_arrays
+    from nbmemory.dense_search import beside
+    from nbmemory.ranking import rank_arrays
 
     assert beside(divmod, 7, 2).result() == (3, 1)
     rows = DenseRows.from_matrix(np.arange(1, 4), np.eye(3, 4, dtype=np.float32))
@@ -202,7 +203,7 @@ def test_the_dense_search_beside_the_keywords_hands_back_its_result_and_its_erro
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_forked_process_gets_its_own_second_thread():
-    from nbmemory.ranking import beside
+    from nbmemory.dense_search import beside
 
     assert beside(os.getpid).result() == os.getpid()  # the parent's thread exists now
     child = os.fork()
@@ -226,3 +227,59 @@ def test_feedback_never_adds_the_querys_own_characters():
     words = feedback_terms([1], np.array([1.0]), index, query_terms("売上"))
     assert not {"売", "上", "売上"} & set(words)
     assert "税込" in words  # what the note says besides the query's words
+
+
+def _speaker_store(n=400):
+    """Notes of a chat, most of them Theo's, naming him (as a chat's messages name their
+    speaker); the last is the nearest in meaning to the query and matches only his name."""
+    from nbmemory.dense_rows import DenseRows
+    from nbmemory.lexical import LexicalIndex
+
+    rng = np.random.default_rng(7)
+    texts = {i: f"Theo: message {i}, about theo and the weekend" for i in range(1, 121)}
+    texts.update({i: f"Theo: message {i} on the weekend " + "with many more words in it " * 8
+                  for i in range(121, 250)})
+    texts.update({i: f"Maya: message {i} on her weekend" for i in range(250, n)})
+    texts.update({i: f"Theo: his job at the bakery, message {i}" for i in range(1, 4)})
+    texts[n] = ("Theo: the company did a round of layoffs yesterday and my whole team was let "
+                "go, so I am looking around for something new")
+    vectors = rng.standard_normal((n, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (LexicalIndex.build(texts.items()),
+            DenseRows.from_matrix(np.arange(1, n + 1), vectors), vectors[n - 1])
+
+
+def test_a_notes_score_does_not_depend_on_how_many_hits_were_asked_for():
+    """-k 10 shows the first ten of -k 20: the keyword channel's pool grows with k, and a
+    note below it kept a keyword share of 0, so it fell out of the ten it ranked in at 20."""
+    from nbmemory.ranking import rank_arrays
+
+    lexical, rows, qvec = _speaker_store()
+    scores = []
+    for pool in (100, 200):
+        got = rank_arrays("When did Theo lose his job at the bakery?", qvec, lexical, rows,
+                          candidates=None, pool=pool, exact_below=1000, mode="hybrid",
+                          feedback=True)
+        scores.append(dict(zip(got.ids.tolist(), got.score.tolist())))
+    assert 400 in scores[0] and 100 < lexical.score("theo")[0].tolist().index(400) < 200
+    assert {i: scores[1][i] for i in scores[0]} == pytest.approx(scores[0], abs=1e-6)
+    best = [sorted(s, key=lambda i: -s[i])[:10] for s in scores]
+    assert best[0] == best[1] and 400 in best[0]
+
+
+def test_forgotten_notes_do_not_take_the_keyword_channels_places():
+    """Sixty forgotten drafts matched a query better than the one note left: with the keyword
+    channel's pool filled by them, keyword mode found nothing."""
+    from nbmemory.dense_rows import DenseRows
+    from nbmemory.lexical import LexicalIndex
+    from nbmemory.ranking import rank_arrays
+
+    texts = {i: f"draft {i}: acquire_lock before writing" for i in range(1, 61)}
+    texts[61] = "acquire_lock is taken before the journal is written and released after commit"
+    lexical = LexicalIndex.build(texts.items())
+    rows = DenseRows.from_matrix(np.arange(1, 62), np.ones((61, 4), np.float32) / 2)
+    got = rank_arrays("acquire_lock", None, lexical, rows, candidates=None, pool=50,
+                      exact_below=1000, drop=set(range(1, 61)), mode="lexical")
+    assert 61 in got.ids.tolist()
+    assert got.score[got.ids.tolist().index(61)] > 0
+    assert len(got.ids) == 51  # and the forgotten ones scoring above it, for "previously"

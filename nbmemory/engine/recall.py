@@ -15,9 +15,10 @@ from ..errors import Command, InvalidInput
 from ..history import PastView
 from ..lexical import LexicalIndex
 from ..models import MODES, PRIORITIES, Hit, Hits, Note, utcnow
-from ..ranking import KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL, nearest, rank_arrays
+from ..ranking import KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL, rank_arrays
 from ..store import Filters, Store
 from ..dense_rows import DenseRows
+from ..dense_search import nearest
 from ..vectors import VectorIndex
 from .indexes import NoteCards
 from .state import Priorities
