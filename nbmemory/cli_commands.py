@@ -155,12 +155,10 @@ def cmd_recall(mem, args) -> None:
                            "(see: nbmemory recall --help)")
     if args.open and args.kind not in (None, "question"):
         raise CommandError("--open searches the open questions: leave --kind out")
-    hits = mem.recall(query, k=args.k, tags=args.tags, kind="question" if args.open else args.kind,
+    hits = mem.recall(query, k=args.k, tags=args.tags, kind=args.kind,
                       priority=args.priority, since=args.since, explain=args.explain,
                       min_score=args.min_score, as_of=args.as_of, stale=stale, mode=args.mode,
-                      author=author_of(args))
-    if args.open:
-        hits[:] = [h for h in hits if h.note.resolution is None]
+                      author=author_of(args), open_only=args.open)
     if args.json:
         return emit_json(hits.to_dict())
     from .display import hits_text

@@ -58,14 +58,12 @@ class RecallCommands:
             return self._recall_kernel(args, k, stale, author)
         self._existing_store()
         with usage_errors():
-            hits = self.mem.recall(query, k=k, tags=args.tags,
-                                   kind="question" if args.open else args.kind,
+            hits = self.mem.recall(query, k=k, tags=args.tags, kind=args.kind,
                                    priority=args.priority, since=parse_since(args.since),
                                    explain=args.explain, min_score=args.min_score,
                                    as_of=args.as_of, stale=stale, mode=args.mode,
-                                   variables=self._variables(), author=author)
-        if args.open:
-            hits[:] = [h for h in hits if h.note.resolution is None]
+                                   variables=self._variables(), author=author,
+                                   open_only=args.open)
         hits.provenance = args.provenance
         hits.filters = _filters_said(args)  # "No notes match 'x' with -t nosuchtag."
         return hits
@@ -105,11 +103,6 @@ class RecallCommands:
                 "tag, kind or priority: %memory list -t TAGS --kind KIND")
         terms = namespace_terms(self.shell.user_ns, set(getattr(self.shell, "user_ns_hidden", {})))
         with usage_errors():
-            hits = self.mem.recall_terms(terms, k=k, scope=self._scope(),
-                                         variables=self._variables())
-        if stale is not None:
-            hits[:] = [h for h in hits if bool(h.note.stale) == stale]
-        if author:
-            authors = {a.strip() for a in author.split(",")}
-            hits[:] = [h for h in hits if h.note.author in authors]
-        return hits
+            return self.mem.recall_terms(terms, k=k, scope=self._scope(),
+                                         variables=self._variables(), stale=stale,
+                                         author=author)

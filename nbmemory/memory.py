@@ -8,7 +8,6 @@ objects back, and write operations carry a request id so a retry is applied once
 
 from __future__ import annotations
 
-import glob
 import os
 import tempfile
 import uuid
@@ -16,7 +15,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from . import checks as evaluation
-from .anchors import is_glob
+from .about_here import about_here as _about, with_check as _with_check
 from .config import Settings, StoreLocation, current_user, locate_store
 from .display import ShownHits
 from .errors import InvalidInput, StoreUnavailable
@@ -48,62 +47,11 @@ class LocalBackend:
         self.engine.close()
 
 
-def _about(items) -> list | None:
-    """``about`` as plain JSON values (a path string or an anchor's dict), relative paths
-    that exist from this process's working directory made absolute: they mean what the
-    caller sees, not what the store's owner (running elsewhere) would."""
-    if items is None:
-        return None
-    if isinstance(items, (str, os.PathLike, Anchor, dict)):
-        items = [items]
-    if not isinstance(items, (list, tuple)):
-        return items  # the engine says what is wrong with it
-    return [i.to_dict() if isinstance(i, Anchor) else _here(os.fspath(i))
-            if isinstance(i, (str, os.PathLike)) else i for i in items]
-
-
-def _with_check(about: list | None, check: str | None, namespace: Mapping[str, Any] | None,
-                budget: float) -> list | None:
-    """``about`` and, given a check, the anchor of that check if it holds in ``namespace``
-    (else InvalidInput, with the value it got)."""
-    if check is None:
-        return about
-    return [*(about or []), _checked(check, namespace, budget).to_dict()]
-
-
 def _listed(note_ids, *, always: bool = False):
     """Several ids as a list (sendable to the owner), one id as itself unless ``always``;
     the engine says what is wrong with them."""
     many = hasattr(note_ids, "__iter__") and not isinstance(note_ids, (str, bytes, dict))
     return list(note_ids) if many else [note_ids] if always else note_ids
-
-
-def _checked(expression: str, namespace: Mapping[str, Any] | None, budget: float) -> Anchor:
-    if namespace is None:
-        raise InvalidInput("A check is evaluated in your namespace: pass namespace=globals() "
-                           "(or the dict the names live in)")
-    outcome = evaluation.evaluate(expression, namespace, budget=budget)
-    if outcome.status != "passed":
-        said = {"failed": f"is False here (value {outcome.value})",
-                "error": outcome.trouble, "skipped": f"cannot run ({outcome.why})"}[outcome.status]
-        raise InvalidInput(f"The check {expression.strip()!r} {said}; the note was not "
-                           "stored. Fix the check or the finding.")
-    if outcome.gave:  # a mean or a length holds while it is not 0, even when NaN
-        raise InvalidInput(f"The check {expression.strip()!r} gives a {outcome.gave} (value "
-                           f"{outcome.value}), not True or False, so it would hardly ever fail; "
-                           "write what must hold, e.g. a comparison such as "
-                           f"'{expression.strip()} > 0'. The note was not stored.")
-    return evaluation.check_anchor(expression, namespace, outcome)
-
-
-def _here(path: str) -> str:
-    """``path`` made absolute against the working directory when something is there
-    (a file, a directory, or files a glob matches); else as given (the engine then looks
-    in the workspace)."""
-    if not path.strip() or os.path.isabs(os.path.expanduser(path)):
-        return path
-    local = os.path.join(os.getcwd(), path)
-    return local if os.path.exists(local) or (is_glob(path) and glob.glob(local)) else path
 
 
 class Memory:
@@ -409,26 +357,31 @@ class Memory:
                explain: bool = False, min_score: float | None = None,
                as_of: str | None = None, mode: str = "hybrid", stale: bool | None = None,
                variables: dict | None = None,
-               author: str | Sequence[str] | None = None) -> Hits:
+               author: str | Sequence[str] | None = None, open_only: bool = False) -> Hits:
         """Hybrid (keyword + semantic) recall of the ``k`` best active notes.
 
         ``as_of`` names a snapshot: search the notes as they were when it was sealed.
         ``stale=True`` recalls only stale notes, ``False`` only fresh ones. ``mode``
         "lexical" or "dense" ranks by one channel alone (to compare them). ``author``:
-        only notes written by one of these (a team store's members).
+        only notes written by one of these (a team store's members). ``open_only``: only
+        the questions neither confirmed nor refuted.
         """
         return ShownHits(self._call(
             "recall", query=query, k=k, tags=tags, kind=kind, priority=priority, since=since,
             until=until, explain=explain, min_score=min_score, as_of=as_of, mode=mode,
-            stale=stale, variables=variables, author=author))
+            stale=stale, variables=variables, author=author, open_only=open_only))
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
-                     cwd: str | None = None, variables: dict | None = None) -> Hits:
+                     cwd: str | None = None, variables: dict | None = None,
+                     stale: bool | None = None,
+                     author: str | Sequence[str] | None = None) -> Hits:
         """Notes anchored to or naming any of ``terms``: names, columns or paths alive in a
         kernel (variable anchors in notebook ``scope``; relative paths read from ``cwd``;
-        ``variables``: the kernel's fingerprints of anchored variables, as for recall)."""
+        ``variables``: the kernel's fingerprints of anchored variables, as for recall;
+        ``stale`` and ``author`` as for recall)."""
         return ShownHits(self._call("recall_terms", terms=list(terms), k=k, scope=scope,
-                                    cwd=cwd or os.getcwd(), variables=variables))
+                                    cwd=cwd or os.getcwd(), variables=variables, stale=stale,
+                                    author=author))
 
     def get(self, note_id: int) -> Note:
         return self._call("get", note_id=note_id)

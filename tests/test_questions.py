@@ -92,3 +92,38 @@ def test_recall_open_with_filters_in_a_notebook(ip):  # noqa: F811
     with pytest.raises(Exception, match=r"^%recall --open with no query lists the open "
                                         r"questions; --as-of applies only to a query"):
         run(ip, "recall --open --as-of base")
+
+
+def test_recall_of_open_questions_looks_past_the_answered_ones(memory):
+    """Five answered questions ranked above the open one: --open took the top k, then
+    dropped the answered, and said "No notes match"."""
+    for i in range(5):
+        q = memory.remember(f"are orders amount values in cents, batch {i}?", kind="question")
+        memory.confirm(q.id, "yes")
+    still = memory.remember("are orders amount values of refunds in cents?", kind="question")
+    hits = memory.recall("orders amount cents", k=3, open_only=True)
+    assert [h.note.id for h in hits] == [still.id]
+    with pytest.raises(InvalidInput, match="^open_only recalls the open questions: leave "
+                                           "kind out$"):
+        memory.recall("orders amount cents", open_only=True, kind="finding")
+
+
+def test_the_kernels_notes_by_one_author_look_past_the_others(memory):
+    """%recall --mine (no query) took the k best notes about the kernel's names, then kept
+    the caller's: none, so "No notes match"."""
+    for i in range(5):
+        memory.remember(f"orders_df holds one row per order, batch {i}", author="ada")
+    mine = memory.remember("orders_df drops the refunds", author="bo")
+    hits = memory.recall_terms(["orders_df"], k=2, author="bo")
+    assert [h.note.id for h in hits] == [mine.id]
+    assert [h.note.id for h in memory.recall_terms(["orders_df"], k=2, stale=True)] == []
+    assert len(memory.recall_terms(["orders_df"], k=2, stale=False)) == 2
+
+
+def test_recall_open_in_a_notebook_looks_past_the_answered_questions(ip):  # noqa: F811
+    for i in range(5):
+        run(ip, f"remember -k question orders amount cents? batch {i}")
+        run(ip, f"memory confirm {i + 1} yes")
+    run(ip, "remember -k question are orders amount values of refunds in cents")
+    hits, _ = run(ip, "recall --open -k 2 orders amount cents")
+    assert [h.note.id for h in hits] == [6]

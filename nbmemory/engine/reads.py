@@ -91,10 +91,10 @@ class Reads(Part):
         as :meth:`notes` filters (``stale``: True only stale ones, False only fresh)."""
         check_page(0, limit)
         filters = filters_for(tags=tags, kind="question", priority=priority, since=since,
-                              until=until, author=author)
+                              until=until, author=author, unresolved=True)
         with self.lock:
             notes = self.store.list_notes(filters, limit=2**62)[0]
-            found = self.engine.staleness.with_stale([n for n in notes if n.resolution is None])
+            found = self.engine.staleness.with_stale(notes)
             if stale is not None:
                 found = [n for n in found if bool(n.stale) == stale]
             return found[:limit]

@@ -98,7 +98,7 @@ class Recall(Part):
                explain: bool = False, min_score: float | None = None,
                as_of: str | None = None, mode: str = "hybrid", stale: bool | None = None,
                variables: dict | None = None, log: bool = True,
-               author: str | Sequence[str] | None = None) -> Hits:
+               author: str | Sequence[str] | None = None, open_only: bool = False) -> Hits:
         """Hybrid recall: BM25 and dense cosine, fused; filters apply before ranking.
 
         ``as_of`` names a snapshot: search the notes as they were then. ``mode``
@@ -107,6 +107,7 @@ class Recall(Part):
         kernel's variable fingerprints (see stale.py). ``log`` False keeps the recall out
         of the statistics (a recall nobody typed, such as ambient recall's). ``author``:
         only notes written by one of these (names, or a comma-separated string).
+        ``open_only``: only the questions neither confirmed nor refuted.
         """
         if query is not None:  # bytes or a number: said as such, not as an empty query
             unicode_text(query, "The query")
@@ -123,8 +124,11 @@ class Recall(Part):
                 not -1 <= threshold <= 1:
             raise InvalidInput(f"min_score is a score from -1 to 1 (recall hides the notes "
                                f"scoring below it; 0.2 by default), not {threshold!r}")
-        filters = filters_for(tags=tags, kind=kind, priority=priority, since=since, until=until,
-                              author=author)
+        if open_only and kind not in (None, "question", ["question"], ("question",)):
+            raise InvalidInput("open_only recalls the open questions: leave kind out")
+        filters = filters_for(tags=tags, kind="question" if open_only else kind,
+                              priority=priority, since=since, until=until, author=author,
+                              unresolved=bool(open_only))
         with self.lock:
             self.engine.check_embedder()
             loading = mode != "lexical" and self.engine.model_loading
@@ -215,7 +219,9 @@ class Recall(Part):
             self._log = []
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
-                     cwd: str | None = None, variables: dict | None = None) -> Hits:
+                     cwd: str | None = None, variables: dict | None = None,
+                     stale: bool | None = None,
+                     author: str | Sequence[str] | None = None) -> Hits:
         """Notes about ``terms`` (variables, columns, paths alive in a kernel).
 
         Notes anchored to one of them come first with score 1.0: a variable of that name
@@ -223,23 +229,33 @@ class Recall(Part):
         (relative terms are read from ``cwd``). Then notes whose text names the terms,
         ranked by BM25 over them, the best at 1.0 too. ``variables``: the kernel's variable
         fingerprints, so that a changed variable flags its notes stale (see stale.py).
+        ``stale`` and ``author`` keep only such notes, as :meth:`recall`'s do.
         """
         terms = [t for t in terms if t and t.strip()]
         if not terms:
             raise InvalidInput("Nothing to recall about: define some variables, or give a query")
+        check_stale(stale)
+        authors = filters_for(author=author).authors
         query = " ".join(terms)
         with self.lock:
             anchored = self.engine.about.anchored_to(terms, scope, cwd)
-            ids, scores = self._active_by_keywords(query, k)
-            top = float(scores[0]) if len(scores) else 1.0
-            ranked = {i: 1.0 for i in anchored}
-            for i, score in zip(ids.tolist(), scores):
-                ranked.setdefault(int(i), round(float(score) / top, 4))
-            order = list(ranked)[:k]
-            notes = self.engine.staleness.with_stale(
-                list(self.engine.cards.notes(order, self.store).values()), variables)
-            by_id = {n.id: n for n in notes}
-            hits = [Hit(by_id[i], ranked[i]) for i in order if i in by_id]
+            asked = k
+            while True:  # the filters hold after the ranking: ask for more while they leave gaps
+                ids, scores = self._active_by_keywords(query, asked)
+                top = float(scores[0]) if len(scores) else 1.0
+                ranked = {i: 1.0 for i in anchored}
+                for i, score in zip(ids.tolist(), scores):
+                    ranked.setdefault(int(i), round(float(score) / top, 4))
+                order = list(ranked)
+                notes = self.engine.staleness.with_stale(
+                    list(self.engine.cards.notes(order, self.store).values()), variables)
+                by_id = {n.id: n for n in notes if (stale is None or bool(n.stale) == stale)
+                         and (not authors or n.author in authors)}
+                order = [i for i in order if i in by_id]
+                if len(order) >= k or len(ids) < asked:
+                    break
+                asked *= 4
+            hits = [Hit(by_id[i], ranked[i]) for i in order[:k]]
             # What an empty answer says: "No notes match 'the 3 names in this kernel'."
             return Hits(hits, query=f"the {len(terms)} {'name' if len(terms) == 1 else 'names'}"
                                     " in this kernel")

@@ -183,7 +183,7 @@ def check_text(text: str) -> str:
 
 
 def filters_for(*, tags=None, kind=None, priority=None, since=None, until=None,
-                statuses=("active",), author=None) -> Filters:
+                statuses=("active",), author=None, unresolved: bool = False) -> Filters:
     def many(value, check):
         if value is None:
             return ()
@@ -197,7 +197,8 @@ def filters_for(*, tags=None, kind=None, priority=None, since=None, until=None,
     since, until = moment(since, "since"), moment(until, "until")
     return Filters(tags=normalise_tags(tags), kinds=many(kind, check_kind),
                    priorities=many(priority, check_priority), since=since, until=until,
-                   statuses=tuple(statuses), authors=many(author, check_author))
+                   statuses=tuple(statuses), authors=many(author, check_author),
+                   unresolved=unresolved)
 
 
 def check_stale(value) -> None:

@@ -35,13 +35,14 @@ class Filters:
     statuses: tuple[str, ...] = ("active",)
     ids: tuple[int, ...] | None = None  # only these notes (e.g. the stale ones)
     authors: tuple[str, ...] = ()  # written by one of these (a team store's members)
+    unresolved: bool = False  # neither confirmed nor refuted (an open question)
 
     @property
     def narrows(self) -> bool:
         """True when the filter excludes some active notes."""
         return bool(self.tags or self.kinds or self.priorities or self.since or self.until
                     or set(self.statuses) != {"active"} or self.ids is not None
-                    or self.authors)
+                    or self.authors or self.unresolved)
 
     def matches(self, note: Note) -> bool:
         """The same test as :meth:`sql`, for notes already in memory."""
@@ -52,7 +53,8 @@ class Filters:
                 and (self.since is None or note.created_at >= self.since)
                 and (self.until is None or note.created_at < self.until)
                 and (self.ids is None or note.id in self.ids)
-                and (not self.authors or note.author in self.authors))
+                and (not self.authors or note.author in self.authors)
+                and (not self.unresolved or note.resolution is None))
 
     def sql(self, all_tags: str = "list_has_all(n.tags, ?)", each_tag: str | None = None,
             one_of: str = "{} IN (SELECT unnest(?))") -> tuple[str, list[Any]]:
@@ -92,6 +94,8 @@ class Filters:
         if self.authors:
             clauses.append(one_of.format("n.author"))
             params.append(list(self.authors))
+        if self.unresolved:
+            clauses.append("n.resolution IS NULL")
         return (" AND ".join(clauses) or "TRUE"), params
 
 
