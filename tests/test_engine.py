@@ -848,6 +848,40 @@ def test_notes_written_while_the_model_loads_are_embedded_once_it_has(store_dir)
         assert mem.status()["index"] == "loaded" and mem.status()["vectors"] == 3
 
 
+def test_a_note_edited_before_its_first_vector_keeps_the_vector_of_its_new_text(store_dir):
+    """Written while the model loaded, then edited (which embeds at once): the vector still
+    to make, of the first text, replaced the edit's, so recall found it by the old text."""
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember("the nightly export moved to Airflow in March")
+        engine = mem._backend.engine
+        engine.model_loading = True  # as while it loads: the note waits for its vector
+        note = mem.remember("orders.amount is stored in cents before 2021")
+        assert mem.status()["unembedded"] == 1
+        mem.edit(note.id, text="kittens like to sleep in cardboard boxes")
+        engine.model_loading = False
+        hits = mem.recall("kittens sleep in cardboard boxes", mode="dense", explain=True)
+        assert hits[0].note.id == note.id and hits[0].dense > 0.5
+        old = mem.recall("orders.amount is stored in cents before 2021", mode="dense",
+                         explain=True)
+        assert [h.dense for h in old if h.note.id == note.id] < [0.5]
+        assert mem.status()["unembedded"] == 0
+
+
+def test_a_snapshot_recalls_the_notes_embedded_after_its_first_recall(store_dir):
+    """A snapshot's view, built while a note still waited for its vector, left it out until
+    the owner restarted."""
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember("the nightly export moved to Airflow in March")
+        engine = mem._backend.engine
+        engine.model_loading = True
+        note = mem.remember("the wombat census runs on Tuesdays")
+        mem.snapshot("before")
+        assert [h.note.id for h in mem.recall("wombat census", as_of="before")] == []
+        engine.model_loading = False
+        assert [h.note.id for h in mem.recall("wombat census")] == [note.id]  # embeds it
+        assert [h.note.id for h in mem.recall("wombat census", as_of="before")] == [note.id]
+
+
 def test_a_large_store_without_its_vector_file_answers_while_the_graph_builds(store_dir):
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         mem.remember_many([{"text": f"finding {i} about subsystem s{i}"} for i in range(2500)])

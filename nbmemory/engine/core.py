@@ -266,13 +266,13 @@ class Engine:
             self.unembedded = {}
             if not pending:
                 return 0
-            ids = np.fromiter(pending, np.int64, len(pending))
-            texts = list(pending.values())
+            ids, texts = np.fromiter(pending, np.int64, len(pending)), list(pending.values())
             matrix = self.embed(texts)
             with self.store.transaction():
                 self.store.put_embeddings(self.embedder.name,
                                           [(content_hash(t), v) for t, v in zip(texts, matrix)])
             self.dense.add(ids, matrix)
+            self.recalls.forget_past()  # a snapshot's view left out the notes with no vector
             return len(ids)
 
     # -- the projections ------------------------------------------------------------------

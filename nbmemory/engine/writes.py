@@ -355,6 +355,8 @@ class Writes(Part):
                                           author=author, provenance=old.provenance, at=at, seq=seq)
                 self.store.insert_anchors(note_id, anchors, seq=seq, at=at)
                 written = self.store.get_notes([note_id])[note_id]  # not a later one's
+            if "text" in changed:  # its vector is the new text's: not the one still to embed
+                self.engine.unembedded.pop(note_id, None)
             return self.engine.staleness.with_stale([written])[0]
 
     def require_status(self, note_id: int, status: str, action: str,
