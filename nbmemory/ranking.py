@@ -370,8 +370,10 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         union = np.unique(np.concatenate([lex_ids, dense_ids]))
     if not len(union):
         return _EMPTY
-    dense = (vectors.similarities(qvec, union).astype(np.float32, copy=False) if qvec is not None
-             else np.zeros(len(union), np.float32))
+    dense = np.zeros(len(union), np.float32)
+    if qvec is not None:  # a note whose vector an index update failed to add scores 0
+        held = vectors.holds(union)
+        dense[held] = vectors.similarities(qvec, union[held])
     lex = np.zeros(len(union), np.float32)
     scale = lexical.max_score(query)
     if scale > 0 and len(matched):

@@ -15,7 +15,7 @@ from nbmemory.config import Settings
 from nbmemory.embed import HashEmbedder
 from nbmemory.engine import CARDS_FILENAME, KEYWORDS_FILENAME, VECTOR_FILENAME, content_hash
 from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, ModelUnavailable, NotFound, StoreLocked,
-                             StoreTooNew, StoreUnavailable)
+                             NbMemoryError, StoreTooNew, StoreUnavailable)
 from nbmemory.display import hits_text, status_display
 from nbmemory.memory import Memory
 from nbmemory.models import PRIORITIES, Provenance
@@ -880,6 +880,29 @@ def test_a_snapshot_recalls_the_notes_embedded_after_its_first_recall(store_dir)
         engine.model_loading = False
         assert [h.note.id for h in mem.recall("wombat census")] == [note.id]  # embeds it
         assert [h.note.id for h in mem.recall("wombat census", as_of="before")] == [note.id]
+
+
+def test_a_write_whose_index_update_fails_says_it_was_written(store_dir, monkeypatch):
+    """The vector index failed to take a committed note (out of memory): the error read as
+    if nothing was stored, so a retry wrote it twice, and recall then failed on KeyError."""
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember("the nightly export moved to Airflow in March")
+        dense = mem._backend.engine.dense
+
+        def fail(changes):
+            raise MemoryError("no room for the vector")
+        monkeypatch.setattr(dense, "apply_many", fail)
+        with pytest.raises(NbMemoryError, match=re.escape(
+                "This was written, but this process's indexes could not take it (MemoryError: "
+                "no room for the vector), so recall may miss it: rebuild them with "
+                "Memory.reindex(), or open the store again. Do not send it again.")):
+            mem.remember("orders.amount is stored in cents before 2021")
+        monkeypatch.undo()
+        assert [n.id for n in mem.notes().notes] == [2, 1]
+        assert [h.note.id for h in mem.recall("orders amount stored in cents")] == [2]
+        mem.reindex()
+        hit = mem.recall("orders amount stored in cents", explain=True)[0]
+        assert hit.note.id == 2 and hit.dense > 0.5
 
 
 def test_a_large_store_without_its_vector_file_answers_while_the_graph_builds(store_dir):

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
+from ..errors import Command, NbMemoryError
 from ..events import EFFECTS, KEEP
 from ..store import Store
 
@@ -124,5 +125,9 @@ class Journal:
                 failed = failed or exc
         if self.committed is not None:
             self.committed()
-        if failed is not None:
-            raise failed
+        if failed is not None:  # said as written: a retry would write it twice
+            raise NbMemoryError(
+                f"This was written, but this process's indexes could not take it "
+                f"({type(failed).__name__}: {failed}), so recall may miss it: rebuild them "
+                "with {0}, or open the store again. Do not send it again.",
+                Command("reindex")) from failed
