@@ -84,11 +84,13 @@ class Memory:
         owner's pid if there is one. ``mode="auto"`` (the default) is the service unless an
         ``embedder`` object is given (it cannot cross processes: tests pass one).
         ``announce(message)`` is told when this process starts an owner, so a front end can
-        say why the first call waits.
+        say why the first call waits. ``model`` defaults to ``NBMEMORY_MODEL`` when it is
+        set, as in the CLI and the magics.
         """
         if mode not in ("auto", "service", "local"):
             raise InvalidInput(f"Unknown mode {mode!r}; use auto, service or local")
         location = locate_store(path)
+        model = model or (os.environ.get("NBMEMORY_MODEL") or "").strip() or None
         if mode == "auto":
             mode = "local" if embedder is not None else "service"
         if mode == "service":

@@ -13,7 +13,8 @@ _UNITS = {"h": "hours", "d": "days", "w": "weeks"}
 
 
 def parse_since(value: str | None, *, now: datetime | None = None) -> datetime | None:
-    """The moment ``value`` names (UTC when it has no zone); None for an empty value."""
+    """The moment ``value`` names (this machine's local time when it has no zone, as the
+    Python API reads a naive time); None for an empty value."""
     if not value or not value.strip():
         return None
     now = now or datetime.now(timezone.utc)
@@ -25,7 +26,12 @@ def parse_since(value: str | None, *, now: datetime | None = None) -> datetime |
     except (ValueError, OverflowError):
         raise InvalidInput(f"Cannot read the time {value!r}; use 7d, 12h, 2w or 2026-01-31 "
                            "(no earlier than year 1)") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    if parsed.tzinfo:
+        return parsed
+    try:
+        return parsed.astimezone()
+    except (OverflowError, ValueError, OSError):  # year 1 or 9999 in a zone east or west
+        return parsed.replace(tzinfo=timezone.utc)
 
 
 def parse_until(value: str | None, *, now: datetime | None = None) -> datetime | None:

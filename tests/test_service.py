@@ -1005,3 +1005,44 @@ def test_an_owner_that_could_not_reach_its_team_store_says_so_by_its_exit_status
     assert type(error) is StoreUnreachable
     assert str(error) == ("The team store postgresql://t is unreachable (server closed the "
                           f"connection) (details: {store / 'owner.log'})")
+
+
+@pytest.mark.skipif(not hasattr(__import__("time"), "tzset"), reason="time.tzset is POSIX")
+def test_a_day_is_the_same_midnight_in_every_front_end(monkeypatch):
+    """`--since 2026-12-07` was UTC's midnight in the CLI and the magics, the Python API's
+    '2026-12-07' this machine's, and a date could not be sent to the owner at all."""
+    import time
+    from datetime import date, datetime, timezone
+
+    from nbmemory.engine.validate import moment
+    from nbmemory.service import codec
+    from nbmemory.store.filters import _naive
+    from nbmemory.when import parse_since, parse_until
+
+    monkeypatch.setenv("TZ", "America/Los_Angeles")
+    time.tzset()
+    try:
+        day = parse_since("2026-12-07")
+        assert day == datetime(2026, 12, 7, 8, tzinfo=timezone.utc)
+        assert parse_until("2026-12-07") == datetime(2026, 12, 8, 8, tzinfo=timezone.utc)
+        assert _naive(moment("2026-12-07", "since")) == _naive(day)
+        assert _naive(moment(date(2026, 12, 7), "since")) == _naive(day)
+        sent = codec.decode(json.loads(json.dumps(codec.encode(
+            {"since": date(2026, 12, 7), "until": datetime(2026, 12, 7, 12)}))))
+        assert sent == {"since": day, "until": datetime(2026, 12, 7, 20, tzinfo=timezone.utc)}
+        assert parse_since("0001-01-01").year == 1  # no zone can take it: UTC's
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_the_python_api_takes_its_model_from_NBMEMORY_MODEL_as_the_cli_does(tmp_path,
+                                                                             monkeypatch):
+    """A store made from Python ignored NBMEMORY_MODEL: it got the default model, and the
+    CLI in the same shell then refused it as another model's."""
+    from nbmemory.memory import Memory
+
+    monkeypatch.setenv("NBMEMORY_MODEL", "hash:64")
+    with Memory.open(tmp_path / "store", idle_timeout=5) as mem:
+        mem.remember("orders.amount is in cents")
+        assert mem.status()["model"] == "hash:64"

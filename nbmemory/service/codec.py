@@ -7,7 +7,7 @@ arrive as lists, dict keys as strings. Callables (progress callbacks) are not se
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime, time
 from pathlib import PurePath
 from typing import Any
 
@@ -24,12 +24,23 @@ class Unsendable(InvalidInput, TypeError):
     """An argument that cannot cross processes: the caller's mistake, said as such."""
 
 
+def _here(value: datetime) -> datetime:
+    """A naive time as this process's local time (Python's reading of it), with its zone:
+    the owner may run in another zone."""
+    try:
+        return value if value.tzinfo else value.astimezone()
+    except (OverflowError, ValueError, OSError):  # year 1, or 9999
+        return value
+
+
 def encode(value: Any) -> Any:
     """``value`` as JSON-ready data; raises TypeError for what cannot cross processes."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, datetime):
-        return {"$type": "datetime", "value": value.isoformat()}
+        return {"$type": "datetime", "value": _here(value).isoformat()}
+    if isinstance(value, date):  # a day: its midnight here, as validate.moment reads it
+        return encode(datetime.combine(value, time()))
     cls = TYPES.get(type(value).__name__)
     if cls is not None and isinstance(value, cls):
         return {"$type": cls.__name__, "value": value.to_dict()}
