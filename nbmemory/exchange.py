@@ -19,12 +19,13 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable
 
 from . import __version__
 from .errors import InvalidInput
+from .exchange_replace import Journal, as_here, replace
 from .export_rows import check_notes
-from .models import STATUSES, Anchor, Provenance
+from .models import STATUSES
 from .sharing import Subset
 from .store import SCHEMA_VERSION, Store
 
@@ -35,14 +36,6 @@ POLICIES = ("skip", "replace", "keep-both")
 # Derived or operational tables that an export leaves out.
 NOT_EXPORTED = {"migrations", "meta", "recall_log"}
 Progress = Callable[[int, int], None]
-
-
-class Journal(Protocol):
-    """Where a merge appends the events it gives this store's notes (the engine's open
-    journal entry, which applies each event's effect: nbmemory.events)."""
-
-    def append(self, type: str, note_id: int | None, *, actor: str | None, at: datetime,
-               request_id: str | None = None, data: dict | None = None) -> int: ...
 
 
 def _tables(store: Store) -> dict[str, dict[str, str]]:
@@ -302,7 +295,7 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
     source_uid = {row["id"]: row["uid"] for row in export.table("notes")}
     # Journal events naming another note by the file's id: (seq here, data, key).
     links: list[tuple[int, dict, str]] = []
-    replaced: dict[int, str] = {}  # file id -> what _replace did to this store's note
+    replaced: dict[int, str] = {}  # file id -> what replace() did to this store's note
 
     def resolve(source_id: int | None) -> int | None:
         """This store's id for a note of the file: the one added now, else the one it had."""
@@ -324,6 +317,8 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
     origin: dict[int, str] = {}  # file id -> the uid it copies (keep-both)
     # Made to match the file: this store's note (replace), or an earlier import's copy.
     matched: list[tuple[dict, int]] = []
+    mine = store.get_notes([known[r["uid"]] for r in export.table("notes") if r["uid"] in known]
+                           ) if policy == "keep-both" else {}
     for row in sorted(export.table("notes"), key=lambda r: r["id"]):
         uid = row["uid"]
         if uid not in known:
@@ -339,16 +334,16 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
                 summary["skipped"] += 1  # a copy would bring an erased text back
             elif copy_uid in known:
                 matched.append((row, known[copy_uid]))
+            elif as_here(row) == as_here(mine.get(known[uid])):
+                summary["unchanged"] += 1  # the same note: nothing to keep both of
             else:
                 added.append({**row, "id": pending.note_id(), "file_id": row["id"],
                               "uid": copy_uid})
                 origin[row["id"]] = uid
     here = store.get_notes(list(skipped))
-    summary["differ"] = sum(1 for note_id, row in skipped.items() if note_id in here and (
-        row["text"], row["kind"], row["priority"], tuple(row["tags"]), row["status"]) != (
-        here[note_id].text, here[note_id].kind, here[note_id].priority,
-        tuple(here[note_id].tags), here[note_id].status)
-        and "purged" not in (row["status"], here[note_id].status))  # replace would skip it
+    summary["differ"] = sum(1 for note_id, row in skipped.items() if note_id in here and
+                            as_here(row) != as_here(here[note_id])
+                            and "purged" not in (row["status"], here[note_id].status))
     for row in added:
         id_map[row.pop("file_id")] = row["id"]
         pending.add("notes", {**row, "supersedes": None})
@@ -377,15 +372,20 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
             moved = {"seq": remap(extra["seq"])} if "seq" in tables[table] else {}
             pending.add(table, {**extra, "note_id": new_id, **moved})
     summary["added"] = len(added)
-    pending.flush()  # _replace writes through the journal, after the rows above
+    pending.flush()  # replace() writes through the journal, after the rows above
     for row, note_id in matched:
         anchors = [extra for table, extra in extras.get(row["id"], []) if table == "anchors"]
-        replaced[row["id"]] = _replace(store, journal, note_id, row, versions.get(row["id"], []),
+        replaced[row["id"]] = replace(store, journal, note_id, row, versions.get(row["id"], []),
                                        anchors, actor, now)
-    have = store.embedding_keys()
+    # Only the vectors of texts kept here: not those of a note skipped, nor of one purged
+    # here (a purge erases its vectors for good; an older file must not bring them back).
+    missing: dict[str, set[str]] = {}  # model -> hashes of kept texts without its vector
     for row in export.table("embeddings"):
-        if (row["content_hash"], row["model"]) not in have:
-            have.add((row["content_hash"], row["model"]))
+        model = row["model"]
+        if model not in missing:
+            missing[model] = {h for h, _ in store.texts_missing_embedding(model)}
+        if row["content_hash"] in missing[model]:
+            missing[model].discard(row["content_hash"])
             pending.add("embeddings", row)
     pending.flush()
     # Supersede links name the file's ids: point them at this store's notes, whether
@@ -437,84 +437,3 @@ def _stale_here(stale: dict, resolve: Callable[[int], int | None]) -> dict:
 
 def _utc(at: datetime) -> datetime:
     return at.astimezone(timezone.utc).replace(tzinfo=None) if at.tzinfo else at
-
-
-def _current_anchors(rows: list[dict]) -> list[Anchor]:
-    """The file's current anchors of one note: per position its row with the highest seq."""
-    latest: dict[int, dict] = {}
-    for row in rows:
-        if row["position"] not in latest or row["seq"] > latest[row["position"]]["seq"]:
-            latest[row["position"]] = row
-    anchors = []
-    for row in latest.values():
-        fingerprint = row["fingerprint"]
-        fingerprint = json.loads(fingerprint) if isinstance(fingerprint, str) else fingerprint
-        if not fingerprint.get("dropped"):
-            anchors.append(Anchor(row["kind"], row["target"], fingerprint, row["origin"]))
-    return anchors
-
-
-def _anchor_key(anchor: Anchor) -> tuple[str, str, str]:
-    return anchor.kind, anchor.target, json.dumps(anchor.fingerprint, sort_keys=True)
-
-
-def _replace(store: Store, journal: Journal, note_id: int, row: dict, versions: list[dict],
-             anchor_rows: list[dict],
-             actor: str, now: datetime) -> str:
-    """Make the store's note match the file's current version, as a new version, with the
-    file's current anchors (fingerprints are added, never overwritten)."""
-    current = store.get_notes([note_id])[note_id]
-    latest = max(versions, key=lambda v: v["version"]) if versions else None
-    # Purged on either side: an erased text never comes back, nor does an import erase one.
-    if latest is None or "purged" in (current.status, row["status"]):
-        return "skipped"
-    fields = (latest["text"], latest["kind"], latest["priority"], tuple(latest["tags"]))
-    same = fields == (current.text, current.kind, current.priority, current.tags)
-    mine = store.anchors([note_id]).get(note_id, [])
-    theirs = _current_anchors(anchor_rows)
-    anchors_differ = ({_anchor_key(a) for _, a in mine} != {_anchor_key(a) for a in theirs})
-    # Confirmed, refuted or open again there: a question's answer is news too.
-    outcome = row.get("resolution") or None
-    resolves = (outcome != current.resolution and current.status in ("active", "refuted")
-                and row["status"] in ("active", "refuted"))
-    if same and not anchors_differ and row["status"] == current.status and not resolves:
-        return "unchanged"
-    seq = None
-    if not same:
-        seq = journal.append("edited", note_id, actor=actor, at=now,
-                                 data={"changed": ["imported"]})
-        provenance = Provenance.from_dict(json.loads(latest["provenance"])
-                                          if latest.get("provenance") else None)
-        store.insert_version(note_id, text=latest["text"], content_hash=latest["content_hash"],
-                             kind=latest["kind"], priority=latest["priority"],
-                             tags=latest["tags"], author=latest.get("author"),
-                             provenance=provenance, at=now, seq=seq)
-    if anchors_differ:
-        if seq is None:  # the file's fingerprints were taken later: as if verified here
-            seq = journal.append("verified", note_id, actor=actor, at=now,
-                                     data={"retaken": len(theirs), "imported": True})
-        positions = {(a.kind, a.target): position for position, a in mine}
-        following = store.next_anchor_position(note_id)
-        rows = []
-        for anchor in theirs:
-            position = positions.pop((anchor.kind, anchor.target), None)
-            if position is None:
-                position, following = following, following + 1
-            rows.append((position, anchor))
-        for (kind, target), position in positions.items():  # no longer in the file's note
-            origin = next(a.origin for p, a in mine if p == position)
-            rows.append((position, Anchor(kind, target, {"dropped": True}, origin)))
-        store.insert_anchors(note_id, rows, seq=seq, at=now)
-    if resolves:
-        reason = row.get("resolution_reason")
-        if outcome == "confirmed" and current.status == "refuted":
-            journal.append("reopened", note_id, actor=actor, at=now, data={"imported": True})
-        journal.append(outcome or "reopened", note_id, actor=actor, at=now,
-                       data={"imported": True, **({"reason": reason} if reason else {})})
-    elif (row["status"] != current.status and row["status"] in ("active", "revoked")
-          and current.status in ("active", "revoked")):
-        journal.append("reinstated" if row["status"] == "active" else "revoked", note_id,
-                       actor=actor, at=now, data={"imported": True})
-    elif same and not anchors_differ:  # a status this cannot set (superseded: merge links it)
-        return "unchanged"
-    return "replaced"

@@ -189,6 +189,8 @@ class VectorIndex:
         search over its rows while a thread builds the graph, on one core so that the
         other stays free for the user, and calls ``done(index)`` once the graph is in use."""
         index = cls(ndim, **params)
+        if not len(keys):  # every note purged: the store has no vector of any width
+            return index
         index.rows.put(keys, vectors)
         if len(keys) <= background_above:
             _insert(index._index, keys, vectors)

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from nbmemory import exchange
 from nbmemory.embed import HashEmbedder
 from nbmemory.errors import InvalidInput
 from nbmemory.memory import Memory
@@ -119,12 +120,15 @@ def test_round_trip_is_lossless_and_reimport_duplicates_nothing(big_export):
         summary = copy.import_jsonl(path)
         assert summary == {"restored": 1005, "snapshots": 3, "embedded": 0}
         assert observe(copy) == expected
-        for policy in ("skip", "replace", "keep-both"):
+        for policy in ("skip", "replace", "keep-both"):  # keep-both: the same notes, no copy
             copy.import_jsonl(path, on_conflict=policy)
-            if policy != "keep-both":
-                assert observe(copy) == expected
+            assert observe(copy) == expected
         # Kept copies (merged, with new ids and journal positions) carry the same anchors
-        # and stale reasons as their originals.
+        # and stale reasons as their originals. A note is copied when it differs from this
+        # store's: here every one is made to.
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(exchange, "as_here", id)
+            copy.import_jsonl(path, on_conflict="keep-both")
         copies = copy.notes(status=("active", "revoked", "superseded"), limit=10_000,
                             order="oldest").notes[1005:]
         assert len(copies) == 1005
@@ -167,11 +171,33 @@ def test_merge_policies(tmp_path):
         assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="replace")["replaced"] == 1
         assert b.recall("amount")[0].note.text == "amount is in cents"
         assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="replace")["unchanged"] == 2
-        assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="keep-both")["added"] == 2
+        # The same notes as the file's: nothing to keep both of (a copy each, before).
+        summary = b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="keep-both")
+        assert (summary["added"], summary["unchanged"]) == (0, 2)
+        mine = next(n for n in b.notes().notes if n.text == "amount is in cents")
+        b.edit(mine.id, text="amount is in euro cents")
+        summary = b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="keep-both")
+        assert (summary["added"], summary["unchanged"]) == (1, 1)
+        assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="keep-both")["added"] == 0
         texts = sorted(n.text for n in b.notes(limit=100).notes)
-        assert texts == ["amount is in cents", "amount is in cents", "b's own note",
-                         "only in a", "only in a"]
+        assert texts == ["amount is in cents", "amount is in euro cents", "b's own note",
+                         "only in a"]
         assert [s.name for s in b.snapshots()] == ["from-a"]
+
+
+def test_importing_a_file_twice_keeping_both_copies_nothing_twice(tmp_path):
+    """The first import added the file's notes; the second copied every one of them, as
+    if they were this store's own notes in another version."""
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        for text in ("orders.amount is in cents", "created_at is UTC"):
+            a.remember(text)
+        a.export_jsonl(tmp_path / "a.jsonl")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        b.remember("b's own note")
+        assert b.import_jsonl(tmp_path / "a.jsonl", on_conflict="keep-both")["added"] == 2
+        again = b.import_jsonl(tmp_path / "a.jsonl", on_conflict="keep-both")
+        assert (again["added"], again["unchanged"]) == (0, 2)
+        assert b.notes().total == 3
 
 
 def test_a_later_import_brings_answers_and_edits_but_never_an_erased_text(tmp_path):
@@ -799,3 +825,32 @@ def test_a_file_from_before_half_precision_vectors_imports_them_as_written(memor
         store = copy._backend.engine.store
         np.testing.assert_array_equal(store.vectors("hash")[1][0], full)
         assert [h.note.text for h in copy.recall("loader retries parquet")] == [note.text]
+
+
+def test_an_older_file_brings_no_vector_of_a_note_purged_here(tmp_path):
+    """A backup taken before a purge, imported again (skipped: the note is here, purged),
+    brought the purged text's vector back, and every later export carried it."""
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("alpha: exports land at 02:00")
+        secret = a.remember("beta: the vault code is 0451")
+        a.export_jsonl(tmp_path / "before.jsonl")
+        a.purge(secret.id)
+        store = a._backend.engine.store
+        assert store.con.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 1
+        summary = a.import_jsonl(tmp_path / "before.jsonl")
+        assert (summary["added"], summary["skipped"]) == (0, 2)
+        assert store.con.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 1
+
+
+def test_a_store_whose_notes_are_all_purged_reindexes_and_restores(tmp_path):
+    """With no vector left, rebuilding the vector index crashed, and so did restoring such
+    a store's export, after which no command could open the store."""
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.purge(a.remember("beta: the vault code is 0451").id)
+        assert a.reindex()["vectors"] == 0
+        a.export_jsonl(tmp_path / "a.jsonl")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        b.import_jsonl(tmp_path / "a.jsonl")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        note = b.remember("alpha: exports land at 02:00")
+        assert [h.note.id for h in b.recall("exports land")] == [note.id]

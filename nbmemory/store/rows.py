@@ -342,9 +342,6 @@ class Rows:
     def note_uids(self) -> dict[str, int]:
         return dict(self.con.execute("SELECT uid, id FROM notes").fetchall())
 
-    def embedding_keys(self) -> set[tuple[str, str]]:
-        return set(self.con.execute("SELECT content_hash, model FROM embeddings").fetchall())
-
     def versions(self, note_id: int) -> list[Note]:
         """Every version of a note, oldest first (``version``, its text and fields, and
         ``updated_at``: when it was written); status is the note's now. None of a purged
