@@ -83,7 +83,7 @@ def make_files(root: Path) -> None:
 def fill(store: Path, notes: list[tuple[str, str]], model: str, frame) -> float:
     """Write the notes in one transaction through the store's own methods (the fill is not
     what is measured); anchors come from the engine's checker as in remember."""
-    from nbmemory.anchors import variable_fingerprint
+    from nbmemory.values import variable_fingerprint
 
     start = time.perf_counter()
     embedder = make_embedder(model)

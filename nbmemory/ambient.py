@@ -336,7 +336,7 @@ class Ambient:
 
     def _ask(self, info, raw: str, paths: list[str], names: list[str], error: str | None,
              cwd: str) -> None:
-        from .anchors import variable_fingerprint
+        from .values import variable_fingerprint
 
         magics = self.magics
         variables = None

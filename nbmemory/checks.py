@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .anchors import variable_fingerprint
+from .values import variable_fingerprint
 from .errors import InvalidInput
 from .models import Anchor
 

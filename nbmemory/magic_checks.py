@@ -171,7 +171,7 @@ class CheckCommands:
         """Re-run the trusted checks reading any of ``names`` (which the cell just ran
         rebound or touched) when their values changed; the lines to show for those that
         fail, or hold again. ``token`` changes when the store does (refetch the checks)."""
-        from .anchors import variable_fingerprint
+        from .values import variable_fingerprint
 
         if not names:
             return []

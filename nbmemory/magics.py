@@ -155,10 +155,10 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
 
     def _about(self, specs, scope: str) -> list:
         """``--about`` values: a variable of the namespace by fingerprint, else a path."""
-        from .anchors import is_glob, variable_fingerprint
+        from .anchors import is_glob
+        from .values import variable_fingerprint
 
-        about = []
-        namespace = self.shell.user_ns
+        about, namespace = [], self.shell.user_ns
         for spec in specs or ():
             spec = spec.strip()
             if spec.isidentifier() and spec in namespace:
@@ -174,7 +174,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
 
     def _variables(self) -> dict | None:
         """Current fingerprints of the anchored variables this kernel has (see stale.py)."""
-        from .anchors import variable_fingerprint
+        from .values import variable_fingerprint
 
         scope = self._scope()
         names = [n for n in self.mem.variable_anchors(scope) if n in self.shell.user_ns]

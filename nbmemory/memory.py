@@ -140,7 +140,7 @@ class Memory:
 
         ``about`` anchors the note to paths, directories or globs (relative ones are
         looked up in the workspace) and to variable anchors made with
-        :func:`nbmemory.anchors.variable_fingerprint`; paths the text mentions are
+        :func:`nbmemory.values.variable_fingerprint`; paths the text mentions are
         anchored too. The note is flagged stale when they change.
 
         ``check``: a Python expression that must hold, evaluated here in ``namespace``

@@ -199,7 +199,7 @@ class StaleChecker:
             except (KeyError, TypeError, ValueError, AttributeError):
                 raise InvalidInput("An about item given as a dict must be an anchor "
                                    "(kind, target, fingerprint, origin), e.g. from "
-                                   "anchors.variable_fingerprint") from None
+                                   "nbmemory.values.variable_fingerprint") from None
         if isinstance(item, Anchor):
             if item.kind == "variable":
                 if not item.target.isidentifier():

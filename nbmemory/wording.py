@@ -154,7 +154,7 @@ def _from(note: Note) -> str:
 def anchor_label(anchor: Anchor) -> str:
     fp = anchor.fingerprint
     if anchor.kind == "variable":
-        from .anchors import describe_variable
+        from .values import describe_variable
 
         return f"{anchor.target} ({describe_variable(fp)})"
     if anchor.kind == "cell":

@@ -12,7 +12,7 @@ import hashlib
 
 import pytest
 
-from nbmemory.anchors import POLARS_SAMPLE_SCHEME, variable_fingerprint
+from nbmemory.values import POLARS_SAMPLE_SCHEME, variable_fingerprint
 from nbmemory.memory import Memory
 from nbmemory.models import Anchor
 
@@ -93,3 +93,31 @@ def test_a_note_about_a_polars_frame_stays_fresh_until_a_value_changes(store_dir
         stale = mem.recall("df amounts", variables=now)[0].note.stale
         assert [(r.reason, r.target) for r in stale] == [("content_changed", "df")]
         assert mem.get(note.id).anchors[0].fingerprint["sample_scheme"] == "polars-values-1"
+
+
+def test_an_equal_object_array_gives_the_same_sample_and_a_change_does_not():
+    """An object array was hashed by its bytes, the addresses of its items: the same names
+    read again flagged the note stale at every run."""
+    import numpy as np
+
+    def read(*last):  # the names as a new read makes them: new objects each time
+        return np.array(["".join(["a", "da"]), "".join(last), float("1.5")], dtype=object)
+    assert variable_fingerprint(read("b", "o")) == variable_fingerprint(read("b", "o"))
+    assert variable_fingerprint(read("b", "o"))["sample"] != variable_fingerprint(
+        read("c", "y"))["sample"]
+
+
+def test_a_frame_of_sets_gives_the_same_sample_in_every_kernel():
+    """A set's repr follows the string hash seed, new in every process: a frame holding
+    sets was flagged stale after every kernel restart."""
+    import subprocess
+    import sys
+
+    script = ("import pandas as pd; from nbmemory.values import variable_fingerprint as f; "
+              "df = pd.DataFrame({'k': [1, 2], 'tags': [{'alpha', 'beta', 'gamma'}, "
+              "frozenset({'delta', 'eps'})]}); s = pd.Series([{'x', 'y', 'z'}], name='t'); "
+              "print(f(df)['sample'], f(s)['sample'])")
+    samples = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env={**__import__("os").environ, "PYTHONHASHSEED": seed},
+                              check=True).stdout for seed in ("1", "2", "3")}
+    assert len(samples) == 1

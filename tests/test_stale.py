@@ -236,6 +236,22 @@ def test_directory_and_glob_anchors(ws, mem):
                                          ("content_changed", "data", "−orders.csv")]
 
 
+@pytest.mark.skipif(os.name == "nt" or os.uname().sysname == "Darwin",
+                    reason="a file name that is not UTF-8 (APFS and NTFS refuse one)")
+def test_a_file_name_that_is_not_utf8_in_an_anchored_directory_is_a_change(ws, mem):
+    """Unzipped from a Windows archive, it made listing, stale, recall and verify fail for
+    the whole store (UnicodeEncodeError)."""
+    note = mem.remember("the data folder holds the daily extracts", about=["data"])
+    other = mem.remember("an unrelated note about unit prices")
+    with open(os.path.join(bytes(ws / "data"), b"caf\xe9.csv"), "w") as handle:
+        handle.write("x\n1\n")
+    assert reasons(mem.get(note.id)) == [("content_changed", "data", "+caf\\xe9.csv")]
+    assert mem.stale().total == 1 and mem.get(other.id).stale == ()
+    mem.verify(note.id)
+    assert mem.get(note.id).stale == ()
+    assert mem.remember("and its csv files", about=["data"]).stale == ()
+
+
 def test_about_something_that_does_not_exist_is_refused_and_nothing_stored(ws, mem):
     mem.remember("a first note")
     with pytest.raises(InvalidInput, match=r"--about data/nope\.csv: nothing exists there .*"
@@ -290,7 +306,7 @@ def test_cell_changed_when_the_saved_cell_differs(ws, mem):
 
 
 def test_variable_anchors_are_judged_only_with_the_kernels_fingerprints(ws, mem):
-    from nbmemory.anchors import variable_fingerprint
+    from nbmemory.values import variable_fingerprint
     pd = pytest.importorskip("pandas")
 
     df = pd.DataFrame({"id": [1, 2], "amount": [10, 20]})
@@ -590,7 +606,7 @@ class Cleaner:
 
 
 def test_containers_are_compared_by_their_content_not_their_repr(ws, mem):
-    from nbmemory.anchors import variable_fingerprint
+    from nbmemory.values import variable_fingerprint
     pd = pytest.importorskip("pandas")
 
     def judged(value, name="cfg"):
@@ -621,7 +637,7 @@ def test_containers_are_compared_by_their_content_not_their_repr(ws, mem):
 def test_a_container_fingerprinted_by_its_repr_is_not_called_changed(ws, mem):
     """Notes anchored before containers were hashed by content keep their repr's hash and
     no scheme: compared with the new hash they would all look changed."""
-    from nbmemory.anchors import variable_fingerprint
+    from nbmemory.values import variable_fingerprint
 
     now = {**variable_fingerprint({"a": 1}), "scope": "nb.ipynb"}
     before = {k: v for k, v in now.items() if k != "sample_scheme"}
@@ -632,7 +648,7 @@ def test_a_container_fingerprinted_by_its_repr_is_not_called_changed(ws, mem):
 
 
 def test_a_variable_fingerprint_from_another_sampling_scheme_is_not_called_changed(ws, mem):
-    from nbmemory.anchors import variable_fingerprint
+    from nbmemory.values import variable_fingerprint
     pl = pytest.importorskip("polars")
 
     df = pl.DataFrame({"id": [1, 2], "amount": [10, 20]})
@@ -676,7 +692,7 @@ def test_a_large_frame_is_compared_by_rows_spread_over_it_and_quickly():
     import numpy as np
     import pandas as pd
 
-    from nbmemory.anchors import ROWS_SAMPLE_SCHEME, variable_fingerprint
+    from nbmemory.values import ROWS_SAMPLE_SCHEME, variable_fingerprint
 
     tall = pd.DataFrame({"amount": np.arange(200_000, dtype=float), "id": np.arange(200_000)})
     before = variable_fingerprint(tall)
