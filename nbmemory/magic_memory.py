@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -11,7 +12,7 @@ from IPython.display import display
 
 from . import display as show
 from . import procedures, wording
-from .magic_args import _id_and_text, parse_ids, unquote, usage_errors
+from .magic_args import _id_and_text, parse_ids, split_options, unquote, usage_errors
 from .progress import progress_bar
 
 
@@ -20,6 +21,7 @@ class MemoryCommands:
     ``_variables()`` and the ambient hook."""
 
     def _memory_status(self, rest: str):
+        self._existing_store("show")
         display(show.status_display(self.mem.status()))
 
     def _memory_ambient(self, rest: str):
@@ -38,6 +40,7 @@ class MemoryCommands:
         ids = parse_ids(rest)
         if len(ids) != 1:
             raise UsageError("Give one note id: %memory history 12")
+        self._existing_store("show")
         display(show.history_display(ids[0], self.mem.history(ids[0]), self.mem.chain(ids[0]),
                                      self.mem.versions(ids[0])))
 
@@ -79,6 +82,7 @@ class MemoryCommands:
             raise UsageError("Give one note id: %memory reopen 12")
         print(f"Reopened #{self.mem.reopen(ids[0]).id}.")
     def _memory_stale(self, rest: str):
+        self._existing_store("check")
         page = self.mem.stale(limit=100, variables=self._variables())
         if page.behind:
             print(f"({page.behind})")
@@ -111,8 +115,17 @@ class MemoryCommands:
     def _list_args(self, line):  # holds the parser for %memory list
         """%memory list [-t tags] [--kind K] [-p P] [-n N] [--status S]"""
 
+    def _list_parsed(self, rest: str, command: str):
+        """%memory list's (and browse's) options, quoted values unquoted."""
+        args, extra = split_options(self._list_args.parser, rest)
+        if extra:
+            raise UsageError(f"%memory {command} takes options only, not {extra!r}; see "
+                             "%memory? (to search the notes: %recall ...)")
+        self._existing_store(command)
+        return args
+
     def _memory_list(self, rest: str):
-        args = parse_argstring(self._list_args, rest)
+        args = self._list_parsed(rest, "list")
         page = self.mem.notes(tags=args.tags, kind=args.kind, priority=args.priority,
                               status=args.status, limit=args.n, variables=self._variables())
         if page.behind:
@@ -125,10 +138,13 @@ class MemoryCommands:
     def _memory_browse(self, rest: str):
         from .browse import browse
 
-        args = parse_argstring(self._list_args, rest)
+        args = self._list_parsed(rest, "browse")
         if "," in (args.kind or "") + (args.priority or ""):
             raise UsageError("%memory browse filters by one kind and one priority; "
                              "%memory list takes several (--kind a,b).")
+        if args.status.strip() != "active":
+            raise UsageError("%memory browse shows the active notes; %memory list --status "
+                             f"{args.status} lists the others.")
         with usage_errors():  # refused as %memory list refuses them, not as a TraitError
             self.mem.notes(tags=args.tags, kind=args.kind, priority=args.priority, limit=args.n)
         return browse(self.mem, tags=args.tags, kind=args.kind, priority=args.priority,
@@ -159,6 +175,7 @@ class MemoryCommands:
     def _memory_export(self, rest: str):
         args = parse_argstring(self._export_args, rest)
         args.path = _path(args.path)
+        self._existing_store("export")
         if args.by and not args.markdown:
             raise UsageError("--by groups Markdown pages: add --markdown (a JSON Lines export "
                              "is one file of every note).")
@@ -186,7 +203,8 @@ class MemoryCommands:
         """%memory share ID [ID ...] [--to postgresql://...] [--replace]"""
 
     def _memory_share(self, rest: str):
-        args = parse_argstring(self._share_args, rest)
+        # Quoted values whole ("my team/store"): IPython's parser splits them at spaces.
+        args = self._share_args.parser.parse_args(map(unquote, shlex.split(rest, posix=False)))
         to = args.to or self.team_store
         if not to:
             raise UsageError("Say where to share the notes: %memory share ID --to "

@@ -68,15 +68,18 @@ class RecallCommands:
         hits.filters = _filters_said(args)  # "No notes match 'x' with -t nosuchtag."
         return hits
 
-    def _existing_store(self) -> None:
-        """A store named in NbMemory.store is not created to answer a recall: a typo in its
-        path would answer "No notes match" from a new, empty store."""
+    def _existing_store(self, doing: str = "recall") -> None:
+        """A store named in NbMemory.store is not created to answer a read (``doing``: the
+        magic's verb or %memory command): a typo in its path would answer "No notes match"
+        (or "0 notes") from a new, empty store."""
+        doing = {"": "show", "status": "show", "history": "show", "stale": "check"}.get(
+            doing, doing)
         if self._memory is None and self.store and not is_address(self.store):
             location = locate_store(self.store)
             if not location.exists and location.path.parent.is_dir():  # else mem says why
                 raise UsageError(f"No store at {location.path} yet (NbMemory.store), so "
-                                 "nothing to recall: check it for a typo. %remember creates "
-                                 "the store there.")
+                                 f"nothing to {doing}: check it for a typo. %remember "
+                                 "creates the store there.")
 
     def _open_questions(self, args, k: int, stale, author):
         needless = _given(args, ("kind", "as_of", "min_score", "explain")) + _mode(args)

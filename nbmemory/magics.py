@@ -21,6 +21,7 @@ from traitlets import Bool, Float, Int, Unicode, default, observe
 from . import display as show
 from . import procedures, syntax, wording
 from .ambient import Ambient, Gate
+from .cli_args import note_id
 from .config import Settings, configured_model
 from .magic_args import (ask, keep_question_marks, parse_ids, split_message, split_options,
                          unquote, usage_errors)
@@ -65,9 +66,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     ambient_dense = Float(Gate.dense, min=0.0, max=1.0,
                           help="An error speaks when a gotcha matches it by meaning (cosine) "
                                "at least this much.").tag(config=True)
-    ambient_keyword = Float(Gate.keyword, min=0.0, max=1.0,
-                            help="... or holds at least this share of the error's "
-                                 "words.").tag(config=True)
+    ambient_keyword = Float(Gate.keyword, min=0.0, max=1.0, help="... or holds at least "
+                            "this share of the error's words.").tag(config=True)
     ambient_cluster = Float(Gate.cluster, min=0.0, max=1.0,
                             help="... or ambient_cluster_size gotchas match by meaning at "
                                  "least this much,").tag(config=True)
@@ -101,9 +101,9 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
             with usage_errors():
                 where = locate_store(self.store) if self.store else None
                 if where and where.address is None and not where.path.parent.is_dir():
-                    raise UsageError(f"Cannot create the store {where.path}: "
-                                     f"{where.path.parent} does not exist. Check "
-                                     "NbMemory.store (a typo?), or make the directory first.")
+                    raise UsageError(f"Cannot create the store {where.path}: {where.path.parent}"
+                                     " does not exist. Check NbMemory.store (a typo?), or make "
+                                     "the directory first.")
                 self._memory = Memory.open(self.store or None, model=self.model, mode=self.mode,
                                            settings=Settings(model=self.model, min_score=self.min_score),
                                            idle_timeout=self.idle_timeout, announce=_announce)
@@ -178,10 +178,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
 
         scope = self._scope()
         names = [n for n in self.mem.variable_anchors(scope) if n in self.shell.user_ns]
-        if not names:
-            return None
-        return {"scope": scope,
-                "values": {n: variable_fingerprint(self.shell.user_ns[n]) for n in names}}
+        return {"scope": scope, "values": {n: variable_fingerprint(self.shell.user_ns[n])
+                                           for n in names}} if names else None
 
     # -- %remember ------------------------------------------------------------------------
 
@@ -194,7 +192,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     @argument("-k", "--kind", default=None,
               help="finding, gotcha, decision, question, reference or procedure (default "
                    "finding; with --supersedes, the old note's)")
-    @argument("--supersedes", type=int, default=None, metavar="ID",
+    @argument("--supersedes", type=note_id, default=None, metavar="ID",
               help="this note replaces note ID (kept in its history); without --about it is "
                    "about ID's files, data and globs")
     @argument("--procedure", default=None, metavar="NAME",
@@ -289,9 +287,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         if failed:
             print(f"Left out cells that raised an error: {', '.join(map(str, failed))}.")
         if unknown:
-            print(f"Left out cells that ran before %load_ext nbmemory, so whether they "
-                  f"succeeded is unknown: {', '.join(map(str, unknown))}. Re-run them to "
-                  f"include them.")
+            print(f"Left out cells that ran before %load_ext nbmemory, so whether they succeeded"
+                  f" is unknown: {', '.join(map(str, unknown))}. Re-run them to include them.")
         if not sources:
             raise UsageError("None of those cells ran without error; nothing to store.")
         text = procedures.procedure_text(args.procedure, sources)
@@ -305,8 +302,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
 
     @magic_arguments()
     @argument("-k", type=int, default=None, help="how many notes (default NbMemory.k)")
-    @argument("-t", "--tags", default=None,
-              help="only notes with all these tags")
+    @argument("-t", "--tags", default=None, help="only notes with all these tags")
     @argument("--kind", default=None, help="only notes of these kinds (comma-separated)")
     @argument("-p", "--priority", default=None, help="only notes of these priorities")
     @argument("--since", default=None, help="only notes written since: 7d, 12h, 2w or a date")
@@ -411,6 +407,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
             flag = "--list" if args.list else "--diff"
             raise UsageError(f"-m is the message of a new snapshot; {flag} takes none: "
                              "%snapshot NAME -m message")
+        if args.list or args.diff:
+            self._existing_store("list")
         with usage_errors():
             if args.list:
                 return display(show.snapshots_display(self.mem.snapshots()))

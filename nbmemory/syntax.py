@@ -31,6 +31,8 @@ CLI: Syntax = {
     "forget": "nbmemory forget {args}",
     "reinstate": "nbmemory reinstate {args}",
     "verify": "nbmemory verify {args}",
+    "reopen": "%memory reopen {args} (in a notebook)",  # no CLI command: a question's
+    "refute": "%memory refute {args} (in a notebook)",  # answer is given where it is asked
     "reembed": "nbmemory reindex --reembed",
     "reindex": "nbmemory reindex",
     "snapshot": "nbmemory snapshot {0}",
@@ -57,6 +59,9 @@ MCP: Syntax = {
     "snapshots": _tool("snapshot_list"),
     "snapshot_diff": _tool("snapshot_diff", "a"),
     "reembed": lambda c: "nbmemory reindex --reembed in a shell",
+    "reindex": lambda c: "nbmemory reindex in a shell",
+    "reopen": lambda c: f"%memory reopen {' '.join(map(str, c.args))} in a notebook",
+    "refute": lambda c: f"%memory refute {' '.join(map(str, c.args))} in a notebook",
     "supersede": lambda c: f"the remember tool (text=<the corrected finding>, "
                            f"supersedes={c.args[0]})",
 }

@@ -20,6 +20,20 @@ def test_each_front_end_writes_the_command_its_own_way():
     assert exc.render(syntax.MCP).endswith("with the reinstate tool (note_id=3).")
 
 
+def test_a_shell_or_an_agent_is_never_told_a_python_call():
+    """The CLI and MCP told a user to run Memory.reopen(1): neither has a reopen of its own,
+    so a question is reopened in a notebook. Every command a message may name is written in
+    every front end's syntax."""
+    refuted = Conflict("Cannot forget note #1: it is refuted; reopen it first with {0}.",
+                       Command("reopen", (1,)))
+    assert refuted.render(syntax.CLI).endswith("with %memory reopen 1 (in a notebook).")
+    assert refuted.render(syntax.MCP).endswith("with %memory reopen 1 in a notebook.")
+    named = set(syntax.MAGIC)
+    for front_end in (syntax.CLI, syntax.MCP, syntax.REST):
+        assert not {op for op in named if "Memory." in syntax.write(Command(op, (1,)),
+                                                                     front_end)}
+
+
 def test_braces_in_a_message_are_left_alone():
     exc = InvalidInput("No note matches {'response': []} or {1}; try {0}", Command("recall", ("x",)))
     assert exc.render(syntax.MAGIC) == "No note matches {'response': []} or {1}; try %recall x"

@@ -310,7 +310,8 @@ def test_tags_with_a_space_after_a_comma_are_refused_not_read_as_text(ip):
                 rf"^Tags end at the first space, and {option} x, ends with a comma: give them "
                 r'without spaces \(-t a,b\) or quoted \(-t "a, b"\); nothing was done\.$')):
             run(ip, line)
-    assert run(ip, "memory list")[1].stdout.startswith("0 active notes")
+    with pytest.raises(UsageError, match=r"^No store at .* yet"):  # nothing was written
+        run(ip, "memory list")
     _, out = run(ip, 'remember -t "x, y" spaced after comma')
     assert "Remembered #1 (finding, medium) [x, y]" in out.stdout
 
@@ -341,7 +342,8 @@ def test_an_option_given_twice_is_refused_not_half_kept(ip):
     with pytest.raises(UsageError, match=r"^Option --tags was given twice; it takes one value "
                                          r"\(several tags: -t a,b\)\.$"):
         run(ip, "recall -t orders -t wal loader")
-    assert run(ip, "memory list")[1].stdout.startswith("0 active notes")
+    with pytest.raises(UsageError, match=r"^No store at .* yet"):  # nothing was written
+        run(ip, "memory list")
     ip.run_line_magic("config", "NbMemory.check_budget = -1")  # IPython logs the refusal
     assert ip.magics_manager.registry["NbMemory"].check_budget == 1.0
     with pytest.raises(InvalidInput, match=r"^A check's budget is a number of seconds above 0 "
@@ -561,10 +563,10 @@ def test_a_query_that_holds_an_option_word_is_searched_after_double_dash(ip):
 def test_a_mistyped_store_is_not_made_by_a_recall(ip, tmp_path):
     """As the CLI: a store is made only in a folder that exists, so a typo in NbMemory.store
     is said, not answered with an empty memory ("No notes match")."""
-    def refusal(typo):
+    def refusal(typo, line="recall anything"):
         ip.run_line_magic("config", f"NbMemory.store = {str(typo)!r}")
         with pytest.raises(UsageError) as caught:
-            run(ip, "recall anything")
+            run(ip, line)
         assert not typo.exists()
         return str(caught.value)
 
@@ -574,6 +576,11 @@ def test_a_mistyped_store_is_not_made_by_a_recall(ip, tmp_path):
     typo = tmp_path / ".nbmemroy"  # its folder exists: a read still makes no store there
     assert refusal(typo) == (f"No store at {typo} yet (NbMemory.store), so nothing to recall: "
                              "check it for a typo. %remember creates the store there.")
+    # Nor does a listing: it answered "0 active notes: none." and made the store.
+    for line, doing in (("memory list", "list"), ("memory", "show"), ("memory stale", "check"),
+                        ("snapshot --list", "list"), ("memory browse", "browse")):
+        assert refusal(typo, line).startswith(f"No store at {typo} yet (NbMemory.store), so "
+                                              f"nothing to {doing}: check it for a typo."), line
     run(ip, "remember the first finding")
     assert [h.note.text for h in run(ip, "recall first finding")[0]] == ["the first finding"]
 
@@ -619,3 +626,31 @@ def test_a_line_ending_in_a_question_mark_is_stored_not_taken_for_help(ip):
     ip.run_line_magic("unload_ext", "nbmemory")
     assert keep_question_marks not in ip.input_transformers_cleanup
     ip.run_line_magic("load_ext", "nbmemory")
+
+
+def test_remember_supersedes_takes_an_id_as_the_other_magics_write_it(ip):
+    run(ip, "remember the export runs at 01:00")
+    run(ip, "remember --supersedes #1 the export runs at 02:00")
+    hits, _ = run(ip, "recall export runs")
+    assert [(h.note.id, h.note.supersedes) for h in hits] == [(2, 1)]
+    with pytest.raises(UsageError, match="argument --supersedes: 'one' is not a note id; ids "
+                                         "are numbers like 12 or #12"):
+        run(ip, "remember --supersedes one the export runs at 03:00")
+
+
+def test_memory_list_and_share_read_quoted_values_as_the_other_magics_do(ip, tmp_path):
+    """IPython's parser kept the quotes: -t "orders" listed nothing, --kind "gotcha" was an
+    unknown kind, and a --to path with a space was cut at it."""
+    run(ip, "remember -t orders,units -k gotcha amounts are in cents")
+    for line in ('memory list -t "orders"', "memory list -t 'orders,units'",
+                 'memory list --kind "gotcha" --status "active, revoked"'):
+        assert run(ip, line)[1].stdout.startswith("1 "), line
+    with pytest.raises(UsageError, match="^%memory browse shows the active notes; %memory "
+                                         "list --status revoked lists the others.$"):
+        run(ip, "memory browse --status revoked")
+    with pytest.raises(UsageError, match="^%memory list takes options only, not 'orders'"):
+        run(ip, "memory list orders")
+    away = tmp_path / "my team" / "store"
+    with pytest.raises(UsageError) as caught:
+        run(ip, f'memory share 1 --to "{away}"')
+    assert str(away) in str(caught.value)
