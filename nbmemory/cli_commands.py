@@ -137,18 +137,22 @@ def cmd_recall(mem, args) -> None:
         needless = [flag for flag, given in (("--kind", args.kind), ("--explain", args.explain),
                                              ("--mode", args.mode != "hybrid"),
                                              ("--min-score", args.min_score is not None),
-                                             ("--as-of", args.as_of)) if given]
+                                             ("--as-of", args.as_of),
+                                             ("--provenance", args.provenance)) if given]
         if needless:
             verb = "applies" if len(needless) == 1 else "apply"
             raise CommandError(f"--open with no query lists the open questions; "
                                f"{', '.join(needless)} {verb} only to a query "
                                f"(nbmemory recall --open QUERY...)")
-        questions = mem.open_questions(limit=args.k, tags=args.tags, priority=args.priority,
+        questions = mem.open_questions(limit=args.k + 1, tags=args.tags, priority=args.priority,
                                        since=args.since, author=author_of(args), stale=stale)
+        more, questions = len(questions) > args.k, questions[:args.k]  # never cut silently
         if args.json:
-            return emit_json({"open_questions": [n.to_dict() for n in questions]})
+            return emit_json({"open_questions": [n.to_dict() for n in questions], "more": more})
         print(table(["id", "age", "priority", "kind", "tags", "status", "note"], note_rows(questions))
               if questions else "No open questions.")
+        if more:
+            print(f"(more open questions than {args.k}: -k {args.k * 4} shows more)")
         return
     if not query:
         raise CommandError("Say what you want to know: nbmemory recall QUERY... "

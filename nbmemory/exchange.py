@@ -151,7 +151,8 @@ def _lines(handle, path: Path):
         if len(line) > MAX_LINE:
             raise InvalidInput(f"{path} line {number} is longer than {MAX_LINE:,} characters: "
                                "not an nbmemory export, or damaged. Nothing was imported.")
-        yield line
+        if line.strip():  # a blank line (an editor's at the end) holds nothing to refuse
+            yield number, line
 
 
 def read_export(path: str | Path) -> Export:
@@ -164,7 +165,7 @@ def read_export(path: str | Path) -> Export:
         raise InvalidInput(f"No file {path}; give the path of a file made by nbmemory export.")
     export, end = None, None
     with open(path, encoding="utf-8-sig", errors="strict") as handle:  # a BOM is no data
-        for number, line in enumerate(_lines(handle, path), 1):
+        for number, line in _lines(handle, path):
             try:
                 record = json.loads(line)
             except (json.JSONDecodeError, RecursionError):

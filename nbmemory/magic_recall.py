@@ -18,7 +18,7 @@ from .when import parse_since
 _FLAGS = {"tags": "-t", "kind": "--kind", "priority": "-p", "since": "--since",
           "author": "--author", "as_of": "--as-of", "min_score": "--min-score",
           "explain": "--explain", "mine": "--mine", "fresh": "--fresh", "stale": "--stale",
-          "open": "--open", "mode": "--mode"}
+          "open": "--open", "mode": "--mode", "provenance": "--provenance"}
 
 
 def _given(args, names: tuple[str, ...]) -> list[str]:
@@ -82,17 +82,21 @@ class RecallCommands:
                                  "creates the store there.")
 
     def _open_questions(self, args, k: int, stale, author):
-        needless = _given(args, ("kind", "as_of", "min_score", "explain")) + _mode(args)
+        needless = _given(args, ("kind", "as_of", "min_score", "explain", "provenance")) \
+            + _mode(args)
         if needless:
             verb = "applies" if len(needless) == 1 else "apply"
             raise UsageError(f"%recall --open with no query lists the open questions; "
                              f"{', '.join(needless)} {verb} only to a query: "
                              f"%recall --open {' '.join(needless)} ... <what you want to know>")
+        limit = args.k or 50
         with usage_errors():
             questions = self.mem.open_questions(
-                limit=args.k or 50, tags=args.tags, priority=args.priority,
+                limit=limit + 1, tags=args.tags, priority=args.priority,
                 since=parse_since(args.since), author=author, stale=stale)
-        return display(show.notes_display(questions, title="Open questions"))
+        display(show.notes_display(questions[:limit], title="Open questions"))
+        if len(questions) > limit:  # never cut silently
+            print(f"(more open questions than {limit}: %recall --open -k {limit * 4} shows more)")
 
     def _recall_kernel(self, args, k: int, stale, author):
         """No query: notes about the kernel's variables, columns and paths."""

@@ -127,6 +127,6 @@ def _note_markdown(note: Note) -> list[str]:
     if note.tags:
         meta.append("- tags: " + _inline(", ".join(note.tags)))
     meta.append("- from: " + _inline(provenance_line(note)))
-    if note.stale:
+    if note.stale or note.resolution:  # a question's answer too ([CONFIRMED: ...])
         meta.append("- " + _inline(stale_marker(note)))
     return lines + meta + [""]

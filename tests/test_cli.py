@@ -423,7 +423,13 @@ def test_open_questions(nbm):
     nbm("remember", "-k", "question", "does the watcher race acquire_lock?")
     nbm("remember", "a plain finding about the watcher")
     r = nbm("recall", "--open", "--json")
-    assert [n["id"] for n in r.json["open_questions"]] == [1]
+    assert [n["id"] for n in r.json["open_questions"]] == [1] and r.json["more"] is False
+    nbm("remember", "-k", "question", "does the loader retry on a timeout?")
+    r = nbm("recall", "--open", "-k", "1")  # cut at k, and said: it was cut silently
+    assert r.out.count("\n#") == 1 and "(more open questions than 1: -k 4 shows more)" in r.out
+    assert nbm("recall", "--open", "-k", "1", "--json").json["more"] is True
+    r = nbm("recall", "--open", "--provenance")
+    assert r.code == 2 and "--provenance applies only to a query" in one_line(r.err)
     assert nbm("recall", "--open", "-t", "nosuchtag", "--json").json["open_questions"] == []
     r = nbm("recall", "--open", "--min-score", "0.5")
     assert r.code == 2 and "--open with no query lists the open questions; --min-score applies " \

@@ -854,3 +854,22 @@ def test_a_store_whose_notes_are_all_purged_reindexes_and_restores(tmp_path):
     with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
         note = b.remember("alpha: exports land at 02:00")
         assert [h.note.id for h in b.recall("exports land")] == [note.id]
+
+
+def test_an_export_with_blank_lines_after_it_imports(tmp_path):
+    """An editor's blank line at the end made a whole export 'not JSON'."""
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("alpha: exports land at 02:00")
+        a.export_jsonl(tmp_path / "a.jsonl")
+    with open(tmp_path / "a.jsonl", "a", encoding="utf-8") as handle:
+        handle.write("\n  \n")
+    with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+        assert b.import_jsonl(tmp_path / "a.jsonl")["restored"] == 1
+
+
+def test_markdown_pages_say_how_a_question_was_answered(memory, tmp_path):
+    question = memory.remember("does the loader retry?", kind="question", tags=["loader"])
+    memory.confirm(question.id, "checked the loader")
+    memory.export_markdown(tmp_path / "md")
+    page = (tmp_path / "md" / "loader.md").read_text(encoding="utf-8")
+    assert "- [CONFIRMED: checked the loader]" in page

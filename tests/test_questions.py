@@ -1,6 +1,7 @@
 """Questions and hypotheses: open, confirmed, refuted (and still recallable as previously believed)."""
 
 import pytest
+from IPython.core.error import UsageError
 
 from nbmemory.errors import Conflict, InvalidInput
 
@@ -127,3 +128,14 @@ def test_recall_open_in_a_notebook_looks_past_the_answered_questions(ip):  # noq
     run(ip, "remember -k question are orders amount values of refunds in cents")
     hits, _ = run(ip, "recall --open -k 2 orders amount cents")
     assert [h.note.id for h in hits] == [6]
+
+
+def test_a_notebooks_list_of_open_questions_says_when_it_is_cut(ip):  # noqa: F811
+    for i in range(3):
+        run(ip, f"remember -k question is batch {i} late?")
+    _, out = run(ip, "recall --open -k 2")
+    assert out.stdout.count("\n#") == 2
+    assert "(more open questions than 2: %recall --open -k 8 shows more)" in out.stdout
+    with pytest.raises(UsageError, match="^%recall --open with no query lists the open "
+                                         "questions; --provenance applies only to a query"):
+        run(ip, "recall --open --provenance")

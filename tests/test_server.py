@@ -2,7 +2,7 @@
 
 import inspect
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 import os
 import re
 import subprocess
@@ -165,12 +165,20 @@ async def test_an_edit_from_an_older_read_is_refused_when_it_names_its_version(a
 
 async def test_since_and_until_read_as_people_type_them(api):
     await remember(api, "written today")
-    today = datetime.now(timezone.utc).date().isoformat()
+    today = datetime.now().date().isoformat()  # a day is this machine's (as in the CLI)
     for params, total in (({"until": today}, 1),  # a bare date takes that day in
                           ({"since": "7d"}, 1), ({"since": today}, 1),
                           ({"until": "2000-01-01"}, 0)):
         code, page = await api("notes", **params)
         assert (code, page["total"]) == (200, total), (params, page)
+
+
+async def test_a_list_of_statuses_reads_as_the_cli_reads_it(api):
+    """'active, revoked' (a space after the comma) and a trailing comma were refused."""
+    await remember(api, "exports run at 02:00")
+    for status in ("active, revoked", "active,revoked,", " active "):
+        code, page = await api("notes", status=status)
+        assert (code, page["total"]) == (200, 1), (status, page)
 
 
 async def test_a_note_that_supersedes_keeps_what_it_does_not_say(api):

@@ -18,12 +18,11 @@ class NotesHandler(NbMemoryHandler):
         offset = self.int_arg("offset", 0)
         limit = self.int_arg("limit", 50, low=1, high=MAX_PAGE)
         wanted = self.stale_arg()
-        status = self.arg("status", "active")
         filters = dict(tags=self.arg("tags"), kind=self.arg("kind"),
                        priority=self.arg("priority"), since=self.time_arg("since"),
                        until=self.time_arg("until"), order=self.arg("order", "newest"),
-                       status=status.split(",") if "," in status else status,
-                       author=self.author_arg())
+                       # "active, revoked" as the CLI takes it: the engine splits and trims
+                       status=self.arg("status", "active"), author=self.author_arg())
 
         def listing(memory):
             page = memory.notes(offset=offset, limit=limit, stale=wanted, **filters)
