@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .values import variable_fingerprint
 from .errors import InvalidInput
 from .models import Anchor
+from .values import variable_fingerprint
 
 DEFAULT_BUDGET = 1.0  # seconds a check may run
 MAX_BUDGET = 600.0  # a check holds the kernel while it runs: ten minutes at most
@@ -32,8 +32,9 @@ STOP_WAIT = 1.0  # seconds a check off the main thread gets to stop once told to
 _PAST_BUDGET = "ran past its budget"
 
 
-class CheckTimeout(Exception):
-    """A check ran past its budget."""
+class CheckTimeout(BaseException):
+    """A check ran past its budget. A BaseException, as KeyboardInterrupt is: the checked
+    code's own ``except Exception`` (a retry loop) must not swallow it."""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 reasons, trusted; in the API, in an InteractiveShell and in a real kernel (nbclient)."""
 
 import re
+import time
 
 import nbformat
 import pytest
@@ -45,6 +46,19 @@ def test_an_exception_a_loop_and_a_missing_name_are_outcomes_not_tracebacks():
         "error", error="ran past its budget of 0.2 s")
     assert checks.evaluate("orders.amount.sum() > 0", {}) == checks.Outcome(
         "skipped", why="orders not defined here")
+
+
+def test_a_check_whose_code_catches_every_exception_still_stops_at_its_budget():
+    """A retry helper's `except Exception: continue` swallowed the budget's stop, so the
+    check held the kernel until it returned (or for ever)."""
+    def retrying():
+        while True:
+            try:
+                time.sleep(0.01)
+            except Exception:  # noqa: BLE001 - what such helpers do
+                continue
+    assert checks.evaluate("retrying() == 3", {"retrying": retrying}, budget=0.2) == \
+        checks.Outcome("error", error="ran past its budget of 0.2 s")
 
 
 def test_a_check_gives_back_an_alarm_that_was_set_before_it():
