@@ -186,12 +186,15 @@ class CheckCommands:
                 continue  # another notebook's `orders` is not the one the check is about
             seen = {n: variable_fingerprint(self.shell.user_ns[n]) for n in sorted(reads)}
             key = (item["note"].id, item["expression"])
-            if seen == self._check_seen.get(key, item["variables"]):
+            last = (item["last"] or {}).get("status")
+            # New in this kernel: compared with the values the check held on, unless it
+            # failed since (then those values may well be back: a restart, Run All).
+            if seen == self._check_seen.get(key, None if last in ("failed", "error")
+                                            else item["variables"]):
                 continue  # touched, not changed
             self._check_seen[key] = seen
             outcome = evaluation.evaluate(item["expression"], self.shell.user_ns,
                                           budget=self.check_budget, reads=item["names"])
-            last = (item["last"] or {}).get("status")
             if outcome.status == last and outcome.status != "failed":
                 continue
             outcomes.append({"note_id": item["note"].id, "expression": item["expression"],

@@ -254,6 +254,18 @@ def test_remember_check_then_a_cell_that_breaks_it(ip):
     assert cell(ip, "%memory check") == f"#1 holds: {CHECK} (value 0.0)\n"
 
 
+def test_a_check_that_failed_runs_again_in_a_new_kernel_given_its_old_values(ip):
+    """After a restart the data was rebuilt as it was when the note was written: that was
+    taken for 'touched, not changed', so the check stayed failed until %memory check."""
+    cell(ip, "import pandas as pd\norders = pd.DataFrame({'amount': [1.0, 2.0, 3.0, 4.0]})")
+    cell(ip, f"%remember --check '{CHECK}' orders.amount has under 5% nulls")
+    assert "FAILS" in cell(ip, "orders.loc[0, 'amount'] = None")
+    ip.magics_manager.registry["NbMemory"]._check_seen.clear()  # as a new kernel's magics
+    assert cell(ip, "orders = pd.DataFrame({'amount': [1.0, 2.0, 3.0, 4.0]})") == (
+        f"nbmemory: #1 holds: {CHECK} (value 0.0)\n")
+    assert cell(ip, "%memory stale") == "No stale notes.\n"
+
+
 def test_a_check_on_a_variable_named_as_a_builtin_follows_the_variable(ip):
     cell(ip, "import pandas as pd\ninput = pd.DataFrame({'v': [1, 2, 3]})")
     cell(ip, "%remember --check 'len(input) == 3' the input has three rows")
