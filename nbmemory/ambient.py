@@ -21,7 +21,6 @@ same cell; everything shown is escaped (see :func:`display.ambient_display`).
 from __future__ import annotations
 
 import ast
-import fnmatch
 import hashlib
 import os
 import sys
@@ -32,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from .anchors import glob_match
 from .audit import install_hook, start_recording, stop_recording
 
 MAX_CELLS = 1000  # cells whose last matches are remembered (for "not twice in a row")
@@ -113,7 +113,7 @@ class Targets:
         key = os.path.normcase(path)
         if key in self.paths:
             return True
-        if any(fnmatch.fnmatchcase(key, g) for g in self.globs):
+        if any(glob_match(g, key) for g in self.globs):
             return True
         return bool(self.terms) and any(t in self.terms for t in file_terms(Path(path), roots))
 

@@ -22,6 +22,7 @@ import os
 import re
 import stat
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,37 @@ def data_format(path: Path) -> str | None:
 
 def is_glob(target: str) -> bool:
     return any(c in GLOB_CHARS for c in target)
+
+
+def glob_match(pattern: str, path: str) -> bool:
+    """Does ``path`` match ``pattern`` as glob.glob reads it (the notes' globs are taken
+    that way): ``*`` and ``?`` within one folder's name, ``**`` a whole part for any number
+    of folders, none too. fnmatch's ``*`` crossed folders and its ``**/`` needed one."""
+    return _glob_regex(pattern.replace(os.sep, "/")).match(path.replace(os.sep, "/")) is not None
+
+
+@lru_cache(maxsize=1024)
+def _glob_regex(pattern: str) -> re.Pattern:
+    out, at = [], 0
+    while at < len(pattern):
+        whole = at == 0 or pattern[at - 1] == "/"
+        if whole and pattern.startswith("**/", at):
+            out.append("(?:[^/]*/)*")
+            at += 3
+            continue
+        if whole and pattern[at:] == "**":
+            out.append(".*")
+            break
+        char, end = pattern[at], pattern.find("]", at + 2)
+        if char == "[" and end != -1:
+            body = pattern[at + 1:end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\")
+                       + "]")
+            at = end + 1
+            continue
+        out.append({"*": "[^/]*", "?": "[^/]"}.get(char) or re.escape(char))
+        at += 1
+    return re.compile("".join(out) + r"\Z", re.S)
 
 
 # -- what may be read --------------------------------------------------------------------

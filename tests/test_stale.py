@@ -706,3 +706,26 @@ def test_a_large_frame_is_compared_by_rows_spread_over_it_and_quickly():
     assert variable_fingerprint(wide)["sample"] != first["sample"]
     small = pd.DataFrame({"a": [1, 2, 3]})
     assert "sample_scheme" not in variable_fingerprint(small)  # hashed whole, as before
+
+
+def test_a_glob_means_what_glob_reads_it_as_wherever_notes_are_looked_up(ws, mem):
+    """The ambient line and notes_about matched globs with fnmatch, whose * crosses folders
+    and whose **/ needs one: a note on data/*.csv came up for data/archive/old.csv, and one
+    on logs/**/*.log stayed silent for logs/app.log."""
+    from nbmemory.anchors import glob_match
+
+    for pattern, path, matches in (("data/*.csv", "data/a.csv", True),
+                                   ("data/*.csv", "data/archive/old.csv", False),
+                                   ("logs/**/*.log", "logs/app.log", True),
+                                   ("logs/**/*.log", "logs/2024/06/x.log", True),
+                                   ("run[1]/out.csv", "run1/out.csv", True),
+                                   ("d/[!a]*.csv", "d/a.csv", False), ("a?c", "a/c", False)):
+        assert glob_match(pattern, path) is matches, (pattern, path)
+    for path in ("data/archive/old.csv", "logs/app.log"):
+        (ws / path).parent.mkdir(parents=True, exist_ok=True)
+        (ws / path).write_text("x\n1\n")
+    mem.remember("top-level data csvs are in cents", about=["data/*.csv"])
+    logs = mem.remember("all logs rotate daily", about=["logs/**/*.log"])
+    found = mem.notes_about(paths=[str(ws / "data/archive/old.csv"), str(ws / "logs/app.log")])
+    assert {path: [h.note.id for h in hits] for path, hits in found["paths"].items()} == {
+        "logs/app.log": [logs.id]}

@@ -3,7 +3,6 @@ active notes are anchored to or name, and the notes about what one cell touched.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..anchors import absolute, display_path
+from ..anchors import absolute, display_path, glob_match
 from ..mentions import file_terms, is_file_term
 from ..errors import InvalidInput
 from ..models import Hit, Hits
@@ -120,7 +119,7 @@ class About(Part):
                        for i in self.engine.keywords.index.docs_with(term) if i not in self.engine.state.inactive}
                 ids.update(dict.fromkeys(about.paths.get(target, ()), 1.0))
                 for pattern, matching in about.globs.items():
-                    if fnmatch.fnmatchcase(target, pattern):
+                    if glob_match(pattern, target):
                         ids.update(dict.fromkeys(matching, 1.0))
                 if ids:
                     found[target] = ids
@@ -167,7 +166,8 @@ class About(Part):
             if str(absolute(target, root)) in wanted:
                 found |= ids
         for pattern, ids in about.globs.items():
-            if any(fnmatch.fnmatch(w, str(absolute(pattern, root))) for w in wanted):
+            if any(glob_match(os.path.normcase(str(absolute(pattern, root))),
+                          os.path.normcase(w)) for w in wanted):
                 found |= ids
         return sorted(found - self.engine.state.inactive, reverse=True)
 
