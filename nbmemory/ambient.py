@@ -200,7 +200,9 @@ class Gate:
 # -- the hook ------------------------------------------------------------------------------
 
 def _signature(note) -> tuple:
-    return note.id, note.version, bool(note.stale)
+    """What makes a note news again: its version, and why it is stale (a note verified and
+    then gone stale for a new reason is)."""
+    return note.id, note.version, tuple(sorted(str(r) for r in note.stale))
 
 
 def _n(count: int, noun: str) -> str:

@@ -247,6 +247,19 @@ def test_reading_an_anchored_file_shows_one_line_once(shell, workspace):
     assert "About data/orders.csv:" in out.stdout and "STALE: rows_changed" in out.stdout
 
 
+def test_a_note_verified_then_stale_for_a_new_reason_is_news_again(shell, workspace):
+    """Shown stale, verified, then stale again (the schema changed): it was remembered as
+    'stale' and held back as already shown."""
+    run(shell, "remember --about data/orders.csv amounts are in cents before 2021")
+    cell(shell, "orders = pd.read_csv('data/orders.csv')")
+    (workspace / "data" / "orders.csv").write_text("id,amount\n1,100\n")
+    assert "(1 stale)" in cell(shell, "orders = pd.read_csv('data/orders.csv')")[0][0]
+    run(shell, "memory verify 1")
+    (workspace / "data" / "orders.csv").write_text("id,amount,discount\n1,100,0\n")
+    assert cell(shell, "orders = pd.read_csv('data/orders.csv')")[0] == [
+        "nbmemory: 1 note about data/orders.csv (1 stale): #1 (%memory ambient show)"]
+
+
 def test_a_read_through_a_variable_is_seen_by_the_audit_hook(shell):
     run(shell, "remember --about data/orders.csv amounts are in cents")
     shell.run_cell("where = 'data/' + 'orders.csv'")
