@@ -298,6 +298,13 @@ class LexicalIndex:
         return dict(zip(map(seg.terms.__getitem__, seg.fwd_terms[start:stop].tolist()),
                         seg.fwd_tfs[start:stop].tolist()))
 
+    def lengths(self, ids: np.ndarray) -> np.ndarray:
+        """Each note's number of terms (0 for an id this index does not hold)."""
+        out = np.zeros(len(ids), np.float32)
+        known = ids < len(self._lengths)
+        out[known] = self._lengths[ids[known]]
+        return out
+
     def length(self, doc_id: int) -> int:
         """How many terms the document has (0 if not indexed)."""
         return int(self._lengths[doc_id]) if 0 <= doc_id < len(self._lengths) else 0
@@ -315,10 +322,8 @@ class LexicalIndex:
         terms = list(weights)
         if not len(self) or not len(ids) or not terms:
             return np.zeros(len(ids), np.float32)
-        lengths = np.zeros(len(ids), np.float32)
-        known = ids < len(self._lengths)
-        lengths[known] = self._lengths[ids[known]]
-        norm = self.k1 * (1.0 - self.b + self.b * lengths / (self._total_len / len(self)))
+        average = self._total_len / len(self)
+        norm = self.k1 * (1.0 - self.b + self.b * self.lengths(ids) / average)
         tfs = np.zeros((len(terms), len(ids)), np.float32)  # by term and document
         seg = self._seg
         inside = ids < len(self._alive)

@@ -283,3 +283,25 @@ def test_forgotten_notes_do_not_take_the_keyword_channels_places():
     assert 61 in got.ids.tolist()
     assert got.score[got.ids.tolist().index(61)] > 0
     assert len(got.ids) == 51  # and the forgotten ones scoring above it, for "previously"
+
+
+def test_a_note_of_a_few_words_keeps_part_of_its_cosine():
+    """'Theo: What?' sat close to every question naming Theo and filled the top of chats'
+    rankings by meaning; a note of four keyword terms or more keeps all of its cosine."""
+    from nbmemory.dense_rows import DenseRows
+    from nbmemory.lexical import LexicalIndex
+    from nbmemory.ranking import rank_arrays, short_note_weight
+
+    assert short_note_weight(np.array([0, 1, 2, 3, 4, 9])).tolist() == [
+        0.5, 0.625, 0.75, 0.875, 1.0, 1.0]
+    texts = {1: "Theo: What?",
+             2: "Theo: the company did a round of layoffs and my team was let go"}
+    lexical = LexicalIndex.build(texts.items())
+    query = np.array([1.0, 0.0], np.float32)
+    vectors = np.array([[0.9, np.sqrt(1 - 0.81)], [0.7, np.sqrt(1 - 0.49)]], np.float32)
+    rows = DenseRows.from_matrix(np.array([1, 2]), vectors)
+    got = rank_arrays("when did theo lose his job", query, lexical, rows, candidates=None,
+                      pool=10, exact_below=100, mode="dense")
+    assert lexical.length(1) == 1
+    assert dict(zip(got.ids.tolist(), got.score.tolist())) == pytest.approx({1: 0.9 * 0.625,
+                                                                              2: 0.7})
