@@ -372,7 +372,7 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
             # would outrank (or collide with) a later verify in this store.
             moved = {"seq": remap(extra["seq"])} if "seq" in tables[table] else {}
             pending.add(table, {**extra, "note_id": new_id, **moved})
-    summary["added"] = len(added)
+    summary["added"] = sum(row["status"] != "purged" for row in added)  # not an erased one
     pending.flush()  # replace() writes through the journal, after the rows above
     for row, note_id in matched:
         anchors = [extra for table, extra in extras.get(row["id"], []) if table == "anchors"]

@@ -190,10 +190,12 @@ class Memory:
         for item in listed:
             if wanted is not None and item["note"].id not in wanted:
                 continue
+            author = item["note"].author
             outcome = evaluation.evaluate(
                 item["expression"], namespace, budget=budget, reads=item["names"]
-            ) if item["trusted"] else evaluation.Outcome(
-                "skipped", why=f"not trusted: written by {item['note'].author or 'someone else'}")
+            ) if item["trusted"] else evaluation.Outcome("skipped", why=(
+                "not trusted: it came in an import (a file carries no trust)"
+                if author == current_user() else f"not trusted: written by {author or 'someone else'}"))
             results.append((item, outcome))
         if results:
             self.record_checks([{"note_id": item["note"].id, "expression": item["expression"],
