@@ -180,6 +180,11 @@ def read_export(path: str | Path) -> Export:
                     raise InvalidInput(f"{path} was written by a newer nbmemory (export format "
                                        f"{record['format_version']}, this one reads up to "
                                        f"{FORMAT_VERSION}): upgrade to import it.")
+                schema = record.get("schema", 0)
+                if isinstance(schema, int) and schema > SCHEMA_VERSION:  # its columns would go
+                    raise InvalidInput(f"{path} was written by a newer nbmemory (store schema "
+                                       f"{schema}, this one has {SCHEMA_VERSION}), whose fields "
+                                       "this one would drop: upgrade to import it.")
                 export = Export(record)
                 continue
             kind = record.get("type") if isinstance(record, dict) else None

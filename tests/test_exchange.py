@@ -508,6 +508,10 @@ REFUSED = "The file is damaged or was edited by hand; nothing was imported."
     (lambda lines: re.sub(r'"format_version": (\d+)', '"format_version": 9', lines[0])
      + "".join(lines[1:]), r"was written by a newer nbmemory \(export format 9, this one reads "
                            r"up to 2\): upgrade to import it.$"),
+    # A newer store schema: fields this build has no column for would be dropped.
+    (lambda lines: re.sub(r'"schema": (\d+)', '"schema": 999', lines[0]) + "".join(lines[1:]),
+     r"was written by a newer nbmemory \(store schema 999, this one has [0-9]+\), whose "
+     r"fields this one would drop: upgrade to import it.$"),
 ])
 def test_bad_files_are_refused_and_the_store_is_unchanged(tmp_path, content, message, into):
     with Memory.open(tmp_path / "src", embedder=HashEmbedder()) as src:
