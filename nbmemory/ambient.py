@@ -62,7 +62,7 @@ def cell_literals(code: str) -> tuple[list[str], set[str]] | None:
 
 def cell_paths(code: str, raw: str = "") -> tuple[list[str], set[str]]:
     """Path-like tokens in the cell's literals (all of ``raw`` if it does not parse), and
-    the names it uses. Nothing is checked against the disk here."""
+    the names it uses. Only a literal with a space is looked for on disk (a path whole?)."""
     from .mentions import path_candidates
 
     parsed = cell_literals(code) if len(code) <= MAX_SOURCE else None
@@ -75,6 +75,11 @@ def cell_paths(code: str, raw: str = "") -> tuple[list[str], set[str]]:
     tokens: list[str] = []
     for value in strings:
         if len(value) > 20_000:
+            continue
+        whole = value.strip()  # a literal that is one path, spaces and all ('my data/x.csv'):
+        if " " in whole and len(whole) < 1024 and os.path.exists(os.path.expanduser(whole)):
+            if whole not in tokens:  # and not the data/x.csv inside it
+                tokens.append(whole)
             continue
         for token in path_candidates(value):
             if token not in tokens:

@@ -67,9 +67,10 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
                 if option.exists() and readable(option):
                     if excluded is None:
                         excluded = {Path(p).resolve() for p in exclude}
-                    resolved = option.resolve()
-                    if resolved not in excluded and resolved not in found:
-                        found.append(resolved)
+                    # The link's own name, as --about keeps it: repointed, the note is stale.
+                    named = Path(os.path.abspath(option))
+                    if option.resolve() not in excluded and named not in found:
+                        found.append(named)
                     break
             except OSError:
                 continue

@@ -260,6 +260,17 @@ def test_a_note_verified_then_stale_for_a_new_reason_is_news_again(shell, worksp
         "nbmemory: 1 note about data/orders.csv (1 stale): #1 (%memory ambient show)"]
 
 
+def test_a_path_with_a_space_in_a_literal_is_read_whole(shell, workspace):
+    """duckdb.read_csv('my data/orders.csv') named the note about data/orders.csv, a
+    different file, and not the one about the file it read."""
+    (workspace / "my data").mkdir()
+    (workspace / "my data" / "orders.csv").write_text("id,amount\n1,100\n")
+    run(shell, 'remember --about "my data/orders.csv" the spaced orders are in cents')
+    run(shell, "remember --about data/orders.csv the plain orders are in dollars")
+    lines = cell(shell, "text = open('my data/orders.csv').read()")[0]
+    assert lines == ["nbmemory: 1 note about my data/orders.csv: #1 (%memory ambient show)"]
+
+
 def test_a_read_through_a_variable_is_seen_by_the_audit_hook(shell):
     run(shell, "remember --about data/orders.csv amounts are in cents")
     shell.run_cell("where = 'data/' + 'orders.csv'")

@@ -252,6 +252,20 @@ def test_a_file_name_that_is_not_utf8_in_an_anchored_directory_is_a_change(ws, m
     assert mem.remember("and its csv files", about=["data"]).stale == ()
 
 
+@pytest.mark.skipif(os.name == "nt", reason="symbolic links need privileges on Windows")
+def test_a_link_named_in_a_notes_text_is_anchored_by_its_own_name(ws, mem):
+    """'data/latest.csv' in a note's text was anchored to the file the link pointed to, so
+    repointing the link flagged nothing (--about kept the link's name and did)."""
+    (ws / "data" / "v1.csv").write_text("id,amount\n1,10\n")
+    (ws / "data" / "v2.csv").write_text("id,amount,discount\n1,10,0\n2,20,0\n")
+    (ws / "data" / "latest.csv").symlink_to("v1.csv")
+    note = mem.remember("data/latest.csv holds the newest extract")
+    assert [a.target for a in note.anchors] == ["data/latest.csv"]
+    (ws / "data" / "latest.csv").unlink()
+    (ws / "data" / "latest.csv").symlink_to("v2.csv")
+    assert [r[0] for r in reasons(mem.get(note.id))] == ["schema_changed", "rows_changed"]
+
+
 def test_about_something_that_does_not_exist_is_refused_and_nothing_stored(ws, mem):
     mem.remember("a first note")
     with pytest.raises(InvalidInput, match=r"--about data/nope\.csv: nothing exists there .*"
