@@ -301,6 +301,7 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
     source_uid = {row["id"]: row["uid"] for row in export.table("notes")}
     # Journal events naming another note by the file's id: (seq here, data, key).
     links: list[tuple[int, dict, str]] = []
+    apart: list[tuple[int, dict, str, int]] = []  # ... naming a note left out, by its uid
     replaced: dict[int, str] = {}  # file id -> what replace() did to this store's note
 
     def resolve(source_id: int | None) -> int | None:
@@ -365,6 +366,8 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
         key = {"created": "supersedes", "superseded_by": "by"}.get(event["type"])
         if key and data.get(key) is not None:
             links.append((seq, data, key))
+        if key and data.get(f"{key}_uid"):  # a note shared apart from this one
+            apart.append((seq, data, key, event["note_id"]))
         pending.add("events", {**event, "seq": seq, "note_id": id_map[event["note_id"]],
                                "data": json.dumps(data) if data else None})
     for file_id, new_id in id_map.items():
@@ -399,6 +402,17 @@ def merge(store: Store, export: Export, *, policy: str, actor: str, now: datetim
     for seq, data, key in links:
         data[key] = resolve(data[key])
         store.set_event_data(seq, data)
+    for seq, data, key, file_id in apart:  # the note it names arrived before this one
+        other = known.get(data[f"{key}_uid"])
+        if other is None:
+            continue
+        data[key] = other
+        store.set_event_data(seq, data)
+        new, old = (id_map[file_id], other) if key == "supersedes" else (other, id_map[file_id])
+        store.set_supersedes(new, old)
+        if store.status_of(old) == "active":
+            journal.append("superseded_by", old, actor=actor, at=now,
+                           data={"by": new, "imported": True})
     status = {row["id"]: row["status"] for row in export.table("notes")}
     for row in export.table("notes"):
         old, new = resolve(row.get("supersedes")), resolve(row["id"])

@@ -14,6 +14,8 @@ class Subset:
 
     def __init__(self, store: Store, ids: set[int], repo: str | None = None):
         self.ids, self.repo = ids, repo
+        self.uids = {r[0]: r[1] for batch in store.table_rows("notes", ["id", "uid"])
+                     for r in batch}
         self.hashes = {r[0] for batch in store.table_rows("note_versions", ["content_hash",
                                                                              "note_id"])
                        for r in batch if r[1] in ids}
@@ -40,6 +42,7 @@ class Subset:
             data = json.loads(record["data"])
             for key in ("supersedes", "by"):
                 if key in data and data[key] not in self.ids:
-                    del data[key]
+                    # By its uid: the other store links the two if it has that note.
+                    data[f"{key}_uid"] = self.uids.get(data.pop(key))
             record = {**record, "data": json.dumps(data) if data else None}
         return record

@@ -12,7 +12,7 @@ import pytest
 
 from nbmemory import exchange
 from nbmemory.embed import HashEmbedder
-from nbmemory.errors import InvalidInput
+from nbmemory.errors import Conflict, InvalidInput
 from nbmemory.memory import Memory
 
 ORDERS = "id,amount\n1,1000\n2,2500\n"
@@ -354,6 +354,28 @@ def test_a_note_shared_without_its_replacement_says_it_was_superseded_elsewhere(
         assert [str(r) for r in note.stale] == ["superseded (by a note not in this store)"]
         hits = b.recall("orders.amount cents before 2021", min_score=0)
         assert "Previously believed (#2, superseded (by a note not in this store)): " in str(hits)
+
+
+@pytest.mark.parametrize("first", ["newer", "older"])
+def test_notes_shared_apart_are_linked_once_both_are_there(tmp_path, first):
+    """The newer note shared first, then the one it replaced: the team store kept both
+    active, the older 'superseded (by a note not in this store)', and let it be
+    reinstated beside its replacement. The other way round, the older one stayed active."""
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        older = a.remember("the lock is taken in acquire_lock")
+        if first == "older":
+            a.share([older.id], tmp_path / "team", embedder=HashEmbedder())
+        newer = a.supersede(older.id, "the lock is taken in acquire_lock, before the watcher")
+        for note in ([newer, older] if first == "newer" else [newer]):
+            a.share([note.id], tmp_path / "team", embedder=HashEmbedder())
+    with Memory.open(tmp_path / "team", embedder=HashEmbedder()) as team:
+        ids = {n.text: n.id for n in team.notes(status=("active", "superseded")).notes}
+        there_older, there_newer = ids[older.text], ids[newer.text]
+        assert team.get(there_newer).supersedes == there_older
+        assert team.get(there_older).status == "superseded"
+        assert [str(r) for r in team.get(there_older).stale] == [f"superseded #{there_newer}"]
+        with pytest.raises(Conflict, match=f"superseded by #{there_newer}, which is active"):
+            team.reinstate(there_older)
 
 
 def test_sharing_with_a_mistyped_directory_makes_no_store(tmp_path):
