@@ -22,6 +22,7 @@ import os
 import re
 import stat
 import time
+import unicodedata
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -325,9 +326,10 @@ def spec_anchor(spec: str, roots: list[Path], root: Path, reader: DataReader | N
             if glob_matches(pattern, root):
                 target = display_path(Path(pattern), root)
                 return Anchor("glob", target, glob_fingerprint(target, root), "about")
-        return None
-    for base in roots:
-        path = absolute(spec, base)
+    # A path (or a glob matching nothing that is a path: run[1]/out.csv), as typed or in
+    # the other Unicode form (a folder copied from a Mac keeps é as e and an accent).
+    forms = dict.fromkeys([spec, *(unicodedata.normalize(f, spec) for f in ("NFC", "NFD"))])
+    for path in (absolute(form, base) for base in roots for form in forms):
         if path.exists():
             check_readable(path)
             # A link is watched as named (data/latest.csv repointed is a change), its folder

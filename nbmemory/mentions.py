@@ -68,7 +68,7 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
                     if excluded is None:
                         excluded = {Path(p).resolve() for p in exclude}
                     # The link's own name, as --about keeps it: repointed, the note is stale.
-                    named = Path(os.path.abspath(option))
+                    named = option.parent.resolve() / option.name
                     if option.resolve() not in excluded and named not in found:
                         found.append(named)
                     break

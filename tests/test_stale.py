@@ -266,6 +266,20 @@ def test_a_link_named_in_a_notes_text_is_anchored_by_its_own_name(ws, mem):
     assert [r[0] for r in reasons(mem.get(note.id))] == ["schema_changed", "rows_changed"]
 
 
+def test_about_a_path_that_reads_as_a_glob_or_in_another_unicode_form(ws, mem):
+    """--about run[1]/out.csv (an existing file) was refused as a glob matching nothing, and
+    --about café.csv typed in one Unicode form missed the file named in the other."""
+    import unicodedata
+
+    (ws / "run[1]").mkdir()
+    (ws / "run[1]" / "out.csv").write_text("id\n1\n")
+    note = mem.remember("the first run's output", about=["run[1]/out.csv"])
+    assert [(a.kind, a.target) for a in note.anchors] == [("data", "run[1]/out.csv")]
+    (ws / unicodedata.normalize("NFD", "café.csv")).write_text("id\n1\n")
+    note = mem.remember("the café extract", about=[unicodedata.normalize("NFC", "café.csv")])
+    assert [a.kind for a in note.anchors] == ["data"] and note.stale == ()
+
+
 def test_about_something_that_does_not_exist_is_refused_and_nothing_stored(ws, mem):
     mem.remember("a first note")
     with pytest.raises(InvalidInput, match=r"--about data/nope\.csv: nothing exists there .*"
