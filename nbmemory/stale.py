@@ -134,11 +134,12 @@ class StaleChecker:
     def build(self, text: str, about: Iterable[Any] | None, provenance: Provenance) -> list[Anchor]:
         """The anchors of a new note: ``about`` items, paths the text mentions, its cell.
 
-        ``about`` holds paths, directories or globs (strings; relative ones are looked up
-        in the workspace, then in the writer's working directory) and ready anchors
-        (:class:`Anchor` or its dict, for variables fingerprinted in a kernel).
+        ``about`` holds paths, directories or globs (strings; relative ones, and the paths
+        the text mentions, are looked up in the writer's working directory, as their code
+        reads them, then in the workspace) and ready anchors (:class:`Anchor` or its dict,
+        for variables fingerprinted in a kernel).
         """
-        roots = [self.root] + ([Path(provenance.cwd)] if provenance.cwd else [])
+        roots = ([Path(provenance.cwd)] if provenance.cwd else []) + [self.root]
         if self.repositories and provenance.cwd:
             self.repositories.of(Path(provenance.cwd))  # a checkout this member works in
         anchors: list[Anchor] = []

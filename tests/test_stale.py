@@ -513,6 +513,17 @@ def test_a_relative_about_path_means_the_callers_working_directory(tmp_path, mon
             mem.remember("no such file", about=["data/missing.csv"])
 
 
+def test_a_path_in_a_notes_text_is_the_one_its_writer_sees_first(ws, mem, monkeypatch):
+    """Written in sub/, where a data/orders.csv of its own is: --about took sub's file, the
+    same path in the text took the workspace's."""
+    (ws / "sub" / "data").mkdir(parents=True)
+    (ws / "sub" / "data" / "orders.csv").write_text(ORDERS)
+    monkeypatch.chdir(ws / "sub")
+    note = mem.remember("data/orders.csv here holds one order per row", about=["data/orders.csv"],
+                        provenance=Provenance(cwd=str(ws / "sub")))  # as the CLI and magics say
+    assert [(a.origin, a.target) for a in note.anchors] == [("about", "sub/data/orders.csv")]
+
+
 def test_devices_fifos_and_proc_are_never_read_so_no_write_hangs(mem, ws):
     fifo = ws / "data" / "pipe.csv"
     os.mkfifo(fifo)  # reading it would block until a writer came
