@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from . import checks as evaluation
@@ -20,6 +20,7 @@ from .config import Settings, StoreLocation, current_user, locate_store
 from .display import ShownHits
 from .errors import InvalidInput, StoreUnavailable
 from .operations import operation as lookup
+from .when import parse_since, parse_until
 from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
 
 Progress = Callable[[int, int], None]
@@ -45,6 +46,20 @@ class LocalBackend:
     def close(self) -> None:
         self.closed = True
         self.engine.close()
+
+
+def _here(when, *, end: bool = False):
+    """A time given as a day or as text read here, as the CLI reads it (7d, 2w, 2026-12-05 as
+    this machine's day; as an ``until``, all of it): the owner may run in another zone.
+    Text it cannot read goes on as it is, for the engine to say why."""
+    if isinstance(when, date) and not isinstance(when, datetime):
+        when = when.isoformat()
+    if not isinstance(when, str):
+        return when
+    try:
+        return (parse_until if end else parse_since)(when)
+    except InvalidInput:
+        return when
 
 
 def _listed(note_ids, *, always: bool = False):
@@ -298,7 +313,8 @@ class Memory:
                        until=None, author=None, stale: bool | None = None) -> list[Note]:
         """Unresolved questions, newest first; the filters are :meth:`notes`'s."""
         return self._call("open_questions", limit=limit, tags=tags, priority=priority,
-                          since=since, until=until, author=author, stale=stale)
+                          since=_here(since), until=_here(until, end=True), author=author,
+                          stale=stale)
 
     def snapshot(self, name: str, *, message: str = "", author: str | None = None,
                  request_id: str | None = None, variables: dict | None = None) -> Snapshot:
@@ -368,12 +384,16 @@ class Memory:
         ``stale=True`` recalls only stale notes, ``False`` only fresh ones. ``mode``
         "lexical" or "dense" ranks by one channel alone (to compare them). ``author``:
         only notes written by one of these (a team store's members). ``open_only``: only
-        the questions neither confirmed nor refuted.
+        the questions neither confirmed nor refuted. ``since`` and ``until``: a datetime, a
+        date or text as the CLI takes it (``7d``, ``2026-12-05``: a day of this machine's).
         """
+        # open_only only when asked: an owner of the code before it still answers the rest.
         return ShownHits(self._call(
-            "recall", query=query, k=k, tags=tags, kind=kind, priority=priority, since=since,
-            until=until, explain=explain, min_score=min_score, as_of=as_of, mode=mode,
-            stale=stale, variables=variables, author=author, open_only=open_only))
+            "recall", query=query, k=k, tags=tags, kind=kind, priority=priority,
+            since=_here(since), until=_here(until, end=True), explain=explain,
+            min_score=min_score, as_of=as_of, mode=mode, stale=stale, variables=variables,
+            author=author,
+            **({"open_only": True} if open_only else {})))
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
                      cwd: str | None = None, variables: dict | None = None,
@@ -383,9 +403,9 @@ class Memory:
         kernel (variable anchors in notebook ``scope``; relative paths read from ``cwd``;
         ``variables``: the kernel's fingerprints of anchored variables, as for recall;
         ``stale`` and ``author`` as for recall)."""
+        given = {n: v for n, v in (("stale", stale), ("author", author)) if v is not None}
         return ShownHits(self._call("recall_terms", terms=list(terms), k=k, scope=scope,
-                                    cwd=cwd or os.getcwd(), variables=variables, stale=stale,
-                                    author=author))
+                                    cwd=cwd or os.getcwd(), variables=variables, **given))
 
     def get(self, note_id: int) -> Note:
         return self._call("get", note_id=note_id)
@@ -402,9 +422,10 @@ class Memory:
         """A page of notes (``.notes``, ``.total``), newest first by default. ``stale``
         True lists only stale notes, False only fresh ones (``total`` counts those);
         ``author``: written by one of these."""
-        return self._call("notes", tags=tags, kind=kind, priority=priority, since=since,
-                          until=until, status=status, offset=offset, limit=limit, order=order,
-                          stale=stale, variables=variables, author=author)
+        return self._call("notes", tags=tags, kind=kind, priority=priority,
+                          since=_here(since), until=_here(until, end=True), status=status,
+                          offset=offset, limit=limit, order=order, stale=stale,
+                          variables=variables, author=author)
 
     def stale(self, *, offset: int = 0, limit: int = 50, variables: dict | None = None):
         """A page of the active notes that are stale, each with its reasons."""

@@ -126,9 +126,12 @@ def test_a_store_duckdb_cannot_open_is_called_damaged_only_when_nothing_else_exp
 def test_since_and_until_take_a_date_or_iso_text_as_well(memory):
     memory.remember("orders.amount is in cents")
     today = datetime.now().date()
-    for since in (today, today.isoformat(), datetime.combine(today, datetime.min.time())):
+    midnight = datetime.combine(today, datetime.min.time())
+    for since in (today, today.isoformat(), midnight):
         assert len(memory.recall("orders amount", since=since)) == 1
-        assert memory.notes(until=since).total == 0
+    assert memory.notes(until=midnight).total == 0
+    for until in (today, today.isoformat()):  # a day, as in the CLI: all of it
+        assert memory.notes(until=until).total == 1
     assert memory.notes(since=(today + timedelta(days=1)).isoformat()).total == 0
 
 

@@ -19,6 +19,7 @@ import sys
 import textwrap
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -1031,6 +1032,11 @@ def test_a_day_is_the_same_midnight_in_every_front_end(monkeypatch):
             {"since": date(2026, 12, 7), "until": datetime(2026, 12, 7, 12)}))))
         assert sent == {"since": day, "until": datetime(2026, 12, 7, 20, tzinfo=timezone.utc)}
         assert parse_since("0001-01-01").year == 1  # no zone can take it: UTC's
+        # The Python API reads text here, as the CLI does: the owner may run in another zone.
+        from nbmemory.memory import _here
+        assert (_here("2026-12-07"), _here("2026-12-07", end=True)) == (
+            day, datetime(2026, 12, 8, 8, tzinfo=timezone.utc))
+        assert _here("7d").tzinfo is not None and _here("last tuesday") == "last tuesday"
     finally:
         monkeypatch.undo()
         time.tzset()
@@ -1046,3 +1052,27 @@ def test_the_python_api_takes_its_model_from_NBMEMORY_MODEL_as_the_cli_does(tmp_
     with Memory.open(tmp_path / "store", idle_timeout=5) as mem:
         mem.remember("orders.amount is in cents")
         assert mem.status()["model"] == "hash:64"
+
+
+def test_an_owner_runs_the_nbmemory_its_client_imported(tmp_path):
+    """A kernel in a source checkout imports the checkout's nbmemory; the owner it started
+    (in the store's directory) imported the installed one, of another version, and the
+    first call failed with 'OwnerMismatch'."""
+    import shutil
+    import subprocess
+    import sys
+
+    import nbmemory
+
+    checkout = tmp_path / "checkout"
+    shutil.copytree(Path(nbmemory.__file__).parent, checkout / "nbmemory",
+                    ignore=shutil.ignore_patterns("__pycache__", "labextension"))
+    version = checkout / "nbmemory" / "_version.py"
+    version.write_text(version.read_text().replace(nbmemory.__version__, "9.9.9"))
+    script = ("from nbmemory import Memory\n"
+              f"with Memory.open({str(tmp_path / 'store')!r}, idle_timeout=5) as m:\n"
+              "    m.remember('orders.amount is in cents')\n"
+              "    print(m.status()['version'])\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=checkout, capture_output=True,
+                          text=True, env={**os.environ, "NBMEMORY_MODEL": "hash:64"}, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "9.9.9"), done.stderr

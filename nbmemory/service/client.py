@@ -66,6 +66,16 @@ def _say(message: str) -> None:
         pass
 
 
+def _this_code() -> str:
+    """PYTHONPATH for an owner: this nbmemory first (a kernel in a source checkout imports
+    the checkout's, and its owner, started in the store's directory, would import the one
+    installed: another version, refused at once), then the caller's own. An installed
+    nbmemory is found anyway, and its folder is not put ahead of the standard library."""
+    here = Path(__file__).resolve().parent.parent.parent
+    mine = [] if here.name in ("site-packages", "dist-packages") else [str(here)]
+    return os.pathsep.join(mine + list(filter(None, [os.environ.get("PYTHONPATH")])))
+
+
 def _client_id() -> str:
     """Who this client is, for the owner (which keeps an owner others are connected to)."""
     return f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -219,6 +229,11 @@ class ServiceBackend:
                 replaced = True
                 self._replace_owner(error)
                 continue
+            if error.get("type") == "OwnerMismatch":  # replaced, and replaced again meanwhile
+                raise StoreUnavailable(
+                    f"{error.get('message')} Another nbmemory (another version or model) "
+                    f"keeps starting an owner of {self.directory}: use one nbmemory for a "
+                    f"store, or stop the other. Nothing was done.")
             raise _error(error)
 
     def _resend_or_give_up(self, operation: str, lost: int, tries: int,
@@ -400,7 +415,7 @@ class ServiceBackend:
                 command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
                 cwd=self.directory, close_fds=True, **DETACHED,
                 env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
-                     START_TOKEN_ENV: self._start_token})
+                     START_TOKEN_ENV: self._start_token, "PYTHONPATH": _this_code()})
         finally:
             os.close(log_fd)
         self._starting_owner = proc
