@@ -86,20 +86,22 @@ def _glob_regex(pattern: str) -> re.Pattern:
     while at < len(pattern):
         whole = at == 0 or pattern[at - 1] == "/"
         if whole and pattern.startswith("**/", at):
-            out.append("(?:[^/]*/)*")
+            out.append("(?:(?!\\.)[^/]*/)*")
             at += 3
             continue
         if whole and pattern[at:] == "**":
-            out.append(".*")
+            out.append("(?!\\.).*")
             break
         char, end = pattern[at], pattern.find("]", at + 2)
         if char == "[" and end != -1:
             body = pattern[at + 1:end]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\")
-                       + "]")
+            negated = body.startswith("!")
+            body = re.sub(r"([\\\[^])", r"\\\1", body[negated:])  # ^ and [ as themselves
+            out.append("[" + "^" * negated + body + "]")
             at = end + 1
             continue
-        out.append({"*": "[^/]*", "?": "[^/]"}.get(char) or re.escape(char))
+        hidden = "(?!\\.)" if whole and char in "*?" else ""  # as glob: no .dot names
+        out.append(hidden + ({"*": "[^/]*", "?": "[^/]"}.get(char) or re.escape(char)))
         at += 1
     return re.compile("".join(out) + r"\Z", re.S)
 

@@ -204,7 +204,11 @@ class MemoryCommands:
 
     def _memory_share(self, rest: str):
         # Quoted values whole ("my team/store"): IPython's parser splits them at spaces.
-        args = self._share_args.parser.parse_args(map(unquote, shlex.split(rest, posix=False)))
+        try:
+            words = shlex.split(rest.replace('="', ' "').replace("='", " '"), posix=False)
+        except ValueError as exc:  # No closing quotation
+            raise UsageError(f"%memory share: {exc} in {rest!r}") from None
+        args = self._share_args.parser.parse_args(map(unquote, words))
         to = args.to or self.team_store
         if not to:
             raise UsageError("Say where to share the notes: %memory share ID --to "

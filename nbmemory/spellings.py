@@ -21,7 +21,7 @@ import re
 _RULES = ((re.compile(r"(?<=[a-z]{2}[lrnmtcdgsh])is(e|es|ed|ing|ation|ations|able|er|ers)$"),
            r"iz\1"),
           (re.compile(r"(?<=[a-z]{4})sis$"), "ses"),
-          (re.compile(r"(?<=[a-z]l)ys(e|es|ed|ing)$"), r"yz\1"),
+          (re.compile(r"(?<=[a-z]l)ys(e|es|ed|ing|er|ers)$"), r"yz\1"),
           (re.compile(r"(?<=[a-z]l)yses$"), "yzes"),
           (re.compile(r"(?<=[a-z]{3})our(s|ed|ing|ite|ites|able|ably|er|ers|ful|less)?$"),
            r"or\1"),
@@ -40,14 +40,19 @@ _WORDS = {
     "manoeuvre": "maneuver", "plough": "plow",
     "indices": "index", "matrices": "matrix", "vertices": "vertex", "appendices": "appendix",
     "axes": "axis", "criteria": "criterion", "phenomena": "phenomenon",
-    "schemata": "schema",
+    "schemata": "schema", "maxima": "maximum", "minima": "minimum", "optima": "optimum",
+    "crises": "crisis", "theses": "thesis", "sceptic": "skeptic", "sceptics": "skeptics",
+    "anaemia": "anemia", "practise": "practice", "practised": "practiced",
+    "practising": "practicing",
 }
+# Not variants, though the rules would take them for ones (timber, enter).
+_KEPT = frozenset(("timbre", "entre"))
 
 
 def american(word: str) -> str:
     """``word`` (lower-cased ASCII) in the one spelling its variants share."""
     word = _WORDS.get(word, word)
-    if len(word) < 5:
+    if len(word) < 5 or word in _KEPT:
         return word
     for pattern, replacement in _RULES:
         word = pattern.sub(replacement, word)

@@ -80,7 +80,7 @@ _PLAIN_LETTERS = str.maketrans("łŁıđĐøØħĦŧŦ", "lLidDoOhHtT")
 
 # Bump when tokenize() changes what it makes of a text: a file of an older tokenizer is
 # rebuilt, not trusted.
-TOKENIZER = 5
+TOKENIZER = 6
 
 
 @lru_cache(maxsize=None)

@@ -651,6 +651,9 @@ def test_memory_list_and_share_read_quoted_values_as_the_other_magics_do(ip, tmp
     with pytest.raises(UsageError, match="^%memory list takes options only, not 'orders'"):
         run(ip, "memory list orders")
     away = tmp_path / "my team" / "store"
-    with pytest.raises(UsageError) as caught:
-        run(ip, f'memory share 1 --to "{away}"')
-    assert str(away) in str(caught.value)
+    for line in (f'memory share 1 --to "{away}"', f'memory share 1 --to="{away}"'):
+        with pytest.raises(UsageError) as caught:
+            run(ip, line)
+        assert str(away) in str(caught.value), line
+    with pytest.raises(UsageError, match="^%memory share: No closing quotation in "):
+        run(ip, f'memory share 1 --to "{away}')

@@ -758,7 +758,11 @@ def test_a_glob_means_what_glob_reads_it_as_wherever_notes_are_looked_up(ws, mem
                                    ("logs/**/*.log", "logs/app.log", True),
                                    ("logs/**/*.log", "logs/2024/06/x.log", True),
                                    ("run[1]/out.csv", "run1/out.csv", True),
-                                   ("d/[!a]*.csv", "d/a.csv", False), ("a?c", "a/c", False)):
+                                   ("d/[!a]*.csv", "d/a.csv", False), ("a?c", "a/c", False),
+                                   ("data/*.csv", "data/.dot.csv", False),  # as glob: hidden
+                                   ("logs/**/*.log", "logs/.cache/x.log", False),
+                                   ("data/[^a].csv", "data/^.csv", True),  # ^ is itself
+                                   ("data/[[]x].csv", "data/[x].csv", True)):
         assert glob_match(pattern, path) is matches, (pattern, path)
     for path in ("data/archive/old.csv", "logs/app.log"):
         (ws / path).parent.mkdir(parents=True, exist_ok=True)
