@@ -221,6 +221,7 @@ class MemoryCommands:
     def _memory_import(self, rest: str):
         args = parse_argstring(self._import_args, rest)
         args.path = _path(args.path)
+        self._writable()  # into a new store: a restore
         with progress_bar("importing") as progress:
             summary = self.mem.import_jsonl(args.path, on_conflict=args.on_conflict,
                                             progress=progress)

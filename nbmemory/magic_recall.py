@@ -68,18 +68,36 @@ class RecallCommands:
         hits.filters = _filters_said(args)  # "No notes match 'x' with -t nosuchtag."
         return hits
 
-    def _existing_store(self, doing: str = "recall") -> None:
-        """A store named in NbMemory.store is not created to answer a read (``doing``: the
-        magic's verb or %memory command): a typo in its path would answer "No notes match"
-        (or "0 notes") from a new, empty store."""
+    def _existing_store(self, doing: str = "recall", *, creating: bool = False) -> None:
+        """A store named in NbMemory.store or NBMEMORY_HOME is not created to answer a read
+        (``doing``: the magic's verb or %memory command): a typo there would answer "No notes
+        match" (or "0 notes") from a new, empty store. Nor, ``creating`` it, in a folder
+        that does not exist."""
         doing = {"": "show", "status": "show", "history": "show", "stale": "check"}.get(
             doing, doing)
-        if self._memory is None and self.store and not is_address(self.store):
-            location = locate_store(self.store)
-            if not location.exists and location.path.parent.is_dir():  # else mem says why
-                raise UsageError(f"No store at {location.path} yet (NbMemory.store), so "
-                                 f"nothing to {doing}: check it for a typo. %remember "
-                                 "creates the store there.")
+        if self._memory is not None or is_address(self.store or ""):
+            return
+        with usage_errors():
+            location = locate_store(self.store or None)
+        named = "NbMemory.store" if self.store else "NBMEMORY_HOME"
+        if location.address is not None or location.reason not in ("given explicitly",
+                                                                    "from NBMEMORY_HOME"):
+            return  # found where nbmemory looks by itself: made on first use
+        if not location.path.parent.is_dir():
+            raise UsageError(f"Cannot create the store {location.path}: {location.path.parent}"
+                             f" does not exist. Check {named} (a typo?), or make the directory "
+                             "first.")
+        if not creating and not location.exists:
+            raise UsageError(f"No store at {location.path} yet ({named}), so nothing to "
+                             f"{doing}: check it for a typo. %remember creates the store there.")
+
+    def _writable(self):
+        """The Memory, opened for a write, which may create the store."""
+        self._creating = True
+        try:
+            return self.mem
+        finally:
+            self._creating = False
 
     def _open_questions(self, args, k: int, stale, author):
         needless = _given(args, ("kind", "as_of", "min_score", "explain", "provenance")) \

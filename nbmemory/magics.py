@@ -84,7 +84,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     def __init__(self, shell=None, **kwargs):
         # Set before Configurable.__init__: applying config from ipython_config.py fires
         # the observers below, which close the (not yet opened) store.
-        self._memory = None
+        self._memory, self._creating = None, False  # a write may create the store
         self._outcomes: dict[int, bool] = {}  # execution count -> ran without error
         self._notebook: str | None = None  # learnt once, kept for the kernel's life
         self._ambient = Ambient(self)
@@ -95,15 +95,10 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
     def mem(self):
         """The store's Memory, opened on first use (so %load_ext stays instant)."""
         if self._memory is None:
-            from .config import locate_store
             from .memory import Memory
 
+            self._existing_store("read", creating=self._creating)
             with usage_errors():
-                where = locate_store(self.store) if self.store else None
-                if where and where.address is None and not where.path.parent.is_dir():
-                    raise UsageError(f"Cannot create the store {where.path}: {where.path.parent}"
-                                     " does not exist. Check NbMemory.store (a typo?), or make "
-                                     "the directory first.")
                 self._memory = Memory.open(self.store or None, model=self.model, mode=self.mode,
                                            settings=Settings(model=self.model, min_score=self.min_score),
                                            idle_timeout=self.idle_timeout, announce=_announce)
@@ -239,6 +234,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         provenance = self._provenance()
         ids = cell_request_ids(provenance, line, cell, text)
         request_id = ids[0] if ids else None
+        self._writable()  # a first note makes the store
         with usage_errors():  # run again (Run All): the note this cell wrote, not a copy
             earlier = next((n for n in map(self.mem.written_by, ids) if n is not None), None)
             if earlier is not None:
@@ -419,7 +415,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
                     self.mem.snapshot_diff(*args.name, variables=self._variables())))
             if not args.name:
                 raise UsageError("Give the snapshot a name: %snapshot NAME [-m message]")
-            snap = self.mem.snapshot(" ".join(args.name), message=args.message,
+            snap = self._writable().snapshot(" ".join(args.name), message=args.message,
                                      variables=self._variables())
         print(f"Sealed snapshot {snap.name!r} at journal position {snap.seq} "
               f"({wording.counted(snap.note_count, 'active note')}).")

@@ -308,7 +308,7 @@ def test_a_check_keeps_the_quotes_inside_it(ip):
 def test_a_check_runs_by_itself_only_in_the_notebook_it_was_written_in(ip):
     """Another notebook's `orders` is not the one a check is about: it neither fails the
     note for everyone nor runs there unless asked by id."""
-    mem = ip.magics_manager.registry["NbMemory"].mem
+    mem = ip.magics_manager.registry["NbMemory"]._writable()
     ns = {"orders": orders(1.0, 2.0)}
     mem.remember("orders.amount has under 5% nulls", check=CHECK, namespace=ns,
                  provenance=Provenance(notebook="/elsewhere/explore.ipynb"))

@@ -578,7 +578,9 @@ def test_a_mistyped_store_is_not_made_by_a_recall(ip, tmp_path):
                              "check it for a typo. %remember creates the store there.")
     # Nor does a listing: it answered "0 active notes: none." and made the store.
     for line, doing in (("memory list", "list"), ("memory", "show"), ("memory stale", "check"),
-                        ("snapshot --list", "list"), ("memory browse", "browse")):
+                        ("snapshot --list", "list"), ("memory browse", "browse"),
+                        ("recall --open", "read"), ("forget 1", "read"),
+                        ("memory check", "read"), ("recall --stale", "read")):
         assert refusal(typo, line).startswith(f"No store at {typo} yet (NbMemory.store), so "
                                               f"nothing to {doing}: check it for a typo."), line
     run(ip, "remember the first finding")
@@ -626,6 +628,18 @@ def test_a_line_ending_in_a_question_mark_is_stored_not_taken_for_help(ip):
     ip.run_line_magic("unload_ext", "nbmemory")
     assert keep_question_marks not in ip.input_transformers_cleanup
     ip.run_line_magic("load_ext", "nbmemory")
+
+
+def test_a_mistyped_nbmemory_home_is_not_made_by_a_read(ip, tmp_path, monkeypatch):
+    typo = tmp_path / ".nbmemroy"
+    ip.run_line_magic("config", "NbMemory.store = ''")
+    monkeypatch.setenv("NBMEMORY_HOME", str(typo))
+    with pytest.raises(UsageError, match=f"^No store at {re.escape(str(typo))} yet "
+                                         r"\(NBMEMORY_HOME\), so nothing to list"):
+        run(ip, "memory list")
+    assert not typo.exists()
+    run(ip, "remember the first finding")  # a write makes it
+    assert (typo / "memory.duckdb").exists()
 
 
 def test_remember_supersedes_takes_an_id_as_the_other_magics_write_it(ip):
