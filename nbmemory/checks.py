@@ -14,6 +14,7 @@ import ast
 import builtins
 import ctypes
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -171,14 +172,22 @@ def _error(exc: BaseException, budget: float, took: float = 0.0) -> Outcome:
 
 
 def _with_alarm(run, budget: float) -> Outcome:
+    done = []
+
     def stop(signum, frame):
-        raise CheckTimeout()
+        if not done:
+            _stop_at_the_next_line(frame, done)
+            raise CheckTimeout()
 
     previous = signal.signal(signal.SIGALRM, stop)
     pending, interval = signal.setitimer(signal.ITIMER_REAL, budget)
-    began = time.monotonic()
+    began, tracing = time.monotonic(), sys.gettrace()
     try:
-        value, shown = run()
+        try:
+            value, shown = run()
+        finally:
+            done.append(True)
+            sys.settrace(tracing)
     except BaseException as exc:  # noqa: BLE001 - every failure of a check is an outcome
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -190,6 +199,23 @@ def _with_alarm(run, budget: float) -> Outcome:
             signal.setitimer(signal.ITIMER_REAL,
                              max(pending - (time.monotonic() - began), 0.001), interval)
     return _result(value, shown)
+
+
+def _stop_at_the_next_line(frame, done: list) -> None:
+    """Past its budget, the check stops again at the next line it runs: code that swallows
+    the first stop (a bare ``except:`` in a retry loop) meets this one in its handler,
+    outside its ``try``. Only the check's own frames, up to :func:`_with_alarm`'s."""
+    def again(frame, event, arg):
+        if done:
+            return None
+        if event == "line":
+            raise CheckTimeout()
+        return again
+
+    while frame is not None and frame.f_code is not _with_alarm.__code__:
+        frame.f_trace = again
+        frame = frame.f_back
+    sys.settrace(again)
 
 
 def _in_thread(run, budget: float) -> Outcome:

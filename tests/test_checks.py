@@ -2,6 +2,7 @@
 reasons, trusted; in the API, in an InteractiveShell and in a real kernel (nbclient)."""
 
 import re
+import sys
 import time
 
 import nbformat
@@ -59,6 +60,17 @@ def test_a_check_whose_code_catches_every_exception_still_stops_at_its_budget():
                 continue
     assert checks.evaluate("retrying() == 3", {"retrying": retrying}, budget=0.2) == \
         checks.Outcome("error", error="ran past its budget of 0.2 s")
+
+    def retrying_bare():  # a bare except swallows the stop itself, and Ctrl-C: the kernel hung
+        while True:
+            try:
+                time.sleep(0.01)
+            except:  # noqa: E722 - what such helpers do
+                continue
+    assert checks.evaluate("retrying_bare() == 3", {"retrying_bare": retrying_bare},
+                           budget=0.2) == checks.Outcome("error", error="ran past its budget "
+                                                                        "of 0.2 s")
+    assert sys.gettrace() is None and checks.evaluate("1 + 1 == 2", {}).status == "passed"
 
 
 def test_a_check_gives_back_an_alarm_that_was_set_before_it():
