@@ -153,9 +153,9 @@ class Memory:
                  budget: float = evaluation.DEFAULT_BUDGET) -> Note:
         """Store a finding. ``tags`` is a list or a comma-separated string.
 
-        ``about`` anchors the note to paths, directories or globs (relative ones are
-        looked up in the workspace) and to variable anchors made with
-        :func:`nbmemory.values.variable_fingerprint`; paths the text mentions are
+        ``about`` anchors the note to paths, directories or globs (relative ones are looked
+        up in this process's working directory, then the workspace) and to variable anchors
+        made with :func:`nbmemory.values.variable_fingerprint`; paths the text mentions are
         anchored too. The note is flagged stale when they change.
 
         ``check``: a Python expression that must hold, evaluated here in ``namespace``
@@ -206,11 +206,12 @@ class Memory:
             if wanted is not None and item["note"].id not in wanted:
                 continue
             author = item["note"].author
+            why = ("not trusted: it came in an import (a file carries no trust)"
+                   if author == current_user() else
+                   f"not trusted: written by {author or 'someone else'}")
             outcome = evaluation.evaluate(
                 item["expression"], namespace, budget=budget, reads=item["names"]
-            ) if item["trusted"] else evaluation.Outcome("skipped", why=(
-                "not trusted: it came in an import (a file carries no trust)"
-                if author == current_user() else f"not trusted: written by {author or 'someone else'}"))
+            ) if item["trusted"] else evaluation.Outcome("skipped", why=why)
             results.append((item, outcome))
         if results:
             self.record_checks([{"note_id": item["note"].id, "expression": item["expression"],

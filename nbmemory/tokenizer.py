@@ -11,11 +11,11 @@ marks, such as Indic vowel signs, belong to its word), read in Unicode's compati
 accents, as people often type them without (``cafe`` finds ``café``, ``ΠΟΣΟ`` finds
 ``πόσο``; ``lodz`` finds ``Łódź``, a stroke or a missing dot being read as an accent), as
 do Cyrillic stress marks and Hebrew vowel points; characters that show nothing (a soft hyphen,
-a zero-width space) are dropped. A word that is then plain
-ASCII is stemmed as English, in one spelling of its British and American forms and of a
-Greek or Latin plural and its singular (:mod:`.spellings`); Cyrillic, Greek, Arabic and Devanagari words are stemmed by
-their script's Snowball stemmer (Russian, Greek, Arabic, Hindi), others not at all. Chinese, Japanese and Korean are written without
-spaces between words, so a run of their characters gives its overlapping pairs ("金额单位"
+a zero-width space) are dropped. A word that is then plain ASCII is stemmed as English, in
+one spelling of its British and American forms and of a Greek or Latin plural and its
+singular (:mod:`.spellings`); Cyrillic, Greek, Arabic and Devanagari words are stemmed by
+their script's Snowball stemmer (Russian, Greek, Arabic, Hindi), others not at all. Chinese,
+Japanese and Korean are written without spaces between words, so a run of their characters gives its overlapping pairs ("金额单位"
 -> 金额, 额单, 单位), as Lucene's CJK analyzer does: a query holding a word holds its pairs.
 Code written into such text without spaces (``在acquire_lock之前``) is a token of its own.
 A note's text also gives each such character alone, so that a one-character question
