@@ -229,7 +229,8 @@ def check_live_owner(directory: Path, info: dict, model: str, opt: str) -> Itera
     from .memory import Memory
 
     try:
-        with Memory.open(directory, mode="service") as mem:
+        # As the owner serves it: not NBMEMORY_MODEL's, which would replace this owner.
+        with Memory.open(directory, mode="service", model=info.get("model") or None) as mem:
             status = mem.status()
     except Exception as exc:  # the owner answered its info but not a request
         yield Check("owner", "fail", f"the owner did not answer a status request ({exc})",

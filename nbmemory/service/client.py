@@ -67,13 +67,14 @@ def _say(message: str) -> None:
 
 
 def _this_code() -> str:
-    """PYTHONPATH for an owner: this nbmemory first (a kernel in a source checkout imports
-    the checkout's, and its owner, started in the store's directory, would import the one
-    installed: another version, refused at once), then the caller's own. An installed
-    nbmemory is found anyway, and its folder is not put ahead of the standard library."""
+    """PYTHONPATH for an owner: the caller's own, then this nbmemory's folder (a kernel in
+    a source checkout imports the checkout's from its working directory, and its owner,
+    started in the store's directory, would import the one installed: another version,
+    refused at once). An installed nbmemory is found anyway, and its folder is not put
+    ahead of the standard library."""
     here = Path(__file__).resolve().parent.parent.parent
     mine = [] if here.name in ("site-packages", "dist-packages") else [str(here)]
-    return os.pathsep.join(mine + list(filter(None, [os.environ.get("PYTHONPATH")])))
+    return os.pathsep.join(list(filter(None, [os.environ.get("PYTHONPATH")])) + mine)
 
 
 def _client_id() -> str:
