@@ -48,7 +48,7 @@ class LocalBackend:
         self.engine.close()
 
 
-def _here(when, *, end: bool = False):
+def _local_time(when, *, end: bool = False):
     """A time given as a day or as text read here, as the CLI reads it (7d, 2w, 2026-12-05 as
     this machine's day; as an ``until``, all of it): the owner may run in another zone.
     Text it cannot read goes on as it is, for the engine to say why."""
@@ -314,8 +314,8 @@ class Memory:
                        until=None, author=None, stale: bool | None = None) -> list[Note]:
         """Unresolved questions, newest first; the filters are :meth:`notes`'s."""
         return self._call("open_questions", limit=limit, tags=tags, priority=priority,
-                          since=_here(since), until=_here(until, end=True), author=author,
-                          stale=stale)
+                          since=_local_time(since), until=_local_time(until, end=True),
+                          author=author, stale=stale)
 
     def snapshot(self, name: str, *, message: str = "", author: str | None = None,
                  request_id: str | None = None, variables: dict | None = None) -> Snapshot:
@@ -391,10 +391,9 @@ class Memory:
         # open_only only when asked: an owner of the code before it still answers the rest.
         return ShownHits(self._call(
             "recall", query=query, k=k, tags=tags, kind=kind, priority=priority,
-            since=_here(since), until=_here(until, end=True), explain=explain,
-            min_score=min_score, as_of=as_of, mode=mode, stale=stale, variables=variables,
-            author=author,
-            **({"open_only": True} if open_only else {})))
+            since=_local_time(since), until=_local_time(until, end=True),
+            explain=explain, min_score=min_score, as_of=as_of, mode=mode, stale=stale,
+            variables=variables, author=author, **({"open_only": True} if open_only else {})))
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
                      cwd: str | None = None, variables: dict | None = None,
@@ -424,8 +423,8 @@ class Memory:
         True lists only stale notes, False only fresh ones (``total`` counts those);
         ``author``: written by one of these."""
         return self._call("notes", tags=tags, kind=kind, priority=priority,
-                          since=_here(since), until=_here(until, end=True), status=status,
-                          offset=offset, limit=limit, order=order, stale=stale,
+                          since=_local_time(since), until=_local_time(until, end=True),
+                          status=status, offset=offset, limit=limit, order=order, stale=stale,
                           variables=variables, author=author)
 
     def stale(self, *, offset: int = 0, limit: int = 50, variables: dict | None = None):

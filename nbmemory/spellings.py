@@ -22,7 +22,6 @@ _RULES = ((re.compile(r"(?<=[a-z]{2}[lrnmtcdgsh])is(e|es|ed|ing|ation|ations|abl
            r"iz\1"),
           (re.compile(r"(?<=[a-z]{4})sis$"), "ses"),
           (re.compile(r"(?<=[a-z]l)ys(e|es|ed|ing|er|ers)$"), r"yz\1"),
-          (re.compile(r"(?<=[a-z]l)yses$"), "yzes"),
           (re.compile(r"(?<=[a-z]{3})our(s|ed|ing|ite|ites|able|ably|er|ers|ful|less)?$"),
            r"or\1"),
           (re.compile(r"(?<=[a-z]{2}[tb])re(s)?$"), r"er\1"),

@@ -1033,10 +1033,10 @@ def test_a_day_is_the_same_midnight_in_every_front_end(monkeypatch):
         assert sent == {"since": day, "until": datetime(2026, 12, 7, 20, tzinfo=timezone.utc)}
         assert parse_since("0001-01-01").year == 1  # no zone can take it: UTC's
         # The Python API reads text here, as the CLI does: the owner may run in another zone.
-        from nbmemory.memory import _here
-        assert (_here("2026-12-07"), _here("2026-12-07", end=True)) == (
+        from nbmemory.memory import _local_time
+        assert (_local_time("2026-12-07"), _local_time("2026-12-07", end=True)) == (
             day, datetime(2026, 12, 8, 8, tzinfo=timezone.utc))
-        assert _here("7d").tzinfo is not None and _here("last tuesday") == "last tuesday"
+        assert _local_time("7d").tzinfo is not None and _local_time("last tuesday") == "last tuesday"
     finally:
         monkeypatch.undo()
         time.tzset()
