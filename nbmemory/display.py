@@ -128,11 +128,13 @@ def _note_header(note: Note, score: float | None = None) -> str:
 def fusion_line(fusion: dict[str, float]) -> str:
     """How a hybrid recall's scores were made, in words (explain mode)."""
     w, bonus, below = fusion["weight"], fusion["priority"], fusion.get("below", 0)
-    covers = (f"the best keyword match covers {fusion['covered']:.0%} of the query's weighted "
-              f"words")
+    covers = f"the best keyword match covers {fusion['covered']:.0%} of the query's weighted words"
     priority = f"(+{bonus:g} high priority, -{bonus:g} low)"
     # Where keywords count, a note's lexical share also counts the best notes' words.
     fed = " Lexical includes the words of the best notes, fed back." if w > 0 else ""
+    if "short_terms" in fusion:  # not sent by an owner running older code
+        fed += (f" Dense is a note's cosine; a note of fewer than {fusion['short_terms']:g} "
+                f"keyword terms keeps part of it ({fusion['short_floor']:.0%} at none).")
     if below:
         return (f"score = dense for the {below} notes closest in meaning; for the others "
                 f"dense + {w / (1 - w):.2f} x lexical, kept below those {below} {priority}. "

@@ -15,7 +15,8 @@ from ..errors import Command, InvalidInput
 from ..history import PastView
 from ..lexical import LexicalIndex
 from ..models import MODES, PRIORITIES, Hit, Hits, Note, utcnow
-from ..ranking import KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL, rank_arrays
+from ..ranking import (KEYWORD_WEIGHT, SHORT_NOTE_FLOOR, SHORT_NOTE_TERMS, TRUST_FROM, TRUST_FULL,
+                       rank_arrays)
 from ..store import Filters, Store
 from ..dense_rows import DenseRows
 from ..dense_search import nearest
@@ -36,7 +37,8 @@ def _fusion(ranked) -> dict[str, float] | None:
         return None
     return {"weight": round(ranked.weight, 4), "covered": round(ranked.covered, 4),
             "from": TRUST_FROM, "full": TRUST_FULL, "most": KEYWORD_WEIGHT,
-            "below": ranked.kept, "priority": PRIORITY_BONUS["high"]}
+            "below": ranked.kept, "priority": PRIORITY_BONUS["high"],
+            "short_terms": SHORT_NOTE_TERMS, "short_floor": SHORT_NOTE_FLOOR}
 
 
 @dataclass(frozen=True)
