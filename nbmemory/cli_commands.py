@@ -64,14 +64,14 @@ def note_rows(notes) -> list[list[str]]:
 
 def show_note(note) -> str:
     from .display import text_of
-    from .wording import age, provenance_line
+    from .wording import age, local, provenance_line
 
     lines = [f"#{note.id}  {note.status}  {note.kind}  {note.priority}  version {note.version}",
              textwrap.indent(text_of(note), "    "), ""]
     fields = [("tags", ", ".join(note.tags) or "-"),
-              ("created", f"{note.created_at:%Y-%m-%d %H:%M} ({age(note.created_at)} ago)"
+              ("created", f"{local(note.created_at):%Y-%m-%d %H:%M} ({age(note.created_at)} ago)"
                if note.created_at else "-"),
-              ("updated", f"{note.updated_at:%Y-%m-%d %H:%M}" if note.updated_at else "-"),
+              ("updated", f"{local(note.updated_at):%Y-%m-%d %H:%M}" if note.updated_at else "-"),
               ("author", note.author or "-"),
               ("from", provenance_line(note))]
     if note.resolution:  # a question or hypothesis answered: how, and why
@@ -326,7 +326,7 @@ def cmd_history(mem, args) -> None:
 
 
 def cmd_snapshot(mem, args) -> None:
-    from .wording import counted
+    from .wording import counted, local
 
     if args.list and (args.diff or args.name):
         raise CommandError("--list takes nothing else: nbmemory snapshot --list")
@@ -352,7 +352,7 @@ def cmd_snapshot(mem, args) -> None:
             print("No snapshots yet. Seal one with: nbmemory snapshot NAME -m 'why'")
             return
         print(table(["name", "sealed", "notes", "author", "message"],
-                    [[s.name, f"{s.at:%Y-%m-%d %H:%M}", str(s.note_count), s.author or "",
+                    [[s.name, f"{local(s.at):%Y-%m-%d %H:%M}", str(s.note_count), s.author or "",
                       s.message] for s in snapshots]))
         return
     if len(args.name) != 1:

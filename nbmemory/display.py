@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 
 from .models import CHANGES, Event, Hit, Hits, Note, Snapshot, SnapshotDiff
 from .columns import ljust, shorten, width, wrap
-from .wording import _from, _short_path, age, anchors_line, printable, stale_marker
+from .wording import _from, _short_path, age, anchors_line, local, printable, stale_marker
 
 # JupyterLab right-aligns table cells with a more specific rule (.jp-RenderedHTMLCommon
 # td): ours must be at least as specific. Only the last column (the note) wraps.
@@ -314,7 +314,7 @@ def remembered_display(note: Note, similar: Sequence[Hit], *, hint: str | None =
 def already_display(note: Note, notebook: str | None = None) -> Rich:
     """What %remember says when its cell runs again: the note that cell wrote, as it is now
     (and in which notebook, when that was another: the same cell, renamed or copied)."""
-    when = f" on {note.created_at:%Y-%m-%d %H:%M}" if note.created_at else ""
+    when = f" on {local(note.created_at):%Y-%m-%d %H:%M}" if note.created_at else ""
     then = note.provenance.notebook if note.provenance else None
     if then and notebook and then != notebook:
         when = f" in {_short_path(then, note.provenance.workspace)}{when}"
@@ -385,7 +385,7 @@ def snapshots_display(snapshots: Sequence[Snapshot]) -> Rich:
     if not snapshots:
         return Rich("No snapshots yet. Seal one with %snapshot NAME -m 'why'.",
                     "<p>No snapshots yet. Seal one with <code>%snapshot NAME -m 'why'</code>.</p>")
-    rows = [(s.name, s.at.strftime("%Y-%m-%d %H:%M") if s.at else "", str(s.note_count),
+    rows = [(s.name, local(s.at).strftime("%Y-%m-%d %H:%M") if s.at else "", str(s.note_count),
              s.message, s.author or "") for s in snapshots]
     size = max(width(r[0]) for r in rows)
     text = "\n".join(f"{ljust(r[0], size)}  {r[1]}  {r[2]:>5} "  # "note " aligns with "notes"
@@ -404,7 +404,7 @@ def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note]
     """The journal of a note, its supersede chain, and (when it was edited) what each
     version said."""
     header = ("seq", "time", "event", "actor", "detail")
-    rows = [(str(e.seq), e.at.strftime("%Y-%m-%d %H:%M:%S") if e.at else "", e.type,
+    rows = [(str(e.seq), local(e.at).strftime("%Y-%m-%d %H:%M:%S") if e.at else "", e.type,
              e.actor or "", _detail(e.data)) for e in events]
     widths = [max(width(r[i]) for r in [header, *rows]) for i in range(4)]
     lines = ["  ".join(ljust(c, w) for c, w in zip(r, widths)) + "  " + r[4]
@@ -416,7 +416,7 @@ def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note]
         text += f"\nSupersede chain: {links}"
         body += f"<p>Supersede chain: {html.escape(links)}</p>"
     if len(versions) > 1:
-        heads = [f"v{v.version}, {v.updated_at:%Y-%m-%d %H:%M}"
+        heads = [f"v{v.version}, {local(v.updated_at):%Y-%m-%d %H:%M}"
                  + (f" by {v.author}" if v.author else "") for v in versions]
         text += "\nVersions" + "".join(
             f"\n{head}:\n" + textwrap.indent(v.text, "    ") for head, v in zip(heads, versions))

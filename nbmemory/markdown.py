@@ -13,7 +13,7 @@ from typing import Iterable
 
 from .errors import InvalidInput
 from .models import Note
-from .wording import counted, provenance_line, stale_marker
+from .wording import counted, local, provenance_line, stale_marker
 
 
 def export_markdown(notes: Iterable[Note], directory: str | Path, *, by: str = "tag") -> list[Path]:
@@ -122,8 +122,9 @@ def _slug(text: str) -> str:
 
 def _note_markdown(note: Note) -> list[str]:
     lines = [f"## #{note.id}: {note.kind}, {note.priority} priority", "", note.text, ""]
-    meta = [f"- written {note.created_at:%Y-%m-%d} by {_inline(note.author or 'unknown')}"
-            + (f", version {note.version} of {note.updated_at:%Y-%m-%d}" if note.version > 1 else "")]
+    meta = [f"- written {local(note.created_at):%Y-%m-%d} by {_inline(note.author or 'unknown')}"
+            + (f", version {note.version} of {local(note.updated_at):%Y-%m-%d}"
+               if note.version > 1 else "")]
     if note.tags:
         meta.append("- tags: " + _inline(", ".join(note.tags)))
     meta.append("- from: " + _inline(provenance_line(note)))

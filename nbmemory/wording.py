@@ -6,10 +6,16 @@ No HTML here (display.py escapes these for notebooks) and no front-end syntax.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .models import Anchor, Event, Note, utcnow
+
+
+def local(when: datetime) -> datetime:
+    """``when`` (UTC; a naive time is UTC too) in this machine's time zone: times are shown as
+    people read them, and a bare day they type is a local day (memory.py)."""
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone()
 
 
 def age(when: datetime | None, now: datetime | None = None) -> str:

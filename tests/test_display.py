@@ -2,6 +2,8 @@
 emoji take two, combining marks none), HTML whose note text sets its own direction."""
 
 import textwrap
+from datetime import timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -9,8 +11,9 @@ from IPython.utils.capture import capture_output
 
 from nbmemory.browse import note_html
 from nbmemory.columns import ljust, shorten, width, wrap
-from nbmemory.display import diff_display, notes_display
+from nbmemory.display import diff_display, history_display, notes_display, snapshots_display
 from nbmemory.embed import HashEmbedder
+from nbmemory.markdown import export_markdown
 from nbmemory.memory import Memory
 
 HEBREW = "עמודת הסכום נשמרת באגורות לפני מרץ 2021."
@@ -115,3 +118,32 @@ def test_a_first_line_may_have_its_own_indent():
     english = "#3  content_changed src/a.py; rows_changed data/orders.csv (2 → 3 rows)"
     assert wrap(english, 40, "    ", first="") == textwrap.wrap(english, 40,
                                                                 subsequent_indent="    ")
+
+
+@pytest.fixture
+def kathmandu(monkeypatch):
+    """This machine's time zone set to one 5:45 from UTC, so no UTC time passes for local."""
+    time = pytest.importorskip("time")
+    if not hasattr(time, "tzset"):
+        pytest.skip("time.tzset is Unix only")
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")
+    time.tzset()
+    yield ZoneInfo("Asia/Kathmandu")
+    monkeypatch.delenv("TZ")
+    time.tzset()
+
+
+def test_times_are_shown_in_the_time_zone_a_bare_day_is_read_in(memory, kathmandu, tmp_path):
+    """`--since 2024-03-12` means that day here, so times shown are here too, not UTC."""
+    note = memory.remember("the nightly export moved to Airflow")
+    note = memory.edit(note.id, text="the nightly export moved to Airflow in March")
+    snap = memory.snapshot("before-q3", message="a seal")
+    shown = {"snapshots": snapshots_display(memory.snapshots()).text,
+             "history": history_display(note.id, memory.history(note.id),
+                                        versions=memory.versions(note.id)).text}
+    for what, at, fmt in (("snapshots", snap.at, "%Y-%m-%d %H:%M"),
+                          ("history", note.updated_at, "%Y-%m-%d %H:%M")):
+        assert at.astimezone(kathmandu).strftime(fmt) in shown[what], what
+        assert at.astimezone(timezone.utc).strftime(fmt) not in shown[what], what
+    pages = "".join(page.read_text() for page in export_markdown([note], tmp_path))
+    assert f"- written {note.created_at.astimezone(kathmandu):%Y-%m-%d}" in pages
