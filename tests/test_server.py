@@ -723,6 +723,30 @@ async def test_a_note_from_a_notebook_cell_keeps_its_provenance(api, jp_root_dir
     assert note["lab_path"] == "work/ledger.ipynb"
 
 
+async def test_a_notebook_in_a_linked_folder_under_the_root_keeps_its_lab_path(
+        api, jp_root_dir, tmp_path):
+    """root/data -> ../shared: JupyterLab lists and opens data/x.ipynb, so the panel may name
+    it, and a note from it (panel or kernel) links back to it; '..' still climbs nowhere."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "x.ipynb").write_text("{}")
+    (jp_root_dir / "data").symlink_to(shared, target_is_directory=True)
+    code, note = await api("notes", "POST", {
+        "text": "the shared folder's notebook", "provenance": {"notebook": "data/x.ipynb",
+                                                              "cell_id": "c-1"}})
+    assert code == 201, note
+    assert note["lab_path"] == "data/x.ipynb"
+    code, where = await api(f"notes/{note['id']}/source")
+    assert (code, where) == (200, {"lab_path": "data/x.ipynb", "exists": True, "moved_to": []})
+    assert lab_path(str(jp_root_dir / "data" / "x.ipynb"), str(jp_root_dir)) == "data/x.ipynb"
+    code, data = await api("notes", "POST", {
+        "text": "out of the root", "provenance": {"notebook": "data/../../shared/x.ipynb"}})
+    assert code == 400
+    assert data["message"] == ("The notebook 'data/../../shared/x.ipynb' is not under the "
+                               "Jupyter server's root directory; give its path as JupyterLab "
+                               "shows it.")
+
+
 async def test_the_author_of_a_token_request_is_the_servers_user(api):
     """jupyter_server makes up an anonymous user per token request: that is no author."""
     from nbmemory.provenance import author

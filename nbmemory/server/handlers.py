@@ -71,7 +71,10 @@ def note_id(value: str) -> int:
 
 
 def lab_path(notebook: str | None, root: str | None) -> str | None:
-    """The notebook's path as JupyterLab names it (relative to ``root``), if it is under it."""
+    """The notebook's path as JupyterLab names it (relative to ``root``), if it is under it.
+
+    Under it as JupyterLab sees it: the path normalised, not resolved, so a notebook in a
+    folder that links elsewhere (``root/data -> ../shared``) keeps its ``data/...`` path."""
     if not notebook:
         return None
     path = Path(notebook)
@@ -80,10 +83,17 @@ def lab_path(notebook: str | None, root: str | None) -> str | None:
         return None if inside.parts[:1] == ("..",) or inside.is_absolute() else inside.as_posix()
     if not root:
         return None
-    try:
-        return path.resolve().relative_to(Path(root).expanduser().resolve()).as_posix()
-    except ValueError:
-        return None
+    given = Path(os.path.normpath(path))
+    top = Path(os.path.abspath(Path(root).expanduser()))
+    pairs = [(given, top)]
+    try:  # the root as the store records it (resolved); a note written before, resolved
+        pairs += [(given, top.resolve()), (path.resolve(), top.resolve())]
+    except (OSError, RuntimeError):  # a loop of links, a name longer than the system takes
+        pass
+    for candidate, base in pairs:
+        if candidate.is_relative_to(base):
+            return candidate.relative_to(base).as_posix()
+    return None
 
 
 class NbMemoryHandler(RequestParsing, APIHandler):

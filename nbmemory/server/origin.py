@@ -61,17 +61,18 @@ def _encodes(text: str) -> bool:
 
 
 def server_path(lab: str, root: str | None) -> str:
-    """The absolute path of ``lab`` (a path JupyterLab shows), refused outside the root."""
+    """The absolute path of ``lab`` (a path JupyterLab shows), refused outside the root.
+
+    Containment is checked on the path as given, normalised, as JupyterLab checks it: a
+    folder under the root that is a link to elsewhere (``data -> ../shared``) is under the
+    root, as JupyterLab lists and opens it; a ``..`` that climbs out, or an absolute path,
+    is not."""
     base = Path(root or os.getcwd()).expanduser().resolve()
-    relative = Path(lab)
-    try:
-        path = (base / relative).resolve()
-    except (OSError, RuntimeError) as exc:  # a loop of links
-        raise InvalidInput(f"The notebook path {lab!r} cannot be used: {exc}.") from None
-    if relative.is_absolute() or not path.is_relative_to(base):
+    relative = Path(os.path.normpath(lab))
+    if Path(lab).is_absolute() or relative.is_absolute() or relative.parts[:1] == ("..",):
         raise InvalidInput(f"The notebook {lab!r} is not under the Jupyter server's root "
                            "directory; give its path as JupyterLab shows it.")
-    return str(path)
+    return str(base / relative)
 
 
 def panel_provenance(where: dict[str, Any], author: str | None, root: str | None) -> Provenance:
