@@ -747,6 +747,16 @@ async def test_a_notebook_in_a_linked_folder_under_the_root_keeps_its_lab_path(
                                "shows it.")
 
 
+async def test_source_of_a_notebook_name_too_long_for_the_system_is_not_there(api):
+    name = "a" * 300 + ".ipynb"  # one name past the 255 bytes a file system takes
+    code, note = await api("notes", "POST", {
+        "text": "a note from a notebook no file system can name",
+        "provenance": {"notebook": name, "cell_id": "c-1"}})
+    assert code == 201, note
+    code, where = await api(f"notes/{note['id']}/source")
+    assert (code, where) == (200, {"lab_path": name, "exists": False, "moved_to": []})
+
+
 async def test_the_author_of_a_token_request_is_the_servers_user(api):
     """jupyter_server makes up an anonymous user per token request: that is no author."""
     from nbmemory.provenance import author

@@ -33,7 +33,10 @@ class SourceHandler(NbMemoryHandler):
         if not path or not root:
             self.reply({"lab_path": path, "exists": False, "moved_to": []})
             return
-        exists = (Path(root).expanduser() / path).is_file()
+        try:
+            exists = (Path(root).expanduser() / path).is_file()
+        except OSError:  # a name longer than the system takes, say: no such notebook
+            exists = False
         moved: list[str] = []
         if not exists and cell_id:
             moved = await asyncio.get_running_loop().run_in_executor(
