@@ -3,6 +3,8 @@ forget, reinstate and verify."""
 
 from __future__ import annotations
 
+import json
+
 from ..errors import InvalidInput
 from ..models import Note
 from .handlers import NbMemoryHandler, api, missing_feature, note_id
@@ -37,8 +39,10 @@ class NotesHandler(NbMemoryHandler):
         data = self.body(("text", "kind", "priority", "tags", "supersedes", "provenance"),
                          required=("text",))
         supersedes = data.pop("supersedes", None)
-        if supersedes is not None and not isinstance(supersedes, int):
-            raise InvalidInput("Field 'supersedes' must be a note id (a number).")
+        if supersedes is not None and (isinstance(supersedes, bool)
+                                       or not isinstance(supersedes, int)):
+            raise InvalidInput("Field 'supersedes' must be a note id, a whole number such as "
+                               f"12, not {json.dumps(supersedes)[:40]}.")
         where = provenance_fields(data.get("provenance"), self.root)
         author = self.user()
 
