@@ -334,6 +334,9 @@ BAD_REQUESTS = [
      "Field 'supersedes' must be a note id, a whole number such as 12, not true."),
     ("notes", "POST", {"text": "ok", "supersedes": 1.0}, {},
      "Field 'supersedes' must be a note id, a whole number such as 12, not 1.0."),
+    ("recall", "GET", None, {"query": "amount " * 571 + "cents"},  # 4,002 characters
+     "The query has 4,002 characters; recall takes at most 4,000. Shorten it to the words "
+     "that matter."),
     ("notes/1", "PATCH", {}, {}, "Nothing to change"),
     ("notes/1", "PATCH", {"text": ""}, {}, "The note is empty"),
     ("notes/1", "PATCH", {"priority": "urgent"}, {}, "Unknown priority"),
@@ -759,6 +762,12 @@ async def test_source_of_a_notebook_name_too_long_for_the_system_is_not_there(ap
     assert code == 201, note
     code, where = await api(f"notes/{note['id']}/source")
     assert (code, where) == (200, {"lab_path": name, "exists": False, "moved_to": []})
+
+
+async def test_recall_takes_a_query_of_4000_characters(api):
+    await remember(api, "orders.amount is in cents")
+    code, hits = await api("recall", query=("cents " * 700)[:4000], k=1)
+    assert code == 200 and hits["hits"][0]["note"]["text"] == "orders.amount is in cents"
 
 
 async def test_the_author_of_a_token_request_is_the_servers_user(api):

@@ -283,8 +283,8 @@ export class MemoryModel extends MemoryState {
     return note;
   }
 
-  recallNotes(query: string, options: IRecallOptions = {}): Promise<IHits> {
-    const params = [`query=${encodeURIComponent(query)}`];
+  async recallNotes(query: string, options: IRecallOptions = {}): Promise<IHits> {
+    const params = [this._queryParam(query)];
     for (const [name, value] of Object.entries(options)) {
       if (value !== undefined && value !== '') {
         params.push(`${name}=${encodeURIComponent(String(value))}`);

@@ -28,6 +28,12 @@ import { checkServer } from './version';
 
 export type View = 'notes' | 'snapshots';
 
+/**
+ * The longest recall query, in characters, as the server takes it: the query travels in
+ * the URL, and a URL over 64 KB gets no answer at all from Jupyter's server.
+ */
+export const MAX_QUERY = 4000;
+
 /** What the panel keeps across reloads (IStateDB). */
 export interface IPanelState {
   view: View;
@@ -398,7 +404,7 @@ export class MemoryState {
     if (this.belowShown) {
       params.push('min_score=-1');
     }
-    params.push(`query=${encodeURIComponent(this.query.trim())}`, `k=${this.recallSize}`);
+    params.push(this._queryParam(this.query.trim()), `k=${this.recallSize}`);
     const result = await this._request<IHits>(`recall?${params.join('&')}`, {}, 'recall');
     if (ticket === this._ticket) {
       this.hits = result.hits;
@@ -409,6 +415,23 @@ export class MemoryState {
       this.notes = [];
       this.total = this.hits.length;
     }
+  }
+
+  /**
+   * A recall's `query=` parameter, or a refusal of a query longer than the server takes,
+   * which is never sent: the panel says so rather than "the server is not responding".
+   */
+  protected _queryParam(query: string): string {
+    const length = [...query].length;
+    if (length > MAX_QUERY) {
+      const message = this.trans.__(
+        'The search text has %1 characters; recall takes at most %2. Shorten it.',
+        length.toLocaleString(),
+        MAX_QUERY.toLocaleString()
+      );
+      throw new ApiError(message, 400, 'InvalidInput');
+    }
+    return `query=${encodeURIComponent(query)}`;
   }
 
   /**

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import InvalidInput
 from .handlers import NbMemoryHandler, api
-from .shared import MAX_PAGE
+from .shared import MAX_PAGE, MAX_QUERY
 
 
 class RecallHandler(NbMemoryHandler):
@@ -14,6 +14,9 @@ class RecallHandler(NbMemoryHandler):
         query = self.arg("query")
         if query is None:
             raise InvalidInput("Give a query: /nbmemory/recall?query=what+unit+is+amount")
+        if len(query) > MAX_QUERY:
+            raise InvalidInput(f"The query has {len(query):,} characters; recall takes at most "
+                               f"{MAX_QUERY:,}. Shorten it to the words that matter.")
         k = self.int_arg("k", 10, low=1, high=MAX_PAGE)
         explain = self.flag("explain", default=False)
         options = dict(tags=self.arg("tags"), kind=self.arg("kind"),

@@ -5,10 +5,13 @@ element from the note, and fetch nothing."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
+
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import start_lab, stop_lab
+from .conftest import open_lab, start_lab, stop_lab, wait_for
 from .test_panel import PANEL, card_of, close_notebook, refresh
 
 # Port 9 (discard): a fetch would be refused at once, but the page's request log sees it.
@@ -85,3 +88,47 @@ def test_backslash_escaped_angle_and_ampersand_read_as_themselves(page, lab):
     refresh(page)
     text = card_of(page, note).locator(".nbm-NoteText")
     expect(text).to_have_text("a < b and x & y, not a <b> tag")
+
+
+def saved_query(lab) -> str | None:
+    request = urllib.request.Request(f"{lab.url}/lab/api/workspaces/default",
+                                     headers={"Authorization": f"token {lab.token}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        state = json.loads(response.read()).get("data", {}).get("nbmemory:panel") or {}
+    return state.get("query")
+
+
+def test_a_search_too_long_for_the_server_is_refused_and_never_sent(browser_context, lab):
+    """Over about 64 KB of URL Jupyter's server drops the request unanswered: the panel said
+    "not responding" and sent it again on every poll and after every reload."""
+    lab.remember("orders.amount is in cents before 2021")
+    sent = []
+
+    def watch(page):
+        page.on("request", lambda r: sent.append(r.url) if "/nbmemory/recall" in r.url else None)
+
+    long = "amount " * 10_000
+    refused = ("The search text has 69,999 characters; recall takes at most 4,000. "
+               "Shorten it.")
+    page = open_lab(browser_context, lab, before=watch)
+    try:
+        search = page.locator(f"{PANEL} .nbm-Search")
+        search.fill(long)
+        search.press("Enter")
+        expect(page.locator(f"{PANEL} .nbm-Banner.nbm-mod-error")).to_have_text(refused)
+        wait_for(lambda: (saved_query(lab) or "").startswith("amount amount"),
+                 what="the search text in the workspace")
+    finally:
+        page.close()
+    page = open_lab(browser_context, lab, before=watch, reset=False)
+    try:
+        expect(page.locator(f"{PANEL} .nbm-Banner.nbm-mod-error")).to_have_text(refused)
+        assert sent == []
+        # Shortened, it is recalled.
+        page.locator(f"{PANEL} .nbm-Search").fill("amount cents")
+        page.locator(f"{PANEL} .nbm-Search").press("Enter")
+        expect(page.locator(f"{PANEL} .nbm-Note", has_text="in cents")).to_be_visible()
+        expect(page.locator(f"{PANEL} .nbm-Banner.nbm-mod-error")).to_have_count(0)
+        assert len(sent) >= 1 and all(len(url) < 2000 for url in sent)
+    finally:
+        page.close()
