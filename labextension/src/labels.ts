@@ -21,6 +21,7 @@ export function kindLabel(kind: string, trans: TranslationBundle): string {
 export function statusLabel(status: string, trans: TranslationBundle): string {
   const labels: Record<string, string> = {
     revoked: trans.__('forgotten'),
+    refuted: trans.__('refuted'),
     superseded: trans.__('superseded'),
     purged: trans.__('erased')
   };
@@ -42,6 +43,7 @@ export function changeLabel(kind: string, trans: TranslationBundle): string {
     edited: trans.__('edited'),
     superseded: trans.__('superseded'),
     revoked: trans.__('forgotten'),
+    refuted: trans.__('refuted'),
     reinstated: trans.__('reinstated'),
     purged: trans.__('purged'),
     became_stale: trans.__('became stale'),

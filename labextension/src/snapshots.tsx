@@ -136,12 +136,13 @@ export function SnapshotsView(props: {
   );
 }
 
-/** The order of change kinds in a snapshot diff. */
+/** The order of change kinds in a snapshot diff (the server's, `models.CHANGES`). */
 const CHANGE_ORDER = [
   'added',
   'edited',
   'superseded',
   'revoked',
+  'refuted',
   'reinstated',
   'purged',
   'became_stale',
