@@ -53,7 +53,8 @@ export class MemoryModel extends MemoryState {
   }
 
   setQuery(query: string): void {
-    if (query === this.query) {
+    if (query.trim() === this.query.trim()) {
+      this.query = query; // the same search: its page of hits ("More") stays
       return;
     }
     this.query = query;
@@ -67,9 +68,10 @@ export class MemoryModel extends MemoryState {
    * answer, given while the model loads, asks the user to do).
    */
   search(query: string): void {
-    if (query !== this.query) {
+    if (query.trim() !== this.query.trim()) {
       this.setQuery(query);
     } else if (query.trim()) {
+      this.query = query;
       void this.refresh(); // an identical recall on its way is shared, not sent twice
     }
   }

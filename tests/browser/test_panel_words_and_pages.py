@@ -37,3 +37,24 @@ def test_a_refuted_question_has_its_place_in_a_diff(page, lab):
         ["added (1)", "refuted (1)", "reinstated (1)"])
     page.locator(f"{PANEL} .nbm-Tab", has_text="Notes").click()
 
+
+def test_a_trailing_space_keeps_the_hits_more_brought(page, lab):
+    for i in range(8):
+        lab.remember(f"ledger row {i} repeats in the nightly ledger export")
+    refresh(page)
+    search = page.locator(f"{PANEL} .nbm-Search")
+    search.fill("ledger export")
+    search.press("Enter")
+    hits = page.locator(f"{PANEL} .nbm-NoteList > .nbm-Note")
+    expect(hits).to_have_count(5)
+    page.locator(f"{PANEL} .nbm-MoreHits").click()
+    expect(hits).not_to_have_count(5)
+    more = hits.count()  # the 8 and what else scores above the threshold
+    assert more >= 8
+    search.press("End")
+    search.type(" ")
+    search.press("Enter")
+    # A refresh after the Enter: what it shows is what the search now asks.
+    page.evaluate("() => window.jupyterapp.commands.execute('nbmemory:refresh')")
+    expect(hits).to_have_count(more)
+    expect(search).to_have_value("ledger export ")
