@@ -1187,9 +1187,9 @@ def test_a_database_that_lost_what_its_index_saw_is_refused_untouched(store_dir)
     (lambda m: m.remember("fine", tags=[f"t{i}" for i in range(100_000)]), "100,000 tags"),
     (lambda m: m.remember("fine", tags=["a,b"]),
      "Tag 'a,b' contains a comma; give each tag as its own item"),
-    (lambda m: m.remember("fine", tags=["t\x00"]),
+    (lambda m: m.remember("fine", tags=["t\x01"]),
      "contains a control character; tags are words"),
-    (lambda m: m.snapshot("nul\x00x"), "a name without spaces, quotes or control characters"),
+    (lambda m: m.snapshot("nul\x01x"), "a name without spaces, quotes or control characters"),
     (lambda m: m.remember("fine", provenance=Provenance(cell_id="c\ud800")),
      "Provenance field 'cell_id' holds characters that are not valid Unicode"),
     (lambda m: m.recall("x", since=datetime(9999, 12, 31, 23, 59, tzinfo=timezone(
@@ -1274,6 +1274,39 @@ def test_text_tags_and_snapshot_names_are_read_as_typed_on_any_keyboard(memory):
     memory.snapshot("e\u0301tat")
     assert [s.name for s in memory.snapshots()] == ["\u00e9tat"]
     assert memory.snapshot_diff("\u00e9tat").a == memory.snapshot_diff("e\u0301tat").a
+
+
+NUL_REFUSED = re.escape("contains a NUL character (U+0000), which a store cannot keep; remove it "
+                        "and try again") + "$"
+
+
+@pytest.mark.parametrize("call, what", [
+    (lambda m, q: m.remember("orders\x00amount is in cents"), "The note"),
+    (lambda m, q: m.edit(q, text="now in\x00 euros"), "The note"),
+    (lambda m, q: m.remember("fine", tags=["t\x00"]), "A tag"),
+    (lambda m, q: m.remember("fine", author="ada\x00"), "The author"),
+    (lambda m, q: m.remember("fine", provenance=Provenance(notebook="a\x00.ipynb")),
+     "Provenance field 'notebook'"),
+    (lambda m, q: m.recall("orders\x00"), "The query"),
+    (lambda m, q: m.recall("orders", author="ada\x00"), "The author"),
+    (lambda m, q: m.notes(author="ada\x00"), "The author"),
+    (lambda m, q: m.snapshot("nul\x00x"), "The snapshot's name"),
+    (lambda m, q: m.snapshot("sealed", message="before\x00 the fix"), "The snapshot's message"),
+    (lambda m, q: m.snapshot("sealed", author="ada\x00"), "The author"),
+    (lambda m, q: m.snapshot_diff("nul\x00x"), "A snapshot's name"),
+    (lambda m, q: m.confirm(q, "checked\x00"), "The reason"),
+    (lambda m, q: m.refute(q, "the join\x00"), "The reason"),
+    (lambda m, q: m.forget(q, actor="bo\x00"), "The author"),
+])
+def test_a_nul_character_is_refused_in_any_text_the_same_in_every_store(memory, call, what):
+    """PostgreSQL's text cannot hold NUL: it is refused up front, with one message, whichever
+    store; the store keeps working (a NUL in a query once broke every later status)."""
+    question = memory.remember("does the join drop the nulls?", kind="question").id
+    before = memory.status()["journal_position"]
+    with pytest.raises(InvalidInput, match=f"^{re.escape(what)} {NUL_REFUSED}"):
+        call(memory, question)
+    assert memory.status()["journal_position"] == before
+    assert [h.note.id for h in memory.recall("join nulls")] == [question]
 
 
 def test_a_filter_of_several_tags_keeps_the_notes_holding_all_of_them(memory):

@@ -27,7 +27,7 @@ class Checking(Part):
         """Every check of an active note: ``note``, ``expression``, ``names``, ``value``
         and ``variables`` (their fingerprints) when it was written, ``trusted`` (the note is ``actor``'s, or ``actor`` trusted
         it) and ``last`` (the latest outcome, or None)."""
-        actor = actor or default_author()
+        actor = default_author(actor)
         with self.lock:
             anchored = self.store.anchors(self.store.anchored_note_ids())
             ids = [i for i, rows in anchored.items() if any(a.kind == "check" for _, a in rows)]
@@ -62,7 +62,7 @@ class Checking(Part):
                 return list(self.store.get_notes([o["note_id"] for o in clean]).values())
             for o in clean:
                 self.engine.writes.require_status(o["note_id"], "active", "check")
-            at, actor = utcnow(), actor or default_author()
+            at, actor = utcnow(), default_author(actor)
             with self.engine.writing() as entry:
                 for o in clean:
                     data = {k: v for k, v in o.items() if k not in ("note_id", "status") and v}
@@ -81,7 +81,7 @@ class Checking(Part):
                 raise InvalidInput(f"Note #{note_id} has no check to trust.")
             if not (request_id and self.store.request_note(request_id) is not None):
                 with self.engine.writing() as entry:
-                    entry.append("trusted", note.id, actor=actor or default_author(),
+                    entry.append("trusted", note.id, actor=default_author(actor),
                                  at=utcnow(), request_id=request_id)
             return self.engine.reads.get(note_id)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import Command, Conflict, InvalidInput
 from ..models import Note, utcnow
 from .part import Part
-from .validate import default_author
+from .validate import default_author, unicode_text
 
 
 class Questions(Part):
@@ -18,7 +18,7 @@ class Questions(Part):
     def refute(self, note_id: int, reason: str, *, actor: str | None = None,
                request_id: str | None = None) -> Note:
         """Mark a hypothesis as refuted: hidden from recall except as "previously believed"."""
-        if not (reason or "").strip():
+        if not unicode_text(reason or "", "The reason").strip():
             raise InvalidInput("Say why it is refuted: {0}", Command(
                 "refute", (note_id, "the nulls come from the join, not the source")))
         return self._resolve(note_id, "refuted", reason, actor, request_id)
@@ -32,7 +32,7 @@ class Questions(Part):
             if self.engine.reads.get(note_id).resolution is None:
                 raise Conflict(f"Note #{note_id} is not confirmed or refuted; nothing to reopen.")
             with self.engine.writing() as entry:
-                entry.append("reopened", note_id, actor=actor or default_author(), at=utcnow(),
+                entry.append("reopened", note_id, actor=default_author(actor), at=utcnow(),
                              request_id=request_id)
             return self.engine.reads.get(note_id)
 
@@ -45,8 +45,9 @@ class Questions(Part):
                                        {"confirmed": "confirm", "refuted": "refute"}[outcome])
             if note.resolution == outcome:
                 raise Conflict(f"Note #{note_id} is already {outcome}.")
-            data = {"reason": reason.strip()} if reason and reason.strip() else None
+            reason = unicode_text(reason or "", "The reason").strip()
+            data = {"reason": reason} if reason else None
             with self.engine.writing() as entry:
-                entry.append(outcome, note_id, actor=actor or default_author(), at=utcnow(),
+                entry.append(outcome, note_id, actor=default_author(actor), at=utcnow(),
                              request_id=request_id, data=data)
             return self.engine.reads.get(note_id)

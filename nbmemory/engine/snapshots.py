@@ -52,7 +52,7 @@ class Snapshots(Part):
                 raise Conflict(f"A snapshot named {name!r} already exists; pick another name "
                                "(list them with {0}).", Command("snapshots"))
             at = utcnow()
-            author = author or default_author()
+            author = default_author(author)
             stale = {str(note_id): [r.to_dict() for r in reasons]
                      for note_id, reasons in self.stale_now(variables).items()}
             machine = self.engine.checker.machine

@@ -98,7 +98,7 @@ class Staleness(Part):
             if kept:
                 data["kept"] = kept
             with self.engine.writing() as entry:
-                seq = entry.append("verified", note_id, actor=actor or default_author(), at=at,
+                seq = entry.append("verified", note_id, actor=default_author(actor), at=at,
                                    request_id=request_id, data=data)
                 self.store.insert_anchors(note_id, retaken, seq=seq, at=at)
             note = self.store.get_notes([note_id])[note_id]

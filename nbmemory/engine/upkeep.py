@@ -93,7 +93,7 @@ class Upkeep(Part):
                             self.engine.set_identity(model)
                     else:
                         summary = exchange.merge(self.store, export, policy=on_conflict,
-                                                 actor=actor or default_author(), now=utcnow(),
+                                                 actor=default_author(actor), now=utcnow(),
                                                  journal=entry)
                     if request_id:
                         self.store.record_request(request_id, summary)

@@ -45,8 +45,9 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def default_author() -> str:
-    return current_user()
+def default_author(given=None) -> str:
+    """``given`` (an actor or author a caller names) once checked, else this user."""
+    return (check_author(given) if given is not None else "") or current_user()
 
 
 MAX_TAG_CHARS = 100
@@ -58,11 +59,15 @@ MAX_NOTE_ID = 2**62
 
 
 def unicode_text(value, what: str) -> str:
-    """``value`` if it is a str that can be stored (UTF-8), else a clear refusal."""
+    """``value`` if it is a str that either store can keep (UTF-8 without NUL: PostgreSQL's
+    text cannot hold one), else a clear refusal."""
     if isinstance(value, (bytes, bytearray)):
         raise InvalidInput(f"{what} is bytes; decode it to text first (e.g. .decode('utf-8'))")
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be text, not {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidInput(f"{what} contains a NUL character (U+0000), which a store cannot "
+                           "keep; remove it and try again")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -233,4 +238,4 @@ def check_author(value) -> str:
     if not isinstance(value, str) or len(value.strip()) > MAX_NAME_CHARS:
         raise InvalidInput(f"An author is a user name of at most {MAX_NAME_CHARS} characters, "
                            f"not {value!r}")
-    return value.strip()
+    return unicode_text(value, "The author").strip()

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 from ..errors import Command, Conflict, InvalidInput, NbMemoryError, NotFound, StoreUnavailable
 from ..models import Note, Provenance, utcnow
 from .part import Part, Progress
-from .validate import (check_author, check_kind, check_priority, check_text, content_hash,
+from .validate import (check_kind, check_priority, check_text, content_hash,
                        default_author, each_once, no_note, normalise_tags, unicode_text)
 from .validate import note_id as valid_id
 
@@ -174,8 +174,7 @@ class Writes(Part):
             if isinstance(value, str):
                 unicode_text(value, f"Provenance field {name!r}")
         return dict(text=text, kind=kind, priority=priority, tags=tags,
-                    author=(check_author(author) if author is not None else None)
-                    or default_author(), provenance=provenance,
+                    author=default_author(author), provenance=provenance,
                     request_id=request_id or None,
                     supersedes=valid_id(supersedes) if supersedes is not None else None,
                     content_hash=content_hash(text), uid=uuid.uuid4().hex,
@@ -326,7 +325,7 @@ class Writes(Part):
             vector = None
             if not self.store.has_embedding(model, digest):
                 vector = self.engine.embed([new_text])[0]
-            author = author or default_author()
+            author = default_author(author)
             anchors = []
             if "text" in changed:  # the paths the new text mentions replace the old text's
                 anchors = self.engine.checker.reanchor_text(
@@ -425,7 +424,7 @@ class Writes(Part):
         with self.lock:
             if request_id and self.store.request_note(request_id) is not None:
                 return list(self.store.get_notes(ids).values())
-            at, actor = utcnow(), actor or default_author()
+            at, actor = utcnow(), default_author(actor)
             with self.engine.writing() as entry:
                 # Checked inside the transaction: on a team store another member may have
                 # changed the note until its lock was taken.
@@ -446,7 +445,7 @@ class Writes(Part):
                                Command("reinstate", (12,)))
         with self.lock:
             if not (request_id and self.store.request_event(request_id) is not None):
-                at, actor = utcnow(), actor or default_author()
+                at, actor = utcnow(), default_author(actor)
                 with self.engine.writing() as entry:
                     known = self.store.get_notes(ids)  # inside the transaction, as forget's
                     for one in ids:
@@ -485,7 +484,7 @@ class Writes(Part):
                     f"are a member of (docs/team.md, Permissions).")
             self.engine.recalls.flush_log()  # so that the purge scrubs queries not yet written
             with self.engine.writing() as entry:
-                entry.append("purged", note_id, actor=actor or default_author(), at=utcnow(),
+                entry.append("purged", note_id, actor=default_author(actor), at=utcnow(),
                              request_id=request_id)
                 quoting = self.store.purge_quotes(note_id)  # before its texts are erased
                 self.store.purge_text(note_id)
