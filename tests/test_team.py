@@ -1183,3 +1183,23 @@ def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind
         assert hits.behind is None and [h.note.id for h in hits] == [note.id]
         assert bo.notes(tags="warehouse").behind is None
         assert bo.get(note.id).behind is None and "behind" not in bo.get(note.id).to_dict()
+
+
+def test_recall_statistics_the_server_refuses_never_fail_a_recall_or_status(
+        team_url, tmp_path, monkeypatch, caplog):
+    """Statistics are written in batches of 100; a batch the server refuses (here a rule
+    the team added to the log's table) is dropped and said in the log, not kept to be
+    refused again at every later flush, which made every status and, from the 100th
+    recall on, every recall fail until the owner restarted."""
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+        ada.remember("the widgets table is rebuilt nightly")
+        with psycopg.connect(Address.parse(team_url).conninfo, autocommit=True) as admin:
+            admin.execute("ALTER TABLE nbmemory.recall_log ADD CONSTRAINT no_secrets "
+                          "CHECK (query NOT LIKE '%secret%')")
+        assert len(ada.recall("secret widgets", min_score=-1)) == 1
+        for i in range(120):  # past the 100th: a flush on the way
+            assert len(ada.recall(f"widgets {i}", min_score=-1)) == 1
+        status = ada.status()
+        assert (status["notes"], status["recalls"]) == (1, 21)  # the refused batch: dropped
+        assert "nbmemory: 100 recall statistics were dropped: the store refused them " \
+               "(CheckViolation:" in caplog.text

@@ -3,6 +3,7 @@ alive in a kernel, and the notes most like one."""
 
 from __future__ import annotations
 
+import logging
 import numbers
 from dataclasses import dataclass
 from datetime import datetime
@@ -11,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from ..embed import reads
-from ..errors import Command, InvalidInput
+from ..errors import Command, InvalidInput, StoreUnreachable
 from ..history import PastView
 from ..lexical import LexicalIndex
 from ..models import MODES, PRIORITIES, Hit, Hits, Note, utcnow
@@ -26,6 +27,7 @@ from .state import Priorities
 from .part import Part
 from .validate import MAX_K, check_count, check_stale, filters_for, unicode_text
 
+_logger = logging.getLogger("nbmemory")
 PRIORITY_BONUS = {"high": 0.02, "medium": 0.0, "low": -0.02}
 _BONUS_OF_CODE = np.array([PRIORITY_BONUS[p] for p in PRIORITIES])
 _NO_VECTORS = DenseRows.from_matrix(np.empty(0, np.int64), np.empty((0, 1), np.float32))
@@ -213,12 +215,21 @@ class Recall(Part):
 
     def flush_log(self) -> None:
         """Recall statistics are written in batches: one commit per recall cost milliseconds.
-        Not into this machine's copy of a team store: kept (the last 1,000) for the server."""
+        Not into this machine's copy of a team store: kept (the last 1,000) for the server.
+        Statistics never fail a recall or a status: while the server cannot be reached they
+        are kept (the last 1,000) for the next flush; rows it refuses are dropped, said in
+        the log, since they would be refused again at every flush."""
         if self.engine.away or self.store is getattr(self.engine.mirror, "store", None):
             del self._log[:-1000]
         elif self._log:
-            self.store.log_recalls(self._log)
-            self._log = []
+            batch, self._log = self._log, []
+            try:
+                self.store.log_recalls(batch)
+            except StoreUnreachable:
+                self._log = (batch + self._log)[-1000:]
+            except Exception as exc:  # noqa: BLE001 - statistics only
+                _logger.warning("nbmemory: %d recall statistics were dropped: the store "
+                                "refused them (%s: %s)", len(batch), type(exc).__name__, exc)
 
     def recall_terms(self, terms: Sequence[str], *, k: int = 5, scope: str | None = None,
                      cwd: str | None = None, variables: dict | None = None,
