@@ -1203,3 +1203,47 @@ def test_recall_statistics_the_server_refuses_never_fail_a_recall_or_status(
         assert (status["notes"], status["recalls"]) == (1, 21)  # the refused batch: dropped
         assert "nbmemory: 100 recall statistics were dropped: the store refused them " \
                "(CheckViolation:" in caplog.text
+
+
+def test_a_note_with_nul_from_an_older_local_store_is_refused_by_name_not_by_temp_file(
+        team_url, tmp_path, monkeypatch):
+    """DuckDB kept a NUL that nbmemory now refuses and PostgreSQL cannot hold: sharing such
+    a note, or importing its export, names the note and what to do, not the temporary file
+    a share writes, and takes nothing. A local store still takes the export as it is."""
+    import duckdb
+
+    local = tmp_path / "local"
+    with Memory.open(local, embedder=HashEmbedder()) as mem:
+        mem.remember("the widgets feed is hourly")
+        mem.remember("orders.amount is in cents before 2021")
+        mem.remember("the join drops nulls PLACEHOLDER")
+        mem.edit(3, text="the join drops nulls")
+    con = duckdb.connect(str(local / "memory.duckdb"))  # as an older nbmemory let it be
+    for table, key in (("notes", "id"), ("note_versions", "note_id")):
+        con.execute(f"UPDATE {table} SET text = replace(text, 'cents', 'cents' || chr(0)) "
+                    f"WHERE {key} = 2")
+    con.execute("UPDATE note_versions SET text = replace(text, 'PLACEHOLDER', chr(0)) "
+                "WHERE note_id = 3")
+    con.close()
+    with Memory.open(local, embedder=HashEmbedder()) as mem:
+        with pytest.raises(InvalidInput) as refused:
+            mem.share([1, 2], team_url, embedder=HashEmbedder())
+        assert str(refused.value) == (
+            "Note #2 of the store it comes from holds a NUL character (U+0000) in its text, "
+            "which a team store cannot keep. Nothing was imported: edit the note there to "
+            "remove it (nbmemory edit 2), then share or export it again.")
+        with pytest.raises(InvalidInput) as refused:
+            mem.share([3], team_url, embedder=HashEmbedder())
+        assert str(refused.value) == (
+            "Note #3 of the store it comes from holds a NUL character (U+0000) in version 1 "
+            "of its text, which a team store cannot keep. Nothing was imported: an old "
+            "version cannot be edited, so remember the finding anew there and share the "
+            "new note.")
+        mem.export_jsonl(tmp_path / "all.jsonl")
+    with Memory.open(team_url, embedder=HashEmbedder()) as team:
+        with pytest.raises(InvalidInput, match="^Note #2 of the store it comes from holds a NUL"):
+            team.import_jsonl(tmp_path / "all.jsonl")
+        assert team.status()["notes"] == 0
+    with Memory.open(tmp_path / "copy", embedder=HashEmbedder()) as copy:
+        assert copy.import_jsonl(tmp_path / "all.jsonl")["restored"] == 3
+        assert copy.get(2).text == "orders.amount is in cents\x00 before 2021"

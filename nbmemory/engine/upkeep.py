@@ -76,6 +76,8 @@ class Upkeep(Part):
             if (done := self._import_done(request_id, progress)) is not None:
                 return done
         export = exchange.read_export(path)  # outside the lock: reads and checks the file
+        if self.store.shared:
+            _refuse_nul(export)
         with self.lock:
             if (done := self._import_done(request_id, progress)) is not None:
                 return done
@@ -186,3 +188,42 @@ class Upkeep(Part):
                 self.store.record_request(request_id, result)
             return result
 
+
+
+def _holds_nul(value: Any) -> bool:
+    """A NUL anywhere in a row's value: a text's, or escaped in a JSON column's text."""
+    if isinstance(value, str):
+        return "\x00" in value or "\\u0000" in value
+    if isinstance(value, dict):
+        value = list(value.values())
+    return isinstance(value, (list, tuple)) and any(_holds_nul(v) for v in value)
+
+
+def _refuse_nul(export) -> None:
+    """An export from a store written before NUL was refused may hold one, which
+    PostgreSQL's text cannot: refused naming the note (not the file: a share's is a
+    temporary one), rather than changing what was written."""
+    latest = {row.get("id"): row.get("version") for row in export.table("notes")}
+    for table in export.rows:
+        for row in export.table(table):
+            column = next((c for c, v in row.items() if _holds_nul(v)), None)
+            if column is None:
+                continue
+            if table == "snapshots":
+                raise InvalidInput(
+                    f"Snapshot {row.get('name')!r} holds a NUL character (U+0000) in its "
+                    f"{column}, which a team store cannot keep. Nothing was imported.")
+            note = row.get("id" if table == "notes" else "note_id")
+            old = table == "note_versions" and row.get("version") != latest.get(note)
+            where = (f"version {row.get('version')} of its text" if old else
+                     "its text" if column == "text" else
+                     "its history" if table == "events" else
+                     "what it is about" if table == "anchors" else f"its {column}")
+            fix = ("an old version cannot be edited, so remember the finding anew there and "
+                   "share the new note" if old else
+                   f"edit the note there to remove it (nbmemory edit {note}), then share or "
+                   "export it again" if column == "text" else
+                   "remove it in that store, then share or export it again")
+            raise InvalidInput(
+                f"Note #{note} of the store it comes from holds a NUL character (U+0000) in "
+                f"{where}, which a team store cannot keep. Nothing was imported: {fix}.")
