@@ -105,6 +105,11 @@ def read_stdin() -> str:
     data = buffer.read()
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return data.decode("utf-16")
+    if b"\x00" in data:  # UTF-8 text holds none; UTF-16 without its byte order mark does
+        order = "le" if data[1::2].count(0) > data[0::2].count(0) else "be"
+        raise CommandError(f"stdin is not UTF-8: it holds NUL bytes, as UTF-16 text without a "
+                           f"byte order mark does. Convert it first, e.g. iconv -f utf-16{order} "
+                           "-t utf-8")
     return data.decode("utf-8", "surrogateescape")
 
 

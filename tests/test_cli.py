@@ -578,6 +578,24 @@ def test_a_note_piped_in_utf16_is_read_as_what_it_says(store_dir):
     stop(store_dir)
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf16_piped_without_its_byte_order_mark_is_refused_as_not_utf8(
+        nbm, monkeypatch, encoding):
+    """Read as UTF-8, UTF-16 without a byte order mark is the text with a NUL after (or
+    before) each letter: it was stored like that; now it is refused, saying what it is."""
+    nbm("remember", "a first finding")
+    for argv in (["remember", "-"], ["edit", "1", "-"]):
+        data = io.TextIOWrapper(io.BytesIO("Umsatz in Cent".encode(encoding)))
+        monkeypatch.setattr(sys, "stdin", data)
+        r = nbm(*argv)
+        assert r.code == 2, r.out
+        assert one_line(r.err) == (
+            "nbmemory: stdin is not UTF-8: it holds NUL bytes, as UTF-16 text without a byte "
+            f"order mark does. Convert it first, e.g. iconv -f {encoding[:6]}{encoding[7:]} "
+            "-t utf-8")
+    assert [n["text"] for n in nbm("list", "--json").json["notes"]] == ["a first finding"]
+
+
 @pytest.mark.parametrize("argv", [["mcp", "--json"], ["--json", "mcp"], ["serve", "--json"]])
 def test_json_is_refused_where_nothing_prints_it(argv):
     """mcp and serve print no answer that --json could shape: their help does not offer it,
