@@ -138,8 +138,10 @@ def cmd_remember(mem, args) -> None:
 def cmd_recall(mem, args) -> None:
     query = " ".join(args.query)
     stale = True if args.stale else False if args.fresh else None
+    if args.open and args.kind not in (None, "question"):  # with a query or without
+        raise CommandError("--open searches the open questions: leave --kind out")
     if args.open and not query:
-        needless = [flag for flag, given in (("--kind", args.kind), ("--explain", args.explain),
+        needless = [flag for flag, given in (("--explain", args.explain),
                                              ("--mode", args.mode != "hybrid"),
                                              ("--min-score", args.min_score is not None),
                                              ("--as-of", args.as_of),
@@ -162,8 +164,6 @@ def cmd_recall(mem, args) -> None:
     if not query:
         raise CommandError("Say what you want to know: nbmemory recall QUERY... "
                            "(see: nbmemory recall --help)")
-    if args.open and args.kind not in (None, "question"):
-        raise CommandError("--open searches the open questions: leave --kind out")
     hits = mem.recall(query, k=args.k, tags=args.tags, kind=args.kind,
                       priority=args.priority, since=args.since, explain=args.explain,
                       min_score=args.min_score, as_of=args.as_of, stale=stale, mode=args.mode,

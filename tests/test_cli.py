@@ -144,6 +144,18 @@ def test_an_empty_recall_names_the_filters_that_emptied_it(nbm):
         "No notes match 'nothing'.\n(1 more below the score threshold")  # no filter to name
 
 
+def test_open_with_another_kind_is_refused_alike_with_a_query_or_without(nbm):
+    """Without a query, --kind was said to apply "only to a query", and with one it was
+    refused: the advice led to a second refusal. --kind question is what --open means."""
+    nbm("remember", "-k", "question", "does the join drop rows?")
+    for query in ([], ["join"]):
+        r = nbm("recall", "--open", "--kind", "gotcha", *query)
+        assert (r.code, one_line(r.err)) == (2, "nbmemory: --open searches the open "
+                                                "questions: leave --kind out")
+        r = nbm("recall", "--open", "--kind", "question", *query, "--json")
+        assert r.code == 0, r.err
+
+
 def test_recall_shows_the_start_of_a_long_note_and_how_to_see_it_all(nbm):
     long = "retry budget " + " ".join(f"word{i}" for i in range(3000))
     nbm("remember", "-", stdin=long)
