@@ -255,9 +255,9 @@ def cmd_reinstate(mem, args) -> None:
 def cmd_list(mem, args) -> None:
     from .wording import counted, statuses_text
 
-    statuses = [s.strip() for s in args.status.split(",") if s.strip()]
+    # As typed: the engine splits it, and says that "" or "," names no status.
     page = mem.notes(tags=args.tags, kind=args.kind, priority=args.priority, since=args.since,
-                     status=statuses, offset=args.offset, limit=args.limit, order=args.order,
+                     status=args.status, offset=args.offset, limit=args.limit, order=args.order,
                      author=author_of(args))
     if args.json:
         return emit_json(page.to_dict())

@@ -156,6 +156,15 @@ def test_open_with_another_kind_is_refused_alike_with_a_query_or_without(nbm):
         assert r.code == 0, r.err
 
 
+@pytest.mark.parametrize("status", ["", ",", " , "])
+def test_a_status_filter_naming_no_status_is_refused_not_taken_as_all(nbm, status):
+    nbm("remember", "a finding")
+    r = nbm("list", "--status", status)
+    assert (r.code, r.out) == (2, "")
+    assert one_line(r.err) == (f"nbmemory: Unknown status {status!r}; use one or more of: "
+                               "active, revoked, superseded, refuted, purged")
+
+
 def test_recall_shows_the_start_of_a_long_note_and_how_to_see_it_all(nbm):
     long = "retry budget " + " ".join(f"word{i}" for i in range(3000))
     nbm("remember", "-", stdin=long)
