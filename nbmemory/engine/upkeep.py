@@ -189,7 +189,6 @@ class Upkeep(Part):
             return result
 
 
-
 def _holds_nul(value: Any) -> bool:
     """A NUL anywhere in a row's value: a text's, or escaped in a JSON column's text."""
     if isinstance(value, str):
