@@ -14,6 +14,16 @@ VENV=${NBMEMORY_VENV:-.venv}
 EXTRAS=${NBMEMORY_EXTRAS:-lab,test,team}
 TORCH=${NBMEMORY_TORCH:-torch==2.13.0}
 
+# A fresh clone builds the panel: without Node, pip would fail minutes later, deep in a traceback.
+if [ ! -f nbmemory/labextension/package.json ]; then
+  NODE=$(node --version 2> /dev/null || echo none)
+  if ! node -e 'process.exit(+process.versions.node.split(".")[0] < 18)' 2> /dev/null; then
+    echo "==> Node.js 18 or newer is needed to build the JupyterLab panel (found: $NODE)." \
+         "Install it (https://nodejs.org, or your package manager), then run this again." >&2
+    exit 1
+  fi
+fi
+
 MISSING=() APT_PID=
 [ -x /usr/bin/chromium ] || MISSING+=(chromium fonts-dejavu-core)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || MISSING+=(postgresql-15)
