@@ -38,7 +38,9 @@ class Command:
 Syntax = Mapping[str, Union[str, Callable[[Command], str]]]
 
 # Memory.<operation>(<args>) for every operation but these
-PYTHON: Syntax = {"supersede": "Memory.supersede({0}, <the corrected finding>)"}
+PYTHON: Syntax = {"supersede": "Memory.supersede({0}, <the corrected finding>)",
+                  "about": "about={0!r}",
+                  "define": ", or for a variable run the cell that defines it first"}
 
 
 def python_call(command: Command) -> str:

@@ -105,8 +105,6 @@ def tool_errors() -> Iterator[None]:
         yield
     except NbMemoryError as exc:
         message = syntax.message(exc, syntax.MCP).rstrip()
-        if message.startswith("--about "):  # the magics' and the CLI's name for it
-            message = "about: " + message.removeprefix("--about ")
         message = message.removesuffix(" The note was not stored.")  # said below
         end = "" if message.endswith((".", "!", "?")) else "."
         raise ToolError(f"{message}{end} Nothing was changed.") from None

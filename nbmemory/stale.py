@@ -28,7 +28,7 @@ from .anchors import (MAX_GLOB_MATCHES, DataReader, Unreadable, absolute, cell_a
                       path_anchor, same_text, spec_anchor, split_cell_target, stat_key, take,
                       wal_key)
 from .config import this_machine
-from .errors import InvalidInput
+from .errors import Command, InvalidInput
 from .mentions import paths_in_text
 from .models import Anchor, Provenance, StaleReason
 from .provenance import notebook_cells, source_hash
@@ -218,20 +218,21 @@ class StaleChecker:
             item = item.target  # a file-system anchor: the engine takes its own fingerprint
         if not isinstance(item, (str, os.PathLike)) or not str(item).strip():
             raise InvalidInput(f"Cannot anchor a note to {item!r}; give a path, a glob or a "
-                               "variable name, e.g. --about data/orders.csv")
+                               "variable name, e.g. {0}", Command("about", ("data/orders.csv",)))
         try:
             anchor = spec_anchor(str(item), roots, self.root, self.reader)
             if anchor is not None and anchor.kind != "glob" and self.repositories:
                 anchor = self._path_anchor(absolute(anchor.target, self.root), "about")
         except Unreadable as exc:
-            raise InvalidInput(f"--about {item}: {exc}. The note was not stored.") from None
+            raise InvalidInput(f"{{0}}: {exc}. The note was not stored.",
+                               Command("about", (str(item),))) from None
         if anchor is None:
             what = "matches" if is_glob(str(item)) else "exists"
             looked = ("" if os.path.isabs(os.path.expanduser(str(item))) else
                       f" (looked in {', '.join(dict.fromkeys(str(r) for r in roots))})")
-            raise InvalidInput(
-                f"--about {item}: nothing {what} there{looked}. Check the path, or for a "
-                "variable run the cell that defines it first. The note was not stored.")
+            raise InvalidInput(f"{{0}}: nothing {what} there{looked}. Check the path{{1}}. "
+                               "The note was not stored.", Command("about", (str(item),)),
+                               Command("define"))
         return anchor
 
     # -- checking ---------------------------------------------------------------------------

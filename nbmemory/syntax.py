@@ -23,6 +23,9 @@ MAGIC: Syntax = {
     "snapshots": "%snapshot --list",
     "snapshot_diff": "%snapshot --diff {0}",
     "supersede": "%remember --supersedes {0} <the corrected finding>",
+    # Not commands: how a message names what a note is about, and what a kernel can do.
+    "about": "--about {0}",
+    "define": ", or for a variable run the cell that defines it first",
 }
 
 CLI: Syntax = {
@@ -39,6 +42,8 @@ CLI: Syntax = {
     "snapshots": "nbmemory snapshot --list",
     "snapshot_diff": "nbmemory snapshot --diff {0}",
     "supersede": 'nbmemory remember --supersedes {0} "<the corrected finding>"',
+    "about": "--about {0}",
+    "define": "",  # a shell has no variables
 }
 
 
@@ -64,6 +69,8 @@ MCP: Syntax = {
     "refute": lambda c: f"%memory refute {' '.join(map(str, c.args))} in a notebook",
     "supersede": lambda c: f"the remember tool (text=<the corrected finding>, "
                            f"supersedes={c.args[0]})",
+    "about": "about={0!r}",
+    "define": "",
 }
 
 
@@ -82,6 +89,8 @@ REST: Syntax = {
     "snapshots": "GET /nbmemory/snapshots",
     "snapshot_diff": "GET /nbmemory/snapshots/diff?from={0}",
     "supersede": "POST /nbmemory/notes/{0}/supersede",
+    "about": "about {0!r}",
+    "define": "",
 }
 
 

@@ -424,8 +424,10 @@ BAD_CALLS = [
     ("recall", {"query": ""}, "Bad arguments for recall: query: String should have at least 1 character"),
     ("recall", {"query": "x", "limit": 3}, "Unknown argument(s) for recall: limit"),
     ("forget", {"note_ids": [1, 99]}, "No note #99"),
-    ("remember", {"text": "x", "about": ["/nonexistent/zzz"]},
-     "about: /nonexistent/zzz: nothing exists there"),
+    ("remember", {"text": "x", "about": ["/nonexistent/zzz"]},  # no notebook's advice
+     "about='/nonexistent/zzz': nothing exists there. Check the path. Nothing was changed."),
+    ("remember", {"text": "x", "about": [""]}, "Cannot anchor a note to ''; give a path, a glob "
+     "or a variable name, e.g. about='data/orders.csv'. Nothing was changed."),
     ("forget", {"note_ids": [True]}, "Bad arguments for forget: note_ids: Input should be a "
                                      "valid integer (got True). Nothing was changed."),
     ("reinstate", {"note_id": True}, "Bad arguments for reinstate: note_id: Input should be a "

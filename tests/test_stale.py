@@ -282,14 +282,14 @@ def test_about_a_path_that_reads_as_a_glob_or_in_another_unicode_form(ws, mem):
 
 def test_about_something_that_does_not_exist_is_refused_and_nothing_stored(ws, mem):
     mem.remember("a first note")
-    with pytest.raises(InvalidInput, match=r"--about data/nope\.csv: nothing exists there .*"
+    with pytest.raises(InvalidInput, match=r"about='data/nope\.csv': nothing exists there .*"
                                            r"The note was not stored\."):
         mem.remember("about a missing file", about=["data/nope.csv"])
-    with pytest.raises(InvalidInput, match=r"--about data/\*\.xlsx: nothing matches there"):
+    with pytest.raises(InvalidInput, match=r"about='data/\*\.xlsx': nothing matches there"):
         mem.remember("about a glob matching nothing", about=["data/*.xlsx"])
     with pytest.raises(InvalidInput) as caught:  # an absolute path was looked for only there
         mem.remember("about a missing absolute path", about=[str(ws / "none.csv")])
-    assert str(caught.value).startswith(f"--about {ws / 'none.csv'}: nothing exists there. ")
+    assert str(caught.value).startswith(f"about={str(ws / 'none.csv')!r}: nothing exists there. ")
     assert mem.notes().total == 1
 
 
@@ -509,7 +509,7 @@ def test_a_relative_about_path_means_the_callers_working_directory(tmp_path, mon
         note = mem.remember("amount is in cents", about=["data/orders.csv", "data/*.csv"])
         targets = sorted(a.target for a in note.anchors)
         assert targets == [str(checkout / "data" / "*.csv"), str(checkout / "data" / "orders.csv")]
-        with pytest.raises(InvalidInput, match="--about data/missing.csv: nothing exists there"):
+        with pytest.raises(InvalidInput, match="about='data/missing.csv': nothing exists there"):
             mem.remember("no such file", about=["data/missing.csv"])
 
 
@@ -527,9 +527,9 @@ def test_a_path_in_a_notes_text_is_the_one_its_writer_sees_first(ws, mem, monkey
 def test_devices_fifos_and_proc_are_never_read_so_no_write_hangs(mem, ws):
     fifo = ws / "data" / "pipe.csv"
     os.mkfifo(fifo)  # reading it would block until a writer came
-    with pytest.raises(InvalidInput, match=r"--about data/pipe.csv: .*not a regular file"):
+    with pytest.raises(InvalidInput, match=r"about='data/pipe.csv': .*not a regular file"):
         mem.remember("the pipe carries orders", about=["data/pipe.csv"])
-    with pytest.raises(InvalidInput, match=r"--about /proc/\*: .*never reads /proc"):
+    with pytest.raises(InvalidInput, match=r"about=./proc/\*.: .*never reads /proc"):
         mem.remember("kernel counters", about=["/proc/*"])
     # Named in the text, they are simply not anchored (the note is stored).
     note = mem.remember("OOM kills show up in /proc/kmsg and data/pipe.csv")
