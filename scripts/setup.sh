@@ -17,7 +17,8 @@ TORCH=${NBMEMORY_TORCH:-torch==2.13.0}
 # A fresh clone builds the panel: without Node, pip would fail minutes later, deep in a traceback.
 if [ ! -f nbmemory/labextension/package.json ]; then
   NODE=$(node --version 2> /dev/null || echo none)
-  if ! node -e 'process.exit(+process.versions.node.split(".")[0] < 18)' 2> /dev/null; then
+  if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 18 ? 1 : 0)' \
+      2> /dev/null; then
     echo "==> Node.js 18 or newer is needed to build the JupyterLab panel (found: $NODE)." \
          "Install it (https://nodejs.org, or your package manager), then run this again." >&2
     exit 1

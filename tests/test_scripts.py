@@ -49,3 +49,14 @@ def test_an_old_node_is_named_with_its_version(clone):
     done = setup(repo, tools)
     assert done.returncode == 1 and "(found: v16.20.2)" in done.stderr
     assert not (repo / ".venv").exists()
+
+
+@pytest.mark.skipif(os.name == "nt" or not shutil.which("node"), reason="a bash script; Node")
+def test_the_node_on_this_machine_passes_the_check(clone):
+    """The check itself must not refuse a Node that is new enough (it once refused v20)."""
+    repo, tools = clone
+    (tools / "node").symlink_to(shutil.which("node"))
+    version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout
+    assert int(version.strip().lstrip("v").split(".")[0]) >= 18  # what the suite runs with
+    done = setup(repo, tools)  # on to the next step, which needs python3: not on this PATH
+    assert "Node.js" not in done.stderr and "python3" in done.stderr
