@@ -82,8 +82,7 @@ def _clamped_html(text: str) -> str:
 
 
 def text_of(note: Note) -> str:
-    """A note's text as shown: a purged note's is gone, and says so."""
-    # A note purged since a snapshot is shown as it was then, its text erased all the same.
+    """A note's text as shown: a purged note's is gone and says so, in a snapshot's too."""
     return "(text erased)" if note.status == "purged" or not note.text else note.text
 
 
@@ -130,11 +129,12 @@ def fusion_line(fusion: dict[str, float]) -> str:
     w, bonus, below = fusion["weight"], fusion["priority"], fusion.get("below", 0)
     covers = f"the best keyword match covers {fusion['covered']:.0%} of the query's weighted words"
     priority = f"(+{bonus:g} high priority, -{bonus:g} low)"
-    # Where keywords count, a note's lexical share also counts the best notes' words.
     fed = " Lexical includes the words of the best notes, fed back." if w > 0 else ""
     if "short_terms" in fusion:  # not sent by an owner running older code
+        asks = (f", one that ends asking too ({fusion['asking_floor']:.0%} if it only asks)"
+                if "asking_floor" in fusion else "")
         fed += (f" Dense is a note's cosine; a note of fewer than {fusion['short_terms']:g} "
-                f"keyword terms keeps part of it ({fusion['short_floor']:.0%} at none).")
+                f"keyword terms keeps part of it ({fusion['short_floor']:.0%} at none){asks}.")
     if below:
         return (f"score = dense for the {below} notes closest in meaning; for the others "
                 f"dense + {w / (1 - w):.2f} x lexical, kept below those {below} {priority}. "

@@ -25,6 +25,7 @@ from typing import Iterable
 import numpy as np
 
 from .arrays import ArraysFileError, read_arrays, write_arrays
+from .dense_weight import asking
 from .lexical_segment import TF_CAP, Segment, SegmentError, term_counts  # noqa: F401  (TF_CAP: imported from here too)
 from .tokenizer import TOKENIZER, tokenize  # noqa: F401  (tokenize: imported from here too)
 
@@ -86,6 +87,8 @@ class LexicalIndex:
         self._doc_terms: dict[int, dict[str, int]] = {}
         self._lengths = np.zeros(max(1024, len(segment.lengths)), np.float32)  # by id
         self._lengths[:len(segment.lengths)] = segment.lengths
+        self._asking = np.zeros(len(self._lengths), np.float32)  # by id (dense_weight.asking)
+        self._asking[:len(segment.asking)] = segment.asking
         self._total_len = int(segment.lengths.sum(dtype=np.float64))
 
     @classmethod
@@ -122,10 +125,11 @@ class LexicalIndex:
         counts, length = term_counts(text)
         self._doc_terms[doc_id] = counts
         if doc_id >= len(self._lengths):
-            grown = np.zeros(max(doc_id + 1, 2 * len(self._lengths)), np.float32)
-            grown[:len(self._lengths)] = self._lengths
-            self._lengths = grown
+            grow = max(doc_id + 1, 2 * len(self._lengths)) - len(self._lengths)
+            self._lengths = np.concatenate([self._lengths, np.zeros(grow, np.float32)])
+            self._asking = np.concatenate([self._asking, np.zeros(grow, np.float32)])
         self._lengths[doc_id] = length
+        self._asking[doc_id] = asking(text)
         self._total_len += length
         for term, tf in counts.items():
             self._postings.setdefault(term, {})[doc_id] = tf
@@ -147,13 +151,13 @@ class LexicalIndex:
             self._seg_removed += 1
             self._seg_df.clear()
             self._total_len -= int(self._lengths[doc_id])
-            self._lengths[doc_id] = 0
+            self._lengths[doc_id] = self._asking[doc_id] = 0
             return
         counts = self._doc_terms.pop(doc_id, None)
         if counts is None:
             return
         self._total_len -= int(self._lengths[doc_id])
-        self._lengths[doc_id] = 0
+        self._lengths[doc_id] = self._asking[doc_id] = 0
         for term in counts:
             posting = self._postings[term]
             del posting[doc_id]
@@ -305,6 +309,13 @@ class LexicalIndex:
         out[known] = self._lengths[ids[known]]
         return out
 
+    def asking(self, ids: np.ndarray) -> np.ndarray:
+        """How much of each note asks (``dense_weight.asking``; 0 for an id not held)."""
+        out = np.zeros(len(ids), np.float32)
+        known = ids < len(self._asking)
+        out[known] = self._asking[ids[known]]
+        return out
+
     def length(self, doc_id: int) -> int:
         """How many terms the document has (0 if not indexed)."""
         return int(self._lengths[doc_id]) if 0 <= doc_id < len(self._lengths) else 0
@@ -414,8 +425,8 @@ class LexicalIndex:
             docs = np.insert(docs, where, new_docs)
             tfs = np.insert(tfs, where, new_tfs[order])
         ids = self.doc_ids()
-        return Segment.assemble(terms, ids, self._lengths[ids], fwd_terms, size_of[ids], fwd_tfs,
-                                postings=(docs, tfs))
+        return Segment.assemble(terms, ids, self._lengths[ids], self._asking[ids], fwd_terms,
+                                size_of[ids], fwd_tfs, postings=(docs, tfs))
 
     def save(self, path: Path, meta: dict) -> None:
         """Fold the delta in and write the index, with ``meta``, to ``path`` atomically."""

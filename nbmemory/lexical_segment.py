@@ -17,6 +17,7 @@ from typing import Iterable
 
 import numpy as np
 
+from .dense_weight import asking
 from .tokenizer import tokenize
 
 # A term's frequency in one document counts up to this (one byte a posting). BM25 has long
@@ -51,16 +52,19 @@ def ranges(offsets: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 class Segment:
     """Many documents in flat arrays, immutable once built: per term its postings (document
-    ids ascending, term frequencies), per document id its length and its entries (term
-    numbers in first-occurrence order, term frequencies)."""
+    ids ascending, term frequencies), per document id its length, how much of it asks
+    (dense_weight.asking) and its entries (term numbers in first-occurrence order, term
+    frequencies)."""
 
     def __init__(self, terms: list[str], docs: np.ndarray, lengths: np.ndarray,
-                 offsets: np.ndarray, post_docs: np.ndarray, post_tfs: np.ndarray,
-                 fwd_offsets: np.ndarray, fwd_terms: np.ndarray, fwd_tfs: np.ndarray):
+                 asking: np.ndarray, offsets: np.ndarray, post_docs: np.ndarray,
+                 post_tfs: np.ndarray, fwd_offsets: np.ndarray, fwd_terms: np.ndarray,
+                 fwd_tfs: np.ndarray):
         self.terms = terms
         self.term_ids = {t: i for i, t in enumerate(terms)}
         self.docs = docs  # ids of its documents, ascending (int64)
         self.lengths = lengths  # by document id (float32; 0 where absent)
+        self.asking = asking  # by document id (float32; 0 where absent)
         self.offsets = offsets  # by term: its postings' range
         self.post_docs, self.post_tfs = post_docs, post_tfs  # int32, uint8
         self.fwd_offsets = fwd_offsets  # by document id: its entries' range (int64)
@@ -69,13 +73,14 @@ class Segment:
     @classmethod
     def empty(cls) -> Segment:
         return cls.assemble([], np.empty(0, np.int64), np.zeros(0, np.float32),
-                            np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.uint8))
+                            np.zeros(0, np.float32), np.empty(0, np.int32),
+                            np.empty(0, np.int64), np.empty(0, np.uint8))
 
     @classmethod
     def build(cls, docs: Iterable[tuple[int, str]]) -> Segment:
         """Tokenize ``docs`` (id, text; a repeated id: the last text) straight into arrays."""
         vocab: dict[str, int] = {}
-        ids, sizes, lengths = [], [], []
+        ids, sizes, lengths, shares = [], [], [], []
         entry_terms, entry_tfs = array("i"), array("B")
         for doc_id, text in sorted(dict(docs).items()):
             if doc_id < 0:
@@ -84,17 +89,19 @@ class Segment:
             ids.append(doc_id)
             sizes.append(len(counts))
             lengths.append(length)
+            shares.append(asking(text))
             entry_terms.extend([vocab.setdefault(t, len(vocab)) for t in counts])
             entry_tfs.extend(counts.values())
         return cls.assemble(list(vocab), np.array(ids, np.int64), np.array(lengths, np.float32),
-                            np.frombuffer(entry_terms, np.int32), np.array(sizes, np.int64),
-                            np.frombuffer(entry_tfs, np.uint8))
+                            np.array(shares, np.float32), np.frombuffer(entry_terms, np.int32),
+                            np.array(sizes, np.int64), np.frombuffer(entry_tfs, np.uint8))
 
     @classmethod
     def assemble(cls, terms: list[str], ids: np.ndarray, lengths: np.ndarray,
-                 fwd_terms: np.ndarray, sizes: np.ndarray, fwd_tfs: np.ndarray,
+                 asking: np.ndarray, fwd_terms: np.ndarray, sizes: np.ndarray,
+                 fwd_tfs: np.ndarray,
                  postings: tuple[np.ndarray, np.ndarray] | None = None) -> Segment:
-        """From documents ``ids`` (ascending) of ``lengths`` and ``sizes`` (how many
+        """From documents ``ids`` (ascending) of ``lengths``, ``asking`` and ``sizes`` (how many
         entries each) and their entries (term number, term frequency) in that order.
         ``postings`` (the same entries' ids and frequencies in term order, each term's ids
         ascending), when the caller has them, else sorted out of the entries. Terms no entry
@@ -112,12 +119,12 @@ class Segment:
             counts = counts[held]
         offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
         top = int(ids[-1]) + 1 if len(ids) else 0
-        by_id = np.zeros(top, np.float32)
-        by_id[ids] = lengths
+        by_id, asking_by_id = np.zeros(top, np.float32), np.zeros(top, np.float32)
+        by_id[ids], asking_by_id[ids] = lengths, asking
         size_by_id = np.zeros(top, np.int64)
         size_by_id[ids] = sizes
         fwd_offsets = np.concatenate([[0], np.cumsum(size_by_id)])
-        return cls(terms, ids, by_id, offsets, postings[0].astype(np.int32, copy=False),
+        return cls(terms, ids, by_id, asking_by_id, offsets, postings[0].astype(np.int32, copy=False),
                    postings[1].astype(np.uint8, copy=False), fwd_offsets, fwd_terms,
                    np.asarray(fwd_tfs).astype(np.uint8, copy=False))
 
@@ -129,34 +136,21 @@ class Segment:
     def arrays(self) -> dict[str, np.ndarray]:
         blob = "\n".join(self.terms).encode("utf-8")
         return {"terms": np.frombuffer(blob, np.uint8), "docs": self.docs,
-                "lengths": self.lengths, "offsets": self.offsets,
+                "lengths": self.lengths, "asking": self.asking, "offsets": self.offsets,
                 "post_docs": self.post_docs, "post_tfs": self.post_tfs,
                 "fwd_offsets": self.fwd_offsets, "fwd_terms": self.fwd_terms,
                 "fwd_tfs": self.fwd_tfs}
 
     @classmethod
     def from_arrays(cls, a: dict[str, np.ndarray]) -> Segment:
+        if "asking" not in a:  # older layouts too: each is rebuilt from the notes' texts
+            raise SegmentError("written before notes that ask were told apart")
         blob = a["terms"].tobytes().decode("utf-8")
         terms = blob.split("\n") if blob else []
-        if len(terms) + 1 != len(a["offsets"]) or len(a["post_docs"]) != len(a["post_tfs"]):
-            raise SegmentError("arrays of inconsistent sizes")
-        tfs = a["post_tfs"]
-        if tfs.dtype != np.uint8:  # a file from before TF_CAP (it also holds arrays by document)
-            tfs = np.minimum(tfs, TF_CAP).astype(np.uint8)
-        if "fwd_terms" not in a:  # a file of postings alone: the other direction from them
-            return cls._with_forward(terms, a["docs"], a["lengths"], a["offsets"],
-                                     a["post_docs"], tfs)
-        if (len(a["fwd_offsets"]) != len(a["lengths"]) + 1
+        if (len(terms) + 1 != len(a["offsets"]) or len(a["post_docs"]) != len(a["post_tfs"])
+                or len(a["fwd_offsets"]) != len(a["lengths"]) + 1
+                or len(a["asking"]) != len(a["lengths"])
                 or not len(a["fwd_terms"]) == len(a["fwd_tfs"]) == len(a["post_docs"])):
             raise SegmentError("arrays of inconsistent sizes")
-        return cls(terms, a["docs"], a["lengths"], a["offsets"], a["post_docs"], tfs,
-                   a["fwd_offsets"], a["fwd_terms"], a["fwd_tfs"])
-
-    @classmethod
-    def _with_forward(cls, terms, docs, lengths, offsets, post_docs, post_tfs) -> Segment:
-        """Postings turned around: each document's entries, in term order (0.1 s at 100k)."""
-        order = np.argsort(post_docs, kind="stable")
-        term_of = np.repeat(np.arange(len(terms), dtype=np.int32), np.diff(offsets))
-        per_doc = np.bincount(post_docs, minlength=len(lengths)).astype(np.int64)
-        return cls(terms, docs, lengths, offsets, post_docs, post_tfs,
-                   np.concatenate([[0], np.cumsum(per_doc)]), term_of[order], post_tfs[order])
+        return cls(terms, a["docs"], a["lengths"], a["asking"], a["offsets"], a["post_docs"],
+                   a["post_tfs"], a["fwd_offsets"], a["fwd_terms"], a["fwd_tfs"])

@@ -119,19 +119,8 @@ questions' MRR falling 0.716 -> 0.711; with the feedback of 5 notes every fold c
 at 100k notes, all linked: 0.16 ms a recall when measured; the followers are now looked up among
 the query's keyword matches (0.05 ms).
 
-Short notes (:func:`short_note_weight`). A note of a few words says too little to answer a
-question by its meaning alone, yet its vector sits close to many: in a chat, "Theo: What?" and
-"Theo: A little bit." are near every question naming Theo, and filled a quarter of hybrid's
-wrong top three on a set of three chats a helper wrote afresh outside the repo (704 messages,
-180 questions; ``eval/run.py --set``). Its cosine now counts in part: half at no keyword term,
-an eighth more a term, all of it from ``SHORT_NOTE_TERMS`` (4) terms. The keyword channel is
-untouched, so a short note that shares the question's words is still found. Recall@10 before
--> after: that set 0.736 -> 0.756 (with its names stripped 0.598 -> 0.609, recall@1 0.172 ->
-0.233; with the weaker model 0.623 -> 0.658); eval/ with the chats' prefixes stripped
-(``--stores --bare``) 0.864 -> 0.865 (chats 0.782 -> 0.785), with the weaker model 0.738 ->
-0.742 (chats 0.714 -> 0.723); eval/ as it is, in both layouts, and a second outside set
-(analysts' notes on Jinja2 and sklearn's datasets, 300 notes, 170 questions) unchanged: their
-notes have four terms or more. A gentler floor (0.7, a tenth a term) moved nothing.
+How much of its cosine a note keeps by its form (a note of few words, one that ends asking):
+see dense_weight.py.
 """
 
 from __future__ import annotations
@@ -141,6 +130,7 @@ from typing import Container, NamedTuple, Sequence
 import numpy as np
 
 from .dense_search import beside, nearest
+from .dense_weight import asking_weight, short_note_weight
 from .lexical import LexicalIndex, top_positions
 from .tokenizer import tokenize
 from .vectors import VectorIndex
@@ -162,9 +152,6 @@ LIFT_EASE = 0.05
 # Context from the note written just before (see the module docstring; the gap that makes
 # two notes neighbours is store.filters.NEIGHBOUR_GAP_S).
 CONTEXT_WEIGHT = 0.35
-# A note of fewer keyword terms keeps part of its cosine (see the module docstring).
-SHORT_NOTE_FLOOR = 0.5
-SHORT_NOTE_TERMS = 4
 
 
 class Scored(NamedTuple):
@@ -391,7 +378,7 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
     if qvec is not None:  # a note whose vector an index update failed to add scores 0
         held = vectors.holds(union)
         dense[held] = vectors.similarities(qvec, union[held])
-        dense *= short_note_weight(lexical.lengths(union))
+        dense *= short_note_weight(lexical.lengths(union)) * asking_weight(lexical.asking(union))
     lex = np.zeros(len(union), np.float32)
     scale = lexical.max_score(query)
     if scale > 0 and len(matched):
@@ -407,13 +394,6 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         query, lexical, union, lex, dense, neighbours.before if neighbours is not None else None,
         drop, feedback=FEEDBACK if feedback else None)
     return Ranked(union, score, lex, dense, weight, covered, kept)
-
-
-def short_note_weight(terms: np.ndarray) -> np.ndarray:
-    """How much of its cosine a note of ``terms`` keyword terms keeps: ``SHORT_NOTE_FLOOR``
-    plus an equal step per term, all of it from ``SHORT_NOTE_TERMS`` terms."""
-    step = (1.0 - SHORT_NOTE_FLOOR) / SHORT_NOTE_TERMS
-    return np.minimum(1.0, SHORT_NOTE_FLOOR + step * terms).astype(np.float32)
 
 
 def _keyword_pool(matched: np.ndarray, bm25: np.ndarray, pool: int,

@@ -367,18 +367,20 @@ def test_below_the_start_keywords_lift_notes_under_the_closest_in_meaning(memory
             "the words of the best notes, fed back.") in hits_text(hits)
 
 
-def test_explain_says_a_short_notes_dense_score_is_part_of_its_cosine(memory):
-    """A note of few keyword terms keeps only part of its cosine; explain shows that part as
-    "dense" and says so, or a user comparing it with another tool's cosine is misled."""
+def test_explain_says_a_short_or_asking_notes_dense_score_is_part_of_its_cosine(memory):
+    """A note of few keyword terms, or one that ends asking, keeps only part of its cosine;
+    explain shows that part as "dense" and says so, or a user comparing it with another
+    tool's cosine is misled."""
     memory.remember("Theo: What?")
     memory.remember("Theo said the quarterly revenue numbers were revised downward on Friday")
     hits = memory.recall("what did Theo say", explain=True, min_score=-1, mode="hybrid")
     short = next(h for h in hits if h.note.text == "Theo: What?")
     query, note = HashEmbedder().encode(["what did Theo say", "Theo: What?"])
     cosine = float(np.dot(query, note))
-    assert short.dense == pytest.approx(cosine * (0.5 + 0.125 * 1), abs=1e-3)  # 1 term: theo
+    # 1 term (theo), and it only asks
+    assert short.dense == pytest.approx(cosine * (0.5 + 0.125 * 1) * 0.5, abs=1e-3)
     assert ("Dense is a note's cosine; a note of fewer than 4 keyword terms keeps part of it "
-            "(50% at none).") in hits_text(hits)
+            "(50% at none), one that ends asking too (50% if it only asks).") in hits_text(hits)
 
 
 @pytest.mark.parametrize("gone", ["superseded", "forgotten"])

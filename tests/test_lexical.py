@@ -324,30 +324,28 @@ def test_a_saved_and_loaded_index_scores_exactly_as_one_built_from_scratch(tmp_p
         assert np.flatnonzero(got_index.score_at(weights, every)).tolist() == holding != []
 
 
-def test_a_keyword_file_of_the_layout_before_loads_and_scores_the_same(tmp_path):
-    """Files written before the postings alone were kept (both directions, two-byte term
-    frequencies) are read, not rebuilt."""
-    import numpy as np
+def test_a_keyword_file_from_before_notes_that_ask_is_rebuilt_with_their_shares(store_dir):
+    """A file without each note's share of asking would rank a chat's echoed question as if
+    it answered: it is not trusted but rebuilt from the notes' texts on open."""
+    from nbmemory import Memory
+    from nbmemory.arrays import read_arrays, write_arrays
+    from nbmemory.embed import HashEmbedder
+    from nbmemory.engine.indexes import KEYWORDS_FILENAME
+    from nbmemory.lexical import _MAGIC, LexicalIndexError
 
-    from nbmemory.arrays import write_arrays
-    from nbmemory.lexical import _MAGIC, TOKENIZER
-
-    texts = {1: "retry the socket", 2: "socket socket owner", 5: "orders.amount in cents"}
-    index = LexicalIndex.build(texts.items())
-    index.save(tmp_path / "kw", {"seq": 3})
-    arrays = LexicalIndex.load(tmp_path / "kw")[0]._seg.arrays()
-    arrays["post_tfs"] = arrays["post_tfs"].astype(np.uint16)
-    arrays.update(doc_offsets=np.zeros(7, np.int64), doc_terms=np.zeros(9, np.int32),
-                  doc_tfs=np.ones(9, np.uint16))
-    write_arrays(tmp_path / "old", _MAGIC, {"seq": 3, "tokenizer": TOKENIZER}, arrays)
-    old, meta = LexicalIndex.load(tmp_path / "old")
-    assert meta == {"seq": 3} and old._seg.post_tfs.dtype == np.uint8  # converted on load
-    for query in ("socket", "amount owner", "retry"):
-        got, want = old.score(query), index.score(query)
-        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-    assert all(old.terms_of(i) == index.terms_of(i) != {} for i in texts)  # from the postings
-    assert np.array_equal(old.score_at({"socket": 1.0}, np.arange(7)),
-                          index.score_at({"socket": 1.0}, np.arange(7)))
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        mem.remember("Jonah: Did you see whales?")
+        mem.remember("Priya: Three gray whales on the boat tour.")
+    path = store_dir / KEYWORDS_FILENAME
+    meta, arrays = read_arrays(path, _MAGIC, "keyword index")
+    del arrays["asking"]
+    write_arrays(path, _MAGIC, meta, arrays)
+    with pytest.raises(LexicalIndexError, match="written before notes that ask were told apart"):
+        LexicalIndex.load(path)
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert mem.status()["keywords"] == (
+            f"rebuilt ({path}: written before notes that ask were told apart)")
+        assert mem._backend.engine.lexical.asking(np.array([1, 2, 3])).tolist() == [1.0, 0.0, 0.0]
 
 
 def test_a_term_counts_at_most_tf_cap_times_in_one_note(tmp_path):

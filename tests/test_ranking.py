@@ -289,12 +289,13 @@ def test_a_note_of_a_few_words_keeps_part_of_its_cosine():
     """'Theo: What?' sat close to every question naming Theo and filled the top of chats'
     rankings by meaning; a note of four keyword terms or more keeps all of its cosine."""
     from nbmemory.dense_rows import DenseRows
+    from nbmemory.dense_weight import short_note_weight
     from nbmemory.lexical import LexicalIndex
-    from nbmemory.ranking import rank_arrays, short_note_weight
+    from nbmemory.ranking import rank_arrays
 
     assert short_note_weight(np.array([0, 1, 2, 3, 4, 9])).tolist() == [
         0.5, 0.625, 0.75, 0.875, 1.0, 1.0]
-    texts = {1: "Theo: What?",
+    texts = {1: "Theo: Okay.",
              2: "Theo: the company did a round of layoffs and my team was let go"}
     lexical = LexicalIndex.build(texts.items())
     query = np.array([1.0, 0.0], np.float32)
@@ -302,6 +303,49 @@ def test_a_note_of_a_few_words_keeps_part_of_its_cosine():
     rows = DenseRows.from_matrix(np.array([1, 2]), vectors)
     got = rank_arrays("when did theo lose his job", query, lexical, rows, candidates=None,
                       pool=10, exact_below=100, mode="dense")
-    assert lexical.length(1) == 1
-    assert dict(zip(got.ids.tolist(), got.score.tolist())) == pytest.approx({1: 0.9 * 0.625,
+    assert lexical.length(1) == 2
+    assert dict(zip(got.ids.tolist(), got.score.tolist())) == pytest.approx({1: 0.9 * 0.75,
                                                                               2: 0.7})
+
+
+@pytest.mark.parametrize("text, share", [
+    ("Did you see whales?", 1.0),
+    ("Jonah: Whales! What kind?", 0.5),  # two words tell, two ask
+    ("Why does the join drop rows? The key has nulls.", 0.0),  # it ends telling
+    ("Is it? (not sure)", 0.0),
+    ("see https://example.com/?q=1 for the query", 0.0),  # a "?" that ends no sentence
+    ("他去哪里了？", 1.0),
+    ("", 0.0), ("???", 0.0)])
+def test_how_much_of_a_note_asks_is_the_share_of_its_words_in_the_questions_it_ends_with(
+        text, share):
+    from nbmemory.dense_weight import asking
+
+    assert asking(text) == share
+
+
+def test_a_note_that_ends_asking_keeps_part_of_its_cosine():
+    """In a chat the message closest in meaning to a question about it is often the same
+    question, asked at the time, and the answer is the reply: "Did you see whales?" came
+    above "Three gray whales on the boat tour" by meaning. A note that asks keeps half its
+    cosine, one that only partly asks more; keywords still find it."""
+    from nbmemory.dense_rows import DenseRows
+    from nbmemory.lexical import LexicalIndex
+    from nbmemory.ranking import rank_arrays
+
+    texts = {1: "Jonah: Did you see any whales on the trip?",
+             2: "Priya: Three gray whales on the boat tour, one came up really close to us.",
+             3: "Jonah: So many whales near Tofino this week! Did you go out on a boat?"}
+    lexical = LexicalIndex.build(texts.items())
+    query = np.array([1.0, 0.0], np.float32)
+    cosines = [0.8, 0.6, 0.7]
+    vectors = np.array([[c, np.sqrt(1 - c * c)] for c in cosines], np.float32)
+    rows = DenseRows.from_matrix(np.array([1, 2, 3]), vectors)
+    got = rank_arrays("Did Priya see whales on her trip?", query, lexical, rows,
+                      candidates=None, pool=10, exact_below=100, mode="dense")
+    assert got.ids[np.argsort(-got.score)].tolist() == [2, 3, 1]
+    asks = 7 / 15  # "Did you go out on a boat?" of the fifteen words
+    assert dict(zip(got.ids.tolist(), got.dense.tolist())) == pytest.approx(
+        {1: 0.8 * 0.5, 2: 0.6, 3: 0.7 * (1 - 0.5 * asks)})
+    found = rank_arrays("whales trip", None, lexical, rows, candidates=None, pool=10,
+                        exact_below=100, mode="lexical")
+    assert found.ids[np.argmax(found.score)] == 1  # keywords find the question as before

@@ -16,11 +16,11 @@ from ..errors import Command, InvalidInput, StoreUnreachable
 from ..history import PastView
 from ..lexical import LexicalIndex
 from ..models import MODES, PRIORITIES, Hit, Hits, Note, utcnow
-from ..ranking import (KEYWORD_WEIGHT, SHORT_NOTE_FLOOR, SHORT_NOTE_TERMS, TRUST_FROM, TRUST_FULL,
-                       rank_arrays)
+from ..ranking import KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL, rank_arrays
 from ..store import Filters, Store
 from ..dense_rows import DenseRows
 from ..dense_search import nearest
+from ..dense_weight import ASKING_FLOOR, SHORT_NOTE_FLOOR, SHORT_NOTE_TERMS
 from ..vectors import VectorIndex
 from .indexes import NoteCards
 from .state import Priorities
@@ -40,7 +40,8 @@ def _fusion(ranked) -> dict[str, float] | None:
     return {"weight": round(ranked.weight, 4), "covered": round(ranked.covered, 4),
             "from": TRUST_FROM, "full": TRUST_FULL, "most": KEYWORD_WEIGHT,
             "below": ranked.kept, "priority": PRIORITY_BONUS["high"],
-            "short_terms": SHORT_NOTE_TERMS, "short_floor": SHORT_NOTE_FLOOR}
+            "short_terms": SHORT_NOTE_TERMS, "short_floor": SHORT_NOTE_FLOOR,
+            "asking_floor": ASKING_FLOOR}
 
 
 @dataclass(frozen=True)
