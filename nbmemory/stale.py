@@ -219,6 +219,9 @@ class StaleChecker:
         if not isinstance(item, (str, os.PathLike)) or not str(item).strip():
             raise InvalidInput(f"Cannot anchor a note to {item!r}; give a path, a glob or a "
                                "variable name, e.g. {0}", Command("about", ("data/orders.csv",)))
+        if "\x00" in str(item):  # no file system holds such a name: not "nothing exists there"
+            raise InvalidInput("{0}: a path cannot hold a NUL character (U+0000); remove it. "
+                               "The note was not stored.", Command("about", (str(item),)))
         try:
             anchor = spec_anchor(str(item), roots, self.root, self.reader)
             if anchor is not None and anchor.kind != "glob" and self.repositories:

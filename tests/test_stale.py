@@ -290,6 +290,10 @@ def test_about_something_that_does_not_exist_is_refused_and_nothing_stored(ws, m
     with pytest.raises(InvalidInput) as caught:  # an absolute path was looked for only there
         mem.remember("about a missing absolute path", about=[str(ws / "none.csv")])
     assert str(caught.value).startswith(f"about={str(ws / 'none.csv')!r}: nothing exists there. ")
+    with pytest.raises(InvalidInput) as caught:  # no file can have that name: not "missing"
+        mem.remember("about a pasted path", about=["data/a\x00b.csv"])
+    assert str(caught.value) == ("about='data/a\\x00b.csv': a path cannot hold a NUL character "
+                                 "(U+0000); remove it. The note was not stored.")
     assert mem.notes().total == 1
 
 
