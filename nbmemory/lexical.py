@@ -11,7 +11,8 @@ used, so scores are exactly those of an index built from scratch (tests/test_lex
 ``save`` folds the delta in and writes one file; ``load`` reads its arrays back. At 100k
 notes (bench corpus, 2 busy cores): tokenizing every note took 6.5-7.3 s on each open,
 loading the file about 0.19 s; the file was 8.5 MB with the postings alone (85 bytes a note;
-92 MB at 1M); the per-document direction took it to 15.3 MB at 100k (load 13 -> 20 ms).
+92 MB at 1M); the per-document direction took it to 15.3 MB at 100k (load 13 -> 20 ms), and
+each note's share of asking (dense_weight.asking: ranking reads it) adds 4 bytes a note.
 Tantivy was not tried: its tokenizer would have to keep identifiers whole and stem their
 parts as this one does, and the arrays already make an open a matter of reading a file.
 """
