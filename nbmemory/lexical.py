@@ -26,7 +26,7 @@ from typing import Iterable
 import numpy as np
 
 from .arrays import ArraysFileError, read_arrays, write_arrays
-from .dense_weight import asking
+from . import dense_weight
 from .lexical_segment import TF_CAP, Segment, SegmentError, term_counts  # noqa: F401  (TF_CAP: imported from here too)
 from .tokenizer import TOKENIZER, tokenize  # noqa: F401  (tokenize: imported from here too)
 
@@ -130,7 +130,7 @@ class LexicalIndex:
             self._lengths = np.concatenate([self._lengths, np.zeros(grow, np.float32)])
             self._asking = np.concatenate([self._asking, np.zeros(grow, np.float32)])
         self._lengths[doc_id] = length
-        self._asking[doc_id] = asking(text)
+        self._asking[doc_id] = dense_weight.asking(text)
         self._total_len += length
         for term, tf in counts.items():
             self._postings.setdefault(term, {})[doc_id] = tf

@@ -17,7 +17,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .dense_weight import asking
+from . import dense_weight
 from .tokenizer import tokenize
 
 # A term's frequency in one document counts up to this (one byte a posting). BM25 has long
@@ -89,7 +89,7 @@ class Segment:
             ids.append(doc_id)
             sizes.append(len(counts))
             lengths.append(length)
-            shares.append(asking(text))
+            shares.append(dense_weight.asking(text))
             entry_terms.extend([vocab.setdefault(t, len(vocab)) for t in counts])
             entry_tfs.extend(counts.values())
         return cls.assemble(list(vocab), np.array(ids, np.int64), np.array(lengths, np.float32),
@@ -124,7 +124,8 @@ class Segment:
         size_by_id = np.zeros(top, np.int64)
         size_by_id[ids] = sizes
         fwd_offsets = np.concatenate([[0], np.cumsum(size_by_id)])
-        return cls(terms, ids, by_id, asking_by_id, offsets, postings[0].astype(np.int32, copy=False),
+        return cls(terms, ids, by_id, asking_by_id, offsets,
+                   postings[0].astype(np.int32, copy=False),
                    postings[1].astype(np.uint8, copy=False), fwd_offsets, fwd_terms,
                    np.asarray(fwd_tfs).astype(np.uint8, copy=False))
 
