@@ -24,14 +24,14 @@ LoCoMo's style, such messages were 27% of hybrid's wrong top three. So the share
 words in the questions it ends with counts against its cosine, down to ``ASKING_FLOOR`` (half,
 as for a note of no terms) when it only asks. "Why does the join drop rows? The key has nulls."
 ends telling and keeps all of it; an analyst's open question keeps half, and its keywords find
-it as before. Recall@10 before -> after, ``eval/run.py`` (dense alone gains too; MRR rose in
-every row):
+it as before. Recall@10 before -> after, ``eval/run.py`` (dense alone gains too; MRR fell in
+none):
 
 - eval/, one store: all 0.861 -> 0.861 (chats 0.881 -> 0.880, paraphrases 0.612 either way),
   MRR 0.662 -> 0.666; a store per source: all 0.903 -> 0.907 (chats 0.886 -> 0.897);
 - the weaker model (``--stores --layers 3 --bare``), natural questions 0.754 -> 0.777, now
-  above keywords alone (0.765); with the cosines weakened (``eval/tune.py``'s noise 0.1 and
-  0.15) the chats 0.801 -> 0.825 and 0.726 -> 0.758 (keywords 0.754);
+  above keywords alone (0.765); the chats a store per source with the cosines weakened
+  (``eval/tune.py``'s noise 0.1 and 0.15) 0.801 -> 0.825 and 0.726 -> 0.758 (keywords 0.754);
 - the LoCoMo-style set (``--set``, 673 messages, 202 questions) 0.759 -> 0.788 (keywords
   0.700, dense 0.628 -> 0.667), with the weaker model 0.747 -> 0.786; a second chat set 0.756
   -> 0.772 (weaker model 0.658 -> 0.728); the analysts' set unchanged (0.924).
