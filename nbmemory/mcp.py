@@ -26,6 +26,7 @@ from pydantic import Field
 from ._version import __version__
 from . import syntax
 from .mcp_calls import Session, _middleware
+from .mcp_wire import mend_stdin
 from .anchors import pointer_only
 from .config import configured_model
 from .display import LONG_NOTE, long_note_hint
@@ -491,6 +492,7 @@ def serve(store: str | None = None, model: str | None = None, *, hint_tokens: in
     os.environ.setdefault(REQUEST_TIMEOUT_ENV, "60")
     server, _, memory = build_server(store, model, hint_tokens=hint_tokens, hint_calls=hint_calls)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    mend_stdin()
     try:
         server.run("stdio")
     finally:

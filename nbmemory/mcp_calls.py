@@ -10,6 +10,8 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
+from .mcp_wire import UNPAIRED
+
 HINT = ("Notes returned in this session can be fetched again by id with show(note_ids=[...]); "
         "no need to re-read files or repeat searches just to be safe.")
 
@@ -103,6 +105,12 @@ def _middleware(session: Session, parameters: dict[str, set[str]]):
         params = ctx.params or {}
         name = params.get("name", "")
         arguments = params.get("arguments") or {}
+        if (params.get("_meta") or {}).get(UNPAIRED):  # see mcp_wire
+            if name in parameters:
+                session.count(name, error=True)
+            return error("A text in this call holds half of a UTF-16 pair (an escape such as "
+                         "\\ud83d without its partner, as when a string is cut inside an "
+                         "emoji), which is not text. Send whole characters. Nothing was changed.")
         if name not in parameters:
             return error(f"Unknown tool {name!r}; nbmemory's tools are "
                          f"{', '.join(sorted(parameters))}. Nothing was changed.")

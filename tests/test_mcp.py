@@ -563,3 +563,59 @@ def test_a_stuck_owner_is_a_tool_error_the_agent_can_read(store_dir, tmp_path):
     finally:
         hold.unlink(missing_ok=True)
         stop(store_dir)
+
+
+def test_a_call_holding_half_a_utf16_pair_gets_an_error_not_silence(store_dir):
+    """A client that cuts a string inside an emoji sends "\\ud83d" alone. The SDK's reader
+    dropped that line without a reply, and the agent's call waited forever."""
+    import queue
+    import subprocess
+    import threading
+
+    from mcp.types import LATEST_PROTOCOL_VERSION
+
+    server = subprocess.Popen([ENTRY, "mcp", "--store", str(store_dir)], env={**os.environ, **ENV},
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    replies: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [replies.put(json.loads(line)) for line in server.stdout],
+                     daemon=True).start()
+
+    def ask(number, method, params):
+        line = json.dumps({"jsonrpc": "2.0", "id": number, "method": method, "params": params})
+        server.stdin.write(line.replace("CUT", "\\ud83d").encode() + b"\n")
+        server.stdin.flush()
+        reply = replies.get(timeout=120)  # a hang fails here, not forever
+        assert reply["id"] == number
+        return reply["result"]
+
+    try:
+        ask(1, "initialize", {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
+                              "clientInfo": {"name": "test", "version": "1"}})
+        server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        result = ask(2, "tools/call", {"name": "remember",
+                                       "arguments": {"text": "the export fails on CUT names"}})
+        assert result["isError"] and result["content"][0]["text"] == (
+            "A text in this call holds half of a UTF-16 pair (an escape such as \\ud83d without "
+            "its partner, as when a string is cut inside an emoji), which is not text. Send "
+            "whole characters. Nothing was changed.")
+        result = ask(3, "tools/call", {"name": "remember",
+                                       "arguments": {"text": "the export fails on 🐍 names"}})
+        assert not result["isError"]  # the next call is served as ever
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        stop(store_dir)
+    with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
+        assert [n.text for n in mem.notes().notes] == ["the export fails on 🐍 names"]
+
+
+@pytest.mark.parametrize("line", [
+    b'{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "recall"}}\n',
+    b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"reason": "\\ud83d"}}\n',
+    b"not json\n", b'{"jsonrpc": "2.0", "id": 5, "params": ["\\ud83d"]}\n'])
+def test_every_other_line_reaches_the_sdk_as_it_came(line):
+    """Only a request holding an unpaired surrogate is rewritten: a notification has no reply
+    to wait for, and what the SDK can parse or refuses itself is its own to answer."""
+    from nbmemory.mcp_wire import mended
+
+    assert mended(line) is line
