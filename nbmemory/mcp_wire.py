@@ -59,8 +59,12 @@ def mended(line: bytes) -> bytes:
 
 def mend_stdin() -> None:
     """Put a pipe on file descriptor 0, fed line by line from the real stdin through
-    :func:`mended` by a thread; the pipe closes when the real stdin does."""
-    source = os.dup(0)
+    :func:`mended` by a thread; the pipe closes when the real stdin does. Without a stdin to
+    read (descriptor 0 closed), the SDK is left to read it as it would."""
+    try:
+        source = os.dup(0)
+    except OSError:
+        return
     read_end, write_end = os.pipe()
     os.dup2(read_end, 0)
     os.close(read_end)

@@ -619,3 +619,15 @@ def test_every_other_line_reaches_the_sdk_as_it_came(line):
     from nbmemory.mcp_wire import mended
 
     assert mended(line) is line
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="closes descriptor 0 in preexec_fn")
+def test_without_a_stdin_the_wire_is_left_to_the_sdk():
+    """Started with descriptor 0 closed, the server must not die mending a stdin it lacks."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", "from nbmemory.mcp_wire import mend_stdin; "
+                           "mend_stdin(); print('served')"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, env={**os.environ, **ENV},
+                          preexec_fn=lambda: os.close(0))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "served\n", "")
