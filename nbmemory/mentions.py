@@ -2,7 +2,10 @@
 the keyword terms a file's name gives (what ambient recall and the about index match).
 
 Written in a script without spaces, a path runs into the words around it
-(``文件数据/表.csv的金额``): the paths inside such a token are tried, longest first.
+(``文件数据/表.csv的金额``): the paths inside such a token are tried, longest first. A
+path with spaces written without quotes (``~/Google Drive/sales.csv``,
+``C:\\Users\\Ada Lovelace\\x.csv``) is tried with up to ``MAX_SPACED`` words before its
+last part, longest first; the part is then no path of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ _EXTENSION_END = re.compile(r"\.[A-Za-z0-9]{1,10}(?![A-Za-z0-9])")
 MAX_INSIDE = 60  # paths tried inside one such token
 MAX_PATH = 260  # characters: no path inside such a token is longer (Windows' old limit)
 MAX_RUN = 1024  # characters: a longer token is not looked inside
+MAX_SPACED = 4  # words before a path's last part that may belong to it (My Data/x.csv)
 
 
 # Path-like tokens: contain a slash or end in a file extension; ``:214`` line suffixes go.
@@ -53,14 +57,49 @@ def path_candidates(text: str) -> list[str]:
     return list(seen)
 
 
+_WORD = re.compile(r"\S+")
+_NAMED_FILE = re.compile(r"\.(?=\d*[A-Za-z])\w{1,10}$")  # x.csv, not 3.5
+
+
+def spaced_candidates(text: str) -> list[list[tuple[str, int, int]]]:
+    """For each path-like word, the runs of words ending in it with single spaces between
+    them (``My Data/x.csv``), longest first, with where each starts and ends in ``text``:
+    paths with spaces, written without quotes."""
+    text = _URL.sub(lambda m: " " * len(m.group()), text)  # same length: places stay
+    words = list(_WORD.finditer(text))
+    groups = []
+    for i, last in enumerate(words):
+        end = _LINE.sub("", last.group().rstrip(".,;:!?)\"'`"))
+        if not ("/" in end or "\\" in end or _NAMED_FILE.search(end)):
+            continue
+        first = i
+        while first > 0 and i - first < MAX_SPACED and \
+                text[words[first - 1].end():words[first].start()] == " " and \
+                words[first - 1].group()[-1] not in ".,;:!?)\"'`":  # a clause ends there
+            first -= 1
+        group = []
+        for start in range(first, i):
+            run = (text[words[start].start():last.start()] + end).lstrip("([<\"'`")
+            if len(run) <= MAX_PATH:
+                group.append((run.replace("\\", "/"), words[start].start(), last.start() + len(end)))
+        if group:
+            groups.append(group)
+    return groups
+
+
 def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] = ()) -> list[Path]:
-    """Existing files and directories ``text`` mentions, resolved against ``roots`` in order."""
+    """Existing files and directories ``text`` mentions, resolved against ``roots`` in order.
+    Paths with spaces come first; the words of one found are then no paths of their own
+    (not ``Data/x.csv`` of ``My Data/x.csv``)."""
     roots = [Path(r) for r in roots if r]
     excluded: set[Path] | None = None  # resolved only once something exists (most texts: never)
     found: list[Path] = []
     lookups = 0
-    for token in path_candidates(text):
-        options = _options(token, roots)[:MAX_LOOKUPS - lookups]
+
+    def look(token: str, budget: int) -> bool:
+        """Whether ``token`` names something on disk under a root (added to ``found``)."""
+        nonlocal excluded, lookups
+        options = _options(token, roots)[:budget - lookups]
         lookups += len(options)
         for option in options:
             try:
@@ -71,12 +110,21 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
                     named = option.parent.resolve() / option.name
                     if option.resolve() not in excluded and named not in found:
                         found.append(named)
-                    break
+                    return True
             except OSError:
                 continue
+        return False
+
+    for group in spaced_candidates(text):  # at most half the look-ups
+        for run, start, end in group:
+            if look(run, MAX_LOOKUPS // 2):
+                text = text[:start] + " " * (end - start) + text[end:]
+                break
+    for token in path_candidates(text):
         if len(found) >= MAX_TEXT_ANCHORS or lookups >= MAX_LOOKUPS:
             break
-    return found
+        look(token, MAX_LOOKUPS)
+    return found[:MAX_TEXT_ANCHORS]
 
 
 def _options(token: str, roots: list[Path]) -> list[Path]:

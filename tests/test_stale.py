@@ -106,6 +106,23 @@ def test_a_path_run_into_chinese_words_is_found_inside_them(ws, mem):
     assert [a.target for a in note.anchors] == ["月次売上.csv"]
 
 
+def test_a_path_with_spaces_written_without_quotes_is_anchored_whole(ws, mem):
+    """Mac and Windows folders have spaces (Google Drive, C:\\Users\\Ada Lovelace); people
+    do not quote them in prose. The part after the space is not anchored on its own."""
+    for name in ("My Data/orders.csv", "Data/orders.csv", "Google Drive/sales.csv"):
+        (ws / name).parent.mkdir(exist_ok=True)
+        (ws / name).write_text(ORDERS)
+    note = mem.remember(f"My Data/orders.csv holds cents, as does {ws}/Google Drive/sales.csv; "
+                        "Data/orders.csv is a copy. Costs rose 3.5 times")
+    assert [(a.kind, a.target) for a in note.anchors] == [
+        ("data", "My Data/orders.csv"), ("data", "Google Drive/sales.csv"),
+        ("data", "Data/orders.csv")]
+    save_later(ws / "My Data" / "orders.csv", ORDERS + "3,125\n")
+    assert reasons(mem.get(note.id)) == [("rows_changed", "My Data/orders.csv", "2 → 3 rows")]
+    note = mem.remember("the new folder My Data\\orders.csv, written as on Windows")
+    assert [a.target for a in note.anchors] == ["My Data/orders.csv"]
+
+
 def test_a_tilde_word_in_a_note_is_not_a_crash(ws, mem):
     note = mem.remember("~nosuchuser/orders.csv and ~/nowhere/x.csv are not files; "
                         "src/resolver.py is")
