@@ -18,16 +18,7 @@ from typing import Any
 
 UNPAIRED = "nbmemory/unpaired"
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _has_unpaired(value: Any) -> bool:
-    if isinstance(value, str):
-        return _SURROGATE.search(value) is not None
-    if isinstance(value, dict):
-        return any(_has_unpaired(k) or _has_unpaired(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_unpaired(v) for v in value)
-    return False
+_ESCAPED = re.compile(rb"\\u[dD][89a-fA-F]")  # how a surrogate reaches the wire (\ud83d)
 
 
 def _replaced(value: Any) -> Any:
@@ -42,15 +33,20 @@ def _replaced(value: Any) -> Any:
 
 def mended(line: bytes) -> bytes:
     """``line`` as the SDK should read it: a JSON-RPC request holding an unpaired surrogate,
-    replaced and marked; any other line unchanged."""
+    replaced and marked; any other line unchanged (and, without such an escape, unparsed)."""
+    if not _ESCAPED.search(line):
+        return line
     try:
         message = json.loads(line)
     except ValueError:
         return line
     if not (isinstance(message, dict) and "id" in message and isinstance(
-            message.get("params", {}), dict) and _has_unpaired(message)):
+            message.get("params", {}), dict)):
         return line
-    message = _replaced(message)
+    replaced = _replaced(message)
+    if replaced == message:
+        return line
+    message = replaced
     params = message.setdefault("params", {})
     meta = params.get("_meta")
     params["_meta"] = {**(meta if isinstance(meta, dict) else {}), UNPAIRED: True}
