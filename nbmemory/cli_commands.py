@@ -14,6 +14,7 @@ from . import syntax
 from .cli_args import EXIT_ERROR, EXIT_OK, CommandError, author_of
 from .config import configured_model
 from .progress import progress_bar
+from .recall_options import QUERY_ONLY, filters_said, given, stale_wanted
 
 def open_memory(store: str | None = None, model: str | None = None):
     """The CLI opens a store through its owner process (started on demand), so a
@@ -137,15 +138,11 @@ def cmd_remember(mem, args) -> None:
 
 def cmd_recall(mem, args) -> None:
     query = " ".join(args.query)
-    stale = True if args.stale else False if args.fresh else None
+    stale = stale_wanted(args)
     if args.open and args.kind not in (None, "question"):  # with a query or without
         raise CommandError("--open searches the open questions: leave --kind out")
     if args.open and not query:
-        needless = [flag for flag, given in (("--explain", args.explain),
-                                             ("--mode", args.mode != "hybrid"),
-                                             ("--min-score", args.min_score is not None),
-                                             ("--as-of", args.as_of),
-                                             ("--provenance", args.provenance)) if given]
+        needless = given(args, QUERY_ONLY)
         if needless:
             verb = "applies" if len(needless) == 1 else "apply"
             raise CommandError(f"--open with no query lists the open questions; "
@@ -172,12 +169,7 @@ def cmd_recall(mem, args) -> None:
         return emit_json(hits.to_dict())
     from .display import hits_text
 
-    hits.filters = " ".join(  # "No notes match 'x' with -t nosuchtag.", as the magic says
-        [f"{flag} {value}" for flag, value in (("-t", args.tags), ("--kind", args.kind),
-                                               ("-p", args.priority), ("--author", args.author))
-         if value] + [flag for flag, on in (("--since", args.since), ("--mine", args.mine),
-                                             ("--fresh", args.fresh), ("--stale", args.stale),
-                                             ("--open", args.open)) if on])
+    hits.filters = filters_said(args)  # "No notes match 'x' with -t nosuchtag."
 
     print(hits_text(hits, provenance=args.provenance, show="nbmemory show {0}"))
 

@@ -11,31 +11,8 @@ from .address import is_address
 from .config import current_user, locate_store
 from .magic_args import usage_errors
 from .namespace import namespace_terms
+from .recall_options import QUERY_ONLY, filters_said, given, stale_wanted
 from .when import parse_since
-
-
-# The options of %recall by argument name, as a line spells them.
-_FLAGS = {"tags": "-t", "kind": "--kind", "priority": "-p", "since": "--since",
-          "author": "--author", "as_of": "--as-of", "min_score": "--min-score",
-          "explain": "--explain", "mine": "--mine", "fresh": "--fresh", "stale": "--stale",
-          "open": "--open", "mode": "--mode", "provenance": "--provenance"}
-
-
-def _given(args, names: tuple[str, ...]) -> list[str]:
-    """The options among ``names`` (``tags`` for -t/--tags...) that the line gave."""
-    return [_FLAGS[n] for n in names if getattr(args, n) not in (None, False)]
-
-
-def _mode(args) -> list[str]:
-    return [] if args.mode == "hybrid" else ["--mode"]
-
-
-def _filters_said(args) -> str:
-    """The filters the line gave, as typed: ``-t wal --fresh``."""
-    values = ("tags", "kind", "priority", "since", "author", "as_of")
-    switches = ("mine", "fresh", "stale", "open")
-    return " ".join([f"{_FLAGS[n]} {getattr(args, n)}" for n in values if getattr(args, n)]
-                    + _given(args, switches))
 
 
 class RecallCommands:
@@ -45,15 +22,15 @@ class RecallCommands:
     def _recall_parsed(self, args, query: str):
         if args.fresh and args.stale:
             raise UsageError("Use --fresh or --stale, not both")
-        stale = True if args.stale else False if args.fresh else None
+        stale = stale_wanted(args)
         if args.mine and args.author:
             raise UsageError("Use --mine or --author, not both")
         author = current_user() if args.mine else args.author
         k = self.k if args.k is None else args.k
+        if args.open and args.kind not in (None, "question"):  # with a query or without
+            raise UsageError("--open searches the open questions: leave --kind out")
         if args.open and not query:
             return self._open_questions(args, k, stale, author)
-        if args.open and args.kind not in (None, "question"):
-            raise UsageError("--open searches the open questions: leave --kind out")
         if not query:
             return self._recall_kernel(args, k, stale, author)
         self._existing_store()
@@ -65,7 +42,7 @@ class RecallCommands:
                                    variables=self._variables(), author=author,
                                    open_only=args.open)
         hits.provenance = args.provenance
-        hits.filters = _filters_said(args)  # "No notes match 'x' with -t nosuchtag."
+        hits.filters = filters_said(args)  # "No notes match 'x' with -t nosuchtag."
         return hits
 
     def _existing_store(self, doing: str = "recall", *, creating: bool = False) -> None:
@@ -100,8 +77,7 @@ class RecallCommands:
             self._creating = False
 
     def _open_questions(self, args, k: int, stale, author):
-        needless = _given(args, ("kind", "as_of", "min_score", "explain", "provenance")) \
-            + _mode(args)
+        needless = given(args, QUERY_ONLY)
         if needless:
             verb = "applies" if len(needless) == 1 else "apply"
             raise UsageError(f"%recall --open with no query lists the open questions; "
@@ -118,8 +94,8 @@ class RecallCommands:
 
     def _recall_kernel(self, args, k: int, stale, author):
         """No query: notes about the kernel's variables, columns and paths."""
-        needless = _given(args, ("tags", "kind", "priority", "since", "as_of", "min_score",
-                                 "explain")) + _mode(args)
+        needless = given(args, ("tags", "kind", "priority", "since", "as_of", "min_score",
+                                "explain", "mode"))
         if needless:
             raise UsageError(
                 f"{', '.join(needless)} need{'s' if len(needless) == 1 else ''} a query: "

@@ -452,9 +452,10 @@ def test_open_questions(nbm):
     r = nbm("recall", "--open", "--provenance")
     assert r.code == 2 and "--provenance applies only to a query" in one_line(r.err)
     assert nbm("recall", "--open", "-t", "nosuchtag", "--json").json["open_questions"] == []
-    r = nbm("recall", "--open", "--min-score", "0.5")
-    assert r.code == 2 and "--open with no query lists the open questions; --min-score applies " \
-        "only to a query" in one_line(r.err)
+    for score in ("0.5", "0"):  # 0 is given too
+        r = nbm("recall", "--open", "--min-score", score)
+        assert r.code == 2 and "--open with no query lists the open questions; --min-score " \
+            "applies only to a query" in one_line(r.err)
     r = nbm("recall", "--open", "watcher", "--json")
     assert [h["note"]["id"] for h in r.json["hits"]] == [1]
     r = nbm("recall")

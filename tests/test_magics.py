@@ -549,9 +549,23 @@ def test_a_snapshot_message_may_come_before_the_name(ip):
 
 
 def test_open_questions_are_searched_with_no_other_kind(ip):
-    with pytest.raises(UsageError, match=r"^--open searches the open questions: leave --kind "
-                                         r"out$"):
-        run(ip, "recall --open --kind finding rows")
+    """Said alike with a query or without (as the CLI says it), and --kind question is what
+    --open means."""
+    for line in ("recall --open --kind finding rows", "recall --open --kind finding"):
+        with pytest.raises(UsageError, match=r"^--open searches the open questions: leave "
+                                             r"--kind out$"):
+            run(ip, line)
+    run(ip, "remember -k question does the join drop rows?")
+    run(ip, "recall --open --kind question")
+
+
+def test_a_minimum_score_of_zero_is_an_option_given(ip):
+    """0 == False: a check by value took --min-score 0 for no option and listed the open
+    questions as if it had not been typed."""
+    run(ip, "remember -k question does the join drop rows?")
+    with pytest.raises(UsageError, match=r"^%recall --open with no query lists the open "
+                                         r"questions; --min-score applies only to a query"):
+        run(ip, "recall --open --min-score 0")
 
 
 def test_a_query_that_holds_an_option_word_is_searched_after_double_dash(ip):
