@@ -749,14 +749,22 @@ def test_owner_runs_on_its_own_from_the_command_line(store):
     assert not lock_held(store) and not (store / "owner.sock").exists()
 
 
+def owner_as(store, version: str, protocol: int | None = None) -> subprocess.Popen:
+    """An owner of ``store`` started as nbmemory ``version`` (speaking ``protocol``)."""
+    code = f"import sys, nbmemory; nbmemory.__version__ = {version!r}; "
+    if protocol is not None:
+        code += f"import nbmemory.service.protocol as p; p.PROTOCOL = {protocol}; "
+    code += "from nbmemory.service.__main__ import main; sys.exit(main())"
+    owner = subprocess.Popen([sys.executable, "-c", code, "--store", str(store), "--model", HASH],
+                             stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: (owner_info(store) or {}).get("version") == version,
+             what=f"the owner of nbmemory {version} to serve")
+    return owner
+
+
 def test_owner_of_another_version_is_replaced(store):
-    old = subprocess.Popen(
-        [sys.executable, "-c", "import sys, nbmemory; nbmemory.__version__ = '0.0.1'; "
-                               "from nbmemory.service.__main__ import main; sys.exit(main())",
-         "--store", str(store), "--model", HASH], stderr=subprocess.PIPE, text=True)
+    old = owner_as(store, "0.0.1")
     try:
-        wait_for(lambda: (owner_info(store) or {}).get("version") == "0.0.1",
-                 what="the old owner to serve")
         with Memory.open(store, model=HASH, mode="service") as memory:
             memory.remember("written by the current version")
         assert old.wait(timeout=30) == 0
@@ -766,6 +774,50 @@ def test_owner_of_another_version_is_replaced(store):
     finally:
         if old.poll() is None:
             old.kill()
+
+
+def test_an_owner_of_a_newer_version_serves_an_older_client(store):
+    """Two installs of different versions on one store (JupyterLab's and a kernel's) used to
+    stop each other's owners, each starting its own in turn at its next call."""
+    newer = owner_as(store, "9.9.9")
+    try:
+        with Memory.open(store, model=HASH, mode="service") as memory:
+            memory.remember("written by an older nbmemory")
+            assert [n.text for n in memory.notes().notes] == ["written by an older nbmemory"]
+        assert owner_info(store)["pid"] == newer.pid and newer.poll() is None
+    finally:
+        newer.kill()
+        newer.wait()
+
+
+def test_an_owner_of_a_newer_protocol_is_left_running_and_the_client_is_told(store):
+    newer = owner_as(store, "9.9.9", protocol=2)
+    try:
+        with Memory.open(store, model=HASH, mode="service") as memory:
+            with pytest.raises(StoreTooNew) as raised:
+                memory.remember("written by an older nbmemory")
+        assert str(raised.value) == (
+            f"The store {store} is served by nbmemory 9.9.9 (protocol 2), newer than this "
+            f"nbmemory {nbmemory.__version__} (protocol 1), which cannot talk to it. It was "
+            "left running and nothing was done: upgrade nbmemory here (pip install -U "
+            "nbmemory), then restart the kernel.")
+        assert owner_info(store)["pid"] == newer.pid and newer.poll() is None
+    finally:
+        newer.kill()
+        newer.wait()
+    with Memory.open(store, model=HASH, mode="service") as memory:
+        assert memory.notes().total == 0
+
+
+@pytest.mark.parametrize("version, than", [
+    ("0.10.0", "0.9.1"), ("0.2.0", "0.2.0rc1"), ("0.2rc1", "0.2b3"), ("0.2a1", "0.2.dev4"),
+    ("0.2.post1", "0.2"), ("1.0.1", "1.0"), ("0.2.dev5", "0.2.dev4"), ("v2", "1.9"),
+])
+def test_versions_are_ordered_as_pip_orders_them(version, than):
+    from nbmemory.service.protocol import newer
+
+    assert newer(version, than) and not newer(than, version)
+    assert not newer("1.0", "1.0.0") and not newer("1.0.0+local", "1.0.0")
 
 
 def raw_post(store, path, body, headers, secret=True):

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .. import __version__, errors
-from ..errors import (ModelUnavailable, NbMemoryError, StoreLocked, StoreUnavailable,
-                      StoreUnreachable)
+from ..errors import (ModelUnavailable, NbMemoryError, StoreLocked, StoreTooNew,
+                      StoreUnavailable, StoreUnreachable)
 from ..lock import open_private, prepare_directory, try_lock, unlock
 from ..operations import QUICK_TIMEOUT_S, operation as lookup
 from . import codec, transport as transports
@@ -33,7 +33,7 @@ from .control import owner_info, stop, wait_for_exit  # noqa: F401 - re-exported
 from .protocol import (EXIT_LOCKED, HEADER_CLIENT, HEADER_MODEL, HEADER_PROTOCOL,
                        HEADER_VERSION, LOG_NAME, PROTOCOL, SPAWN_LOCK_NAME, START_TOKEN_ENV,
                        check_private_directory, default_idle_timeout, default_request_timeout,
-                       default_resend_timeout, is_service, lock_held, lock_holder,
+                       default_resend_timeout, is_service, lock_held, lock_holder, newer,
                        unwritable)
 from .startup import last_log_line, start_error
 from .wire import Connection, Lost, NotSent, Refused, connect, exchange
@@ -226,6 +226,14 @@ class ServiceBackend:
                     told = True
                 time.sleep(min(2.0, 0.1 * tries))  # back off while the server is away
                 continue
+            if error.get("type") == "OwnerMismatch" and error.get("protocol") != PROTOCOL \
+                    and newer(str(error.get("version")), __version__):
+                raise StoreTooNew(  # stopped, it would stop this one's owner in turn
+                    f"The store {self.directory} is served by nbmemory {error['version']} "
+                    f"(protocol {error['protocol']}), newer than this nbmemory {__version__} "
+                    f"(protocol {PROTOCOL}), which cannot talk to it. It was left running and "
+                    "nothing was done: upgrade nbmemory here (pip install -U nbmemory), then "
+                    "restart the kernel.")
             if error.get("type") == "OwnerMismatch" and not replaced:
                 replaced = True
                 self._replace_owner(error)
