@@ -245,11 +245,13 @@ class _Rows:
 
 
 def _untrusted(event: dict) -> dict:
-    """An imported ``trusted`` event, marked so: trust in a check is given in this store,
-    never carried by a file (engine.checking reads the mark)."""
+    """An imported ``trusted`` event, marked so and without the checks it trusted: trust in
+    a check is given in this store, never carried by a file (engine.checking reads the mark;
+    a team store refuses a trust in checks that another role wrote)."""
     if event.get("type") != "trusted":
         return event
     data = json.loads(event["data"]) if event.get("data") else {}
+    data.pop("checks", None)
     return {**event, "data": json.dumps({**data, "imported": True})}
 
 

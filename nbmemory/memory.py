@@ -207,8 +207,9 @@ class Memory:
                 continue
             author = item["note"].author
             why = ("not trusted: it came in an import (a file carries no trust)"
-                   if author == current_user() else
-                   f"not trusted: written by {author or 'someone else'}")
+                   if item.get("imported") else
+                   f"not trusted: written by {author or 'someone else'}"
+                   if author != current_user() else "not trusted: not as it reads now")
             outcome = evaluation.evaluate(
                 item["expression"], namespace, budget=budget, reads=item["names"]
             ) if item["trusted"] else evaluation.Outcome("skipped", why=why)

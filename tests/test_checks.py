@@ -12,6 +12,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from nbmemory import checks
+from nbmemory.config import current_user
 from nbmemory.embed import HashEmbedder
 from nbmemory.errors import InvalidInput
 from nbmemory.memory import Memory
@@ -227,6 +228,26 @@ def test_an_imported_check_does_not_run_until_trusted(memory, tmp_path):
         assert outcome.status == "failed"
         with pytest.raises(InvalidInput, match="has no check to trust"):
             mine.trust(mine.remember("no check here").id)
+
+
+def test_a_trust_covers_the_check_as_read_and_one_from_before_still_counts(memory, tmp_path):
+    """Trusts now keep the checks they read (a team member may rewrite a check's row); a
+    trust given before they did still counts in a store of one's own, so an upgrade asks
+    nobody to trust their checks again."""
+    from nbmemory.models import utcnow
+
+    memory.remember("orders.amount has under 5% nulls", check=CHECK,
+                    namespace={"orders": orders(1.0)})
+    memory.export_jsonl(tmp_path / "theirs.jsonl")
+    with Memory.open(tmp_path / "mine", embedder=HashEmbedder(), settings=None) as mine:
+        mine.import_jsonl(tmp_path / "theirs.jsonl")
+        [item] = mine.checks()
+        engine = mine._backend.engine
+        with engine.lock, engine.writing() as entry:  # as nbmemory wrote a trust before
+            entry.append("trusted", item["note"].id, actor=current_user(), at=utcnow())
+        assert [i["trusted"] for i in mine.checks()] == [True]
+        mine.trust(item["note"].id)
+        assert mine.history(item["note"].id)[-1].data == {"checks": [CHECK]}
 
 
 # -- the magics -------------------------------------------------------------------------

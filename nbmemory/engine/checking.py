@@ -25,10 +25,11 @@ OUTCOMES = ("passed", "failed", "error", "skipped")
 class Checking(Part):
     def checks(self, *, actor: str | None = None) -> list[dict[str, Any]]:
         """Every check of an active note: ``note``, ``expression``, ``names``, ``value``
-        and ``variables`` (their fingerprints) when it was written, ``trusted`` (the note is ``actor``'s, or ``actor`` trusted
-        it) and ``last`` (the latest outcome, or None)."""
-        actor = default_author(actor)
+        and ``variables`` (their fingerprints) when it was written, ``trusted`` (``actor``
+        trusted the check as it reads), ``imported`` (an import brought or changed the note)
+        and ``last`` (the latest outcome, or None)."""
         with self.lock:
+            actor = self.store.trusting_as(default_author(actor))
             anchored = self.store.anchors(self.store.anchored_note_ids())
             ids = [i for i, rows in anchored.items() if any(a.kind == "check" for _, a in rows)]
             notes = {n.id: n for n in self.engine.staleness.with_stale(
@@ -37,7 +38,6 @@ class Checking(Part):
             out = []
             for note_id in sorted(notes, reverse=True):
                 note = notes[note_id]
-                trusted = _trusted(events.get(note_id, ()), actor)
                 for _, anchor in anchored[note_id]:
                     if anchor.kind != "check":
                         continue
@@ -46,7 +46,10 @@ class Checking(Part):
                                 "names": anchor.fingerprint.get("names", []),
                                 "value": anchor.fingerprint.get("value", ""),
                                 "variables": anchor.fingerprint.get("variables", {}),
-                                "trusted": trusted, "last": last})
+                                "trusted": _trusted(events.get(note_id, ()), actor,
+                                                    anchor.target, self.store.shared),
+                                "imported": any(map(_imported, events.get(note_id, ()))),
+                                "last": last})
             return out
 
     def record_checks(self, outcomes: Sequence[dict[str, Any]], *, actor: str | None = None,
@@ -77,12 +80,15 @@ class Checking(Part):
         note_id = valid_id(note_id)
         with self.lock:
             note = self.engine.writes.require_status(note_id, "active", "trust")
-            if not any(a.kind == "check" for a in self.engine.reads.get(note_id).anchors):
+            checks = [a.target for a in self.engine.reads.get(note_id).anchors
+                      if a.kind == "check"]
+            if not checks:
                 raise InvalidInput(f"Note #{note_id} has no check to trust.")
             if not (request_id and self.store.request_note(request_id) is not None):
-                with self.engine.writing() as entry:
-                    entry.append("trusted", note.id, actor=default_author(actor),
-                                 at=utcnow(), request_id=request_id)
+                with self.engine.writing() as entry:  # the checks as read: not what replaces them
+                    entry.append("trusted", note.id,
+                                 actor=self.store.trusting_as(default_author(actor)),
+                                 at=utcnow(), request_id=request_id, data={"checks": checks})
             return self.engine.reads.get(note_id)
 
     def failed(self, notes: Sequence[Note]) -> dict[int, list[StaleReason]]:
@@ -115,16 +121,19 @@ def _imported(event) -> bool:
                 or "imported" in data.get("changed", ()))
 
 
-def _trusted(events, actor: str) -> bool:
-    """Whether ``actor`` may run a note's checks: they trusted them in this store (the
-    kernel that writes a check trusts it at once) since an import last changed the note.
-    An export cannot carry trust: imports leave ``trusted`` events out."""
+def _trusted(events, actor: str, expression: str, shared: bool) -> bool:
+    """Whether ``actor`` may run a note's check ``expression``: they trusted it, as it reads,
+    in this store (the kernel that writes a check trusts it at once) since an import last
+    changed the note. An export cannot carry trust: imports mark ``trusted`` events. A
+    trust written before trusts named their checks counts in a store of one's own; not in a
+    team store, whose members may write its rows directly (a check changed under a trust)."""
     trusted = False
     for event in events:
         if _imported(event):
             trusted = False
         elif event.type == "trusted" and event.actor == actor:
-            trusted = True
+            checks = (event.data or {}).get("checks")
+            trusted = expression in checks if isinstance(checks, list) else not shared
     return trusted
 
 

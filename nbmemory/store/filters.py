@@ -12,7 +12,7 @@ from ..models import PRIORITIES, Note, Provenance
 
 # What a purged note's events said in its own words (a refute's reason, a check's expression
 # and the value it saw, the stale reasons a verify cleared): erased with its text.
-EVENT_WORDS = ("reason", "expression", "value", "error", "why", "cleared", "kept")
+EVENT_WORDS = ("reason", "expression", "value", "error", "why", "cleared", "kept", "checks")
 
 
 def _naive(value: datetime) -> datetime:
