@@ -201,17 +201,22 @@ def _with_alarm(run, budget: float) -> Outcome:
     return _result(value, shown)
 
 
-def _stop_at_the_next_line(frame, done: list) -> None:
-    """Past its budget, the check stops again at the next line it runs: code that swallows
-    the first stop (a bare ``except:`` in a retry loop) meets this one in its handler,
-    outside its ``try``. Only the check's own frames, up to :func:`_with_alarm`'s."""
+def _again(done: list):
+    """A trace function raising CheckTimeout at each line the check runs until ``done``."""
     def again(frame, event, arg):
         if done:
             return None
         if event == "line":
             raise CheckTimeout()
         return again
+    return again
 
+
+def _stop_at_the_next_line(frame, done: list) -> None:
+    """Past its budget, the check stops again at the next line it runs: code that swallows
+    the first stop (a bare ``except:`` in a retry loop) meets this one in its handler,
+    outside its ``try``. Only the check's own frames, up to :func:`_with_alarm`'s."""
+    again = _again(done)
     while frame is not None and frame.f_code is not _with_alarm.__code__:
         frame.f_trace = again
         frame = frame.f_back
@@ -220,13 +225,21 @@ def _stop_at_the_next_line(frame, done: list) -> None:
 
 def _in_thread(run, budget: float) -> Outcome:
     box: dict[str, Any] = {}
+    done: list = []
+
+    def calls(frame, event, arg):  # traces calls only (a check runs up to 2x slower)...
+        return _again(done) if box.get("stopping") else None  # ...until told to stop
 
     def work() -> None:
+        sys.settrace(calls)  # so that a stop can reach frames already running (below)
         try:
             try:
                 box["value"], box["shown"] = run()
             except BaseException as exc:  # noqa: BLE001 - every failure of a check is an outcome
                 box["error"] = exc
+            finally:
+                done.append(True)
+                sys.settrace(None)
         except CheckTimeout:  # told to stop just as it ended: no traceback in a cell
             box.setdefault("error", CheckTimeout())
 
@@ -234,7 +247,12 @@ def _in_thread(run, budget: float) -> Outcome:
     began = time.monotonic()
     worker.start()
     worker.join(budget)
-    if worker.is_alive() and not box:  # stopped as SIGALRM would: at its next line of Python
+    if worker.is_alive() and not done:  # stopped as SIGALRM would: at its next line of Python
+        box["stopping"] = True  # and at each after: a bare except: swallows the first stop
+        frame = sys._current_frames().get(worker.ident)
+        while frame is not None and frame.f_code is not work.__code__:
+            frame.f_trace = _again(done)
+            frame = frame.f_back
         ident, stop = ctypes.c_ulong(worker.ident), ctypes.pythonapi.PyThreadState_SetAsyncExc
         if stop(ident, ctypes.py_object(CheckTimeout)) > 1:  # never: undo, as the API asks
             stop(ident, None)

@@ -120,6 +120,29 @@ def test_a_runaway_check_is_stopped_where_there_is_no_alarm(monkeypatch):
     assert not [t for t in set(threading.enumerate()) - before if t.name == "nbmemory-check"]
 
 
+def test_a_check_that_catches_every_exception_stops_where_there_is_no_alarm(monkeypatch):
+    """Off the main thread (and on Windows) the stop is an exception sent to the check's
+    thread, which a bare ``except:`` in a retry loop swallowed: the check was left retrying
+    for the session. It now stops again at its next line, in the handler."""
+    import threading
+    import types
+
+    monkeypatch.setattr(checks, "signal", types.SimpleNamespace())  # as on Windows
+    before = set(threading.enumerate())
+
+    def retrying_bare():
+        while True:
+            try:
+                time.sleep(0.01)
+            except:  # noqa: E722 - what such helpers do
+                continue
+    assert checks.evaluate("retrying_bare() == 3", {"retrying_bare": retrying_bare},
+                           budget=0.2) == checks.Outcome("error", error="ran past its budget "
+                                                                        "of 0.2 s")
+    assert not [t for t in set(threading.enumerate()) - before if t.name == "nbmemory-check"]
+    assert sys.gettrace() is None and checks.evaluate("1 + 1 == 2", {}).status == "passed"
+
+
 def test_names_read_leaves_out_builtins_and_comprehension_targets():
     assert checks.names_read("all(v > 0 for v in df.a) and len(limits) > 1") == ["df", "limits"]
     assert checks.names_read("df.a.apply(lambda v, *w, k=1: v >= k).all()") == ["df"]
