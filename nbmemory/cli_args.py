@@ -4,11 +4,13 @@ the error the CLI raises itself, and the check of the store a command names."""
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import datetime
 
 from ._version import __version__
 from .errors import InvalidInput
 from .models import MODE_HELP, MODES
+from .options import one_dash
 from .when import parse_since
 
 EXIT_OK = 0
@@ -55,6 +57,17 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise CommandError(f"{message} (see: {self.prog} --help)", EXIT_USAGE)
+
+    def parse_known_args(self, args=None, namespace=None):
+        for word in (sys.argv[1:] if args is None else args):
+            if word == "--":
+                break
+            long = one_dash(word.split("=")[0], self._option_string_actions)
+            if long and word.split("=")[0] not in self._option_string_actions:
+                self.error(f"unknown option {word.split('=')[0]}: {long} takes two dashes "
+                           "(or write -- before a text that starts with a dash); nothing was "
+                           "done")
+        return super().parse_known_args(args, namespace)
 
 
 class _Last(argparse.Action):

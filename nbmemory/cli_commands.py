@@ -14,7 +14,7 @@ from . import syntax
 from .cli_args import EXIT_ERROR, EXIT_OK, CommandError, author_of
 from .config import configured_model
 from .progress import progress_bar
-from .recall_options import QUERY_ONLY, filters_said, given, stale_wanted
+from .options import QUERY_ONLY, filters_said, given, stale_wanted
 
 def open_memory(store: str | None = None, model: str | None = None):
     """The CLI opens a store through its owner process (started on demand), so a

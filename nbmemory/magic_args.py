@@ -11,6 +11,7 @@ from IPython.core.error import StdinNotImplementedError, UsageError
 
 from . import syntax
 from .errors import NbMemoryError
+from .options import one_dash
 
 _OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(?:=(\"[^\"]*\"|'[^']*'|\S+))?")
 _VALUE = re.compile(r"\s+(\"[^\"]*\"|'[^']*'|\S+)")
@@ -44,6 +45,9 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
         if option == "--":
             rest, late_options = rest[match.end():], True
             break
+        if option not in takes_value and (long := one_dash(option, takes_value)):
+            raise UsageError(f"Unknown option {option}: {long} takes two dashes (or write "
+                             "-- before a text that starts with a dash); nothing was done.")
         if option not in takes_value and option[:2] in takes_value and option[1] != "-":
             if not takes_value[option[:2]]:  # -pt is -p t, as argparse reads it; -xy is no flag
                 raise UsageError(f"Unknown option {option}; see the help with ?")

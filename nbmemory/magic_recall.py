@@ -11,7 +11,7 @@ from .address import is_address
 from .config import current_user, locate_store
 from .magic_args import usage_errors
 from .namespace import namespace_terms
-from .recall_options import QUERY_ONLY, filters_said, given, stale_wanted
+from .options import QUERY_ONLY, filters_said, given, stale_wanted
 from .when import parse_since
 
 

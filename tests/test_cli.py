@@ -645,6 +645,11 @@ def test_json_is_refused_where_nothing_prints_it(argv):
     (["remember", "--bogus", "x"], 2, "nbmemory: unrecognized arguments: --bogus "
                                       "(see: nbmemory remember --help)"),
     (["import", "."], 2, "is a directory; give the .jsonl file nbmemory export wrote"),
+    # One dash: -tag was read as -t ag, so the note was stored with the tag "ag".
+    (["remember", "-tag", "orders", "amounts in cents"], 2, "nbmemory: unknown option -tag: "
+     "--tags takes two dashes (or write -- before a text that starts with a dash); nothing "
+     "was done (see: nbmemory remember --help)"),
+    (["recall", "x", "-kind=gotcha"], 2, "nbmemory: unknown option -kind: --kind takes two"),
     (["recall", "--min-score", "5", "x"], 2, "nbmemory: min_score is a score from -1 to 1"),
     (["list", "--status", "bogus"], 2, "nbmemory: Unknown status 'bogus'; use one or more of: "
                                        "active, revoked, superseded, refuted, purged"),

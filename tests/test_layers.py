@@ -10,7 +10,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "nbmemory"
 PANEL = PACKAGE.parent / "labextension" / "src"  # the JupyterLab panel's TypeScript
 LAYERS = {  # module (or package) -> layer; higher layers may import lower ones only
-    "front": ["magics", "magic_args", "magic_memory", "magic_checks", "magic_recall", "recall_options", "cli", "cli_args", "cli_commands", "mcp", "mcp_calls", "mcp_wire", "server", "browse", "ambient", "audit", "doctor", "namespace",
+    "front": ["magics", "magic_args", "magic_memory", "magic_checks", "magic_recall", "options", "cli", "cli_args", "cli_commands", "mcp", "mcp_calls", "mcp_wire", "server", "browse", "ambient", "audit", "doctor", "namespace",
               "procedures", "progress", "__main__", "__init__"],
     "facade": ["memory", "about_here"],
     "service": ["service"],

@@ -124,6 +124,12 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("remember -p urgent finding", "Unknown priority 'urgent'"),
     ("remember -k idea finding", "Unknown kind 'idea'"),
     ("remember --colour red finding", "Unknown option --colour"),
+    # One dash: -tag was read as -t ag (the tag "ag"), -about as words of the note.
+    ("remember -tag orders amounts are in cents", r"^Unknown option -tag: --tags takes two "
+                                                  r"dashes \(or write -- before a text that "
+                                                  r"starts with a dash\); nothing was done\.$"),
+    ("remember -about data.csv amounts are in cents", "^Unknown option -about: --about takes"),
+    ("recall -kind gotcha amounts", "^Unknown option -kind: --kind takes two dashes"),
     ("recall", "Nothing to recall about"),
     ("recall -t customers", r"^-t needs a query: %recall -t \.\.\. <what you want to know>\. "
                             r"With no query, %recall shows the notes about this kernel's "

@@ -1,7 +1,10 @@
-"""What ``%recall`` and ``nbmemory recall`` share about their options: the flags as typed,
-the ones that apply only to a query, and the filters as "No notes match" repeats them."""
+"""What the magics and the CLI share about their options: a long option typed with one dash,
+and for ``%recall`` and ``nbmemory recall`` the flags as typed, the ones that apply only to a
+query, and the filters as "No notes match" repeats them."""
 
 from __future__ import annotations
+
+from typing import Iterable
 
 # The options of recall by argument name, as a line spells them.
 FLAGS = {"tags": "-t", "kind": "--kind", "priority": "-p", "since": "--since",
@@ -35,3 +38,12 @@ def filters_said(args) -> str:
         if value:
             said.append(f"{FLAGS[name]} {value}" if isinstance(value, str) else FLAGS[name])
     return " ".join(said + given(args, ("mine", "fresh", "stale", "open")))
+
+
+def one_dash(word: str, options: Iterable[str]) -> str | None:
+    """The long option ``word`` spells with one dash (``-tag`` for ``--tags``, ``-about``),
+    or None. Read as a short option with its value attached, ``-tag`` stored the tag "ag";
+    not an option at all, ``-about x.csv`` became words of the note."""
+    if word.startswith("--") or len(word) < 3 or not word[1:].replace("-", "").isalpha():
+        return None
+    return next((o for o in sorted(options) if o.startswith("-" + word)), None)
