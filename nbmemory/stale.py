@@ -395,13 +395,19 @@ class StaleChecker:
             return [StaleReason("cell_changed", shown, "source edited")]
         return []
 
+    @staticmethod
+    def unjudged(anchors: Iterable[Anchor], variables: Variables) -> set[str]:
+        """The variables among ``anchors`` that ``variables`` cannot judge (another kernel's,
+        or none given: the CLI, the server): their flags are neither raised nor cleared."""
+        return {a.target for a in anchors if a.kind == "variable" and (
+            not variables or variables.get("scope", "") != a.fingerprint.get("scope", "")
+            or (variables.get("values") or {}).get(a.target) is None)}
+
     def _variable_reasons(self, anchor: Anchor, variables: Variables) -> list[StaleReason]:
         old, name = anchor.fingerprint, anchor.target
-        if not variables or variables.get("scope", "") != old.get("scope", ""):
+        if anchor.target in self.unjudged([anchor], variables):
             return []
-        new = (variables.get("values") or {}).get(name)
-        if new is None:
-            return []
+        new = variables["values"][name]
         if new.get("type") != old.get("type"):
             return [StaleReason("content_changed", name,
                                 f"was {old.get('type')}, now {new.get('type')}")]

@@ -380,6 +380,26 @@ def test_variable_anchors_are_judged_only_with_the_kernels_fingerprints(ws, mem)
     assert mem.recall("df amounts", variables=now)[0].note.stale == ()
 
 
+def test_a_diff_to_now_without_the_kernel_does_not_say_a_variable_note_is_fresh(ws, mem):
+    """The CLI (and another notebook's kernel) cannot judge a variable: a note sealed stale
+    for one was listed as "No longer stale" when diffed from there, though it still was."""
+    from nbmemory.values import variable_fingerprint
+    pd = pytest.importorskip("pandas")
+
+    df = pd.DataFrame({"id": [1, 2], "amount": [10, 20]})
+    anchor = Anchor("variable", "df", {**variable_fingerprint(df), "scope": "nb.ipynb"})
+    note = mem.remember("df amounts are cents", about=[anchor])
+    df["discount"] = 0.5
+    now = {"scope": "nb.ipynb", "values": {"df": variable_fingerprint(df)}}
+    mem.snapshot("sealed-stale", variables=now)
+    for variables in (None, {"scope": "other.ipynb", "values": now["values"]}):
+        assert mem.snapshot_diff("sealed-stale", variables=variables).changes == ()
+    mem.verify(note.id, variables=now)  # fresh in its own kernel: that is said
+    assert [(c.change, c.note.id) for c in mem.snapshot_diff("sealed-stale",
+                                                           variables=now).changes] == [
+        ("no_longer_stale", note.id)]
+
+
 def test_an_unchanged_file_is_hashed_once_per_change(ws, mem, monkeypatch):
     note = mem.remember("data/orders.csv holds one row per order")
     calls = []

@@ -129,7 +129,14 @@ class Snapshots(Part):
             if stale_before is None or stale_after is None:  # sealed by another machine:
                 stale_before = stale_after = {}  # its files, not comparable with these
             after = {i: replace(n, stale=tuple(stale_after.get(i, ()))) for i, n in after.items()}
-            changes = diff(before, after, stale_before, stale_after)
+            compared = stale_after
+            if b_name == "now":  # a variable not judged here is as it was, not "no longer stale"
+                anchors = self.store.anchors(list(stale_before))
+                compared = {i: stale_after.get(i, []) + [
+                    r for r in stale_before.get(i, []) if r.target in self.engine.checker.unjudged(
+                        (a for _, a in anchors.get(i, ())), variables)]
+                    for i in set(stale_before) | set(stale_after)}
+            changes = diff(before, after, stale_before, compared)
             # What each changed note is about (its anchors as they are now), as recall shows.
             about = self.store.anchors([c.note.id for c in changes])
             changes = [replace(c, note=replace(c.note, anchors=tuple(a for _, a in about[c.note.id])))
