@@ -195,8 +195,9 @@ class CheckCommands:
             self._check_seen[key] = seen
             outcome = evaluation.evaluate(item["expression"], self.shell.user_ns,
                                           budget=self.check_budget, reads=item["names"])
-            if outcome.status == last and outcome.status != "failed":
-                continue
+            if outcome.status == last and (outcome.status != "failed" or outcome.value == (
+                    item["last"] or {}).get("value")):
+                continue  # said already (a failure: unless its value changed)
             outcomes.append({"note_id": item["note"].id, "expression": item["expression"],
                              "auto": True, **outcome.to_dict()})
             flagged = last == "failed" or last == "error" and not item["last"].get("auto")
