@@ -88,6 +88,9 @@ def names_read(expression: str, namespace: Mapping[str, Any] | None = None) -> l
 def _short(value: Any) -> str:
     if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
         value = value.item()  # 0.081, not np.float64(0.081)
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and shape and all(isinstance(n, int) for n in shape):
+        return f"{type(value).__name__} {'×'.join(map(str, shape))}"  # not its rows, cut
     try:
         text = " ".join(repr(value).split())
         if isinstance(value, float) and len(text) > 10 and abs(value) < 1e6:

@@ -37,6 +37,11 @@ def test_a_comparison_reports_its_left_side():
     assert checks.evaluate("0 <= orders.amount.isna().mean() < 0.2", ns) == checks.Outcome(
         "failed", value="0.25")
     assert checks.evaluate("1 / 3 < 0.5", {}) == checks.Outcome("passed", value="0.333333")
+    # A table or an array is said by its shape, not by the start of its rows, cut.
+    assert checks.evaluate("orders is not None", ns) == checks.Outcome("passed",
+                                                                       value="DataFrame 4×1")
+    np = pytest.importorskip("numpy")
+    assert checks.evaluate("a is None", {"a": np.zeros((2, 3))}).value == "ndarray 2×3"
 
 
 def test_an_exception_a_loop_and_a_missing_name_are_outcomes_not_tracebacks():
