@@ -301,15 +301,14 @@ def _may_create(con, schema: str) -> bool:
 
 
 def check_schema(con, opt: str, where: str = "") -> Check:
-    """``where``: a team store's schema, which has migrations of its own too."""
-    from .store import MIGRATIONS, SCHEMA_VERSION, TEAM_MIGRATIONS
+    from .store import MIGRATIONS, SCHEMA_VERSION
 
     tables = {r[0] for r in con.execute(
         f"SELECT table_name FROM information_schema.tables {where}").fetchall()}
     if "migrations" not in tables:
         return Check("schema", "ok", "empty store (no schema yet); created on first use")
     applied = {r[0] for r in con.execute("SELECT name FROM migrations").fetchall()}
-    known = [name for name, _ in MIGRATIONS + (TEAM_MIGRATIONS if where else [])]
+    known = [name for name, _ in MIGRATIONS]
     unknown = sorted(applied - set(known))
     if unknown:
         return Check("schema", "fail", f"written by a newer nbmemory (migration {unknown[-1]}; "

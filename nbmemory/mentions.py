@@ -115,9 +115,11 @@ def paths_in_text(text: str, roots: Iterable[Path], *, exclude: Iterable[Path] =
                 continue
         return False
 
-    for group in spaced_candidates(text):  # at most half the look-ups
+    for group in spaced_candidates(text):  # a quarter of the look-ups at most: a long
+        if lookups >= MAX_LOOKUPS // 4:    # note's paths without spaces come after them
+            break
         for run, start, end in group:
-            if look(run, MAX_LOOKUPS // 2):
+            if look(run, MAX_LOOKUPS // 4):
                 text = text[:start] + " " * (end - start) + text[end:]
                 break
     for token in path_candidates(text):

@@ -123,6 +123,14 @@ def test_a_path_with_spaces_written_without_quotes_is_anchored_whole(ws, mem):
     assert [a.target for a in note.anchors] == ["My Data/orders.csv"]
 
 
+def test_paths_with_spaces_leave_look_ups_for_the_others_in_a_long_note(ws, mem):
+    """Looking for paths with spaces took half the note's look-ups, and a path named after
+    3,000 others in a long log was no longer found."""
+    log = " ".join(f"step{i}/out{i}.csv" for i in range(3000))
+    note = mem.remember(f"the run wrote {log}; data/orders.csv holds cents")
+    assert [a.target for a in note.anchors] == ["data/orders.csv"]
+
+
 def test_a_tilde_word_in_a_note_is_not_a_crash(ws, mem):
     note = mem.remember("~nosuchuser/orders.csv and ~/nowhere/x.csv are not files; "
                         "src/resolver.py is")

@@ -8,7 +8,7 @@ from ..errors import StoreDamaged
 from . import schema
 from .duckdb import Store
 from .filters import Filters
-from .schema import (COMPACT_FILENAME, DB_FILENAME, MIGRATIONS, SCHEMA_VERSION, TEAM_MIGRATIONS, VECTOR_FILENAME,
+from .schema import (COMPACT_FILENAME, DB_FILENAME, MIGRATIONS, SCHEMA_VERSION, VECTOR_FILENAME,
                      lost_database)
 
 
@@ -24,5 +24,5 @@ def open_store(directory: Path) -> Store:
     return PostgresStore(address)
 
 
-__all__ = ["COMPACT_FILENAME", "DB_FILENAME", "MIGRATIONS", "SCHEMA_VERSION", "TEAM_MIGRATIONS", "Filters",
+__all__ = ["COMPACT_FILENAME", "DB_FILENAME", "MIGRATIONS", "SCHEMA_VERSION", "Filters",
            "Store", "open_store", "schema"]

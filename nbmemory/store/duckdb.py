@@ -220,11 +220,6 @@ class Store(Rows):
         return [Event(r[0], _aware(r[1]), r[2], r[3], r[4], json.loads(r[5]) if r[5] else {})
                 for r in rows]
 
-    def trusting_as(self, actor: str) -> str:
-        """Who a trust given here is recorded as: the name given (one user writes a store
-        of their own; a team store records the database role, see postgres.py)."""
-        return actor
-
     def check_events(self, note_ids: Sequence[int]) -> dict[int, list[Event]]:
         """What decides the checks of ``note_ids``: their outcomes, trust and what
         imports changed, oldest first, by note."""

@@ -109,7 +109,6 @@ class PostgresStore(Store):
         self.commits = 0
         self._in_transaction = self._closed = False
         self._migrations: int | None = None  # how many this store had once opened
-        self._role: str | None = None  # session_user, once asked
         self._psycopg, self._text_loader = psycopg, TextLoader
         self.con = _Connection(self)
         try:
@@ -237,48 +236,26 @@ class PostgresStore(Store):
 
     # -- schema and transactions ----------------------------------------------------------
 
-    def trusting_as(self, actor: str) -> str:
-        """Who a trust given here is recorded as: the PostgreSQL role this member logged in
-        as, whatever name they go by. The database refuses a trust recorded as anyone else
-        (``schema.TEAM_MIGRATIONS``), so no member can trust a check for another."""
-        if self._role is None:
-            self._role = self.con.execute("SELECT session_user").fetchone()[0]
-        return self._role
-
     def _migrate(self) -> None:
         with self.transaction():  # only a new store is created (a reader may not create)
             if self.con.execute("SELECT to_regclass('migrations')").fetchone()[0] is None:
                 self.con.execute("CREATE TABLE migrations "
                                  "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL)")
             applied = {r[0] for r in self.con.execute("SELECT name FROM migrations").fetchall()}
-            unknown = sorted(applied - set(self._known))
+            unknown = sorted(applied - {name for name, _ in schema.MIGRATIONS})
             if unknown:
                 raise self._too_new(unknown[-1])
-        for name, sql in schema.MIGRATIONS + schema.TEAM_MIGRATIONS:
+        for name, sql in schema.MIGRATIONS:
             with self.transaction():  # the lock makes a second member wait, then skip
                 if self.con.execute("SELECT 1 FROM migrations WHERE name = ?",
                                     [name]).fetchone():
                     continue
-                if (name, sql) in schema.TEAM_MIGRATIONS and not self._owns("events"):
-                    continue  # the tables' owner applies it when they next open the store
                 for statement in filter(str.strip, postgres_sql(sql).split(";")):
                     self.con.execute(statement)
                 self.con.execute("INSERT INTO migrations VALUES (?, ?)", [name, _naive(_now())])
                 self._set_meta("schema_version", str(schema.SCHEMA_VERSION))
                 self._set_meta("written_by", __version__)
-        self._migrations = len(schema.MIGRATIONS) + len(schema.TEAM_MIGRATIONS)
-
-    @property
-    def _known(self) -> list[str]:
-        return [name for name, _ in schema.MIGRATIONS + schema.TEAM_MIGRATIONS]
-
-    def _owns(self, table: str) -> bool:
-        """Whether this role may alter ``table`` (owns it, by a role it is in, or is a
-        superuser): a member that may not, leaves a team migration to one that may."""
-        return bool(self.con.execute(
-            "SELECT pg_has_role(tableowner, 'USAGE') OR (SELECT rolsuper FROM pg_roles WHERE "
-            "rolname = current_user) FROM pg_tables WHERE schemaname = ? AND tablename = ?",
-            [self.address.schema, table]).fetchone()[0])
+        self._migrations = len(schema.MIGRATIONS)
 
     def _too_new(self, migration: str) -> StoreTooNew:
         return StoreTooNew(
@@ -299,10 +276,10 @@ class PostgresStore(Store):
                     raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
                                 [f"nbmemory:{self.address.schema}"])
                     if self._migrations is not None:  # a member's newer nbmemory since?
-                        newer = raw.execute("SELECT array_agg(name) FROM migrations HAVING "
+                        newer = raw.execute("SELECT max(name) FROM migrations HAVING "
                                             "count(*) > %s", [self._migrations]).fetchone()
                         if newer:
-                            raise self._too_new(max(set(newer[0]) - set(self._known)))
+                            raise self._too_new(newer[0])
                     yield
                     raw.execute("SELECT pg_notify(%s, '')", [self.channel])  # sent on commit
             finally:

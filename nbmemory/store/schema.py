@@ -177,14 +177,3 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-# A team store's own migrations, applied after those (store/postgres.py). A trust in a check
-# lets that member's kernels run it (engine/checking.py), so one that names the checks it
-# trusts must be written by the role it names: no member can trust code for another, nor
-# change the checks of another's trust (a purge takes them out, as an import does). NOT
-# VALID: trusts given before stay. Altering a table takes its owner: a store made before is
-# protected once its owner opens it with this nbmemory.
-TEAM_MIGRATIONS: list[tuple[str, str]] = [
-    ("t001_trust_by_role",
-     "ALTER TABLE events ADD CONSTRAINT trust_by_role CHECK (type <> 'trusted' OR "
-     "actor IS NOT DISTINCT FROM session_user OR (data -> 'checks') IS NULL) NOT VALID"),
-]
