@@ -394,9 +394,9 @@ def snapshots_display(snapshots: Sequence[Snapshot]) -> Rich:
 
 
 def _detail(data: dict) -> str:
-    """An event's data as words: ``changed=text, tags``, not ``changed=['text', 'tags']``."""
-    return "; ".join(f"{k}={', '.join(map(str, v)) if isinstance(v, list) else v}"
-                     for k, v in data.items())
+    """An event's data as words on one line (rows stay whole): ``changed=text, tags``."""
+    return " ".join("; ".join(f"{k}={', '.join(map(str, v)) if isinstance(v, list) else v}"
+                              for k, v in data.items()).split())
 
 
 def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note] = (),

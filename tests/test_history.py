@@ -174,6 +174,16 @@ def test_history_shows_every_event_with_actor(memory):
     assert events[1].data == {"changed": ["priority"]}
 
 
+def test_a_check_written_over_lines_keeps_each_history_row_on_one_line(memory):
+    from nbmemory.display import history_display
+
+    note = memory.remember("orders are positive", check="(orders\n  > 0)",
+                           namespace={"orders": 3})
+    shown = history_display(note.id, memory.history(note.id)).text.splitlines()
+    assert shown[-1].split()[3] == "trusted" and shown[-1].endswith("checks=(orders > 0)")
+    assert len(shown) == 1 + 1 + len(memory.history(note.id))  # title, header, one per event
+
+
 def test_purge_erases_text_and_vectors_but_keeps_the_fact(memory, store_dir):
     secret = "the staging password is hunter2-violet"
     note = memory.remember(secret)
