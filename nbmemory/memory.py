@@ -209,7 +209,8 @@ class Memory:
             why = ("not trusted: it came in an import (a file carries no trust)"
                    if item.get("imported") else
                    f"not trusted: written by {author or 'someone else'}"
-                   if author != current_user() else "not trusted: not as it reads now")
+                   if author != current_user() else
+                   "not trusted here: not as it reads now (or only on another machine)")
             outcome = evaluation.evaluate(
                 item["expression"], namespace, budget=budget, reads=item["names"]
             ) if item["trusted"] else evaluation.Outcome("skipped", why=why)

@@ -12,14 +12,22 @@ in that kernel) changes nothing.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import InvalidInput
+from ..files import atomic_write
 from ..models import Note, StaleReason, utcnow
 from .part import Part
 from .validate import default_author, note_id as valid_id, unicode_text
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
+# A team store's trusts, kept on this machine and nowhere else: every member may write the
+# store's rows, so a trust there (or a check's row under one) could be anyone's. By user,
+# note id and a hash of each check trusted (the text of a check purged since stays out).
+TRUST_FILENAME = "trusted.json"
 
 
 class Checking(Part):
@@ -28,8 +36,10 @@ class Checking(Part):
         and ``variables`` (their fingerprints) when it was written, ``trusted`` (``actor``
         trusted the check as it reads), ``imported`` (an import brought or changed the note)
         and ``last`` (the latest outcome, or None)."""
+        actor = default_author(actor)
         with self.lock:
-            actor = self.store.trusting_as(default_author(actor))
+            local = (_local_trusts(self.engine.directory).get(actor, {})
+                     if self.engine.shared else None)
             anchored = self.store.anchors(self.store.anchored_note_ids())
             ids = [i for i, rows in anchored.items() if any(a.kind == "check" for _, a in rows)]
             notes = {n.id: n for n in self.engine.staleness.with_stale(
@@ -46,8 +56,9 @@ class Checking(Part):
                                 "names": anchor.fingerprint.get("names", []),
                                 "value": anchor.fingerprint.get("value", ""),
                                 "variables": anchor.fingerprint.get("variables", {}),
-                                "trusted": _trusted(events.get(note_id, ()), actor,
-                                                    anchor.target, self.store.shared),
+                                "trusted": _digest(anchor.target) in local.get(str(note.id), ())
+                                if local is not None else
+                                _trusted(events.get(note_id, ()), actor, anchor.target),
                                 "imported": any(map(_imported, events.get(note_id, ()))),
                                 "last": last})
             return out
@@ -84,11 +95,13 @@ class Checking(Part):
                       if a.kind == "check"]
             if not checks:
                 raise InvalidInput(f"Note #{note_id} has no check to trust.")
+            actor = default_author(actor)
             if not (request_id and self.store.request_note(request_id) is not None):
                 with self.engine.writing() as entry:  # the checks as read: not what replaces them
-                    entry.append("trusted", note.id,
-                                 actor=self.store.trusting_as(default_author(actor)),
-                                 at=utcnow(), request_id=request_id, data={"checks": checks})
+                    entry.append("trusted", note.id, actor=actor, at=utcnow(),
+                                 request_id=request_id, data={"checks": checks})
+            if self.engine.shared:  # the journal's event is for the history; this is the trust
+                _trust_here(self.engine.directory, actor, note.id, checks)
             return self.engine.reads.get(note_id)
 
     def failed(self, notes: Sequence[Note]) -> dict[int, list[StaleReason]]:
@@ -121,20 +134,39 @@ def _imported(event) -> bool:
                 or "imported" in data.get("changed", ()))
 
 
-def _trusted(events, actor: str, expression: str, shared: bool) -> bool:
-    """Whether ``actor`` may run a note's check ``expression``: they trusted it, as it reads,
-    in this store (the kernel that writes a check trusts it at once) since an import last
-    changed the note. An export cannot carry trust: imports mark ``trusted`` events. A
-    trust written before trusts named their checks counts in a store of one's own; not in a
-    team store, whose members may write its rows directly (a check changed under a trust)."""
+def _trusted(events, actor: str, expression: str) -> bool:
+    """Whether ``actor`` may run a note's check ``expression`` in a store of their own: they
+    trusted it, as it reads (or, before trusts named their checks, at all), in this store
+    (the kernel that writes a check trusts it at once) since an import last changed the
+    note. An export cannot carry trust: imports mark ``trusted`` events."""
     trusted = False
     for event in events:
         if _imported(event):
             trusted = False
         elif event.type == "trusted" and event.actor == actor:
             checks = (event.data or {}).get("checks")
-            trusted = expression in checks if isinstance(checks, list) else not shared
+            trusted = expression in checks if isinstance(checks, list) else True
     return trusted
+
+
+def _digest(expression: str) -> str:
+    return hashlib.sha256(expression.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _local_trusts(directory: Path) -> dict[str, dict[str, list[str]]]:
+    try:
+        data = json.loads((Path(directory) / TRUST_FILENAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _trust_here(directory: Path, actor: str, note_id: int, checks: list[str]) -> None:
+    trusts = _local_trusts(directory)
+    mine = trusts.setdefault(actor, {})
+    mine[str(note_id)] = sorted(set(mine.get(str(note_id), [])) | {_digest(c) for c in checks})
+    atomic_write(Path(directory) / TRUST_FILENAME,
+                 lambda tmp: tmp.write_text(json.dumps(trusts, indent=1), encoding="utf-8"))
 
 
 def _latest(events, expression: str, *, skips: bool = True) -> dict[str, Any] | None:
