@@ -812,12 +812,15 @@ def test_an_owner_of_a_newer_protocol_is_left_running_and_the_client_is_told(sto
 @pytest.mark.parametrize("version, than", [
     ("0.10.0", "0.9.1"), ("0.2.0", "0.2.0rc1"), ("0.2rc1", "0.2b3"), ("0.2a1", "0.2.dev4"),
     ("0.2.post1", "0.2"), ("1.0.1", "1.0"), ("0.2.dev5", "0.2.dev4"), ("v2", "1.9"),
+    ("0.2rc1", "0.2rc1.dev3"), ("1!0.1", "2.0"), ("0.1.0+local", "0.1.0"),
 ])
 def test_versions_are_ordered_as_pip_orders_them(version, than):
     from nbmemory.service.protocol import newer
 
     assert newer(version, than) and not newer(than, version)
-    assert not newer("1.0", "1.0.0") and not newer("1.0.0+local", "1.0.0")
+    assert not newer("1.0", "1.0.0")
+    # Not a version: neither is known to be newer (an owner replaces such a client, as before).
+    assert not newer("unknown", "1.0") and not newer("1.0", "unknown") and not newer(None, "1.0")
 
 
 def raw_post(store, path, body, headers, secret=True):

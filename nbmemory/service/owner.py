@@ -450,7 +450,7 @@ class Owner:
 
     def mismatch(self, headers, path_protocol: str | None = None) -> tuple[str, str] | None:
         """What differs between the client and this owner, as (``protocol``, ``version``
-        (a newer client's) or ``model``, words), or None.
+        (a client's not known to be older: it replaces this) or ``model``, words), or None.
 
         ``path_protocol`` is the N of ``/vN/call``: a client of another protocol is told so
         (409) rather than that the route does not exist, so it replaces the owner.
@@ -459,7 +459,7 @@ class Owner:
         for wanted in (headers.get(HEADER_PROTOCOL), path_protocol):
             if wanted not in (None, str(PROTOCOL)):
                 return "protocol", f"protocol {wanted} (owner speaks {PROTOCOL})"
-        if version and newer(version, __version__):  # an older client is served as it is
+        if version and version != __version__ and not newer(__version__, version):
             return "version", f"nbmemory {version} (owner runs {__version__})"
         if model and not same_model(model, self.model):
             return "model", f"model {model} (owner uses {self.model})"

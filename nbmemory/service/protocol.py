@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,28 +118,18 @@ def same_model(a: str | None, b: str | None) -> bool:
     return plain(a) == plain(b)
 
 
-_RELEASE = re.compile(r"(\d+(?:\.\d+)*)(?:[.-]?(dev|a|alpha|b|beta|rc|c|post)[.-]?(\d*))?")
-_PHASES = {"dev": 0, "a": 1, "alpha": 1, "b": 2, "beta": 2, "rc": 3, "c": 3, None: 4, "post": 5}
-
-
-def _release(version: str) -> tuple | None:
-    match = _RELEASE.match(version.strip().lower().lstrip("v"))
-    if match is None:
-        return None
-    numbers = [int(n) for n in match.group(1).split(".")]
-    while len(numbers) > 1 and numbers[-1] == 0:  # 1.0 is 1.0.0
-        numbers.pop()
-    return tuple(numbers), _PHASES[match.group(2)], int(match.group(3) or 0)
-
-
-def newer(version: str, than: str) -> bool:
-    """Whether nbmemory ``version`` comes after ``than``, in PEP 440's order (``0.10`` after
-    ``0.9.1``; ``0.2.dev1``, ``0.2a1`` and ``0.2rc1`` before ``0.2``); two versions either
-    of which does not read as one are told apart only by being different."""
-    ours, theirs = _release(version), _release(than)
-    if ours is None or theirs is None:
-        return version != than
-    return ours > theirs
+def newer(version: object, than: object) -> bool:
+    """Whether nbmemory ``version`` is known to come after ``than``, in pip's order (PEP 440:
+    ``0.10`` after ``0.9.1``; ``0.2.dev1``, ``0.2a1`` and ``0.2rc1`` before ``0.2``). False
+    when either does not read as a version: then neither is known to be the newer."""
+    try:
+        from packaging.version import InvalidVersion, Version
+    except ImportError:  # packaging comes with jupyter_server and transformers
+        return False
+    try:
+        return Version(str(version)) > Version(str(than))
+    except InvalidVersion:
+        return False
 
 
 def check_private_directory(directory: Path) -> None:
