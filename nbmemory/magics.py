@@ -254,6 +254,11 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
                 text, supersedes=args.supersedes, similar=self.similar, **options)
         hint = pointer_only(note.text) and pointer_hint(
             note.id, f"%remember --supersedes {note.id} <the finding>")
+        edited = next((h.note.id for h in similar if provenance.cell_id and args.supersedes is None
+                       and (h.note.provenance.cell_id, h.note.provenance.notebook)
+                       == (provenance.cell_id, provenance.notebook)), None)
+        hint = hint or edited and (f"this cell wrote #{edited} before it was edited: "
+                                   f"%forget {edited} if this note replaces it")
         display(show.remembered_display(note, similar, hint=hint or None))
 
     def _procedure(self, args, description: str) -> str:

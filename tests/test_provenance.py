@@ -260,12 +260,19 @@ def test_running_a_notebook_again_finds_the_notes_its_cells_wrote(repo):
     assert "; it was forgotten since (%memory reinstate 2 brings it back)" in shown(again, 2)
     assert shown(again, 3).startswith("Already remembered as #3 by this cell")
     changed = nbformat.read(nb_path, as_version=4)
+    changed.cells[1].source = "%remember -t churn the churn window is 45 days"
     changed.cells[2].source = "%remember the export runs nightly at 02:00"
     nbformat.write(changed, nb_path)
-    assert shown(run_notebook(nb_path), 2).startswith("Remembered #4 (finding, medium)")
+    third = run_notebook(nb_path)
+    # An edited line is a new note; the one it wrote before is still there, and said so.
+    assert shown(third, 1).startswith("Remembered #4 (finding, medium) [churn]")
+    assert "Hint: this cell wrote #1 before it was edited: %forget 1 if this note replaces " \
+        "it" in shown(third, 1)
+    assert shown(third, 2).startswith("Remembered #5 (finding, medium)")
+    assert "Hint" not in shown(third, 2)  # #2 was forgotten
     stop(store)
     with Memory.open(store, embedder=HashEmbedder()) as mem:
-        assert [n.id for n in mem.notes(status=("active", "revoked")).notes] == [4, 3, 2, 1]
+        assert [n.id for n in mem.notes(status=("active", "revoked")).notes] == [5, 4, 3, 2, 1]
 
 
 @pytest.mark.timeout(300)
