@@ -121,6 +121,8 @@ class MemoryCommands:
         if extra:
             raise UsageError(f"%memory {command} takes options only, not {extra!r}; see "
                              "%memory? (to search the notes: %recall ...)")
+        if args.n < 1:
+            raise UsageError(f"-n is how many notes to show: at least 1 (got {args.n}).")
         self._existing_store(command)
         return args
 
@@ -173,6 +175,9 @@ class MemoryCommands:
         """%memory export FILE.jsonl | %memory export --markdown DIR [--by tag|kind]"""
 
     def _memory_export(self, rest: str):
+        if not rest.strip():
+            raise UsageError("Give the file to write: %memory export notes.jsonl (or Markdown "
+                             "pages: %memory export --markdown DIR)")
         args = parse_argstring(self._export_args, rest)
         args.path = _path(args.path)
         self._existing_store("export")
@@ -219,6 +224,9 @@ class MemoryCommands:
         print(wording.shared_text(ids, summary, to))
 
     def _memory_import(self, rest: str):
+        if not rest.strip():
+            raise UsageError("Give the file to import: %memory import notes.jsonl (one that "
+                             "%memory export or nbmemory export wrote)")
         args = parse_argstring(self._import_args, rest)
         args.path = _path(args.path)
         self._writable()  # into a new store: a restore

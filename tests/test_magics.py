@@ -143,6 +143,9 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("recall --since yesterday x", "Cannot read the time 'yesterday'"),
     ("recall --min-score 5 x", r"min_score is a score from -1 to 1 .*, not 5\.0$"),
     ("memory list --status nope", "Unknown status 'nope'; use one or more of: active, revoked"),
+    ("memory list -n 0", r"^-n is how many notes to show: at least 1 \(got 0\)\.$"),
+    ("memory export", r"^Give the file to write: %memory export notes\.jsonl \(or Markdown "),
+    ("memory import", r"^Give the file to import: %memory import notes\.jsonl \(one that "),
     ("forget", "Give the id of the note to forget"),
     ("forget abc", "'abc' is not a note id"),
     ("forget 99", "No note #99"),
@@ -330,7 +333,7 @@ def test_browse_reads_its_filters_as_list_does(ip):
     assert [n.text for n in browser.rows] == ["amounts are in cents"]
     for line, message in (
             ("memory browse --kind bogus", r"^Unknown kind 'bogus'; use one of: "),
-            ("memory browse -n -1", r"^limit must be at least 1 and at most 1,000,000 "),
+            ("memory browse -n -1", r"^-n is how many notes to show: at least 1 \(got -1\)"),
             ("memory browse --kind gotcha,finding",
              r"^%memory browse filters by one kind and one priority; %memory list takes "
              r"several \(--kind a,b\)\.$")):
