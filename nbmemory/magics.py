@@ -292,8 +292,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
                   f" is unknown: {', '.join(map(str, unknown))}. Re-run them to include them.")
         if not sources:
             raise UsageError("None of those cells ran without error; nothing to store.")
-        text = procedures.procedure_text(args.procedure, sources)
-        return f"{text}\n\n{description}" if description else text
+        return procedures.procedure_text(args.procedure, sources, description)
 
     def _record_outcome(self, result) -> None:
         if result.execution_count is not None:

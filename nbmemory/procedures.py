@@ -46,9 +46,12 @@ def is_bookkeeping(source: str) -> bool:
     return bool(lines) and all(_OWN_MAGIC.match(line) for line in lines)
 
 
-def procedure_text(name: str, sources: list[str]) -> str:
+def procedure_text(name: str, sources: list[str], description: str = "") -> str:
+    """The note: its name and what it is for first (what a list of notes shows of it), then
+    the code."""
     code = "\n\n".join(s.strip("\n") for s in sources)
-    return f"Procedure: {name}\n\n```python\n{code}\n```"
+    said = f"\n{description.strip()}" if description.strip() else ""
+    return f"Procedure: {name}{said}\n\n```python\n{code}\n```"
 
 
 def procedure_code(text: str) -> str | None:

@@ -22,8 +22,8 @@ def test_only_successful_cells_are_captured_and_insert_round_trips(ip):  # noqa:
     note = hits[0].note
     assert note.kind == "procedure" and note.tags == ("demo",)
     assert procedure_code(note.text) == "import math\n\nrows = [1, 2, 3]\n\ntotal = sum(rows) * math.pi"
-    assert note.text.startswith("Procedure: sum-rows\n")
-    assert note.text.endswith("how to total the rows")
+    # What it is for comes before the code: a list of notes shows the start of a note.
+    assert note.text.startswith("Procedure: sum-rows\nhow to total the rows\n\n```python\n")
     ip.rl_next_input = None
     run(ip, f"memory insert {note.id}")
     assert ip.rl_next_input == procedure_code(note.text)
