@@ -401,8 +401,7 @@ def _detail(data: dict) -> str:
 
 def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note] = (),
                     versions: Sequence[Note] = ()) -> Rich:
-    """The journal of a note, its supersede chain, and (when it was edited) what each
-    version said."""
+    """The journal of a note, its supersede chain, and what each version said (if edited)."""
     header = ("seq", "time", "event", "actor", "detail")
     rows = [(str(e.seq), local(e.at).strftime("%Y-%m-%d %H:%M:%S") if e.at else "", e.type,
              e.actor or "", _detail(e.data)) for e in events]
@@ -416,8 +415,8 @@ def history_display(note_id: int, events: Sequence[Event], chain: Sequence[Note]
         text += f"\nSupersede chain: {links}"
         body += f"<p>Supersede chain: {html.escape(links)}</p>"
     if len(versions) > 1:
-        heads = [f"v{v.version}, {local(v.updated_at):%Y-%m-%d %H:%M}"
-                 + (f" by {v.author}" if v.author else "") for v in versions]
+        heads = [f"v{v.version}, {local(v.updated_at):%Y-%m-%d %H:%M}" + (f" by {v.author}" if
+                 v.author else "") + f" ({', '.join([v.kind, v.priority, *v.tags])})" for v in versions]
         text += "\nVersions" + "".join(
             f"\n{head}:\n" + textwrap.indent(v.text, "    ") for head, v in zip(heads, versions))
         body += "<p><b>Versions</b></p>" + "".join(

@@ -174,6 +174,20 @@ def test_history_shows_every_event_with_actor(memory):
     assert events[1].data == {"changed": ["priority"]}
 
 
+def test_each_version_in_a_history_says_its_kind_priority_and_tags(memory):
+    """Edits of the tags alone showed versions that read the same."""
+    from nbmemory.display import history_display
+
+    note = memory.remember("orders.amount is in euros", tags="orders")
+    memory.edit(note.id, tags="")
+    memory.edit(note.id, tags="orders,units", priority="high")
+    shown = history_display(note.id, memory.history(note.id),
+                            versions=memory.versions(note.id)).text
+    heads = [line for line in shown.splitlines() if line.startswith("v")]
+    assert [h.split(" (", 1)[1] for h in heads] == [
+        "finding, medium, orders):", "finding, medium):", "finding, high, orders, units):"]
+
+
 def test_a_check_written_over_lines_keeps_each_history_row_on_one_line(memory):
     from nbmemory.display import history_display
 
