@@ -12,7 +12,7 @@ import textwrap
 from IPython.core.error import UsageError
 
 from . import checks as evaluation
-from .magic_args import ask, parse_ids
+from .magic_args import ask, parse_ids, usage_errors
 from .wording import counted
 
 MAX_EVIDENCE = 4000  # characters of a cell's output kept as a note's evidence
@@ -124,11 +124,14 @@ class CheckCommands:
         if not ids:
             raise UsageError("Give the id of the note whose check you read and trust: "
                              "%memory trust 12")
-        checks = {item["note"].id: item for item in self.mem.checks()}
-        for note_id in ids:
-            self.mem.trust(note_id)
-            shown = checks.get(note_id, {}).get("expression", "")
-            print(f"Trusted the check of #{note_id}: {shown}. %memory check {note_id} runs it.")
+        listed = self.mem.checks()
+        for note_id in ids:  # what is said is what is trusted, every check of the note
+            read = [item["expression"] for item in listed if item["note"].id == note_id]
+            with usage_errors():
+                self.mem.trust(note_id, checks=read or None)
+            said = "; ".join(read) if len(read) == 1 else "".join(f"\n  {c}" for c in read)
+            print(f"Trusted the check{'s' if len(read) > 1 else ''} of #{note_id}: {said}. "
+                  f"%memory check {note_id} runs {'them' if len(read) > 1 else 'it'}.")
 
     def _memory_rerun(self, rest: str):
         words = rest.split()

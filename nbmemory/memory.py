@@ -172,7 +172,8 @@ class Memory:
         """Who writes a check here has just seen it hold: they trust it."""
         if check is None:
             return note
-        return self.trust(note.id, request_id=f"{request_id}/trust" if request_id else None)
+        return self.trust(note.id, checks=[check.strip()],
+                          request_id=f"{request_id}/trust" if request_id else None)
 
     def checks(self, *, actor: str | None = None) -> list[dict[str, Any]]:
         """Every check of an active note, with its latest outcome and whether ``actor``
@@ -185,11 +186,12 @@ class Memory:
         return self._call("record_checks", outcomes=list(outcomes),
                           actor=actor or current_user(), request_id=request_id)
 
-    def trust(self, note_id: int, *, actor: str | None = None,
-              request_id: str | None = None) -> Note:
-        """Let this user's checks run the check of a note someone else wrote."""
-        return self._call("trust", note_id=note_id, actor=actor or current_user(),
-                          request_id=request_id)
+    def trust(self, note_id: int, *, checks: Sequence[str] | None = None,
+              actor: str | None = None, request_id: str | None = None) -> Note:
+        """Let this user's checks run the check of a note someone else wrote: ``checks``,
+        the expressions read (refused if they changed since), else every check it has."""
+        return self._call("trust", note_id=note_id, checks=checks,
+                          actor=actor or current_user(), request_id=request_id)
 
     def check(self, namespace: Mapping[str, Any], note_ids: Iterable[int] | None = None, *,
               budget: float = evaluation.DEFAULT_BUDGET) -> list[tuple[dict, evaluation.Outcome]]:

@@ -819,6 +819,10 @@ def test_versions_are_ordered_as_pip_orders_them(version, than):
 
     assert newer(version, than) and not newer(than, version)
     assert not newer("1.0", "1.0.0")
+    from nbmemory.service.protocol import replaces  # the same version, spelled otherwise
+    assert not any(replaces(a, b) for a, b in [("1.0", "1.0.0"), ("0.2c1", "0.2rc1"),
+                                               ("v0.2.0", "0.2.0"), ("0.1.9", "0.2")])
+    assert replaces("0.2.1", "0.2") and replaces("unknown", "0.2")  # newer; not told apart
     # Not a version: neither is known to be newer (an owner replaces such a client, as before).
     assert not newer("unknown", "1.0") and not newer("1.0", "unknown") and not newer(None, "1.0")
 

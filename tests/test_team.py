@@ -7,6 +7,7 @@ import threading
 
 import psycopg
 import pytest
+from IPython.utils.capture import capture_output
 
 from nbmemory.address import Address
 from nbmemory.display import status_display
@@ -497,6 +498,55 @@ def test_trust_in_a_check_is_each_members_own_on_their_machine(
     bo.close()
     kept = list((tmp_path / "cache-ada").rglob("trusted.json"))  # hashes, not checks' text
     assert kept and all("1 + 1" not in path.read_text() for path in kept)
+
+
+def test_a_trust_covers_what_was_read_and_every_check_it_names(team_url, tmp_path, monkeypatch):
+    """Found by review: trust() trusted the note's checks as they were when it ran, and
+    %memory trust named only one of a note's checks while it trusted them all."""
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ada = member(team_url, tmp_path, monkeypatch, "ada")
+    bo = member(team_url, tmp_path, monkeypatch, "bo")
+    note = bo.remember("two is one and one", check="1 + 1 == 2", namespace={})
+    with psycopg.connect(Address.parse(team_url).conninfo) as con:  # after ada read it
+        con.execute("UPDATE nbmemory.anchors SET target = 'len(\"rm -rf\") > 0' "
+                    "WHERE note_id = %s AND kind = 'check'", [note.id])
+    with pytest.raises(Conflict, match=r"^Note #1 has no check '1 \+ 1 == 2' any more: it "
+                                       r"changed since it was read\. .* Nothing was trusted\.$"):
+        ada.trust(note.id, checks=["1 + 1 == 2"])
+    assert [i["trusted"] for i in ada.checks()] == [False]
+    ada.close()
+    shell = InteractiveShell.instance(history_length=0)
+    try:
+        shell.run_line_magic("load_ext", "nbmemory")
+        magics = shell.magics_manager.registry["NbMemory"]
+        monkeypatch.setenv("NBMEMORY_CACHE_DIR", str(tmp_path / "cache-cy"))  # cy's machine
+        magics.store, magics._memory = team_url, Memory.open(team_url, embedder=HashEmbedder())
+        os.environ["JUPYTERHUB_USER"] = "cy"
+        with capture_output() as out:
+            shell.run_line_magic("memory", f"trust {note.id}")
+        assert out.stdout == (f'Trusted the check of #1: len("rm -rf") > 0. %memory check 1 '
+                              "runs it.\n")  # said as it reads now, and only that trusted
+        with pytest.raises(UsageError, match="has no check to trust"):
+            shell.run_line_magic("memory", f"trust {bo.remember('no check').id}")
+        magics._memory.close()
+        magics._memory = None
+    finally:
+        InteractiveShell.clear_instance()
+    bo.close()
+
+
+def test_a_damaged_trust_file_is_moved_aside_not_written_over(ada_and_bo, tmp_path):
+    ada, bo = ada_and_bo
+    note = bo.remember("two is one and one", check="1 + 1 == 2", namespace={})
+    ada.trust(note.id)
+    [kept] = (tmp_path / "cache-ada").rglob("trusted.json")
+    kept.write_text('{"ada": []}')  # valid JSON, not what nbmemory wrote
+    assert [i["trusted"] for i in ada.checks()] == [False]  # trusts nothing, says nothing wrong
+    assert kept.with_name("trusted.json.damaged").read_text() == '{"ada": []}'
+    ada.trust(note.id)
+    assert [i["trusted"] for i in ada.checks()] == [True]
 
 
 def test_a_reader_without_write_grants_is_told_so_and_nothing_is_written(

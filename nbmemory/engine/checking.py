@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import InvalidInput
+from ..errors import Conflict, InvalidInput
 from ..files import atomic_write
 from ..models import Note, StaleReason, utcnow
 from .part import Part
@@ -26,7 +26,8 @@ from .validate import default_author, note_id as valid_id, unicode_text
 OUTCOMES = ("passed", "failed", "error", "skipped")
 # A team store's trusts, kept on this machine and nowhere else: every member may write the
 # store's rows, so a trust there (or a check's row under one) could be anyone's. By user,
-# note id and a hash of each check trusted (the text of a check purged since stays out).
+# note uid (a store dropped and made again has other notes under the same ids) and a hash of
+# each check trusted (the text of a check purged since stays out).
 TRUST_FILENAME = "trusted.json"
 
 
@@ -40,6 +41,7 @@ class Checking(Part):
         with self.lock:
             local = (_local_trusts(self.engine.directory).get(actor, {})
                      if self.engine.shared else None)
+            uids = {i: u for u, i in self.store.note_uids().items()} if self.engine.shared else {}
             anchored = self.store.anchors(self.store.anchored_note_ids())
             ids = [i for i, rows in anchored.items() if any(a.kind == "check" for _, a in rows)]
             notes = {n.id: n for n in self.engine.staleness.with_stale(
@@ -56,7 +58,7 @@ class Checking(Part):
                                 "names": anchor.fingerprint.get("names", []),
                                 "value": anchor.fingerprint.get("value", ""),
                                 "variables": anchor.fingerprint.get("variables", {}),
-                                "trusted": _digest(anchor.target) in local.get(str(note.id), ())
+                                "trusted": _digest(anchor.target) in local.get(uids.get(note.id), ())
                                 if local is not None else
                                 _trusted(events.get(note_id, ()), actor, anchor.target),
                                 "imported": any(map(_imported, events.get(note_id, ()))),
@@ -85,23 +87,35 @@ class Checking(Part):
             notes = self.store.get_notes([o["note_id"] for o in clean])
             return self.engine.staleness.with_stale(list(notes.values()))
 
-    def trust(self, note_id: int, *, actor: str | None = None,
-              request_id: str | None = None) -> Note:
-        """Let ``actor``'s kernels run the checks of a note someone else wrote."""
+    def trust(self, note_id: int, *, checks: Sequence[str] | None = None,
+              actor: str | None = None, request_id: str | None = None) -> Note:
+        """Let ``actor``'s kernels run the checks of a note someone else wrote: ``checks``,
+        the expressions they read (refused if the note's are no longer those), else all."""
         note_id = valid_id(note_id)
+        if checks is not None and (isinstance(checks, str) or not all(
+                isinstance(c, str) for c in checks)):
+            raise InvalidInput("checks is a list of the check expressions read, not "
+                               f"{checks!r}.")
         with self.lock:
             note = self.engine.writes.require_status(note_id, "active", "trust")
-            checks = [a.target for a in self.engine.reads.get(note_id).anchors
-                      if a.kind == "check"]
-            if not checks:
+            current = [a.target for a in self.engine.reads.get(note_id).anchors
+                       if a.kind == "check"]
+            if not current:
                 raise InvalidInput(f"Note #{note_id} has no check to trust.")
+            changed = [c for c in checks or () if c not in current]
+            if changed:
+                raise Conflict(f"Note #{note_id} has no check {changed[0]!r} any more: it changed "
+                               f"since it was read. Read it again (%memory history {note_id}), "
+                               "then trust it. Nothing was trusted.")
+            checks = list(checks or current)
             actor = default_author(actor)
             if not (request_id and self.store.request_note(request_id) is not None):
                 with self.engine.writing() as entry:  # the checks as read: not what replaces them
                     entry.append("trusted", note.id, actor=actor, at=utcnow(),
                                  request_id=request_id, data={"checks": checks})
             if self.engine.shared:  # the journal's event is for the history; this is the trust
-                _trust_here(self.engine.directory, actor, note.id, checks)
+                uid = next(u for u, i in self.store.note_uids().items() if i == note.id)
+                _trust_here(self.engine.directory, actor, uid, checks)
             return self.engine.reads.get(note_id)
 
     def failed(self, notes: Sequence[Note]) -> dict[int, list[StaleReason]]:
@@ -154,17 +168,28 @@ def _digest(expression: str) -> str:
 
 
 def _local_trusts(directory: Path) -> dict[str, dict[str, list[str]]]:
+    """This machine's trusts; a file that is not as written is moved aside (trusting
+    nothing until it is looked at), never read half or written over."""
+    path = Path(directory) / TRUST_FILENAME
     try:
-        data = json.loads((Path(directory) / TRUST_FILENAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict) and all(
+            isinstance(by_note, dict) and all(isinstance(d, list) and all(
+                isinstance(x, str) for x in d) for d in by_note.values())
+            for by_note in data.values()):
+        return data
+    path.replace(path.with_name(f"{TRUST_FILENAME}.damaged"))
+    return {}
 
 
-def _trust_here(directory: Path, actor: str, note_id: int, checks: list[str]) -> None:
+def _trust_here(directory: Path, actor: str, uid: str, checks: list[str]) -> None:
     trusts = _local_trusts(directory)
     mine = trusts.setdefault(actor, {})
-    mine[str(note_id)] = sorted(set(mine.get(str(note_id), [])) | {_digest(c) for c in checks})
+    mine[uid] = sorted(set(mine.get(uid, [])) | {_digest(c) for c in checks})
     atomic_write(Path(directory) / TRUST_FILENAME,
                  lambda tmp: tmp.write_text(json.dumps(trusts, indent=1), encoding="utf-8"))
 

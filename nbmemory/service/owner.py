@@ -32,8 +32,8 @@ from .batcher import RememberBatcher
 from .handler import Server, disk_full
 from .log import log
 from .protocol import (DEFAULT_IDLE_TIMEOUT, ERROR_NAME, HEADER_PROTOCOL, HEADER_MODEL,
-                       HEADER_VERSION, INFO_NAME, LOG_NAME, PROTOCOL, OwnerGone, newer,
-                       read_info, remove_leftovers, same_model, write_info)
+                       HEADER_VERSION, INFO_NAME, LOG_NAME, PROTOCOL, OwnerGone, read_info,
+                       replaces, remove_leftovers, same_model, write_info)
 
 SHUTDOWN_GRACE = 60.0  # asked to stop: calls in flight may finish for this long
 SIGNAL_GRACE = 1.0  # signalled: for this long (a batch in its transaction), then go
@@ -459,7 +459,7 @@ class Owner:
         for wanted in (headers.get(HEADER_PROTOCOL), path_protocol):
             if wanted not in (None, str(PROTOCOL)):
                 return "protocol", f"protocol {wanted} (owner speaks {PROTOCOL})"
-        if version and version != __version__ and not newer(__version__, version):
+        if version and replaces(version, __version__):
             return "version", f"nbmemory {version} (owner runs {__version__})"
         if model and not same_model(model, self.model):
             return "model", f"model {model} (owner uses {self.model})"

@@ -118,18 +118,30 @@ def same_model(a: str | None, b: str | None) -> bool:
     return plain(a) == plain(b)
 
 
-def newer(version: object, than: object) -> bool:
-    """Whether nbmemory ``version`` is known to come after ``than``, in pip's order (PEP 440:
-    ``0.10`` after ``0.9.1``; ``0.2.dev1``, ``0.2a1`` and ``0.2rc1`` before ``0.2``). False
-    when either does not read as a version: then neither is known to be the newer."""
+def _compared(version: object, other: object) -> int | None:
+    """-1, 0 or 1 as nbmemory ``version`` comes before, is, or comes after ``other`` in pip's
+    order (PEP 440: ``0.10`` after ``0.9.1``; ``1.0`` is ``1.0.0``; ``0.2.dev1``, ``0.2a1``
+    and ``0.2rc1`` before ``0.2``); None when either does not read as a version."""
     try:
         from packaging.version import InvalidVersion, Version
     except ImportError:  # packaging comes with jupyter_server and transformers
-        return False
+        return None if version != other else 0
     try:
-        return Version(str(version)) > Version(str(than))
+        ours, theirs = Version(str(version)), Version(str(other))
     except InvalidVersion:
-        return False
+        return None if version != other else 0
+    return (ours > theirs) - (ours < theirs)
+
+
+def newer(version: object, than: object) -> bool:
+    """Whether nbmemory ``version`` is known to come after ``than``."""
+    return _compared(version, than) == 1
+
+
+def replaces(version: object, owner: object) -> bool:
+    """Whether a client of nbmemory ``version`` replaces an owner running ``owner``: unless it
+    is known to be the same version or an older one (which the owner serves as it is)."""
+    return _compared(version, owner) not in (0, -1)
 
 
 def check_private_directory(directory: Path) -> None:
