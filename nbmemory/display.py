@@ -252,7 +252,8 @@ def _why_not(note: Note) -> str:
     return note.status
 
 
-def notes_display(notes: Sequence[Note], *, title: str = "", total: int | None = None) -> Rich:
+def notes_display(notes: Sequence[Note], *, title: str = "", total: int | None = None,
+                  how: str = "") -> Rich:  # how: to see the notes not shown
     if not notes:
         return Rich(f"{title}: none." if title else "No notes.",
                     f"<p>{html.escape(title + ': none.' if title else 'No notes.')}</p>")
@@ -262,7 +263,7 @@ def notes_display(notes: Sequence[Note], *, title: str = "", total: int | None =
         lines.append(_clamped_text(text_of(note)))
     more = ""
     if total is not None and total > len(notes):
-        more = f"({total - len(notes)} more)"
+        more = f"({total - len(notes)} more{f': {how}' if how else ''})"
         lines.append(more)
     rows = [[f"#{n.id}", age(n.created_at), n.priority, n.kind, ", ".join(n.tags), n.status,
              _note_cell(n)] for n in notes]

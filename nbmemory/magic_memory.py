@@ -135,7 +135,7 @@ class MemoryCommands:
         display(show.notes_display(
             page.notes, title=wording.counted(page.total,
                                               wording.statuses_text(args.status) + " note"),
-            total=page.total))
+            total=page.total, how=f"-n {min(page.total, 1_000_000)} lists them all"))
 
     def _memory_browse(self, rest: str):
         from .browse import browse

@@ -236,6 +236,8 @@ def test_memory_list_and_history(ip):
     assert "1 active note\n" in out.stdout
     _, out = run(ip, "memory list --status active,revoked")  # as its help says
     assert "2 active or revoked notes\n" in out.stdout
+    _, out = run(ip, "memory list --status active,revoked -n 1")  # and how to see the rest
+    assert out.stdout.rstrip().endswith("(1 more: -n 2 lists them all)")
     _, out = run(ip, "memory history 1")
     text = out.stdout
     assert "created" in text and "revoked" in text
