@@ -129,9 +129,12 @@ class CheckCommands:
             read = [item["expression"] for item in listed if item["note"].id == note_id]
             with usage_errors():
                 self.mem.trust(note_id, checks=read or None)
-            said = "; ".join(read) if len(read) == 1 else "".join(f"\n  {c}" for c in read)
-            print(f"Trusted the check{'s' if len(read) > 1 else ''} of #{note_id}: {said}. "
-                  f"%memory check {note_id} runs {'them' if len(read) > 1 else 'it'}.")
+            if len(read) > 1:
+                print(f"Trusted the {len(read)} checks of #{note_id} (%memory check {note_id} "
+                      "runs them):" + "".join(f"\n  {c}" for c in read))
+            else:
+                print(f"Trusted the check of #{note_id}: {''.join(read)}. %memory check "
+                      f"{note_id} runs it.")
 
     def _memory_rerun(self, rest: str):
         words = rest.split()

@@ -278,6 +278,37 @@ def test_a_trust_covers_the_check_as_read_and_one_from_before_still_counts(memor
         assert mine.history(item["note"].id)[-1].data == {"checks": [CHECK]}
 
 
+def test_a_trust_names_the_checks_read_and_adds_to_those_trusted_before(memory, tmp_path):
+    """Found by review: checks=[] trusted every check, a trust of one check undid an earlier
+    trust of another, and a check changed since it was read was trusted."""
+    from nbmemory.checks import check_anchor, evaluate
+    from nbmemory.errors import Conflict
+
+    ns = {"x": 1}
+    second = check_anchor("x > 0", ns, evaluate("x > 0", ns))
+    memory.remember("x is one", check="x == 1", namespace=ns, about=[second])
+    memory.export_jsonl(tmp_path / "theirs.jsonl")
+    with Memory.open(tmp_path / "mine", embedder=HashEmbedder(), settings=None) as mine:
+        mine.import_jsonl(tmp_path / "theirs.jsonl")
+        note_id = mine.checks()[0]["note"].id
+        with pytest.raises(InvalidInput, match=r"^checks lists the check expressions read"):
+            mine.trust(note_id, checks=[])
+        mine.trust(note_id, checks=["x == 1"], request_id="r1")
+        mine.trust(note_id, checks=["x > 0"])
+        assert sorted((i["expression"], i["trusted"]) for i in mine.checks()) == [
+            ("x == 1", True), ("x > 0", True)]
+        with pytest.raises(Conflict, match=r"^Note #1 has no check 'x > 2' any more: it changed "
+                                           r"since it was read\."):
+            mine.trust(note_id, checks=["x > 2"])
+        engine = mine._backend.engine
+        with engine.lock:  # as a member's own SQL would, in a team store
+            engine.store.con.execute("UPDATE anchors SET target = 'x > 2' WHERE target = 'x > 0'")
+            engine.store.forget_cached([note_id])
+        mine.trust(note_id, checks=["x == 1"], request_id="r1")  # sent again: as it was
+        assert sorted((i["expression"], i["trusted"]) for i in mine.checks()) == [
+            ("x == 1", True), ("x > 2", False)]
+
+
 # -- the magics -------------------------------------------------------------------------
 
 @pytest.fixture
@@ -299,6 +330,19 @@ def cell(ip, source):
     if result.error_in_exec is not None:
         raise result.error_in_exec
     return captured.stdout + "".join(o.data.get("text/plain", "") for o in captured.outputs)
+
+
+def test_memory_trust_prints_every_check_it_trusts(ip):
+    """A note may carry two checks (the API's about=); %memory trust named one of them."""
+    from nbmemory.checks import check_anchor, evaluate
+
+    cell(ip, "x = 1\n%remember the store is made by the first note")
+    mem = ip.magics_manager.registry["NbMemory"].mem
+    second = check_anchor("x > 0", {"x": 1}, evaluate("x > 0", {"x": 1}))
+    note = mem.remember("x is one", check="x == 1", namespace={"x": 1}, about=[second])
+    assert cell(ip, f"%memory trust {note.id}") == (
+        f"Trusted the 2 checks of #{note.id} (%memory check {note.id} runs them):\n"
+        "  x > 0\n  x == 1\n")  # in the note's order
 
 
 def test_remember_check_then_a_cell_that_breaks_it(ip):

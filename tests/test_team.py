@@ -542,11 +542,14 @@ def test_a_damaged_trust_file_is_moved_aside_not_written_over(ada_and_bo, tmp_pa
     note = bo.remember("two is one and one", check="1 + 1 == 2", namespace={})
     ada.trust(note.id)
     [kept] = (tmp_path / "cache-ada").rglob("trusted.json")
-    kept.write_text('{"ada": []}')  # valid JSON, not what nbmemory wrote
-    assert [i["trusted"] for i in ada.checks()] == [False]  # trusts nothing, says nothing wrong
-    assert kept.with_name("trusted.json.damaged").read_text() == '{"ada": []}'
-    ada.trust(note.id)
-    assert [i["trusted"] for i in ada.checks()] == [True]
+    for damaged in ('{"ada": []}', '{"ada": {"'):  # not what nbmemory wrote; cut short
+        kept.write_text(damaged)
+        assert [i["trusted"] for i in ada.checks()] == [False]  # trusts nothing, raises not
+        assert [p.read_text() for p in kept.parent.glob("trusted.json.damaged-*")] == [damaged]
+        for aside in kept.parent.glob("trusted.json.damaged-*"):
+            aside.unlink()
+        ada.trust(note.id)
+        assert [i["trusted"] for i in ada.checks()] == [True]
 
 
 def test_a_reader_without_write_grants_is_told_so_and_nothing_is_written(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -41,8 +42,8 @@ class Checking(Part):
         with self.lock:
             local = (_local_trusts(self.engine.directory).get(actor, {})
                      if self.engine.shared else None)
-            uids = {i: u for u, i in self.store.note_uids().items()} if self.engine.shared else {}
             anchored = self.store.anchors(self.store.anchored_note_ids())
+            uids = self.store.uids_of(list(anchored)) if self.engine.shared else {}
             ids = [i for i, rows in anchored.items() if any(a.kind == "check" for _, a in rows)]
             notes = {n.id: n for n in self.engine.staleness.with_stale(
                 list(self.store.get_notes(ids).values()))}
@@ -92,30 +93,32 @@ class Checking(Part):
         """Let ``actor``'s kernels run the checks of a note someone else wrote: ``checks``,
         the expressions they read (refused if the note's are no longer those), else all."""
         note_id = valid_id(note_id)
-        if checks is not None and (isinstance(checks, str) or not all(
-                isinstance(c, str) for c in checks)):
-            raise InvalidInput("checks is a list of the check expressions read, not "
-                               f"{checks!r}.")
+        if checks is not None:
+            checks = [checks] if isinstance(checks, str) else list(checks)
+            if not checks or not all(isinstance(c, str) for c in checks):
+                raise InvalidInput("checks lists the check expressions read (None: all of the "
+                                   f"note's), not {checks!r}.")
         with self.lock:
             note = self.engine.writes.require_status(note_id, "active", "trust")
             current = [a.target for a in self.engine.reads.get(note_id).anchors
                        if a.kind == "check"]
             if not current:
                 raise InvalidInput(f"Note #{note_id} has no check to trust.")
-            changed = [c for c in checks or () if c not in current]
-            if changed:
+            actor, sent_again = default_author(actor), bool(
+                request_id and self.store.request_note(request_id) is not None)
+            checks = checks if checks is not None else current
+            changed = [c for c in checks if c not in current]
+            if changed and not sent_again:  # sent again: what the first one trusted stands
                 raise Conflict(f"Note #{note_id} has no check {changed[0]!r} any more: it changed "
                                f"since it was read. Read it again (%memory history {note_id}), "
                                "then trust it. Nothing was trusted.")
-            checks = list(checks or current)
-            actor = default_author(actor)
-            if not (request_id and self.store.request_note(request_id) is not None):
+            if not sent_again:
                 with self.engine.writing() as entry:  # the checks as read: not what replaces them
                     entry.append("trusted", note.id, actor=actor, at=utcnow(),
                                  request_id=request_id, data={"checks": checks})
-            if self.engine.shared:  # the journal's event is for the history; this is the trust
-                uid = next(u for u, i in self.store.note_uids().items() if i == note.id)
-                _trust_here(self.engine.directory, actor, uid, checks)
+            if self.engine.shared and not changed:  # the journal's event is for the history
+                _trust_here(self.engine.directory, actor,
+                            self.store.uids_of([note.id])[note.id], checks)
             return self.engine.reads.get(note_id)
 
     def failed(self, notes: Sequence[Note]) -> dict[int, list[StaleReason]]:
@@ -153,14 +156,14 @@ def _trusted(events, actor: str, expression: str) -> bool:
     trusted it, as it reads (or, before trusts named their checks, at all), in this store
     (the kernel that writes a check trusts it at once) since an import last changed the
     note. An export cannot carry trust: imports mark ``trusted`` events."""
-    trusted = False
+    trusted: set[str] | bool = set()  # the checks trusted since the last import (True: all)
     for event in events:
         if _imported(event):
-            trusted = False
-        elif event.type == "trusted" and event.actor == actor:
+            trusted = set()
+        elif event.type == "trusted" and event.actor == actor and trusted is not True:
             checks = (event.data or {}).get("checks")
-            trusted = expression in checks if isinstance(checks, list) else True
-    return trusted
+            trusted = trusted | set(checks) if isinstance(checks, list) else True
+    return trusted is True or expression in trusted
 
 
 def _digest(expression: str) -> str:
@@ -173,16 +176,16 @@ def _local_trusts(directory: Path) -> dict[str, dict[str, list[str]]]:
     path = Path(directory) / TRUST_FILENAME
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except OSError:  # none yet, or unreadable now: nothing trusted, nothing moved
         return {}
-    except (OSError, ValueError):
+    except ValueError:
         data = None
     if isinstance(data, dict) and all(
             isinstance(by_note, dict) and all(isinstance(d, list) and all(
                 isinstance(x, str) for x in d) for d in by_note.values())
             for by_note in data.values()):
         return data
-    path.replace(path.with_name(f"{TRUST_FILENAME}.damaged"))
+    path.replace(path.with_name(f"{TRUST_FILENAME}.damaged-{time.time():.0f}"))
     return {}
 
 

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from ..models import Anchor, Note, Snapshot
-from .filters import _ACTIVE_AFTER, _NOTE_FROM, _STATUS_EVENTS, _aware, _naive, _note
+from .filters import _ACTIVE_AFTER, _NOTE_FROM, _STATUS_EVENTS, _aware, _id_list, _naive, _note
 
 _RECALL_LOG_COLUMNS = ("logged_at", "query", "k", "returned", "lexical", "dense", "filtered_out")
 
@@ -341,6 +341,13 @@ class Rows:
 
     def note_uids(self) -> dict[str, int]:
         return dict(self.con.execute("SELECT uid, id FROM notes").fetchall())
+
+    def uids_of(self, note_ids: Sequence[int]) -> dict[int, str]:
+        """The uids of ``note_ids`` (a lookup, not a scan of every note)."""
+        if not note_ids:
+            return {}
+        return dict(self.con.execute(
+            f"SELECT id, uid FROM notes WHERE id IN ({_id_list(note_ids)})").fetchall())
 
     def versions(self, note_id: int) -> list[Note]:
         """Every version of a note, oldest first (``version``, its text and fields, and
