@@ -43,14 +43,14 @@ class Checking(Part):
             local = (_local_trusts(self.engine.directory).get(actor, {})
                      if self.engine.shared else None)
             anchored = self.store.anchors(self.store.anchored_note_ids())
-            uids = self.store.uids_of(list(anchored)) if self.engine.shared else {}
             ids = [i for i, rows in anchored.items() if any(a.kind == "check" for _, a in rows)]
+            uids = self.store.uids_of(ids) if self.engine.shared else {}  # of those with checks
             notes = {n.id: n for n in self.engine.staleness.with_stale(
                 list(self.store.get_notes(ids).values()))}
             events = self.store.check_events(ids)
             out = []
             for note_id in sorted(notes, reverse=True):
-                note = notes[note_id]
+                note, imported = notes[note_id], any(map(_imported, events.get(note_id, ())))
                 for _, anchor in anchored[note_id]:
                     if anchor.kind != "check":
                         continue
@@ -62,7 +62,7 @@ class Checking(Part):
                                 "trusted": _digest(anchor.target) in local.get(uids.get(note.id), ())
                                 if local is not None else
                                 _trusted(events.get(note_id, ()), actor, anchor.target),
-                                "imported": any(map(_imported, events.get(note_id, ()))),
+                                "imported": imported,
                                 "last": last})
             return out
 
