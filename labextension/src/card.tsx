@@ -20,7 +20,7 @@ import { CheckLine, EarlierVersions, Provenance } from './details';
 import { clashes } from './drafts';
 import { NoteEditor, conflictOf } from './editor';
 import { tagList } from './filters';
-import { focusAfterRemoval, ifCardLeaves } from './focus';
+import { ifCardLeaves } from './focus';
 import { kindLabel, priorityLabel } from './labels';
 import { NoteMarkdown } from './markdown';
 import { IPanelProps } from './props';
@@ -278,8 +278,8 @@ export function NoteCard(
                 label={trans.__('Forget')}
                 title={trans.__('Forget (you can undo it)')}
                 onClick={event => {
-                  const refocus = focusAfterRemoval(event.currentTarget);
-                  void model.forget(note.id).then(done => done && refocus());
+                  const after = ifCardLeaves(event.currentTarget);
+                  void model.forget(note.id).then(after);
                 }}
               />
             </>

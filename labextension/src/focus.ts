@@ -52,7 +52,7 @@ export function thenFocus(
  * Where focus goes once the card holding `button` is gone (its note forgotten): the
  * next card, else the one before, else the search box; not the page's body.
  */
-export function focusAfterRemoval(button: HTMLElement): () => void {
+function focusAfterRemoval(button: HTMLElement): () => void {
   const card = button.closest('.nbm-Note');
   const panel = button.closest('.nbm-Panel');
   const neighbour = [card?.nextElementSibling, card?.previousElementSibling].find(
@@ -70,13 +70,14 @@ export function focusAfterRemoval(button: HTMLElement): () => void {
 }
 
 /**
- * For an action that may take the card holding `node` off the page (a verify in a stale
- * list, cancelling the edit of a note that left it): afterwards, if it did and focus fell
- * to the page's body, the next card (or the search box) takes it. The card may leave a few
- * frames after the action (React commits the refreshed list when it gets to it), so this
- * watches for up to `frames` frames, not one.
+ * For an action that may take the card holding `node` off the page (a forget, a verify in
+ * a stale list, cancelling the edit of a note that left it): afterwards, if it did and
+ * focus fell to the page's body, the next card (or the search box) takes it. The card may
+ * leave well after the action: a poll's refresh can overtake the action's own, and a
+ * forget that empties the last page loads the page before. Until the card is gone, the
+ * panel still shows it, so this watches for up to `frames` frames (about ten seconds).
  */
-export function ifCardLeaves(node: HTMLElement | null, frames = 60): () => void {
+export function ifCardLeaves(node: HTMLElement | null, frames = 600): () => void {
   if (!node) {
     return () => undefined;
   }

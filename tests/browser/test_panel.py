@@ -18,6 +18,7 @@ from .conftest import (open_lab, open_notebook, put_settings, screenshot, start_
 
 XSS = "<img src=x onerror=alert(1)>"
 PANEL = "#nbmemory-panel"
+NOTES = re.compile(r"/nbmemory/notes\?")
 
 
 def card(page, text: str):
@@ -525,6 +526,41 @@ def test_forgetting_the_last_page_shows_the_page_before_it(browser_context, lab)
             lab.api(f"notes/{note_id}/reinstate", "POST")
         put_settings(lab, "nbmemory:plugin", {})
         page.close()
+
+
+def test_focus_waits_for_the_forgotten_card_to_leave(page, lab):
+    """A later refresh (a poll that saw the forget, here Refresh) can overtake the forget's
+    own: the forgotten card stays shown until that one is back. With no card beside it,
+    focus went to the forgotten card itself and fell to the page's body when it left (CI
+    saw it on the last page); it now waits, then goes to the search box."""
+    note = lab.remember("the only card the filter shows", tags="overtaken")
+    refresh(page)
+    tags = page.locator(f"{PANEL} .nbm-TagFilter")
+    tags.fill("overtaken")
+    tags.press("Enter")
+    forgotten = card_of(page, note)
+    expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(1)
+    held = []
+    page.route(NOTES, lambda route: held.append(route))
+    try:
+        with page.expect_request(NOTES):  # the forget's own refresh asks for the list
+            forgotten.locator(".nbm-Forget").click()
+        with page.expect_request(NOTES):  # and another refresh, sent after it
+            page.evaluate("() => { void window.jupyterapp.commands.execute('nbmemory:refresh'); }")
+        with page.expect_response(NOTES):  # the forget's is back first, and set aside
+            held.pop(0).continue_()
+        # The forget is done now; what it focuses, it focuses within a frame or two.
+        page.evaluate("() => new Promise(done => { let n = 10; const f = () => "
+                      "--n ? requestAnimationFrame(f) : done(); requestAnimationFrame(f); })")
+        expect(forgotten).to_be_visible()
+        held.pop(0).continue_()
+        expect(forgotten).to_have_count(0)
+        expect(page.locator(f"{PANEL} .nbm-Search")).to_be_focused()
+    finally:
+        page.unroute(NOTES)
+        lab.api(f"notes/{note['id']}/reinstate", "POST")
+        tags.fill("")
+        tags.press("Enter")
 
 
 def test_status_says_when_the_model_loads_and_the_graph_builds(browser_context, lab):
