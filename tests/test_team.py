@@ -3,7 +3,9 @@
 committed event, and never see a credential."""
 
 import os
+import re
 import threading
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -550,6 +552,37 @@ def test_a_damaged_trust_file_is_moved_aside_not_written_over(ada_and_bo, tmp_pa
             aside.unlink()
         ada.trust(note.id)
         assert [i["trusted"] for i in ada.checks()] == [True]
+
+
+def test_a_trust_file_that_cannot_be_read_now_is_not_written_over(ada_and_bo, tmp_path,
+                                                                  monkeypatch):
+    """Found by review: a trust file unreadable for a moment (a permission error) read as
+    none, and the next trust wrote over it with that trust alone: every other was lost."""
+    ada, bo = ada_and_bo
+    first = bo.remember("two is one and one", check="1 + 1 == 2", namespace={})
+    second = bo.remember("four is two and two", check="2 + 2 == 4", namespace={})
+    ada.trust(first.id)
+    [kept] = (tmp_path / "cache-ada").rglob("trusted.json")
+    before = kept.read_text()
+    read = Path.read_text
+
+    def denied(path, *args, **kwargs):
+        if path == kept:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", denied)
+    assert [i["trusted"] for i in ada.checks()] == [False, False]  # trusts nothing, raises not
+    with pytest.raises(StoreUnavailable, match=rf"^Cannot read {re.escape(str(kept))} \(Permiss"
+                       r"ion denied\), where this machine keeps your trusts: writing it now "
+                       r"would lose them\. Nothing was trusted; make it readable, then trust "
+                       r"again\.$"):
+        ada.trust(second.id)
+    monkeypatch.setattr(Path, "read_text", read)
+    assert kept.read_text() == before
+    assert [i["trusted"] for i in ada.checks()] == [False, True]  # newest first
+    assert [(e.type, e.actor) for e in ada.history(second.id) if e.type == "trusted"] == [
+        ("trusted", "bo")]  # the writer's own; ada's was not journalled either
 
 
 def test_a_reader_without_write_grants_is_told_so_and_nothing_is_written(

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import Conflict, InvalidInput
+from ..errors import Conflict, InvalidInput, StoreUnavailable
 from ..files import atomic_write
 from ..models import Note, StaleReason, utcnow
 from .part import Part
@@ -112,12 +112,13 @@ class Checking(Part):
                 raise Conflict(f"Note #{note_id} has no check {changed[0]!r} any more: it changed "
                                f"since it was read. Read it again (%memory history {note_id}), "
                                "then trust it. Nothing was trusted.")
+            here = _local_trusts(self.engine.directory, writing=True) if self.engine.shared else {}
             if not sent_again:
                 with self.engine.writing() as entry:  # the checks as read: not what replaces them
                     entry.append("trusted", note.id, actor=actor, at=utcnow(),
                                  request_id=request_id, data={"checks": checks})
             if self.engine.shared and not changed:  # the journal's event is for the history
-                _trust_here(self.engine.directory, actor,
+                _trust_here(self.engine.directory, here, actor,
                             self.store.uids_of([note.id])[note.id], checks)
             return self.engine.reads.get(note_id)
 
@@ -170,13 +171,21 @@ def _digest(expression: str) -> str:
     return hashlib.sha256(expression.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _local_trusts(directory: Path) -> dict[str, dict[str, list[str]]]:
+def _local_trusts(directory: Path, *, writing: bool = False) -> dict[str, dict[str, list[str]]]:
     """This machine's trusts; a file that is not as written is moved aside (trusting
-    nothing until it is looked at), never read half or written over."""
+    nothing until it is looked at), never read half or written over. One that cannot be
+    read now trusts nothing, and refuses a trust ``writing`` it would lose the rest."""
     path = Path(directory) / TRUST_FILENAME
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError:  # none yet, or unreadable now: nothing trusted, nothing moved
+    except FileNotFoundError:
+        return {}
+    except OSError as error:
+        if writing:
+            raise StoreUnavailable(
+                f"Cannot read {path} ({error.strerror or error}), where this machine keeps "
+                "your trusts: writing it now would lose them. Nothing was trusted; make it "
+                "readable, then trust again.") from error
         return {}
     except ValueError:
         data = None
@@ -189,8 +198,7 @@ def _local_trusts(directory: Path) -> dict[str, dict[str, list[str]]]:
     return {}
 
 
-def _trust_here(directory: Path, actor: str, uid: str, checks: list[str]) -> None:
-    trusts = _local_trusts(directory)
+def _trust_here(directory: Path, trusts: dict, actor: str, uid: str, checks: list[str]) -> None:
     mine = trusts.setdefault(actor, {})
     mine[uid] = sorted(set(mine.get(uid, [])) | {_digest(c) for c in checks})
     atomic_write(Path(directory) / TRUST_FILENAME,
