@@ -81,16 +81,23 @@ class MemoryCommands:
         if len(ids) != 1:
             raise UsageError("Give one note id: %memory reopen 12")
         print(f"Reopened #{self.mem.reopen(ids[0]).id}.")
+    @magic_arguments()
+    @argument("-n", type=int, default=50, help="how many (default 50)")
+    @argument("--offset", type=int, default=0, help="skip this many")
+    def _stale_args(self, line):  # holds the parser for %memory stale
+        """%memory stale [-n N] [--offset K]"""
+
     def _memory_stale(self, rest: str):
+        args = self._page_parsed(self._stale_args, rest, "stale")
         self._existing_store("check")
-        page = self.mem.stale(limit=100, variables=self._variables())
+        page = self.mem.stale(offset=args.offset, limit=args.n, variables=self._variables())
         if page.behind:
             print(f"({page.behind})")
-        if not page.total:
-            print("No stale notes.")
+        if not page.notes:
+            print(f"Nothing past {wording.counted(page.total, 'stale note')} (--offset "
+                  f"{args.offset})." if page.total else "No stale notes.")
             return
-        display(show.notes_display(page.notes, title=wording.counted(page.total, "stale note"),
-                                   total=page.total))
+        display(self._page(page, args, wording.counted(page.total, "stale note")))
 
     def _memory_verify(self, rest: str):
         ids = parse_ids(rest)
@@ -112,30 +119,45 @@ class MemoryCommands:
     @argument("-n", type=int, default=20, help="how many (default 20)")
     @argument("--status", default="active",
               help="active, revoked, superseded, refuted or purged (several: a,b)")
+    @argument("--offset", type=int, default=0, help="skip this many")
+    @argument("--order", default="newest", help="newest (default), oldest or priority")
     def _list_args(self, line):  # holds the parser for %memory list
-        """%memory list [-t tags] [--kind K] [-p P] [-n N] [--status S]"""
+        """%memory list [-t tags] [--kind K] [-p P] [-n N] [--offset K] [--order O] [--status S]"""
 
-    def _list_parsed(self, rest: str, command: str):
-        """%memory list's (and browse's) options, quoted values unquoted."""
-        args, extra = split_options(self._list_args.parser, rest)
+    def _page_parsed(self, magic, rest: str, command: str):
+        """A listing's options (quoted values unquoted): options only, ``-n`` at least 1."""
+        args, extra = split_options(magic.parser, rest)
         if extra:
             raise UsageError(f"%memory {command} takes options only, not {extra!r}; see "
                              "%memory? (to search the notes: %recall ...)")
         if args.n < 1:
             raise UsageError(f"-n is how many notes to show: at least 1 (got {args.n}).")
+        return args
+
+    def _page(self, page, args, title: str):
+        """A page of notes under ``title``; the line below says how to see the next."""
+        left = page.total - args.offset  # from the first shown on
+        how = (f"--offset {args.offset + len(page.notes)} shows the next"
+               if args.offset or left > 1_000_000 else f"-n {left} lists them all")
+        return show.notes_display(page.notes, title=title, total=left, how=how)
+
+    def _list_parsed(self, rest: str, command: str):
+        args = self._page_parsed(self._list_args, rest, command)
         self._existing_store(command)
         return args
 
     def _memory_list(self, rest: str):
         args = self._list_parsed(rest, "list")
         page = self.mem.notes(tags=args.tags, kind=args.kind, priority=args.priority,
-                              status=args.status, limit=args.n, variables=self._variables())
+                              status=args.status, offset=args.offset, limit=args.n,
+                              order=args.order, variables=self._variables())
         if page.behind:
             print(f"({page.behind})")
-        display(show.notes_display(
-            page.notes, title=wording.counted(page.total,
-                                              wording.statuses_text(args.status) + " note"),
-            total=page.total, how=f"-n {min(page.total, 1_000_000)} lists them all"))
+        what = wording.statuses_text(args.status) + " note"
+        if not page.notes and page.total:
+            print(f"Nothing past {wording.counted(page.total, what)} (--offset {args.offset}).")
+            return
+        display(self._page(page, args, wording.counted(page.total, what)))
 
     def _memory_browse(self, rest: str):
         from .browse import browse
@@ -144,6 +166,9 @@ class MemoryCommands:
         if "," in (args.kind or "") + (args.priority or ""):
             raise UsageError("%memory browse filters by one kind and one priority; "
                              "%memory list takes several (--kind a,b).")
+        if args.offset or args.order != "newest":
+            raise UsageError("%memory browse pages through the newest notes itself; %memory "
+                             "list takes --offset and --order.")
         if args.status.strip() != "active":
             raise UsageError("%memory browse shows the active notes; %memory list --status "
                              f"{args.status} lists the others.")

@@ -431,13 +431,14 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         """Status and upkeep of the store.
 
         %memory                     store, counts, model, index, empty-recall rate
-        %memory list [-t tags] [--kind K] [-p P] [-n N] [--status S[,S]]   newest notes
+        %memory list [-t tags] [--kind K] [-p P] [-n N] [--offset K] [--status S[,S]]
+                    [--order newest|oldest|priority]   the notes, newest first
         %memory browse [-t tags] [--kind K] [-n N] interactive browser (ipywidgets)
         %memory history ID          every event of a note
         %memory reinstate ID        undo %forget
         %memory confirm ID [reason] / refute ID reason / reopen ID   resolve a question
         %memory insert ID           put a procedure's code into a new cell
-        %memory stale               notes whose files, data, variables or cells changed
+        %memory stale [-n N] [--offset K]   notes whose files, data, variables or cells changed
         %memory verify ID           you checked note ID still holds: re-take its fingerprints
         %memory check [ID ...]      re-run the notes' checks here (NbMemory.check_budget each)
         %memory trust ID            let this kernel run a check someone else wrote
@@ -456,7 +457,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         handler = getattr(self, f"_memory_{command or 'status'}", None)
         if handler is None:
             raise UsageError(f"Unknown %memory command {command!r}; try %memory? for the list")
-        if command in ("status", "stale", "reindex", "reembed") and rest.strip():
+        if command in ("status", "reindex", "reembed") and rest.strip():
             raise UsageError(f"%memory {command} takes nothing after it (got {rest.strip()!r})")
         with usage_errors():
             return handler(rest.strip())

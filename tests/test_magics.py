@@ -151,7 +151,9 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("forget 99", "No note #99"),
     ("memory frobnicate", "Unknown %memory command 'frobnicate'"),
     ("memory history", "Give one note id"),
-    ("memory stale extra", r"^%memory stale takes nothing after it \(got 'extra'\)$"),
+    ("memory list --order sideways", r"^Unknown order 'sideways'; use newest, oldest or prior"),
+    ("memory list --offset -1", r"^offset must be at least 0 and at most "),
+    ("memory browse --offset 5", r"^%memory browse pages through the newest notes itself; "),
     ("snapshot", "Give the snapshot a name"),
     ("snapshot --list --diff base", "--list takes nothing else: %snapshot --list"),
     ("recall gadgets --as-of before -k 2", "^Options go before the query: --as-of came after "
@@ -238,6 +240,12 @@ def test_memory_list_and_history(ip):
     assert "2 active or revoked notes\n" in out.stdout
     _, out = run(ip, "memory list --status active,revoked -n 1")  # and how to see the rest
     assert out.stdout.rstrip().endswith("(1 more: -n 2 lists them all)")
+    _, out = run(ip, "memory list --status active,revoked -n 1 --order oldest")  # as the CLI
+    assert "#1 " in out.stdout and "#2 " not in out.stdout
+    _, out = run(ip, "memory list --status active,revoked -n 1 --offset 1")
+    assert "#1 " in out.stdout and "more:" not in out.stdout
+    _, out = run(ip, "memory list --offset 1")
+    assert out.stdout == "Nothing past 1 active note (--offset 1).\n"
     _, out = run(ip, "memory history 1")
     text = out.stdout
     assert "created" in text and "revoked" in text

@@ -88,6 +88,22 @@ def test_a_dataframe_whose_columns_change(ip):
 
 
 
+def test_memory_stale_pages_as_the_cli_does(ip):
+    """%memory stale showed the first 100 stale notes and no way to the rest."""
+    ip.user_ns["df"] = pd.DataFrame({"id": [1, 2]})
+    for i in range(3):
+        run(ip, f"remember --about df finding {i} about the frame")
+    ip.run_cell("df['extra'] = 0")
+    _, out = run(ip, "memory stale -n 2")
+    assert out.startswith("3 stale notes\n#3 ") and out.rstrip().endswith(
+        "(1 more: -n 3 lists them all)")
+    _, out = run(ip, "memory stale -n 2 --offset 2")
+    assert "#1 " in out and "#3 " not in out and "more:" not in out
+    assert run(ip, "memory stale --offset 3")[1] == "Nothing past 3 stale notes (--offset 3).\n"
+    with pytest.raises(UsageError, match=r"^%memory stale takes options only, not 'extra'"):
+        run(ip, "memory stale extra")
+
+
 def test_snapshots_judge_dataframe_anchors_in_the_kernel(ip):
     ip.user_ns["df"] = pd.DataFrame({"id": [1, 2], "amount": [1000, 2500]})
     run(ip, "remember --about df df.amount is in cents")
