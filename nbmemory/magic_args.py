@@ -4,6 +4,7 @@ nbmemory's errors become IPython's UsageError (no traceback), worded for a noteb
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from contextlib import contextmanager
 
@@ -93,6 +94,36 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
                          f"be searched for as a word. Put it first (%{parser.prog} {late[0]} "
                          f"... QUERY), or -- before a query that holds it.")
     return parser.parse_args(tokens), rest.strip()
+
+
+def about_anchors(specs, namespace, scope: str, text: str = "") -> list:
+    """``--about`` values: a variable of ``namespace`` by fingerprint, else a path. A path
+    with spaces typed without quotes (the rest of it began the note's ``text``) is refused,
+    saying what to type."""
+    from .anchors import is_glob
+    from .models import Anchor
+    from .values import variable_fingerprint
+
+    about = []
+    for spec in specs or ():
+        spec = spec.strip()
+        if spec.isidentifier() and spec in namespace:
+            fingerprint = {**variable_fingerprint(namespace[spec]), "scope": scope}
+            about.append(Anchor("variable", spec, fingerprint).to_dict())
+            continue
+        words = text.split("\n", 1)[0].split(" ")[:8]
+        spaced = [whole for whole in (" ".join([spec, *words[:n]]) for n in range(1, len(words) + 1))
+                  if not os.path.exists(spec) and os.path.exists(os.path.expanduser(whole))]
+        if spaced:
+            quote = "'" if '"' in spaced[-1] else '"'
+            raise UsageError(f"--about {spec}: a path with spaces goes in quotes: --about "
+                             f"{quote}{spaced[-1]}{quote}. The note was not stored.")
+        if spec.isidentifier() and not os.path.exists(spec) and not is_glob(spec):
+            raise UsageError(f"--about {spec}: there is no variable {spec!r} in this kernel "
+                             "and no file of that name here; run the cell that defines it "
+                             "first, or give a path. The note was not stored.")
+        about.append(os.path.abspath(os.path.expanduser(spec)))  # from the kernel's folder
+    return about
 
 
 def parse_ids(text: str) -> list[int]:

@@ -7,7 +7,6 @@ apostrophes and quotes in a note need no escaping. Settings are traitlets:
 
 from __future__ import annotations
 
-import os
 import sys
 
 from IPython.core.error import UsageError
@@ -23,12 +22,12 @@ from . import procedures, syntax, wording
 from .ambient import Ambient, Gate
 from .cli_args import note_id
 from .config import Settings, configured_model
-from .magic_args import (ask, keep_question_marks, parse_ids, split_message, split_options,
-                         unquote, usage_errors)
+from .magic_args import (about_anchors, ask, keep_question_marks, parse_ids, split_message,
+                         split_options, unquote, usage_errors)
 from .magic_checks import CheckCommands, check_whole, evidence
 from .magic_memory import MemoryCommands
 from .magic_recall import RecallCommands
-from .models import MODE_HELP, MODES, Anchor, Provenance
+from .models import MODE_HELP, MODES, Provenance
 
 @magics_class
 class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
@@ -148,25 +147,6 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
                 self.shell, code=provenance.current_cell(self.shell)[1])
         return self._notebook or ""
 
-    def _about(self, specs, scope: str) -> list:
-        """``--about`` values: a variable of the namespace by fingerprint, else a path."""
-        from .anchors import is_glob
-        from .values import variable_fingerprint
-
-        about, namespace = [], self.shell.user_ns
-        for spec in specs or ():
-            spec = spec.strip()
-            if spec.isidentifier() and spec in namespace:
-                fingerprint = {**variable_fingerprint(namespace[spec]), "scope": scope}
-                about.append(Anchor("variable", spec, fingerprint).to_dict())
-            elif spec.isidentifier() and not os.path.exists(spec) and not is_glob(spec):
-                raise UsageError(f"--about {spec}: there is no variable {spec!r} in this kernel "
-                                 "and no file of that name here; run the cell that defines it "
-                                 "first, or give a path. The note was not stored.")
-            else:  # the kernel's working directory decides what a relative path means
-                about.append(os.path.abspath(os.path.expanduser(spec)))
-        return about
-
     def _variables(self) -> dict | None:
         """Current fingerprints of the anchored variables this kernel has (see stale.py)."""
         from .values import variable_fingerprint
@@ -239,7 +219,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
             earlier = next((n for n in map(self.mem.written_by, ids) if n is not None), None)
             if earlier is not None:
                 return display(show.already_display(earlier, provenance.notebook))
-        about = self._about(args.about, provenance.notebook or "")
+        about = about_anchors(args.about, self.shell.user_ns, provenance.notebook or "", text)
         if args.from_output or args.output_of is not None:
             about.append(evidence(self.shell, before=self.shell.execution_count,
                                   count=args.output_of))

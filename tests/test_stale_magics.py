@@ -136,6 +136,22 @@ def test_about_a_path_is_relative_to_the_kernels_folder(ip, ws):
     assert "[STALE: schema_changed data/orders.csv (added currency)]" in pretty(hits)
 
 
+def test_an_unquoted_path_with_spaces_is_refused_with_the_quotes_to_type(ip, ws):
+    """It said "no variable 'My' in this kernel" and nothing of the space."""
+    (ws / "analysis" / "My Data").mkdir()
+    (ws / "analysis" / "My Data" / "orders 2024.csv").write_text("id,amount\n1,1000\n")
+    with pytest.raises(UsageError, match=r'^--about My: a path with spaces goes in quotes: '
+                                         r'--about "My Data/orders 2024\.csv"\. The note was '
+                                         r'not stored\.$'):
+        run(ip, "remember --about My Data/orders 2024.csv amounts are in cents")
+    with pytest.raises(UsageError, match=r'^--about ../analysis/My: a path with spaces goes in '
+                                         r'quotes: --about "../analysis/My Data/orders 2024'):
+        run(ip, "remember --about ../analysis/My Data/orders 2024.csv\ncents, in a cell")
+    assert run(ip, "memory list")[1].startswith("0 active notes")
+    _, out = run(ip, "remember --about 'My Data/orders 2024.csv' amounts are in cents")
+    assert "About: analysis/My Data/orders 2024.csv (2 columns, 1 row)" in out
+
+
 @pytest.mark.parametrize("line, message", [
     ("remember --about nosuch amounts are cents",
      "--about nosuch: there is no variable 'nosuch' in this kernel and no file of that name here"),
