@@ -197,6 +197,10 @@ class ThreadTuner:
         self.many = {False: 2, True: max(2, cores or os.cpu_count() or 2)}
         self.per_text: dict[tuple[bool, int], float | None] = {}
         self.batches = {False: 0, True: 0}
+        # One encode at a time (an import encodes outside the engine's lock, beside
+        # recalls): the thread count set for one is the whole process's, and the times
+        # recorded per text would mix.
+        self._encoding = threading.Lock()
 
     def __getattr__(self, name: str):  # name, dims, identity, loaded...
         if name == "embedder":
@@ -216,6 +220,10 @@ class ThreadTuner:
         return other if self.batches[bulk] % self.explore == 0 else best
 
     def encode(self, texts):
+        with self._encoding:
+            return self._encode(texts)
+
+    def _encode(self, texts):
         if self._set_threads is None:
             self._set_threads = self.embedder.set_threads
         threads = self.threads_for(len(texts))

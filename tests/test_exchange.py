@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 import time
 
 import numpy as np
@@ -640,6 +641,48 @@ def test_import_into_another_model_embeds_the_texts(tmp_path):
         assert dst.import_jsonl(tmp_path / "x.jsonl")["embedded"] == 1
         assert dst.recall("cents")[0].note.id == 1
         assert dst.status()["model"] == "other:32"
+
+
+def test_recalls_and_writes_go_on_while_an_import_embeds(tmp_path):
+    """An import held the engine's lock while it embedded the texts it brought (minutes for
+    a large file): every recall and write of every kernel waited. It embeds them first now,
+    outside the lock, and commits the vectors with the notes."""
+    with Memory.open(tmp_path / "src", embedder=HashEmbedder(64, name="other")) as src:
+        src.remember_many([{"text": f"finding {i} about module m{i}"} for i in range(40)])
+        src.export_jsonl(tmp_path / "all.jsonl")
+    embedding, go_on = threading.Event(), threading.Event()
+
+    class Held(HashEmbedder):
+        def encode(self, texts):
+            if len(texts) > 1:  # the import's chunk, not a query or one note
+                embedding.set()
+                assert go_on.wait(30)
+            return super().encode(texts)
+
+    with Memory.open(tmp_path / "dst", embedder=Held()) as mem:
+        mem.remember("the nightly export lands at 02:00")
+        summary, answers = {}, {}
+        importing = threading.Thread(
+            target=lambda: summary.update(mem.import_jsonl(tmp_path / "all.jsonl")))
+        importing.start()
+        assert embedding.wait(30)
+
+        def meanwhile():
+            answers["recalled"] = [h.note.text for h in mem.recall("nightly export")]
+            answers["remembered"] = mem.remember("written while the import embeds").id
+
+        beside = threading.Thread(target=meanwhile)
+        beside.start()
+        beside.join(30)
+        waited = beside.is_alive()
+        go_on.set()
+        importing.join(30)
+        beside.join(30)
+        assert not waited, "the recall and the write waited for the import to embed"
+        assert answers == {"recalled": ["the nightly export lands at 02:00"], "remembered": 2}
+        assert (summary["added"], summary["embedded"]) == (40, 40)
+        assert mem.recall("finding 7 about module m7")[0].note.text == "finding 7 about module m7"
+        assert mem.status()["vectors"] == 42
 
 
 def test_markdown_export_is_grouped_and_deterministic(memory, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import duckdb
+import numpy as np
 
 from .. import exchange, markdown
 from ..config import find_git_root
@@ -78,6 +79,7 @@ class Upkeep(Part):
         export = exchange.read_export(path)  # outside the lock: reads and checks the file
         if self.store.shared:
             _refuse_nul(export)
+        ahead = self._embed_ahead(export, progress)
         with self.lock:
             if (done := self._import_done(request_id, progress)) is not None:
                 return done
@@ -97,6 +99,7 @@ class Upkeep(Part):
                         summary = exchange.merge(self.store, export, policy=on_conflict,
                                                  actor=default_author(actor), now=utcnow(),
                                                  journal=entry)
+                    summary["embedding"] = self._put_ahead(ahead)
                     if request_id:
                         self.store.record_request(request_id, summary)
             except (duckdb.Error, KeyError, TypeError, ValueError,
@@ -110,6 +113,42 @@ class Upkeep(Part):
                     "Nothing was imported.") from exc
             return self._embed_imported(summary, request_id, progress,
                                         since=None if empty else before)
+
+    def _embed_ahead(self, export: exchange.Export,
+                     progress: Progress | None) -> dict[str, np.ndarray]:
+        """Vectors for this store's model of the texts ``export`` brings without one,
+        made before the import takes the engine's lock: recalls and writes go on meanwhile
+        (a recall waits for the model one chunk at most). They commit with the import."""
+        model = self.engine.embedder.name
+        purged = {row.get("id") for row in export.table("notes") if row.get("status") == "purged"}
+        brought = {row["content_hash"]: row["text"] for row in export.table("note_versions")
+                   if row.get("note_id") not in purged and isinstance(row.get("text"), str)
+                   and isinstance(row.get("content_hash"), str)}
+        for row in export.table("embeddings"):
+            if row.get("model") == model:
+                brought.pop(row.get("content_hash"), None)
+        with self.lock:
+            self.engine.check_embedder()
+            here = self.store.vectors_by_hash(model, list(brought))
+        todo = sorted((h, t) for h, t in brought.items() if h not in here)
+        ahead: dict[str, np.ndarray] = {}
+        for start in range(0, len(todo), BULK_CHUNK):
+            chunk = todo[start:start + BULK_CHUNK]
+            ahead.update(zip([h for h, _ in chunk],
+                             self.engine.embedder.encode([t for _, t in chunk])))
+            if progress:
+                progress(len(ahead), len(todo))
+        return ahead
+
+    def _put_ahead(self, ahead: dict[str, np.ndarray]) -> int:
+        """Store the vectors made ahead of the texts the import kept (not those of a note
+        skipped or purged here); how many."""
+        model = self.engine.embedder.name
+        kept = [(h, ahead[h]) for h, _ in self.store.texts_missing_embedding(model) if h in ahead]
+        self.store.put_embeddings(model, kept)
+        if kept and not self.engine.stored_identity:
+            self.engine.set_identity(f"{model}:{len(kept[0][1])}")
+        return len(kept)
 
     def _import_done(self, request_id: str | None,
                      progress: Progress | None) -> dict[str, int] | None:
