@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from collections import OrderedDict, deque
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any, Iterable, Sequence
 
 from .anchors import glob_match
 from .audit import install_hook, start_recording, stop_recording
+from .errors import StoreUnavailable
 
 MAX_CELLS = 1000  # cells whose last matches are remembered (for "not twice in a row")
 RECENT_CELLS = 20  # a note shown under a cell is not shown again under the next ones
@@ -232,6 +234,7 @@ class Ambient:
         self._cwd: tuple[str, str] = ("", "")
         self._started = datetime.now(timezone.utc)
         self.problem: str | None = None  # said once; ambient waits for %memory ambient on
+        self.away: str | None = None  # the store could not be reached (said once): next cell
         self.last: tuple[Any, list] | None = None  # (what was shown, its groups)
         self.last_decision = "no cell run yet"
         self.timings: deque[float] = deque(maxlen=1000)  # ms per cell, this kernel
@@ -265,8 +268,17 @@ class Ambient:
         if not self.on:
             return
         started = time.perf_counter()
+        memory = self.magics._memory
         try:
-            self._after(result, reads)
+            with memory.quickly() if memory is not None else nullcontext():
+                self._after(result, reads)
+            self.away = None
+        except StoreUnavailable as exc:  # the owner or the team's server away: not for long
+            if self.away is None:
+                print(f"nbmemory: ambient recall waits for the store ({exc}); it tries again "
+                      "at the next cell.", file=sys.stderr)
+            self.away = str(exc)
+            self.last_decision = f"waiting for the store: {exc}"
         except Exception as exc:  # never break the user's cell: say it once and stop
             self.problem = f"{type(exc).__name__}: {exc}"
             self.last_decision = f"paused: {self.problem}"
@@ -473,6 +485,8 @@ class Ambient:
         state = "on" if magics.ambient else "off"
         if magics.ambient and self.problem:
             state = f"paused ({self.problem}); %memory ambient on to retry"
+        elif magics.ambient and self.away:
+            state = f"on, waiting for the store ({self.away}); it tries again at each cell"
         lines = [f"Ambient recall: {state} (NbMemory.ambient)",
                  "  speaks when a cell reads a file a note is about (literals in its source"
                  + (", and open() while it runs" if magics.ambient_audit else "")

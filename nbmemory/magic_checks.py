@@ -12,6 +12,7 @@ import textwrap
 from IPython.core.error import UsageError
 
 from . import checks as evaluation
+from .errors import StoreUnavailable
 from .magic_args import ask, parse_ids, usage_errors
 from .wording import counted
 
@@ -86,7 +87,7 @@ class CheckCommands:
                       f"To run them here: %memory check {' '.join(map(str, elsewhere))}")
                 return
         results = self.mem.check(self.shell.user_ns, ids, budget=self.check_budget)
-        self._checks = None  # the ambient re-check reads the outcomes afresh
+        self._checks_token = ()  # no store's: the ambient re-check reads the outcomes afresh
         if not results:
             print(self._no_check(ids))
             return
@@ -181,10 +182,8 @@ class CheckCommands:
 
         if not names:
             return []
-        if token != self._checks_token:
-            self._checks, self._checks_token = None, token
         lines, outcomes = [], []
-        for item in self._check_cache():
+        for item in self._check_cache(token):
             reads = set(item["names"])
             if not item["trusted"] or not reads & names or not reads <= set(self.shell.user_ns):
                 continue
@@ -210,17 +209,30 @@ class CheckCommands:
             if outcome.status == "failed" or (outcome.status == "passed" and flagged):
                 lines.append(describe(item["note"].id, item["expression"], outcome))
         if outcomes:
-            self.mem.record_checks(outcomes)
-            self._checks = None
+            try:
+                self.mem.record_checks(outcomes)
+            except StoreUnavailable:  # said as run; judged again once the store is back
+                for o in outcomes:
+                    self._check_seen.pop((o["note_id"], o["expression"]), None)
+                return [line + " (not recorded: the store cannot be reached)" for line in lines]
+            self._checks_token = ()  # no store's: the outcomes are read again next time
         return lines
 
     def _written_here(self, note) -> bool:
         """Whether ``note`` was written in this kernel's notebook (or both outside one)."""
         return same_notebook(note.provenance.notebook or "", self._scope())
 
-    def _check_cache(self) -> list[dict]:
-        if self._checks is None:
-            self._checks = self.mem.checks()
+    def _check_cache(self, token) -> list[dict]:
+        """The checks, read again when ``token`` (the store's) changed; while the store
+        cannot be reached, as last read."""
+        if self._checks is None or token != self._checks_token:
+            try:
+                self._checks = self.mem.checks()
+            except StoreUnavailable:
+                if self._checks is None:
+                    raise
+                return self._checks
+            self._checks_token = token
         return self._checks
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+from contextlib import contextmanager
 from datetime import date, datetime
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from . import checks as evaluation
 from .about_here import about_here as _about, with_check as _with_check
@@ -136,6 +137,20 @@ class Memory:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    @contextmanager
+    def quickly(self) -> Iterator[None]:
+        """Calls made within give up at once, not send again, while the owner or a team
+        store's server is away: for what nobody asked for (the line under a cell)."""
+        patience = getattr(self._backend, "resend_timeout", None)
+        if patience is None:  # in this process: nothing is sent
+            yield
+            return
+        self._backend.resend_timeout = 0.0
+        try:
+            yield
+        finally:
+            self._backend.resend_timeout = patience
 
     def _call(self, operation: str, **arguments: Any) -> Any:
         if lookup(operation).writes and not arguments.get("request_id"):

@@ -1301,6 +1301,50 @@ def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind
         assert bo.get(note.id).behind is None and "behind" not in bo.get(note.id).to_dict()
 
 
+def test_a_check_under_a_cell_is_said_while_the_server_is_away_and_ambient_comes_back(
+        team_url, postgres_server, tmp_path, monkeypatch):
+    """Found by a walkthrough: while the server was away, a cell that changed what a check
+    reads waited the resend timeout (120 s) to journal the outcome, never said it, and
+    paused the line under cells for the rest of the session."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setenv("JUPYTERHUB_USER", "ada")
+    monkeypatch.setenv("NBMEMORY_RESEND_TIMEOUT", "5")  # the wait it had, shortened here
+    shell = InteractiveShell.instance(history_length=0)
+
+    def cell(source):
+        with capture_output() as captured:
+            assert shell.run_cell(source).success
+        return captured.stdout, captured.stderr
+
+    shell.run_line_magic("load_ext", "nbmemory")
+    try:
+        shell.run_line_magic("config", f"NbMemory.store = {team_url!r}")
+        shell.run_line_magic("config", "NbMemory.model = 'hash:64'")
+        cell("total = [1, 2, 3]")
+        cell('%remember --check "sum(total) > 0" the totals add up to more than nothing')
+        assert cell("total = [1, 2]") == ("", "")  # holds: nothing to say
+        postgres_server.stop("immediate")
+        try:
+            out, err = cell("total = [-1, -2]")
+            assert out == ("nbmemory: #1 FAILS: sum(total) > 0 is now False (value -3) (not "
+                           "recorded: the store cannot be reached)\n")
+            assert "retrying" not in err
+        finally:
+            postgres_server.start()
+        out, err = cell("total = [-4]")  # judged again, now recorded
+        assert out == "nbmemory: #1 FAILS: sum(total) > 0 is now False (value -4)\n", err
+        with capture_output() as captured:
+            shell.run_line_magic("memory", "ambient status")
+        assert captured.stdout.startswith("Ambient recall: on (NbMemory.ambient)")
+        memory = shell.magics_manager.registry["NbMemory"].mem
+        assert [(i["last"]["status"], i["last"]["value"]) for i in memory.checks()] == [
+            ("failed", "-4")]
+    finally:
+        shell.run_line_magic("unload_ext", "nbmemory")
+        InteractiveShell.clear_instance()
+
+
 def test_recall_statistics_the_server_refuses_never_fail_a_recall_or_status(
         team_url, tmp_path, monkeypatch, caplog):
     """Statistics are written in batches of 100; a batch the server refuses (here a rule

@@ -218,7 +218,7 @@ class ServiceBackend:
                 continue
             if error.get("type") == "StoreUnreachable" and resend_safe:
                 deadline = deadline or time.monotonic() + self.resend_timeout
-                if time.monotonic() > deadline:
+                if time.monotonic() >= deadline:  # at once when resend_timeout is 0
                     raise _error(error, f"(still unreachable after {self.resend_timeout:g} s)")
                 if not told:
                     _say(f"the team store is unreachable; retrying {op.words} for up to "
