@@ -4,7 +4,7 @@
  */
 
 import { JupyterFrontEnd } from '@jupyterlab/application';
-import { InputDialog, Notification } from '@jupyterlab/apputils';
+import { Dialog, InputDialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
@@ -163,6 +163,20 @@ export function addNoteCommands(
   const refuse = () => {
     model.say(model.readOnlyMessage);
   };
+  /** Asked before a cell's Remember… replaces a new note being written. */
+  const replaceDraft = async (): Promise<boolean> => {
+    const answer = await showDialog({
+      title: trans.__('Replace the note you are writing?'),
+      body: trans.__(
+        'The new-note form holds a note you have not remembered yet. Replace it with a note about this cell, or keep writing it.'
+      ),
+      buttons: [
+        Dialog.cancelButton({ label: trans.__('Keep writing') }),
+        Dialog.warnButton({ label: trans.__('Replace it') })
+      ]
+    });
+    return answer.button.accept;
+  };
   let readOnly = model.readOnly;
   model.changed.connect(() => {
     if (model.readOnly !== readOnly) {
@@ -192,13 +206,18 @@ export function addNoteCommands(
       'Write an nbmemory note about this cell (its selected text, if any), linked back to it'
     ),
     isVisible: writable,
-    execute: args => {
+    execute: async args => {
       if (!writable()) {
         return refuse();
       }
       const draft = cellDraft(args);
       openPanel();
       model.setView('notes');
+      if (model.drafting && !(await replaceDraft())) {
+        model.startDraft(); // back to the note being written
+        return;
+      }
+      model.cancelDraft();
       model.startDraft(draft);
     }
   });

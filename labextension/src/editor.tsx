@@ -142,7 +142,17 @@ export function NoteEditor(props: {
     setSaving(true);
     const draft = { ...initial, text, kind, priority, tags };
     void (over && props.onSaveOver ? props.onSaveOver(draft) : props.onSave(draft)).finally(
-      () => setSaving(false)
+      () => {
+        setSaving(false);
+        // Not saved (refused, or the server away): the button that had focus was disabled
+        // meanwhile and the page's body took it; the text goes on being edited.
+        requestAnimationFrame(() => {
+          const active = document.activeElement;
+          if (area.current?.isConnected && (!active || active === document.body)) {
+            area.current.focus();
+          }
+        });
+      }
     );
   };
   return (
@@ -291,7 +301,8 @@ export function NoteEditor(props: {
 export function NewNote(props: { model: MemoryModel; draft: IDraft }): JSX.Element {
   const { model, draft } = props;
   const trans = model.trans;
-  // A new draft (another Remember…) replaces the form's content.
+  // A new draft (another Remember…) replaces the form's content; the same one (+ again)
+  // focuses it.
   const [generation, setGeneration] = React.useState(0);
   React.useEffect(() => {
     const bump = () => setGeneration(g => g + 1);
@@ -308,6 +319,8 @@ export function NewNote(props: { model: MemoryModel; draft: IDraft }): JSX.Eleme
         key={generation}
         model={model}
         initial={draft}
+        pristine={model.draftStart ?? undefined}
+        onChange={next => model.updateDraft(next)}
         where={draft.where ? trans.__('From %1', draft.where) : undefined}
         saveLabel={trans.__('Remember')}
         onCancel={() => model.cancelDraft()}

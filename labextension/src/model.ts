@@ -127,14 +127,40 @@ export class MemoryModel extends MemoryState {
 
   // -- the new-note form ----------------------------------------------------------------
 
+  /**
+   * Open the new-note form with `draft`; a form that holds typing not yet saved keeps it
+   * (the form takes the focus). To replace that, cancel it first.
+   */
   startDraft(draft: Partial<IDraft> = {}): void {
     if (this.readOnly) {
       this.say(this.readOnlyMessage);
       return;
     }
-    this.draft = newDraft(draft);
+    if (!this.drafting) {
+      this.draft = this.draftStart = newDraft(draft);
+    }
     this._draftStarted.emit();
     this._emit();
+  }
+
+  /** What the new-note form holds now (kept when the form is hidden, a tab switch). */
+  updateDraft(draft: IDraft): void {
+    if (this.draft) {
+      this.draft = draft;
+    }
+  }
+
+  /** Whether the new-note form holds typing not yet saved. */
+  get drafting(): boolean {
+    const { draft, draftStart: start } = this;
+    return (
+      !!draft &&
+      !!start &&
+      (draft.text.trim() !== start.text.trim() ||
+        draft.kind !== start.kind ||
+        draft.priority !== start.priority ||
+        draft.tags !== start.tags)
+    );
   }
 
   /**
@@ -164,7 +190,7 @@ export class MemoryModel extends MemoryState {
   }
 
   cancelDraft(): void {
-    this.draft = null;
+    this.draft = this.draftStart = null;
     this._emit();
   }
 
@@ -177,7 +203,7 @@ export class MemoryModel extends MemoryState {
         tags: tagList(draft.tags),
         provenance: draft.provenance
       });
-      this.draft = null;
+      this.draft = this.draftStart = null;
       this._notices.close(this._notices.seq, false);
       this.say(this.trans.__('Remembered #%1.', note.id), 'success');
       return note;
@@ -256,7 +282,10 @@ export class MemoryModel extends MemoryState {
         this._notices.close(this._notices.seq, false);
         this.say(this.trans.__('Saved #%1 as version %2.', note.id, note.version), 'success');
       } catch (error) {
-        if (error instanceof ApiError && error.status === 409 && attempt < 2) {
+        // A version written in between: read it again. Not a note forgotten meanwhile
+        // (also a 409): saying that once is enough.
+        const raced = error instanceof ApiError && error.status === 409;
+        if (raced && attempt < 2 && now.status === 'active') {
           continue;
         }
         this.fail(error, this.trans.__('Your edit is kept; save it once the server is back.'));

@@ -98,6 +98,8 @@ export class MemoryState {
   diffError: string | null = null;
   diffNames: [string, string] | null = null;
   draft: IDraft | null = null;
+  /** The new-note form as it was started (empty, or from a cell): typing is what differs. */
+  draftStart: IDraft | null = null;
   /**
    * Notes being edited, by id. Kept here, not in the cards, so that an edit survives the
    * refresh a write elsewhere brings (a new version, or the note moving to another page).

@@ -114,6 +114,42 @@ def test_remember_from_a_cells_context_menu_links_back_to_the_cell(page, lab):
     close_notebook(page)
 
 
+def test_a_note_being_written_survives_a_tab_switch_a_second_plus_and_a_cells_remember(
+        page, lab):
+    """Found by a walkthrough: Snapshots and back, + again, or a cell's Remember… emptied
+    the form, with no question asked: the note being written was gone."""
+    new_note = page.locator(f"{PANEL} .nbm-NewNote")
+    new_note.click()
+    form = page.locator(f"{PANEL} .nbm-NewNote-Form")
+    form.locator(".nbm-EditText").fill("half of a finding about the refunds table")
+    form.locator(".nbm-EditTags").fill("refunds, keep")
+    page.locator(f"{PANEL} #nbm-tab-snapshots").click()
+    expect(form).to_have_count(0)
+    page.locator(f"{PANEL} #nbm-tab-notes").click()
+    expect(form.locator(".nbm-EditText")).to_have_value("half of a finding about the refunds table")
+    expect(form.locator(".nbm-EditTags")).to_have_value("refunds, keep")
+    new_note.click()
+    expect(form.locator(".nbm-EditText")).to_have_value("half of a finding about the refunds table")
+    expect(form.locator(".nbm-EditText")).to_be_focused()
+    open_notebook(page, lab, "remember-over.ipynb", [nbformat.v4.new_code_cell("refunds = 3")])
+    cell_ = page.locator(".jp-NotebookPanel .jp-Cell").nth(0)
+    cell_.click(button="right")
+    context_menu_item(page, "Remember…").click()
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Replace the note you are writing?")
+    dialog.get_by_role("button", name="Keep writing").click()
+    expect(form.locator(".nbm-EditText")).to_have_value("half of a finding about the refunds table")
+    expect(form.locator(".nbm-EditWhere")).to_have_count(0)
+    cell_.click(button="right")
+    context_menu_item(page, "Remember…").click()
+    dialog.get_by_role("button", name="Replace it").click()
+    expect(form.locator(".nbm-EditWhere")).to_have_text("From remember-over.ipynb, cell 1")
+    expect(form.locator(".nbm-EditText")).to_have_value("")
+    form.locator(".nbm-EditText").press("Escape")  # nothing typed: no question
+    expect(form).to_have_count(0)
+    close_notebook(page)
+
+
 def test_remember_the_selected_text_of_a_cell(page, lab):
     open_notebook(page, lab, "remember-selection.ipynb", [
         nbformat.v4.new_markdown_cell("Amounts before 2021 are **in cents**; after, in euros."),
@@ -213,3 +249,27 @@ def test_edit_opened_from_the_keyboard_types_after_the_text(page, lab):
     expect(text).to_have_value("the batch size is 64 on the GPU")
     page.keyboard.press("Control+Enter")
     expect(shown.locator(".nbm-NoteText")).to_have_text("the batch size is 64 on the GPU")
+
+
+def test_saving_an_edit_of_a_note_forgotten_meanwhile_says_so_once_and_keeps_the_text(
+        page, lab):
+    """Found by a walkthrough: the save was sent three times (a 409 was taken for a version
+    written in between) and focus fell to the page's body with the Save button."""
+    note = lab.remember("the refunds job runs hourly")
+    refresh(page)
+    shown = card_of(page, note)
+    shown.locator(".nbm-Edit").click()
+    text = shown.locator(".nbm-EditText")
+    text.fill("the refunds job runs every 30 minutes")
+    assert lab.api(f"notes/{note['id']}/forget", "POST")[0] == 200
+    refresh(page)
+    sent = []
+    page.on("request", lambda r: sent.append(r.method) if r.method == "PATCH" else None)
+    shown.locator(".nbm-Save").click()
+    expect(toast(page, f"Cannot edit note #{note['id']}: it is forgotten")).to_be_visible()
+    expect(text).to_be_focused()
+    expect(text).to_have_value("the refunds job runs every 30 minutes")
+    assert sent == ["PATCH"]
+    text.press("Escape")
+    text.press("Escape")
+    lab.api(f"notes/{note['id']}/reinstate", "POST")
