@@ -8,7 +8,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { describeStale } from './describe';
 import { changedFields, clashes, draftOf, EditFields, IDraft, newDraft } from './drafts';
-import { EMPTY_FILTERS, tagList } from './filters';
+import { EMPTY_FILTERS, filterParams, tagList } from './filters';
 import { ApiError, json } from './request';
 import { IPanelState, MemoryState, View } from './state';
 import { INotesOptions, IRecallOptions, IRememberOptions } from './tokens';
@@ -205,7 +205,19 @@ export class MemoryModel extends MemoryState {
       });
       this.draft = this.draftStart = null;
       this._notices.close(this._notices.seq, false);
-      this.say(this.trans.__('Remembered #%1.', note.id), 'success');
+      await this.refresh({ status: true }); // the one remember() sent, not another
+      const listed = (this.hits?.map(hit => hit.note) ?? this.notes).some(n => n.id === note.id);
+      const narrowed =
+        !!this.query.trim() || !!this.filters.stale || filterParams(this.filters).length > 0;
+      this.say(
+        listed || !narrowed
+          ? this.trans.__('Remembered #%1.', note.id)
+          : this.trans.__(
+              'Remembered #%1. The search or the filters hide it: clear them to see it.',
+              note.id
+            ),
+        'success'
+      );
       return note;
     } catch (error) {
       this.fail(error, this.trans.__('Your note is kept in the form; save it once the server is back.'));

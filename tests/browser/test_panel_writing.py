@@ -273,3 +273,29 @@ def test_saving_an_edit_of_a_note_forgotten_meanwhile_says_so_once_and_keeps_the
     text.press("Escape")
     text.press("Escape")
     lab.api(f"notes/{note['id']}/reinstate", "POST")
+
+
+def test_a_new_note_the_filters_hide_says_so(page, lab):
+    """Found by a walkthrough: with a filter on, a new note of another kind closed the
+    form and seemed to vanish ("Remembered #29." passed, the list unchanged)."""
+    kinds = page.locator(f"{PANEL} .nbm-KindFilter")
+    kinds.select_option("gotcha")
+    try:
+        page.locator(f"{PANEL} .nbm-NewNote").click()
+        form = page.locator(f"{PANEL} .nbm-NewNote-Form")
+        form.locator(".nbm-EditText").fill("the tax table is loaded before the orders")
+        form.locator(".nbm-Save").click()
+        expect(toast(page, "The search or the filters hide it: clear them to see it.")
+               ).to_be_visible()
+        expect(card(page, "the tax table is loaded before")).to_have_count(0)
+        page.locator(f"{PANEL} .nbm-NewNote").click()
+        form.locator(".nbm-EditText").fill("a null discount means no discount, not unknown")
+        form.locator(".nbm-EditKind").select_option("gotcha")
+        form.locator(".nbm-Save").click()
+        shown = card(page, "a null discount means no discount")
+        expect(shown).to_be_visible()
+        said = toast(page, f"Remembered #{shown.get_attribute('data-note-id')}.")
+        expect(said).to_be_visible()
+        expect(said).not_to_contain_text("hide")
+    finally:
+        kinds.select_option("")
