@@ -38,7 +38,10 @@ NO_JSON_COMMANDS = {"mcp": "it speaks MCP's JSON-RPC on stdout",
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    args, extra = build_parser().parse_known_args(argv)
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _known_before_the_command(parser, argv)
+    args, extra = parser.parse_known_args(argv)
     if getattr(args, "command", None) in NO_JSON_COMMANDS and (getattr(args, "json", False) or "--json" in extra):
         raise CommandError(f"--json does not apply to nbmemory {args.command}: "
                            f"{NO_JSON_COMMANDS[args.command]}", EXIT_USAGE)
@@ -56,6 +59,18 @@ def run(argv: Sequence[str] | None = None) -> int:
     with open_memory(args.store, args.model) as mem, _printable_stdout():
         STORE_COMMANDS[args.command](mem, args)
     return EXIT_OK
+
+
+def _known_before_the_command(parser, argv: list[str]) -> None:
+    """Refuse an option before the command that nbmemory does not have: argparse took the
+    value after it for the command (``--mod hash:64 status``: "invalid choice 'hash:64'")."""
+    options, at = parser._option_string_actions, 0
+    while at < len(argv) and argv[at].startswith("-") and argv[at] != "--":
+        name = argv[at].split("=", 1)[0]
+        if name not in options:
+            raise CommandError(f"unrecognized arguments: {name} (see: nbmemory --help)",
+                               EXIT_USAGE)
+        at += 2 if options[name].nargs != 0 and "=" not in argv[at] else 1
 
 
 class _Printable:

@@ -644,6 +644,10 @@ def test_json_is_refused_where_nothing_prints_it(argv):
     (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
     (["remember", "--bogus", "x"], 2, "nbmemory: unrecognized arguments: --bogus "
                                       "(see: nbmemory remember --help)"),
+    # Before the command: its value was taken for the command ("invalid choice: 'hash:64'").
+    (["--mod", "hash:64", "status"], 2, "nbmemory: unrecognized arguments: --mod "
+                                        "(see: nbmemory --help)"),
+    (["--stor=x", "status"], 2, "nbmemory: unrecognized arguments: --stor (see: nbmemory"),
     (["import", "."], 2, "is a directory; give the .jsonl file nbmemory export wrote"),
     # One dash: -tag was read as -t ag, so the note was stored with the tag "ag".
     (["remember", "-tag", "orders", "amounts in cents"], 2, "nbmemory: unknown option -tag: "
