@@ -476,9 +476,10 @@ def cmd_stop(args) -> int:
         emit_json({"store": str(location.path), "stopped": stopped,
                    "pid": info.get("pid") if info else None})
     elif stopped:
-        print(f"Stopped the owner of {location.path} (pid {info.get('pid') if info else '?'}).")
+        print(f"Stopped the owner of {location.address or location.path} "
+              f"(pid {info.get('pid') if info else '?'}).")
     else:
-        print(f"No owner is running for {location.path}.")
+        print(f"No owner is running for {location.address or location.path}.")
     return EXIT_OK
 
 

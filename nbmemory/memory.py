@@ -19,7 +19,7 @@ from . import checks as evaluation
 from .about_here import about_here as _about, with_check as _with_check
 from .config import Settings, StoreLocation, current_user, locate_store
 from .display import ShownHits
-from .errors import InvalidInput, StoreUnavailable
+from .errors import InvalidInput, NotFound, StoreUnavailable
 from .operations import operation as lookup
 from .when import parse_since, parse_until
 from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
@@ -361,9 +361,16 @@ class Memory:
         target = locate_store(os.fspath(to))
         if target.address is None and not target.path.parent.is_dir():  # a typo: no new store
             raise InvalidInput(f"Cannot share with {to}: {target.path.parent} does not exist.")
+        if self.location is not None and target.path.resolve() == self.location.path.resolve():
+            raise InvalidInput(f"Cannot share with {to}: it is this store. Give another one, "
+                               "as a rule the team store's address.")
         with tempfile.TemporaryDirectory(prefix="nbmemory-share-") as tmp:
             path = os.path.join(tmp, "shared.jsonl")  # the directory is owner-only
-            self.export_jsonl(path, ids=ids)
+            try:
+                self.export_jsonl(path, ids=ids)
+            except NotFound as exc:
+                raise NotFound(str(exc).replace("Nothing was exported.", "Nothing was shared.")
+                               ) from None
             with Memory.open(to, **open_options) as other:
                 return other.import_jsonl(path, merge=True,
                                           on_conflict="replace" if replace else "skip")

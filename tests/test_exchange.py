@@ -357,6 +357,20 @@ def test_a_note_shared_without_its_replacement_says_it_was_superseded_elsewhere(
         assert "Previously believed (#2, superseded (by a note not in this store)): " in str(hits)
 
 
+def test_sharing_with_this_store_or_a_note_it_has_not_is_refused_as_a_share(tmp_path):
+    """Found by a walkthrough: a share into the store itself said "0 added, 1 already
+    there", and a note id it has not said "Nothing was exported."."""
+    from nbmemory.errors import NotFound
+
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("orders.amount is in cents before 2021")
+        with pytest.raises(InvalidInput, match=r"^Cannot share with .*/a: it is this store\. "):
+            a.share([1], tmp_path / "a")
+        with pytest.raises(NotFound, match=r"^No note #9\b.* Nothing was shared\.$"):
+            a.share([9], tmp_path / "b", embedder=HashEmbedder())
+    assert not (tmp_path / "b").exists()
+
+
 @pytest.mark.parametrize("first", ["newer", "older"])
 def test_notes_shared_apart_are_linked_once_both_are_there(tmp_path, first):
     """The newer note shared first, then the one it replaced: the team store kept both

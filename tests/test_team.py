@@ -1407,3 +1407,16 @@ def test_a_note_with_nul_from_an_older_local_store_is_refused_by_name_not_by_tem
     with Memory.open(tmp_path / "copy", embedder=HashEmbedder()) as copy:
         assert copy.import_jsonl(tmp_path / "all.jsonl")["restored"] == 3
         assert copy.get(2).text == "orders.amount is in cents\x00 before 2021"
+
+
+def test_stop_names_the_team_store_not_its_cache_directory(team_url, capsys):
+    """It said "Stopped the owner of ~/.cache/nbmemory/team-c893df15a7e2c804 (pid ...)"."""
+    from nbmemory import cli
+
+    assert cli.main(["--store", team_url, "stop"]) == 0
+    assert capsys.readouterr().out == f"No owner is running for {team_url}.\n"
+    with Memory.open(team_url, model="hash:64", mode="service") as mem:
+        mem.remember("the ledger closes on day 3")
+    assert cli.main(["--store", team_url, "stop"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Stopped the owner of {team_url} (pid "), out
