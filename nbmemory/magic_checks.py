@@ -12,7 +12,7 @@ import textwrap
 from IPython.core.error import UsageError
 
 from . import checks as evaluation
-from .errors import StoreUnavailable
+from .errors import ReadOnlyStore, StoreUnavailable
 from .magic_args import ask, parse_ids, usage_errors
 from .wording import counted
 
@@ -93,6 +93,9 @@ class CheckCommands:
             return
         for item, outcome in results:
             print(describe(item["note"].id, item["expression"], outcome))
+        if any(item.get("recorded") is False for item, _ in results):
+            print("Not recorded in the store: it is read-only for you (the outcomes are "
+                  "yours alone).")
         if elsewhere:
             print(f"Not run: the checks of {', '.join(f'#{i}' for i in elsewhere)}, written in "
                   f"other notebooks (%memory check {' '.join(map(str, elsewhere))} runs them here).")
@@ -211,6 +214,8 @@ class CheckCommands:
         if outcomes:
             try:
                 self.mem.record_checks(outcomes)
+            except ReadOnlyStore:  # a reader: said as run, not theirs to journal
+                return lines
             except StoreUnavailable:  # said as run; judged again once the store is back
                 for o in outcomes:
                     self._check_seen.pop((o["note_id"], o["expression"]), None)

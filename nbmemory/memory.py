@@ -19,7 +19,7 @@ from . import checks as evaluation
 from .about_here import about_here as _about, with_check as _with_check
 from .config import Settings, StoreLocation, current_user, locate_store
 from .display import ShownHits
-from .errors import InvalidInput, NotFound, StoreUnavailable
+from .errors import InvalidInput, NotFound, ReadOnlyStore, StoreUnavailable
 from .operations import operation as lookup
 from .when import parse_since, parse_until
 from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
@@ -213,7 +213,8 @@ class Memory:
         """Re-evaluate the checks of ``note_ids`` (default: all) here, in ``namespace``,
         each within ``budget`` seconds, and journal the outcomes. A check someone else
         wrote is not run until trusted (:meth:`trust`); one whose names are not in
-        ``namespace`` is skipped. Returns (check, outcome) pairs."""
+        ``namespace`` is skipped. Returns (check, outcome) pairs; a check's ``recorded``
+        is False when a read-only team store kept no outcome."""
         wanted = None if note_ids is None else {int(i) for i in note_ids}
         listed = self.checks()
         for note_id in sorted((wanted or set()) - {item["note"].id for item in listed}):
@@ -233,8 +234,12 @@ class Memory:
             ) if item["trusted"] else evaluation.Outcome("skipped", why=why)
             results.append((item, outcome))
         if results:
-            self.record_checks([{"note_id": item["note"].id, "expression": item["expression"],
-                                 **outcome.to_dict()} for item, outcome in results])
+            try:
+                self.record_checks([{"note_id": item["note"].id, "expression": item["expression"],
+                                     **outcome.to_dict()} for item, outcome in results])
+            except ReadOnlyStore:  # a reader of a team store: the outcomes are theirs alone
+                for item, _ in results:
+                    item["recorded"] = False
         return results
 
     def remember_with_similar(self, text: str, *, supersedes: int | None = None,

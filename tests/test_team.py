@@ -608,6 +608,40 @@ def test_a_reader_without_write_grants_is_told_so_and_nothing_is_written(
     admin.close()
 
 
+def test_a_reader_trusts_and_runs_checks_in_their_own_kernel(
+        team_url, postgres_server, tmp_path, monkeypatch):
+    """Found by a walkthrough: a read-only member could neither trust a check (its journal
+    entry was refused) nor see an outcome (recording it was refused after the run)."""
+    with member(team_url, tmp_path, monkeypatch, "ada") as ada:
+        note = ada.remember("two is one and one", check="1 + 1 == 2", namespace={})
+    admin = psycopg.connect(Address.parse(team_url).conninfo, autocommit=True)
+    events = admin.execute("SELECT count(*) FROM nbmemory.events").fetchone()[0]
+    monkeypatch.setenv("JUPYTERHUB_USER", "checkreader")
+    with open_as_role(admin, team_url, "checkreader", "SELECT", tmp_path, monkeypatch) as reader:
+        [(item, outcome)] = reader.check({}, [note.id])
+        assert (outcome.status, item["recorded"]) == ("skipped", False)
+        assert outcome.why == "not trusted: written by ada"
+        reader.trust(note.id)
+        [(item, outcome)] = reader.check({}, [note.id])
+        assert (outcome.status, item["recorded"]) == ("passed", False)
+        from IPython.core.interactiveshell import InteractiveShell
+
+        shell = InteractiveShell.instance(history_length=0)
+        try:
+            shell.run_line_magic("load_ext", "nbmemory")
+            magics = shell.magics_manager.registry["NbMemory"]
+            magics.store, magics._memory = team_url, reader
+            with capture_output() as out:
+                shell.run_line_magic("memory", f"check {note.id}")
+            assert out.stdout == ("#1 holds: 1 + 1 == 2 (value 2)\nNot recorded in the store: "
+                                  "it is read-only for you (the outcomes are yours alone).\n")
+            magics._memory = None
+        finally:
+            InteractiveShell.clear_instance()
+    assert admin.execute("SELECT count(*) FROM nbmemory.events").fetchone()[0] == events
+    admin.close()
+
+
 def test_a_catch_up_cut_off_half_way_is_taken_again_from_where_it_was(ada_and_bo, monkeypatch):
     from nbmemory.engine.indexes import Dense
     from nbmemory.errors import StoreUnreachable

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import Conflict, InvalidInput, StoreUnavailable
+from ..errors import Conflict, InvalidInput, ReadOnlyStore, StoreUnavailable
 from ..files import atomic_write
 from ..models import Note, StaleReason, utcnow
 from .part import Part
@@ -113,10 +113,14 @@ class Checking(Part):
                                f"since it was read. Read it again (%memory history {note_id}), "
                                "then trust it. Nothing was trusted.")
             here = _local_trusts(self.engine.directory, writing=True) if self.engine.shared else {}
-            if not sent_again:
-                with self.engine.writing() as entry:  # the checks as read: not what replaces them
-                    entry.append("trusted", note.id, actor=actor, at=utcnow(),
-                                 request_id=request_id, data={"checks": checks})
+            try:
+                if not sent_again:
+                    with self.engine.writing() as entry:  # the checks as read, not later ones
+                        entry.append("trusted", note.id, actor=actor, at=utcnow(),
+                                     request_id=request_id, data={"checks": checks})
+            except ReadOnlyStore:  # a reader's trust is kept here alone, as every trust is
+                if not self.engine.shared:
+                    raise
             if self.engine.shared and not changed:  # the journal's event is for the history
                 _trust_here(self.engine.directory, here, actor,
                             self.store.uids_of([note.id])[note.id], checks)
