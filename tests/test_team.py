@@ -1236,7 +1236,7 @@ def test_sharing_chosen_notes_copies_them_with_their_history_once(team_url, tmp_
         assert summary["added"] == 2
         again = mine.share([lock.id], team_url, embedder=HashEmbedder())
         assert (again["added"], again["skipped"]) == (0, 1)
-        with pytest.raises(NotFound, match="No note #99. .*Nothing was exported"):
+        with pytest.raises(NotFound, match="No note #99. .*Nothing was shared"):
             mine.share([99], team_url, embedder=HashEmbedder())
     with Memory.open(team_url, embedder=HashEmbedder()) as team:
         notes = {n.text: n for n in team.notes().notes}
