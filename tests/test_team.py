@@ -518,6 +518,13 @@ def test_a_trust_covers_what_was_read_and_every_check_it_names(team_url, tmp_pat
                                        r"changed since it was read\. .* Nothing was trusted\.$"):
         ada.trust(note.id, checks=["1 + 1 == 2"])
     assert [i["trusted"] for i in ada.checks()] == [False]
+    engine = bo.memory._backend.engine  # the row was changed behind the journal's back
+    engine.store.forget_cached([note.id])
+    bo_reads = bo.checks()  # bo trusted the check bo wrote, as it read then
+    assert [(i["trusted"], i["trusted_before"]) for i in bo_reads] == [(False, True)]
+    [(_, outcome)] = bo.check({}, [note.id])  # not "written by": bo wrote it
+    assert outcome.why == ("not trusted: it changed since you trusted this note's checks; "
+                           "read it, then %memory trust 1")
     ada.close()
     shell = InteractiveShell.instance(history_length=0)
     try:

@@ -36,7 +36,8 @@ class Checking(Part):
     def checks(self, *, actor: str | None = None) -> list[dict[str, Any]]:
         """Every check of an active note: ``note``, ``expression``, ``names``, ``value``
         and ``variables`` (their fingerprints) when it was written, ``trusted`` (``actor``
-        trusted the check as it reads), ``imported`` (an import brought or changed the note)
+        trusted the check as it reads), ``trusted_before`` (``actor`` trusted a check of the
+        note: this one as it read then), ``imported`` (an import brought or changed the note)
         and ``last`` (the latest outcome, or None)."""
         actor = default_author(actor)
         with self.lock:
@@ -55,6 +56,9 @@ class Checking(Part):
                     if anchor.kind != "check":
                         continue
                     last = _latest(events.get(note_id, ()), anchor.target)
+                    mine = (local.get(uids.get(note.id), ()) if local is not None else
+                            [e for e in events.get(note_id, ()) if e.type == "trusted"
+                             and e.actor == actor])
                     out.append({"note": note, "expression": anchor.target,
                                 "names": anchor.fingerprint.get("names", []),
                                 "value": anchor.fingerprint.get("value", ""),
@@ -62,6 +66,7 @@ class Checking(Part):
                                 "trusted": _digest(anchor.target) in local.get(uids.get(note.id), ())
                                 if local is not None else
                                 _trusted(events.get(note_id, ()), actor, anchor.target),
+                                "trusted_before": bool(mine),
                                 "imported": imported,
                                 "last": last})
             return out
