@@ -77,16 +77,20 @@ def clear_validation_error(tool: str, text: str) -> str:
     """Pydantic's multi-line report -> one line naming each bad argument. An argument that
     takes a value or a list of them is reported once, for the value ("should be 'finding',
     ...", not also "should be a valid list")."""
-    problems: dict[str, list[str]] = {}
+    problems: dict[str, list[tuple[int, str]]] = {}  # by argument: (depth, what)
     for match in _PYDANTIC.finditer(text):
-        loc = match.group("loc").split(".")[0]
+        path = match.group("loc").split(".")
+        loc = path[0]
         if match.group("type") == "missing":
-            problems.setdefault(loc, []).append(f"{loc} is required")
+            problems.setdefault(loc, []).append((len(path), f"{loc} is required"))
         else:
             problems.setdefault(loc, []).append(
-                f"{loc}: {match.group('msg')} (got {match.group('value')})")
+                (len(path), f"{loc}: {match.group('msg')} (got {match.group('value')})"))
     if not problems:
         return text
+    # A list with one bad item: that item ("got 5"), not also the list as a value.
+    problems = {loc: [p for d, p in said if d == max(d for d, _ in said)] for loc, said in
+                problems.items()}
     problems = {loc: [p for p in said if "should be a valid list" not in p] or said
                 for loc, said in problems.items()}
     said = [p for ps in problems.values() for p in ps]

@@ -441,6 +441,9 @@ BAD_CALLS = [
                                         "most 10000 characters"),
     ("forget", {"note_ids": []}, "Bad arguments for forget: note_ids: List should have at least 1 item"),
     ("forget", {"note_ids": "one"}, "Bad arguments for forget: note_ids: Input should be a valid list"),
+    # A path or a list of them: the bad item, said once (the whole list was said too).
+    ("remember", {"text": "x", "about": ["data", 5]}, "Bad arguments for remember: about: Input "
+     "should be a valid string (got 5). Nothing was changed."),
     ("reinstate", {"note_id": 1}, "Cannot reinstate note #1: it is active already"),
     ("verify", {"note_id": 3}, "Cannot verify note #3: it is superseded by #4, the note to correct: "
                                "the remember tool (text=<the corrected finding>, supersedes=4)."),
