@@ -203,6 +203,7 @@ export function NoteCard(
           conflict={edit.conflict ? conflictOf(edit.conflict, trans) : undefined}
           saveLabel={trans.__('Save as new version')}
           onChange={draft => model.updateEdit(note.id, draft)}
+          failed={edit.failure}
           onCancel={() => {
             const after = ifCardLeaves(card.current);
             // Keep theirs (or cancel on a clash): show their version now, not at the next poll.

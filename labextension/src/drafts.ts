@@ -24,6 +24,8 @@ export interface IEdit {
   draft: IDraft;
   /** Set when a save found the fields it changes changed elsewhere too: the note now. */
   conflict?: { note: INote; fields: string[] };
+  /** Why the last save was not written (the form says it, beside the notice). */
+  failure?: string;
 }
 
 /** The fields an edit writes: those it changes. */

@@ -59,6 +59,8 @@ export function NoteEditor(props: {
   where?: string;
   autoFocus?: boolean;
   onChange?: (draft: IDraft) => void;
+  /** Why the last save was not written. */
+  failed?: string;
   onSave: (draft: IDraft) => Promise<void>;
   onCancel: () => void;
 }): JSX.Element {
@@ -216,9 +218,9 @@ export function NoteEditor(props: {
           }
         }}
       />
-      {problem ? (
+      {problem || props.failed ? (
         <div className="nbm-EditProblem" role="alert">
-          {problem}
+          {problem ?? props.failed}
         </div>
       ) : discarding ? (
         <div className="nbm-EditProblem nbm-Discard" role="alert">
@@ -321,6 +323,7 @@ export function NewNote(props: { model: MemoryModel; draft: IDraft }): JSX.Eleme
         initial={draft}
         pristine={model.draftStart ?? undefined}
         onChange={next => model.updateDraft(next)}
+        failed={model.draftFailure ?? undefined}
         where={draft.where ? trans.__('From %1', draft.where) : undefined}
         saveLabel={trans.__('Remember')}
         onCancel={() => model.cancelDraft()}

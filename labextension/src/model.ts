@@ -190,12 +190,13 @@ export class MemoryModel extends MemoryState {
   }
 
   cancelDraft(): void {
-    this.draft = this.draftStart = null;
+    this.draft = this.draftStart = this.draftFailure = null;
     this._emit();
   }
 
   /** Remember the new note's form; the note, or null when it was not stored (said). */
   async saveDraft(draft: IDraft): Promise<INote | null> {
+    this.draftFailure = null;
     try {
       const note = await this.remember(draft.text, {
         kind: draft.kind,
@@ -220,7 +221,10 @@ export class MemoryModel extends MemoryState {
       );
       return note;
     } catch (error) {
-      this.fail(error, this.trans.__('Your note is kept in the form; save it once the server is back.'));
+      this.draftFailure = this.fail(
+        error,
+        this.trans.__('Your note is kept in the form; save it once the server is back.')
+      );
       this._emit();
       return null;
     }
@@ -261,7 +265,7 @@ export class MemoryModel extends MemoryState {
     if (over && edit.conflict) {
       edit.base = edit.conflict.note; // seen: this version is what the edit replaces
     }
-    edit.conflict = undefined;
+    edit.conflict = edit.failure = undefined;
     const { base } = edit;
     const fields = changedFields(base, draft);
     if (Object.keys(fields).length === 0) {
@@ -274,7 +278,10 @@ export class MemoryModel extends MemoryState {
       try {
         now = (await this.detail(id)).note;
       } catch (error) {
-        this.fail(error, this.trans.__('Your edit is kept; save it once the server is back.'));
+        edit.failure = this.fail(
+          error,
+          this.trans.__('Your edit is kept; save it once the server is back.')
+        );
         this._emit();
         return false;
       }
@@ -300,7 +307,10 @@ export class MemoryModel extends MemoryState {
         if (raced && attempt < 2 && now.status === 'active') {
           continue;
         }
-        this.fail(error, this.trans.__('Your edit is kept; save it once the server is back.'));
+        edit.failure = this.fail(
+          error,
+          this.trans.__('Your edit is kept; save it once the server is back.')
+        );
         this._emit();
         return false;
       }

@@ -98,6 +98,9 @@ export class MemoryState {
   diffError: string | null = null;
   diffNames: [string, string] | null = null;
   draft: IDraft | null = null;
+  /** Why the new-note form's last save was not written (the form says it too: with the
+   * server away, JupyterLab may not be able to load its notifications). */
+  draftFailure: string | null = null;
   /** The new-note form as it was started (empty, or from a cell): typing is what differs. */
   draftStart: IDraft | null = null;
   /**
@@ -256,15 +259,14 @@ export class MemoryState {
   }
 
   /**
-   * Say why a request failed (an error notice). `kept`, said when the server could not be
-   * reached, tells what the user still has ("Your edit is kept; save it once…").
+   * Say why a request failed (an error notice), and return it. `kept`, said when the server
+   * could not be reached, tells what the user still has ("Your edit is kept; save it once…").
    */
-  fail(error: unknown, kept?: string): void {
+  fail(error: unknown, kept?: string): string {
     const message = this.wordsOf(error);
-    this._notices.error(
-      kept && isUnreachable(error) ? `${message} ${kept}` : message,
-      error instanceof ApiError && error.transient
-    );
+    const said = kept && isUnreachable(error) ? `${message} ${kept}` : message;
+    this._notices.error(said, error instanceof ApiError && error.transient);
+    return said;
   }
 
   /** An error in the user's words (no answer at all is not a "TypeError"). */

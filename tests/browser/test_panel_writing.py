@@ -299,3 +299,28 @@ def test_a_new_note_the_filters_hide_says_so(page, lab):
         expect(said).not_to_contain_text("hide")
     finally:
         kinds.select_option("")
+
+
+def test_a_note_not_remembered_says_why_in_its_form(page, lab):
+    """Found by a walkthrough: with the server down, the reason was a toast alone, and
+    JupyterLab could not show one (its notifications load from that server): the form
+    closed nothing and said nothing. It says why beside the text it keeps."""
+    def remember(url: str) -> bool:
+        return url.split("?")[0].endswith("/nbmemory/notes")
+
+    page.route(remember, lambda route: route.abort() if route.request.method == "POST"
+               else route.continue_())  # what a stopped server gives
+    try:
+        page.locator(f"{PANEL} .nbm-NewNote").click()
+        form = page.locator(f"{PANEL} .nbm-NewNote-Form")
+        form.locator(".nbm-EditText").fill("the vat rate changed in April")
+        form.locator(".nbm-Save").click()
+        expect(form.locator(".nbm-EditProblem")).to_have_text(
+            "JupyterLab's server is not responding (stopped, or the network is down). Your "
+            "note is kept in the form; save it once the server is back.")
+        expect(form.locator(".nbm-EditText")).to_have_value("the vat rate changed in April")
+    finally:
+        page.unroute(remember)
+    form.locator(".nbm-Save").click()
+    expect(card(page, "the vat rate changed in April")).to_be_visible()
+    expect(form).to_have_count(0)
