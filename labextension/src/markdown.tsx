@@ -33,6 +33,7 @@ export function NoteMarkdown(props: {
     void renderer.renderModel(model).then(() => {
       if (!disposed) {
         unlinkPaths(renderer.node);
+        unanchorHeadings(renderer.node);
         node.appendChild(renderer.node);
         rendered.current?.();
       }
@@ -63,4 +64,13 @@ function unlinkPaths(root: HTMLElement): void {
       link.replaceWith(text);
     }
   }
+}
+
+/**
+ * A heading in a note is not a place in JupyterLab's page: its ¶ link set the Lab's URL to
+ * `/lab#Heading`, and two notes with one heading gave the page two elements of one id.
+ */
+function unanchorHeadings(root: HTMLElement): void {
+  root.querySelectorAll('a.jp-InternalAnchorLink').forEach(link => link.remove());
+  root.querySelectorAll('[id]').forEach(element => element.removeAttribute('id'));
 }

@@ -77,6 +77,20 @@ def test_a_link_to_a_relative_path_is_text_and_a_web_link_stays_a_link(page, lab
     expect(text.locator("a")).to_have_attribute("href", "https://example.org/docs")
 
 
+def test_a_heading_in_a_note_is_no_anchor_of_the_page(page, lab):
+    """Found by a walkthrough: a heading's ¶ link set the Lab's URL to /lab#Loading, and
+    two notes with one heading gave the page two elements of one id."""
+    notes = [lab.remember(f"# Loading\nthe {which} loader retries three times")
+             for which in ("parquet", "csv")]
+    refresh(page)
+    for note in notes:
+        text = card_of(page, note).locator(".nbm-NoteText")
+        expect(text.locator("h1")).to_have_text("Loading")
+        expect(text.locator("a")).to_have_count(0)
+        expect(text.locator("[id]")).to_have_count(0)
+    assert "#" not in page.url
+
+
 def test_tag_chips_show_and_toggle_the_tag_filter_and_the_box_applies_live(page, lab):
     alpha = lab.remember("chip note alpha", tags="chips,alpha")
     beta = lab.remember("chip note beta", tags="chips,beta")
