@@ -14,6 +14,30 @@ import { MemoryModel } from './model';
 import { PhaseAndError } from './status';
 import { ISnapshot, ISnapshotDiff } from './types';
 
+/** Characters of a snapshot's message shown before "Show more". */
+const MESSAGE_SHOWN = 160;
+
+/** A message cut at MESSAGE_SHOWN characters, with Show more / Show less. */
+function ShortText(props: { text: string; trans: TranslationBundle }): JSX.Element {
+  const [open, setOpen] = React.useState(false);
+  const { text, trans } = props;
+  if (text.length <= MESSAGE_SHOWN) {
+    return <>{text}</>;
+  }
+  return (
+    <>
+      {open ? text : text.slice(0, MESSAGE_SHOWN).trimEnd() + '…'}{' '}
+      <button
+        className="nbm-LinkButton nbm-Expand"
+        aria-expanded={open}
+        onClick={() => setOpen(!open)}
+      >
+        {open ? trans.__('Show less') : trans.__('Show more')}
+      </button>
+    </>
+  );
+}
+
 /** A choice among the snapshots by name, or ``none`` (the empty value). */
 function SnapshotSelect(props: {
   className: string;
@@ -88,7 +112,9 @@ export function SnapshotsView(props: {
                 <td className="nbm-SnapshotCount">
                   {trans._n('%1 note', '%1 notes', s.note_count)}
                 </td>
-                <td className="nbm-SnapshotMessage">{s.message}</td>
+                <td className="nbm-SnapshotMessage">
+                  <ShortText text={s.message} trans={trans} />
+                </td>
               </tr>
             ))}
           </tbody>

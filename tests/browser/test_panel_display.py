@@ -280,6 +280,23 @@ def test_long_snapshot_names_stay_inside_the_panel(page, lab):
     page.locator(f"{PANEL} .nbm-Tab", has_text="Notes").click()
 
 
+def test_a_long_snapshot_message_is_cut_until_asked_for(page, lab):
+    """Found by a walkthrough: a 600-character message took most of the tab at 250 px and
+    pushed Compare down; notes are cut with Show more, the messages were not."""
+    message = "why this moment matters: " + "the ledger was reconciled again " * 18
+    assert lab.api("snapshots", "POST", {"name": "long-message", "message": message})[0] == 201
+    page.locator(f"{PANEL} .nbm-Tab", has_text="Snapshots").click()
+    cell = page.locator(f"{PANEL} .nbm-SnapshotTable tr", has_text="long-message").locator(
+        ".nbm-SnapshotMessage")
+    expect(cell).to_contain_text("why this moment matters")
+    assert len(cell.inner_text()) < 200
+    cell.get_by_role("button", name="Show more").click()
+    expect(cell).to_contain_text(message.strip())
+    cell.get_by_role("button", name="Show less").click()
+    assert len(cell.inner_text()) < 200
+    page.locator(f"{PANEL} .nbm-Tab", has_text="Notes").click()
+
+
 def test_a_snapshot_diff_renders_notes_as_cards_do_and_folds_a_long_section(page, lab):
     """Last in this module (it adds 60 notes). The diff shows a note's Markdown rendered
     (bold, code), its raw HTML as text; a section of more than 50 notes is folded under
