@@ -73,9 +73,12 @@ def replace(store: Store, journal: Journal, note_id: int, row: dict, versions: l
     if same and not anchors_differ and row["status"] == current.status and not resolves:
         return "unchanged"
     seq = None
-    if not same:
+    if not same:  # what changed, as an edit says it, and that an import did it
+        names = [name for name, theirs, here in zip(
+            ("text", "kind", "priority", "tags"), fields,
+            (current.text, current.kind, current.priority, current.tags)) if theirs != here]
         seq = journal.append("edited", note_id, actor=actor, at=now,
-                                 data={"changed": ["imported"]})
+                             data={"changed": [*names, "imported"]})
         provenance = Provenance.from_dict(json.loads(latest["provenance"])
                                           if latest.get("provenance") else None)
         store.insert_version(note_id, text=latest["text"], content_hash=latest["content_hash"],

@@ -171,6 +171,9 @@ def test_merge_policies(tmp_path):
         assert b.recall("amount")[0].note.text == "amount is in dollars"
         assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="replace")["replaced"] == 1
         assert b.recall("amount")[0].note.text == "amount is in cents"
+        # The history says what the import changed, as an edit's does (it said "imported").
+        edited = [e for e in b.history(b.recall("amount")[0].note.id) if e.type == "edited"]
+        assert edited[-1].data == {"changed": ["text", "imported"]}
         assert b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="replace")["unchanged"] == 2
         # The same notes as the file's: nothing to keep both of (a copy each, before).
         summary = b.import_jsonl(tmp_path / "v2.jsonl", on_conflict="keep-both")
