@@ -339,9 +339,9 @@ def _waiting(count: int) -> str:
 
 
 def status_display(status: dict[str, Any]) -> Rich:
-    recalls = status.get("recalls", 0)
-    empty = status.get("empty_recalls", 0)
-    rate = f"{empty}/{recalls} ({100 * empty / recalls:.0f}%)" if recalls else "no recalls yet"
+    recalls, empty = status.get("recalls", 0), status.get("empty_recalls", 0)
+    rate = (f"{empty}/{recalls} ({100 * empty / recalls:.0f}%)" if recalls else
+            "unknown while the server is away" if recalls is None else "no recalls yet")
     by_status = status.get("by_status", {})
     other = ", ".join(f"{v} {k}" for k, v in sorted(by_status.items()) if k != "active")
     rows = [

@@ -1331,9 +1331,13 @@ def test_while_the_server_is_away_reads_answer_from_the_local_copy_marked_behind
             status = bo.status()
             assert status["notes"] == 1 and "is unreachable" in status["unreachable"]
             assert status["store"] == team_url
-            # The copy holds no snapshots: not "0 snapshots" but unknown.
+            # The copy holds no snapshots: not "0 snapshots" but unknown; nor the recall
+            # statistics (it said "no recalls yet" right after a recall).
             assert status["snapshots"] is None
-            assert "unknown while the server is away" in status_display(status).text
+            assert (status["recalls"], status["empty_recalls"]) == (None, None)
+            shown = status_display(status).text
+            assert "unknown while the server is away" in shown
+            assert "no recalls yet" not in shown
         finally:
             postgres_server.start()
         hits = bo.recall("when is the warehouse rebuilt")

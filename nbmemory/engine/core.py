@@ -51,7 +51,7 @@ from .writes import Writes
 
 POSITION_FILENAME = "journal.position"  # in a team store's directory (see _changed)
 REPOSITORIES_FILENAME = "repositories.json"  # its checkouts on this machine (repos.py)
-
+NOT_IN_THE_COPY = ("snapshots", "recalls", "empty_recalls")  # a status unknown while away
 
 # Reads a team store's member answers from its mirror while the server is away: those of
 # notes and anchors, which it copies (the magics ask for the anchored variables and files
@@ -487,7 +487,7 @@ class Engine:
             address = self.store.address.url
             return {**from_mirror(self, self._status), "store": address,
                     "journal_position": self.journal.position, "unreachable": str(exc),
-                    "read_only": False, "snapshots": None}  # not in the copy
+                    "read_only": False, **dict.fromkeys(NOT_IN_THE_COPY)}
 
     def _status(self) -> dict[str, Any]:
         with self.lock:
