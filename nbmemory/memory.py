@@ -19,7 +19,7 @@ from . import checks as evaluation
 from .about_here import about_here as _about, with_check as _with_check
 from .config import Settings, StoreLocation, current_user, locate_store
 from .display import ShownHits
-from .errors import InvalidInput, NotFound, ReadOnlyStore, StoreUnavailable
+from .errors import InvalidInput, NotFound, StoreUnavailable
 from .operations import operation as lookup
 from .when import parse_since, parse_until
 from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
@@ -215,34 +215,9 @@ class Memory:
         wrote is not run until trusted (:meth:`trust`); one whose names are not in
         ``namespace`` is skipped. Returns (check, outcome) pairs; a check's ``recorded``
         is False when a read-only team store kept no outcome."""
-        wanted = None if note_ids is None else {int(i) for i in note_ids}
-        listed = self.checks()
-        for note_id in sorted((wanted or set()) - {item["note"].id for item in listed}):
-            self.get(note_id)  # an id that names no note is refused, not "has no check"
-        results = []
-        for item in listed:
-            if wanted is not None and item["note"].id not in wanted:
-                continue
-            author = item["note"].author
-            why = ("not trusted: it came in an import (a file carries no trust)"
-                   if item.get("imported") else
-                   f"not trusted: it changed since you trusted this note's checks; read it, "
-                   f"then %memory trust {item['note'].id}" if item.get("trusted_before") else
-                   f"not trusted: written by {author or 'someone else'}"
-                   if author != current_user() else
-                   "not trusted here: not as it reads now (or only on another machine)")
-            outcome = evaluation.evaluate(
-                item["expression"], namespace, budget=budget, reads=item["names"]
-            ) if item["trusted"] else evaluation.Outcome("skipped", why=why)
-            results.append((item, outcome))
-        if results:
-            try:
-                self.record_checks([{"note_id": item["note"].id, "expression": item["expression"],
-                                     **outcome.to_dict()} for item, outcome in results])
-            except ReadOnlyStore:  # a reader of a team store: the outcomes are theirs alone
-                for item, _ in results:
-                    item["recorded"] = False
-        return results
+        from .checks_here import run_checks
+
+        return run_checks(self, namespace, note_ids, budget)
 
     def remember_with_similar(self, text: str, *, supersedes: int | None = None,
                               similar: int = 3, **options: Any) -> tuple[Note, list[Hit]]:
