@@ -360,6 +360,20 @@ def test_a_note_shared_without_its_replacement_says_it_was_superseded_elsewhere(
         assert "Previously believed (#2, superseded (by a note not in this store)): " in str(hits)
 
 
+def test_notes_shared_into_a_new_store_of_the_same_model_are_recalled(tmp_path):
+    """Found by review: a merge brings the file's vectors but never said whose model they
+    are, so a store made by the share had none it would use: recall found nothing, not
+    even by keywords, and after a reopen too."""
+    with Memory.open(tmp_path / "a", embedder=HashEmbedder()) as a:
+        a.remember("orders.amount is in cents before 2021")
+        assert a.share([1], tmp_path / "b", embedder=HashEmbedder())["added"] == 1
+    for _ in range(2):  # and once reopened
+        with Memory.open(tmp_path / "b", embedder=HashEmbedder()) as b:
+            assert [h.note.text for h in b.recall("amount in cents")] == [
+                "orders.amount is in cents before 2021"]
+            assert (b.status()["model"], b.status()["vectors"]) == ("hash:64", 1)
+
+
 def test_sharing_with_this_store_or_a_note_it_has_not_is_refused_as_a_share(tmp_path):
     """Found by a walkthrough: a share into the store itself said "0 added, 1 already
     there", and a note id it has not said "Nothing was exported."."""

@@ -92,13 +92,14 @@ class Upkeep(Part):
                         summary = exchange.restore(self.store, export, progress)
                         summary = {"restored": summary.get("notes", 0),
                                    "snapshots": summary.get("snapshots", 0)}
-                        model = export.header.get("model")
-                        if model and model_name(model) == self.engine.embedder.name:
-                            self.engine.set_identity(model)
                     else:
                         summary = exchange.merge(self.store, export, policy=on_conflict,
                                                  actor=default_author(actor), now=utcnow(),
                                                  journal=entry)
+                    model = export.header.get("model")  # its vectors came with the rows
+                    if (model and model_name(model) == self.engine.embedder.name
+                            and (empty or not self.engine.stored_identity)):
+                        self.engine.set_identity(model)
                     summary["embedding"] = self._put_ahead(ahead)
                     if request_id:
                         self.store.record_request(request_id, summary)
@@ -129,7 +130,7 @@ class Upkeep(Part):
                 brought.pop(row.get("content_hash"), None)
         with self.lock:
             self.engine.check_embedder()
-            here = self.store.vectors_by_hash(model, list(brought))
+            here = self.store.embedded(model, list(brought))
         todo = sorted((h, t) for h, t in brought.items() if h not in here)
         ahead: dict[str, np.ndarray] = {}
         for start in range(0, len(todo), BULK_CHUNK):

@@ -85,6 +85,10 @@ class Rows:
                 [x for h, v in chunk for x in (h, model, encode_vector(v))],
             )
 
+    def embedded(self, model: str, hashes: Sequence[str]) -> set[str]:
+        """Which of ``hashes`` have a vector for ``model``."""
+        return {h for (h,) in self._by_hash("content_hash", model, hashes)}
+
     def has_embedding(self, model: str, content_hash: str) -> bool:
         return bool(self._by_hash("content_hash", model, [content_hash]))
 
