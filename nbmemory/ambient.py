@@ -34,12 +34,13 @@ from typing import Any, Iterable, Sequence
 
 from .anchors import glob_match
 from .audit import install_hook, start_recording, stop_recording
-from .errors import StoreUnavailable
+from .errors import StoreDamaged, StoreLocked, StoreTooNew, StoreUnavailable
 
 MAX_CELLS = 1000  # cells whose last matches are remembered (for "not twice in a row")
 RECENT_CELLS = 20  # a note shown under a cell is not shown again under the next ones
 MAX_SOURCE = 200_000  # longer cells are not parsed
 K = 5  # notes per path, variable or error
+AWAY_RETRY_S = 10.0  # a store that could not be reached is asked again this much later
 
 # -- reading a cell ----------------------------------------------------------------------
 
@@ -234,7 +235,8 @@ class Ambient:
         self._cwd: tuple[str, str] = ("", "")
         self._started = datetime.now(timezone.utc)
         self.problem: str | None = None  # said once; ambient waits for %memory ambient on
-        self.away: str | None = None  # the store could not be reached (said once): next cell
+        self.away: str | None = None  # the store could not be reached (said once)
+        self._away_until = 0.0  # asked again at the first cell after this (monotonic)
         self.last: tuple[Any, list] | None = None  # (what was shown, its groups)
         self.last_decision = "no cell run yet"
         self.timings: deque[float] = deque(maxlen=1000)  # ms per cell, this kernel
@@ -265,27 +267,33 @@ class Ambient:
 
     def after(self, result) -> None:
         reads = stop_recording()
-        if not self.on:
-            return
+        if not self.on or (self.away and time.monotonic() < self._away_until):
+            return  # the store was away a moment ago: not asked at every cell
         started = time.perf_counter()
         memory = self.magics._memory
         try:
             with memory.quickly() if memory is not None else nullcontext():
                 self._after(result, reads)
             self.away = None
+        except (StoreLocked, StoreDamaged, StoreTooNew) as exc:  # not over by the next cell
+            self._pause(exc)
         except StoreUnavailable as exc:  # the owner or the team's server away: not for long
             if self.away is None:
                 print(f"nbmemory: ambient recall waits for the store ({exc}); it tries again "
-                      "at the next cell.", file=sys.stderr)
-            self.away = str(exc)
+                      f"at a cell in {AWAY_RETRY_S:g} s.", file=sys.stderr)
+            self.away, self._away_until = str(exc), time.monotonic() + AWAY_RETRY_S
             self.last_decision = f"waiting for the store: {exc}"
         except Exception as exc:  # never break the user's cell: say it once and stop
-            self.problem = f"{type(exc).__name__}: {exc}"
-            self.last_decision = f"paused: {self.problem}"
-            print(f"nbmemory: ambient recall paused ({self.problem}). Fix that, then "
-                  "%memory ambient on.", file=sys.stderr)
+            self._pause(exc)
         finally:
             self.timings.append((time.perf_counter() - started) * 1000)
+
+    def _pause(self, exc: BaseException) -> None:
+        """Say it once and stop, until %memory ambient on."""
+        self.problem = f"{type(exc).__name__}: {exc}"
+        self.last_decision = f"paused: {self.problem}"
+        print(f"nbmemory: ambient recall paused ({self.problem}). Fix that, then "
+              "%memory ambient on.", file=sys.stderr)
 
     # -- deciding ------------------------------------------------------------------------
 

@@ -24,8 +24,9 @@ def run_checks(memory, namespace: Mapping[str, Any], note_ids: Iterable[int] | N
         author = item["note"].author
         why = ("not trusted: it came in an import (a file carries no trust)"
                if item.get("imported") else
-               f"not trusted: it changed since you trusted this note's checks; read it, "
-               f"then %memory trust {item['note'].id}" if item.get("trusted_before") else
+               f"not trusted as it reads now: you trusted this note's checks before, not this "
+               f"one (it changed, or is new); read it, then %memory trust {item['note'].id}"
+               if item.get("trusted_before") else
                f"not trusted: written by {author or 'someone else'}"
                if author != current_user() else
                "not trusted here: not as it reads now (or only on another machine)")

@@ -199,8 +199,10 @@ class ThreadTuner:
         self.batches = {False: 0, True: 0}
         # One encode at a time (an import encodes outside the engine's lock, beside
         # recalls): the thread count set for one is the whole process's, and the times
-        # recorded per text would mix.
-        self._encoding = threading.Lock()
+        # recorded per text would mix. Small ones (a query, a note) go before the next bulk
+        # chunk: a recall waits for the chunk being encoded, not for the whole import.
+        self._turn = threading.Condition()
+        self._busy, self._small_waiting = False, 0
 
     def __getattr__(self, name: str):  # name, dims, identity, loaded...
         if name == "embedder":
@@ -220,8 +222,19 @@ class ThreadTuner:
         return other if self.batches[bulk] % self.explore == 0 else best
 
     def encode(self, texts):
-        with self._encoding:
+        small = len(texts) < BULK
+        with self._turn:
+            self._small_waiting += small
+            while self._busy or (not small and self._small_waiting):
+                self._turn.wait()
+            self._small_waiting -= small
+            self._busy = True
+        try:
             return self._encode(texts)
+        finally:
+            with self._turn:
+                self._busy = False
+                self._turn.notify_all()
 
     def _encode(self, texts):
         if self._set_threads is None:

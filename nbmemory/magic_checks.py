@@ -133,6 +133,7 @@ class CheckCommands:
             read = [item["expression"] for item in listed if item["note"].id == note_id]
             with usage_errors():
                 self.mem.trust(note_id, checks=read or None)
+            self._checks_token = ()  # the ambient re-check reads the trust (a reader's: here only)
             if len(read) > 1:
                 print(f"Trusted the {len(read)} checks of #{note_id} (%memory check {note_id} "
                       "runs them):" + "".join(f"\n  {c}" for c in read))
@@ -183,6 +184,7 @@ class CheckCommands:
         fail, or hold again. ``token`` changes when the store does (refetch the checks)."""
         from .values import variable_fingerprint
 
+        self._record_outcomes()  # those of a cell run while the store was away
         if not names:
             return []
         lines, outcomes = [], []
@@ -211,17 +213,25 @@ class CheckCommands:
             flagged = last == "failed" or last == "error" and not item["last"].get("auto")
             if outcome.status == "failed" or (outcome.status == "passed" and flagged):
                 lines.append(describe(item["note"].id, item["expression"], outcome))
-        if outcomes:
-            try:
-                self.mem.record_checks(outcomes)
-            except ReadOnlyStore:  # a reader: said as run, not theirs to journal
-                return lines
-            except StoreUnavailable:  # said as run; judged again once the store is back
-                for o in outcomes:
-                    self._check_seen.pop((o["note_id"], o["expression"]), None)
-                return [line + " (not recorded: the store cannot be reached)" for line in lines]
-            self._checks_token = ()  # no store's: the outcomes are read again next time
+        self._unrecorded = (self._unrecorded + outcomes)[-100:]
+        if outcomes and not self._record_outcomes():
+            return [line + " (not recorded yet: the store cannot be reached)" for line in lines]
         return lines
+
+    def _record_outcomes(self) -> bool:
+        """Journal the ambient re-check's outcomes not recorded yet (the store was away);
+        False while it still cannot be reached (they wait for the next cell)."""
+        if not self._unrecorded:
+            return True
+        try:
+            self.mem.record_checks(self._unrecorded)
+        except ReadOnlyStore:  # a reader: said as run, not theirs to journal
+            pass
+        except StoreUnavailable:
+            return False
+        self._unrecorded = []
+        self._checks_token = ()  # no store's: the outcomes are read again next time
+        return True
 
     def _written_here(self, note) -> bool:
         """Whether ``note`` was written in this kernel's notebook (or both outside one)."""

@@ -88,6 +88,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         self._notebook: str | None = None  # learnt once, kept for the kernel's life
         self._ambient = Ambient(self)
         self._checks, self._checks_token, self._check_seen = None, None, {}  # see magic_checks
+        self._unrecorded: list[dict] = []
         super().__init__(shell=shell, **kwargs)
 
     @property

@@ -413,6 +413,45 @@ def test_a_failure_is_said_once_and_pauses_it(shell):
     assert "paused (RuntimeError: the owner went away); %memory ambient on to retry" in out.stdout
 
 
+def test_a_store_away_makes_it_wait_and_a_locked_one_pauses_it(shell, monkeypatch):
+    """An unreachable store is asked again a while later, not at every cell (each asking
+    cost its time), then the line comes back; a store another process holds does not free
+    itself by the next cell: that pauses it, as any other failure does."""
+    from nbmemory import ambient
+    from nbmemory.errors import StoreLocked, StoreUnreachable
+
+    run(shell, "remember --about data/orders.csv amounts are in cents")
+    magics = shell.magics_manager.registry["NbMemory"]
+    cell(shell, "x = 1")
+    asked, real = [], magics.mem.notes_about
+    clock = [1000.0]
+    monkeypatch.setattr(ambient.time, "monotonic", lambda: clock[0])
+
+    def away(**kwargs):
+        asked.append(1)
+        raise StoreUnreachable("The team store is unreachable (test)")
+
+    magics.mem.notes_about = away
+    first = cell(shell, "orders = pd.read_csv('data/orders.csv')")[2].stderr
+    assert first.strip() == ("nbmemory: ambient recall waits for the store (The team store is "
+                             "unreachable (test)); it tries again at a cell in 10 s.")
+    assert cell(shell, "orders = pd.read_csv('data/orders.csv')  # 2")[2].stderr == ""
+    assert len(asked) == 1  # not asked again within 10 s
+    _, out = run(shell, "memory ambient status")
+    assert "on, waiting for the store (The team store is unreachable (test))" in out.stdout
+    clock[0] += 11
+    magics.mem.notes_about = real
+    lines, _, _ = cell(shell, "orders = pd.read_csv('data/orders.csv')  # 3")
+    assert lines == ["nbmemory: 1 note about data/orders.csv: #1 (%memory ambient show)"]
+
+    def locked(**kwargs):
+        raise StoreLocked("The store is open in another process (test)")
+
+    magics.mem.notes_about = locked
+    said = cell(shell, "orders = pd.read_csv('data/orders.csv')  # 4")[2].stderr
+    assert said.startswith("nbmemory: ambient recall paused (StoreLocked: The store is open")
+
+
 # -- the gate with the real model ------------------------------------------------------------
 # Measured with all-MiniLM-L6-v2; these set Gate's defaults. Gotchas 13-14 and 15-16 are
 # about the same problems (time zones, encodings), as teams write them.

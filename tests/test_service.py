@@ -162,6 +162,39 @@ def test_bulk_batches_keep_their_own_record_and_may_use_every_core():
     assert threads[0] == 1  # back to one thread for the next query
 
 
+def test_a_query_goes_before_the_next_bulk_chunk():
+    """Found by review: an import encodes chunk after chunk outside the engine's lock; the
+    lock around the model is not fair, so the import took it back between its chunks and a
+    recall (holding the engine's lock meanwhile) waited for several of them."""
+    import threading
+
+    from nbmemory.embed import BULK, ThreadTuner
+
+    order, first_chunk = [], threading.Event()
+
+    class Fake:
+        name = "fake"
+
+        def encode(self, texts):
+            order.append(texts[0])
+            if texts[0] == "chunk 1":
+                assert first_chunk.wait(30)
+            return [[0.0]] * len(texts)
+
+    tuner = ThreadTuner(Fake(), set_threads=lambda n: None)
+    importing = threading.Thread(target=lambda: [tuner.encode([f"chunk {i}"] * BULK)
+                                                 for i in (1, 2)])
+    importing.start()
+    wait_for(lambda: order == ["chunk 1"], what="the first chunk to be encoded")
+    asking = threading.Thread(target=lambda: tuner.encode(["a query"]))
+    asking.start()
+    wait_for(lambda: tuner._small_waiting == 1, what="the query to wait for the model")
+    first_chunk.set()
+    importing.join(30)
+    asking.join(30)
+    assert order == ["chunk 1", "a query", "chunk 2"]
+
+
 # -- the same API, through the owner ---------------------------------------------------------
 
 def test_every_call_works_through_the_owner(mem, store):

@@ -523,8 +523,9 @@ def test_a_trust_covers_what_was_read_and_every_check_it_names(team_url, tmp_pat
     bo_reads = bo.checks()  # bo trusted the check bo wrote, as it read then
     assert [(i["trusted"], i["trusted_before"]) for i in bo_reads] == [(False, True)]
     [(_, outcome)] = bo.check({}, [note.id])  # not "written by": bo wrote it
-    assert outcome.why == ("not trusted: it changed since you trusted this note's checks; "
-                           "read it, then %memory trust 1")
+    assert outcome.why == ("not trusted as it reads now: you trusted this note's checks "
+                           "before, not this one (it changed, or is new); read it, then "
+                           "%memory trust 1")
     ada.close()
     shell = InteractiveShell.instance(history_length=0)
     try:
@@ -1373,7 +1374,8 @@ def test_a_check_under_a_cell_is_said_while_the_server_is_away_and_ambient_comes
         try:
             out, err = cell("total = [-1, -2]")
             assert out == ("nbmemory: #1 FAILS: sum(total) > 0 is now False (value -3) (not "
-                           "recorded: the store cannot be reached)\n")
+                           "recorded yet: the store cannot be reached)\n")
+            assert cell("print(len(total))") == ("2\n", "")  # said once, not at each mention
             assert "retrying" not in err
         finally:
             postgres_server.start()
