@@ -376,6 +376,11 @@ BAD_REQUESTS = [
      "not under the Jupyter server's root"),
     ("notes", "POST", {"text": "ok", "provenance": {"notebook": "/etc/nb.ipynb"}}, {},
      "not under the Jupyter server's root"),
+    # What Windows reads as a drive or a root: out of the root there, refused everywhere.
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "C:nb.ipynb"}}, {},
+     "not under the Jupyter server's root"),
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "\\etc\\nb.ipynb"}}, {},
+     "not under the Jupyter server's root"),
     ("notes", "POST", {"text": "ok", "provenance": {"cell_id": "abc"}}, {},
      "names a cell but not its notebook"),
     ("notes", "POST", {"text": "ok", "provenance": {"notebook": "a.ipynb",

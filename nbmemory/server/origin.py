@@ -4,7 +4,7 @@ checked, and the provenance recorded (git state, the user, the notebook's cell).
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import Any
 
 from ..errors import InvalidInput
@@ -60,6 +60,13 @@ def _encodes(text: str) -> bool:
     return True
 
 
+def _windows_absolute(path: str) -> bool:
+    """A drive (``C:x``, ``D:\\x``) or a root (``\\x``, ``/x``) as Windows reads it: on
+    Windows ``base / "/etc/x"`` is ``D:\\etc\\x``, out of the root."""
+    windows = PureWindowsPath(path)
+    return bool(windows.drive or windows.root)
+
+
 def server_path(lab: str, root: str | None) -> str:
     """The absolute path of ``lab`` (a path JupyterLab shows), refused outside the root.
 
@@ -69,7 +76,8 @@ def server_path(lab: str, root: str | None) -> str:
     is not."""
     base = Path(root or os.getcwd()).expanduser().resolve()
     relative = Path(os.path.normpath(lab))
-    if Path(lab).is_absolute() or relative.is_absolute() or relative.parts[:1] == ("..",):
+    if (Path(lab).is_absolute() or relative.is_absolute() or relative.parts[:1] == ("..",)
+            or _windows_absolute(lab)):
         raise InvalidInput(f"The notebook {lab!r} is not under the Jupyter server's root "
                            "directory; give its path as JupyterLab shows it.")
     return str(base / relative)

@@ -417,7 +417,9 @@ class ServiceBackend:
         if self.model:
             command += ["--model", self.model]
         log_fd = open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        self._log_offset = os.fstat(log_fd).st_size
+        # At its end for the owner too: Windows' C runtime appends for this process's
+        # descriptor only, and the owner's handle would write over the log from its start.
+        self._log_offset = os.lseek(log_fd, 0, os.SEEK_END)
         self._start_token = uuid.uuid4().hex
         try:
             proc = subprocess.Popen(

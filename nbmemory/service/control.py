@@ -107,5 +107,5 @@ def _terminate(directory: Path, pid: int) -> None:
         return
     try:
         os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
+    except OSError:  # exited meanwhile (Windows says so as a plain OSError or PermissionError)
         pass
