@@ -163,20 +163,6 @@ export function addNoteCommands(
   const refuse = () => {
     model.say(model.readOnlyMessage);
   };
-  /** Asked before a cell's Remember… replaces a new note being written. */
-  const replaceDraft = async (): Promise<boolean> => {
-    const answer = await showDialog({
-      title: trans.__('Replace the note you are writing?'),
-      body: trans.__(
-        'The new-note form holds a note you have not remembered yet. Replace it with a note about this cell, or keep writing it.'
-      ),
-      buttons: [
-        Dialog.cancelButton({ label: trans.__('Keep writing') }),
-        Dialog.warnButton({ label: trans.__('Replace it') })
-      ]
-    });
-    return answer.button.accept;
-  };
   let readOnly = model.readOnly;
   model.changed.connect(() => {
     if (model.readOnly !== readOnly) {
@@ -213,12 +199,7 @@ export function addNoteCommands(
       const draft = cellDraft(args);
       openPanel();
       model.setView('notes');
-      if (model.drafting && !(await replaceDraft())) {
-        model.startDraft(); // back to the note being written
-        return;
-      }
-      model.cancelDraft();
-      model.startDraft(draft);
+      await offerDraft(model, draft);
     }
   });
   app.commands.addCommand(CommandIDs.rememberOutput, {
@@ -254,4 +235,30 @@ function selectedText(cell: Cell, source: string): string {
     }
   }
   return '';
+}
+
+/**
+ * Open the new-note form with `draft` (a cell's Remember…, another extension's draft()):
+ * a note being written there is replaced only if the user says so, else it stays.
+ */
+export async function offerDraft(model: MemoryModel, draft: Partial<IDraft>): Promise<void> {
+  const trans = model.trans;
+  if (model.drafting) {
+    const answer = await showDialog({
+      title: trans.__('Replace the note you are writing?'),
+      body: trans.__(
+        'The new-note form holds a note you have not remembered yet. Replace it with the new one, or keep writing it.'
+      ),
+      buttons: [
+        Dialog.cancelButton({ label: trans.__('Keep writing') }),
+        Dialog.warnButton({ label: trans.__('Replace it') })
+      ]
+    });
+    if (!answer.button.accept) {
+      model.startDraft(); // back to the note being written
+      return;
+    }
+  }
+  model.cancelDraft();
+  model.startDraft(draft);
 }

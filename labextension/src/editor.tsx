@@ -91,6 +91,7 @@ export function NoteEditor(props: {
     }
   }, [clash, saving]);
   const dirty =
+    !!props.failed || // not saved: what the form holds is all there is of it
     text.trim() !== pristine.text.trim() ||
     kind !== pristine.kind ||
     priority !== pristine.priority ||
@@ -218,13 +219,17 @@ export function NoteEditor(props: {
           }
         }}
       />
-      {problem || props.failed ? (
+      {problem ? (
         <div className="nbm-EditProblem" role="alert">
-          {problem ?? props.failed}
+          {problem}
         </div>
       ) : discarding ? (
         <div className="nbm-EditProblem nbm-Discard" role="alert">
           {trans.__('Press Escape again to discard your changes, or Ctrl+Enter to save them.')}
+        </div>
+      ) : props.failed ? (
+        <div className="nbm-EditProblem" role="alert">
+          {props.failed}
         </div>
       ) : text.length > LONG_NOTE ? (
         <div className="nbm-EditHint">
@@ -306,14 +311,22 @@ export function NewNote(props: { model: MemoryModel; draft: IDraft }): JSX.Eleme
   // A new draft (another Remember…) replaces the form's content; the same one (+ again)
   // focuses it.
   const [generation, setGeneration] = React.useState(0);
+  const form = React.useRef<HTMLDivElement>(null);
   React.useEffect(() => {
-    const bump = () => setGeneration(g => g + 1);
-    model.draftStarted.connect(bump);
+    const started = (_: MemoryModel, replaced: boolean) => {
+      if (replaced) {
+        setGeneration(g => g + 1);
+      } else {  // after the click that asked for it (its button takes the focus first)
+        requestAnimationFrame(() =>
+          form.current?.querySelector<HTMLElement>('.nbm-EditText')?.focus()
+        );
+      }
+    };
+    model.draftStarted.connect(started);
     return () => {
-      model.draftStarted.disconnect(bump);
+      model.draftStarted.disconnect(started);
     };
   }, [model]);
-  const form = React.useRef<HTMLDivElement>(null);
   return (
     <div className="nbm-NewNote-Form" role="form" aria-label={trans.__('New note')} ref={form}>
       <div className="nbm-FormTitle">{trans.__('New note')}</div>

@@ -72,5 +72,7 @@ function unlinkPaths(root: HTMLElement): void {
  */
 function unanchorHeadings(root: HTMLElement): void {
   root.querySelectorAll('a.jp-InternalAnchorLink').forEach(link => link.remove());
-  root.querySelectorAll('[id]').forEach(element => element.removeAttribute('id'));
+  root
+    .querySelectorAll('h1[id], h2[id], h3[id], h4[id], h5[id], h6[id]')
+    .forEach(heading => heading.removeAttribute('id'));
 }

@@ -136,10 +136,13 @@ export class MemoryModel extends MemoryState {
       this.say(this.readOnlyMessage);
       return;
     }
-    if (!this.drafting) {
+    const replaced = !this.drafting;
+    if (replaced) {
       this.draft = this.draftStart = newDraft(draft);
+      this.draftFailure = null;
+      this._draftSeq++;
     }
-    this._draftStarted.emit();
+    this._draftStarted.emit(replaced);
     this._emit();
   }
 
@@ -150,13 +153,14 @@ export class MemoryModel extends MemoryState {
     }
   }
 
-  /** Whether the new-note form holds typing not yet saved. */
+  /** Whether the new-note form holds typing, or a note whose save failed, not yet saved. */
   get drafting(): boolean {
     const { draft, draftStart: start } = this;
     return (
       !!draft &&
       !!start &&
-      (draft.text.trim() !== start.text.trim() ||
+      (!!this.draftFailure ||
+        draft.text.trim() !== start.text.trim() ||
         draft.kind !== start.kind ||
         draft.priority !== start.priority ||
         draft.tags !== start.tags)
@@ -184,19 +188,21 @@ export class MemoryModel extends MemoryState {
     return this._unsavedChanged;
   }
 
-  /** Emitted when a new draft is started (the form takes the focus). */
-  get draftStarted(): ISignal<this, void> {
+  /** Emitted when the form is asked for (it takes the focus): true if with a new draft. */
+  get draftStarted(): ISignal<this, boolean> {
     return this._draftStarted;
   }
 
   cancelDraft(): void {
     this.draft = this.draftStart = this.draftFailure = null;
+    this._draftSeq++;
     this._emit();
   }
 
   /** Remember the new note's form; the note, or null when it was not stored (said). */
   async saveDraft(draft: IDraft): Promise<INote | null> {
     this.draftFailure = null;
+    const seq = this._draftSeq; // another draft may replace this one while it is sent
     try {
       const note = await this.remember(draft.text, {
         kind: draft.kind,
@@ -204,7 +210,10 @@ export class MemoryModel extends MemoryState {
         tags: tagList(draft.tags),
         provenance: draft.provenance
       });
-      this.draft = this.draftStart = null;
+      if (seq === this._draftSeq) {
+        this.draft = this.draftStart = null;
+        this._draftSeq++;
+      }
       this._notices.close(this._notices.seq, false);
       await this.refresh({ status: true }); // the one remember() sent, not another
       const listed = (this.hits?.map(hit => hit.note) ?? this.notes).some(n => n.id === note.id);
@@ -221,10 +230,13 @@ export class MemoryModel extends MemoryState {
       );
       return note;
     } catch (error) {
-      this.draftFailure = this.fail(
+      const said = this.fail(
         error,
         this.trans.__('Your note is kept in the form; save it once the server is back.')
       );
+      if (seq === this._draftSeq) {
+        this.draftFailure = said;
+      }
       this._emit();
       return null;
     }
@@ -463,7 +475,8 @@ export class MemoryModel extends MemoryState {
 
   private _stateChanged = new Signal<this, IPanelState>(this);
   private _noteWritten = new Signal<this, INote>(this);
-  private _draftStarted = new Signal<this, void>(this);
+  private _draftStarted = new Signal<this, boolean>(this);
+  private _draftSeq = 0; // which draft the form holds: a save answers for its own only
   private _unsaved = new Set<object>();
   private _undoOffers = new Map<number, string>();
   private _unsavedChanged = new Signal<this, boolean>(this);

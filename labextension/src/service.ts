@@ -4,6 +4,7 @@
 
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { offerDraft } from './commands';
 import { MemoryModel } from './model';
 import { INbMemory, INotesOptions, IRecallOptions, IRememberOptions } from './tokens';
 import { IHits, INote, IPage } from './types';
@@ -35,7 +36,7 @@ export class MemoryService implements INbMemory {
 
   draft(text: string, options: IRememberOptions = {}): void {
     this._show();
-    this._model.startDraft({
+    void offerDraft(this._model, {
       text,
       kind: options.kind,
       priority: options.priority,
