@@ -19,6 +19,7 @@ import { describeStale } from './describe';
 import { CheckLine, EarlierVersions, Provenance } from './details';
 import { clashes } from './drafts';
 import { NoteEditor, conflictOf } from './editor';
+import { ExpandButton } from './expand';
 import { tagList } from './filters';
 import { ifCardLeaves } from './focus';
 import { kindLabel, priorityLabel } from './labels';
@@ -63,13 +64,7 @@ function ClampedText(props: { text: string; rendermime: IRenderMimeRegistry; tra
         <NoteMarkdown text={props.text} rendermime={props.rendermime} onRendered={measure} />
       </div>
       {overflows || open ? (
-        <button
-          className="nbm-LinkButton nbm-Expand"
-          aria-expanded={open}
-          onClick={() => setOpen(!open)}
-        >
-          {open ? trans.__('Show less') : trans.__('Show more')}
-        </button>
+        <ExpandButton open={open} onToggle={() => setOpen(!open)} trans={trans} />
       ) : null}
     </div>
   );

@@ -8,6 +8,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
 import { age, describeStale } from './describe';
+import { ExpandButton } from './expand';
 import { changeLabel } from './labels';
 import { NoteMarkdown } from './markdown';
 import { MemoryModel } from './model';
@@ -27,13 +28,7 @@ function ShortText(props: { text: string; trans: TranslationBundle }): JSX.Eleme
   return (
     <>
       {open ? text : text.slice(0, MESSAGE_SHOWN).trimEnd() + '…'}{' '}
-      <button
-        className="nbm-LinkButton nbm-Expand"
-        aria-expanded={open}
-        onClick={() => setOpen(!open)}
-      >
-        {open ? trans.__('Show less') : trans.__('Show more')}
-      </button>
+      <ExpandButton open={open} onToggle={() => setOpen(!open)} trans={trans} />
     </>
   );
 }
