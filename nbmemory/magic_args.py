@@ -111,6 +111,12 @@ def about_anchors(specs, namespace, scope: str, text: str = "") -> list:
             fingerprint = {**variable_fingerprint(namespace[spec]), "scope": scope}
             about.append(Anchor("variable", spec, fingerprint).to_dict())
             continue
+        head = spec.split(".")[0]
+        if head != spec and head.isidentifier() and head in namespace and not os.path.exists(spec):
+            raise UsageError(f"--about {spec}: --about takes a variable or a path, and {head} is "
+                             f"a variable here: --about {head} anchors the note to it (it goes "
+                             f"stale when {head}'s columns, rows or value change). The note was "
+                             "not stored.")
         words = text.split("\n", 1)[0].split(" ")[:8]
         spaced = [whole for whole in (" ".join([spec, *words[:n]]) for n in range(1, len(words) + 1))
                   if not os.path.exists(spec) and os.path.exists(os.path.expanduser(whole))]
@@ -132,6 +138,9 @@ def parse_ids(text: str) -> list[int]:
         try:
             ids.append(int(token.lstrip("#")))
         except ValueError:
+            if re.match(r"--?[A-Za-z]", token):
+                raise UsageError(f"{token} came after the ids: options go before them "
+                                 "(%forget --purge --yes 12).") from None
             raise UsageError(f"{token!r} is not a note id; ids are numbers like 12 or #12") from None
     return ids
 

@@ -131,6 +131,11 @@ class CheckCommands:
         listed = self.mem.checks()
         for note_id in ids:  # what is said is what is trusted, every check of the note
             read = [item["expression"] for item in listed if item["note"].id == note_id]
+            if read and all(i["trusted"] for i in listed if i["note"].id == note_id):
+                print(f"Already trusted: {'the checks' if len(read) > 1 else 'the check'} of "
+                      f"#{note_id} as {'they read' if len(read) > 1 else 'it reads'} now "
+                      f"(%memory check {note_id} runs {'them' if len(read) > 1 else 'it'}).")
+                continue
             with usage_errors():
                 self.mem.trust(note_id, checks=read or None)
             self._checks_token = ()  # the ambient re-check reads the trust (a reader's: here only)

@@ -339,6 +339,12 @@ def test_memory_trust_prints_every_check_it_trusts(ip):
     assert cell(ip, f"%memory trust {note.id}") == (
         f"Trusted the 2 checks of #{note.id} (%memory check {note.id} runs them):\n"
         "  x > 0\n  x == 1\n")  # in the note's order
+    # Again: said so, and no other trust journalled (each one was, found by a walkthrough).
+    events = len(mem.history(note.id))
+    assert cell(ip, f"%memory trust {note.id}") == (
+        f"Already trusted: the checks of #{note.id} as they read now (%memory check "
+        f"{note.id} runs them).\n")
+    assert len(mem.history(note.id)) == events
 
 
 def test_remember_check_then_a_cell_that_breaks_it(ip):

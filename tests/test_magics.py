@@ -151,6 +151,8 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("forget 99", "No note #99"),
     ("memory frobnicate", "Unknown %memory command 'frobnicate'"),
     ("memory history", "Give one note id"),
+    # An option after the ids was "'--yes' is not a note id".
+    ("forget --purge 99 --yes", r"^--yes came after the ids: options go before them "),
     ("memory list --order sideways", r"^Unknown order 'sideways'; use newest, oldest or prior"),
     ("memory list --offset -1", r"^offset must be at least 0 and at most "),
     ("memory browse --offset 5", r"^%memory browse pages through the newest notes itself; "),

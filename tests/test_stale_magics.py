@@ -136,6 +136,18 @@ def test_about_a_path_is_relative_to_the_kernels_folder(ip, ws):
     assert "[STALE: schema_changed data/orders.csv (added currency)]" in pretty(hits)
 
 
+def test_about_a_column_says_to_anchor_its_frame(ip):
+    """Found by a walkthrough: --about orders.amount (the README's own example column) said
+    "nothing exists there ... run the cell that defines it first", though orders was
+    defined."""
+    ip.user_ns["orders"] = pd.DataFrame({"id": [1, 2], "amount": [1000, 2500]})
+    with pytest.raises(UsageError, match=r"^--about orders\.amount: --about takes a variable or "
+                                         r"a path, and orders is a variable here: --about "
+                                         r"orders anchors the note to it .* not stored\.$"):
+        run(ip, "remember --about orders.amount amount is in cents")
+    assert run(ip, "memory list")[1].startswith("0 active notes")
+
+
 def test_an_unquoted_path_with_spaces_is_refused_with_the_quotes_to_type(ip, ws):
     """It said "no variable 'My' in this kernel" and nothing of the space."""
     (ws / "analysis" / "My Data").mkdir()
