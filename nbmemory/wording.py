@@ -187,11 +187,16 @@ def anchors_line(note: Note) -> str:
     return ", ".join(anchor_label(a) for a in note.anchors)
 
 
-def _not_retaken(kind: str, target: str) -> str:
+def _not_retaken(anchor, target: str) -> str:
     """What a verify could not re-take, why, and what to do."""
+    kind = anchor.kind if anchor is not None else ""
     if kind == "cell":
         return (f"its cell: the notebook {target.split('#', 1)[0]} cannot be read (is it "
                 "a valid .ipynb?)")
+    scope = anchor.fingerprint.get("scope") if kind == "variable" else None
+    if scope:  # another notebook's variable of that name is not the one the note is about
+        return (f"{target}: it is the variable of {Path(scope).name}, where the note "
+                "was written: verify there, once the cell that defines it has run")
     if kind == "variable":
         return (f"{target}: it cannot be re-taken here (a variable must exist in this "
                 "notebook's kernel: run the cell that defines it, then verify again)")
@@ -218,9 +223,9 @@ def verified_text(note: Note, event: Event) -> str:
                  "flagged again only if it comes back changed; if it moved, remember the note "
                  f"again about its new place, superseding #{note.id}")
     if data.get("kept"):
-        kinds = {a.target: a.kind for a in note.anchors}
+        anchors = {a.target: a for a in note.anchors}
         text += ". Kept the old fingerprint of " + "; ".join(
-            _not_retaken(kinds.get(t, ""), t) for t in data["kept"])
+            _not_retaken(anchors.get(t), t) for t in data["kept"])
     still = stale_marker(note)
     if any(r.reason in ("check_failed", "check_error") for r in note.stale):
         still += " (a check's flag clears when the check passes again, not by a verify)"

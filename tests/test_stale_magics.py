@@ -229,6 +229,21 @@ def test_verify_without_the_variable_keeps_its_fingerprint_and_says_so(ip):
     assert "[STALE: content_changed df]" in pretty(hits)
 
 
+def test_verify_in_another_notebook_names_the_notebook_of_the_variable(ip, ws):
+    """Found by a walkthrough: verified in day2.ipynb, a note about day1.ipynb's orders said
+    to run the cell that defines orders in this kernel, which it had: no run helps."""
+    magics = ip.magics_manager.registry["NbMemory"]
+    ip.user_ns["orders"] = pd.DataFrame({"id": [1, 2]})
+    magics._notebook = str(ws / "analysis" / "day1.ipynb")
+    run(ip, "remember --about orders order ids are unique")
+    magics._notebook = str(ws / "analysis" / "day2.ipynb")
+    _, out = run(ip, "memory verify 1")
+    assert out.strip() == (
+        "Verified #1: re-took 0 fingerprints. Kept the old fingerprint of orders: it is the "
+        "variable of day1.ipynb, where the note was written: verify there, once the cell that "
+        "defines it has run.")
+
+
 def test_verify_of_a_note_whose_notebook_moved_talks_about_the_notebook(ip, ws):
     import nbformat
 
