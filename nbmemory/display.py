@@ -1,7 +1,6 @@
 """Plain-text and HTML forms of notes, hits, snapshots and status.
 
-Every piece of user text goes through ``html.escape`` before it reaches HTML.
-"""
+Every piece of user text goes through ``html.escape`` before it reaches HTML."""
 
 from __future__ import annotations
 
@@ -323,8 +322,9 @@ def already_display(note: Note, notebook: str | None = None) -> Rich:
            "revoked": "; it was forgotten since (%memory reinstate {id} brings it back)",
            "refuted": "; it was refuted since",
            "purged": "; it was purged since"}.get(note.status, "")
-    if note.status == "active" and note.version > 1:
-        now = f"; edited since (now version {note.version})"
+    if note.status == "active":  # Run All looked clean while the note had gone stale
+        now = (f"; edited since (now version {note.version})" if note.version > 1 else "") + (
+            f"; stale now: {'; '.join(map(str, note.stale))}" if note.stale else "")
     text = (f"Already remembered as #{note.id} by this cell{when}{now.format(id=note.id)}: "
             f"not written again. (Change the line to write a new note.)")
     return Rich(text, _STYLE + f'<p class="nbm-muted">{html.escape(text)}</p>')

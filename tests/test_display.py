@@ -147,3 +147,19 @@ def test_times_are_shown_in_the_time_zone_a_bare_day_is_read_in(memory, kathmand
         assert at.astimezone(timezone.utc).strftime(fmt) not in shown[what], what
     pages = "".join(page.read_text() for page in export_markdown([note], tmp_path))
     assert f"- written {note.created_at.astimezone(kathmandu):%Y-%m-%d}" in pages
+
+
+def test_a_cell_run_again_says_its_note_went_stale(memory, tmp_path):
+    """Found by a walkthrough: Run All said "Already remembered as #7" under a cell whose
+    note had gone stale (its column was gone), so the notebook looked clean."""
+    from nbmemory.display import already_display
+
+    data = tmp_path / "orders.csv"
+    data.write_text("id,amount\n1,100\n")
+    note = memory.remember("amounts are in cents", about=[str(data)])
+    assert "stale" not in already_display(memory.get(note.id)).text
+    data.write_text("id,amount_cents\n1,100\n")
+    said = already_display(memory.get(note.id)).text
+    assert said.startswith(f"Already remembered as #{note.id} by this cell")
+    assert "; stale now: schema_changed " in said and "(added amount_cents; removed amount)" \
+        in said and said.endswith(": not written again. (Change the line to write a new note.)")
