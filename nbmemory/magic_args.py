@@ -12,6 +12,7 @@ from IPython.core.error import StdinNotImplementedError, UsageError
 
 from . import syntax
 from .errors import NbMemoryError
+from .models import KINDS
 from .options import one_dash
 
 _OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(?:=(\"[^\"]*\"|'[^']*'|\S+))?")
@@ -93,6 +94,9 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
         raise UsageError(f"Options go before the query: {late[0]} came after it, where it would "
                          f"be searched for as a word. Put it first (%{parser.prog} {late[0]} "
                          f"... QUERY), or -- before a query that holds it.")
+    for option, value in zip(tokens, tokens[1:]):  # %remember's -k is a kind, %recall's not
+        if option == "-k" and value in KINDS and single.get("-k") != single.get("--kind"):
+            raise UsageError(f"-k is how many notes to show; for a kind: --kind {value}")
     return parser.parse_args(tokens), rest.strip()
 
 

@@ -153,6 +153,8 @@ def test_recall_returns_hits_with_html_and_text(ip):
     ("memory history", "Give one note id"),
     # An option after the ids was "'--yes' is not a note id".
     ("forget --purge 99 --yes", r"^--yes came after the ids: options go before them "),
+    ("memory refute 99", r"^No note #99"),  # not "say why it is refuted" first
+    ("recall -k question UTC", r"^-k is how many notes to show; for a kind: --kind question$"),
     ("memory list --order sideways", r"^Unknown order 'sideways'; use newest, oldest or prior"),
     ("memory list --offset -1", r"^offset must be at least 0 and at most "),
     ("memory browse --offset 5", r"^%memory browse pages through the newest notes itself; "),

@@ -19,6 +19,7 @@ class Questions(Part):
                request_id: str | None = None) -> Note:
         """Mark a hypothesis as refuted: hidden from recall except as "previously believed"."""
         if not unicode_text(reason or "", "The reason").strip():
+            self.engine.reads.get(note_id)  # a note that is not there is said first
             raise InvalidInput("Say why it is refuted: {0}", Command(
                 "refute", (note_id, "the nulls come from the join, not the source")))
         return self._resolve(note_id, "refuted", reason, actor, request_id)
