@@ -110,7 +110,7 @@ class MemoryCommands:
             done[note_id] = (note, next(e for e in reversed(self.mem.history(note_id))
                                         if e.type == "verified"))
         for note, event in (done[i] for i in ids):
-            print(wording.verified_text(note, event))
+            print(wording.verified_text(note, event, here=self._scope()))
 
     @magic_arguments()
     @argument("-t", "--tags", default=None)

@@ -187,14 +187,15 @@ def anchors_line(note: Note) -> str:
     return ", ".join(anchor_label(a) for a in note.anchors)
 
 
-def _not_retaken(anchor, target: str) -> str:
-    """What a verify could not re-take, why, and what to do."""
+def _not_retaken(anchor, target: str, here: str | None) -> str:
+    """What a verify could not re-take, why, and what to do (``here``: the notebook it
+    ran in, None outside a kernel)."""
     kind = anchor.kind if anchor is not None else ""
     if kind == "cell":
         return (f"its cell: the notebook {target.split('#', 1)[0]} cannot be read (is it "
                 "a valid .ipynb?)")
     scope = anchor.fingerprint.get("scope") if kind == "variable" else None
-    if scope:  # another notebook's variable of that name is not the one the note is about
+    if scope and scope != here:  # another notebook's variable of that name is not this one
         return (f"{target}: it is the variable of {Path(scope).name}, where the note "
                 "was written: verify there, once the cell that defines it has run")
     if kind == "variable":
@@ -203,7 +204,7 @@ def _not_retaken(anchor, target: str) -> str:
     return f"{target}: it cannot be read here"
 
 
-def verified_text(note: Note, event: Event) -> str:
+def verified_text(note: Note, event: Event, here: str | None = None) -> str:
     data = event.data
     retaken = data.get("retaken", 0)
     if not note.anchors:
@@ -225,7 +226,7 @@ def verified_text(note: Note, event: Event) -> str:
     if data.get("kept"):
         anchors = {a.target: a for a in note.anchors}
         text += ". Kept the old fingerprint of " + "; ".join(
-            _not_retaken(anchors.get(t), t) for t in data["kept"])
+            _not_retaken(anchors.get(t), t, here) for t in data["kept"])
     still = stale_marker(note)
     if any(r.reason in ("check_failed", "check_error") for r in note.stale):
         still += " (a check's flag clears when the check passes again, not by a verify)"

@@ -242,6 +242,10 @@ def test_verify_in_another_notebook_names_the_notebook_of_the_variable(ip, ws):
         "Verified #1: re-took 0 fingerprints. Kept the old fingerprint of orders: it is the "
         "variable of day1.ipynb, where the note was written: verify there, once the cell that "
         "defines it has run.")
+    magics._notebook = str(ws / "analysis" / "day1.ipynb")  # there, without orders
+    del ip.user_ns["orders"]
+    _, out = run(ip, "memory verify 1")
+    assert "it cannot be re-taken here (a variable must exist in this notebook's kernel" in out
 
 
 def test_verify_of_a_note_whose_notebook_moved_talks_about_the_notebook(ip, ws):
