@@ -12,7 +12,7 @@ import textwrap
 from IPython.core.error import UsageError
 
 from . import checks as evaluation
-from .errors import ReadOnlyStore, StoreUnavailable
+from .errors import NbMemoryError, StoreUnavailable
 from .magic_args import ask, parse_ids, usage_errors
 from .wording import counted
 
@@ -230,10 +230,10 @@ class CheckCommands:
             return True
         try:
             self.mem.record_checks(self._unrecorded)
-        except ReadOnlyStore:  # a reader: said as run, not theirs to journal
-            pass
         except StoreUnavailable:
             return False
+        except NbMemoryError:  # a reader's (not theirs to journal), or a note since forgotten
+            pass
         self._unrecorded = []
         self._checks_token = ()  # no store's: the outcomes are read again next time
         return True

@@ -347,6 +347,20 @@ def test_memory_trust_prints_every_check_it_trusts(ip):
     assert len(mem.history(note.id)) == events
 
 
+def test_an_outcome_kept_for_a_note_forgotten_since_is_dropped_not_a_pause(ip):
+    """Outcomes the line under a cell could not record (the store away) are recorded at a
+    later cell; one for a note forgotten meanwhile (by another member) is dropped: it must
+    not pause the line for the rest of the session."""
+    cell(ip, "x = 1\n%remember --check 'x > 0' x is positive")
+    magics = ip.magics_manager.registry["NbMemory"]
+    magics.mem.forget(1)
+    magics._unrecorded = [{"note_id": 1, "expression": "x > 0", "auto": True,
+                           "status": "passed", "value": "1"}]
+    assert cell(ip, "x = 2") == ""
+    assert magics._unrecorded == []
+    assert "Ambient recall: on (NbMemory.ambient)" in cell(ip, "%memory ambient status")
+
+
 def test_remember_check_then_a_cell_that_breaks_it(ip):
     cell(ip, "import pandas as pd\norders = pd.DataFrame({'amount': [1.0, 2.0, 3.0, 4.0]})")
     shown = cell(ip, f"%remember --check '{CHECK}' orders.amount has under 5% nulls")
