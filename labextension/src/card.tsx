@@ -219,7 +219,7 @@ export function NoteCard(
       ) : (
         <ClampedText text={note.text} rendermime={props.rendermime} trans={trans} />
       )}
-      {showVersions ? <EarlierVersions model={model} note={note} /> : null}
+      {showVersions ? <EarlierVersions model={model} note={note} rendermime={props.rendermime} /> : null}
       {check ? <CheckLine check={check} note={note} trans={trans} /> : null}
       <Provenance
         note={note}

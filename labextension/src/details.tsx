@@ -3,17 +3,26 @@
  * where it came from (notebook, cell, commit, author, age).
  */
 
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
 import { age } from './describe';
 import { kindLabel, priorityLabel } from './labels';
+import { NoteMarkdown } from './markdown';
 import { MemoryModel } from './model';
 import { IActions } from './props';
 import { ICheck, INote } from './types';
 
-/** What a note said before each edit, newest first, read when opened (and when it changes). */
-export function EarlierVersions(props: { model: MemoryModel; note: INote }): JSX.Element {
+/**
+ * What a note said before each edit, newest first, read when opened (and when it changes),
+ * rendered as the note is.
+ */
+export function EarlierVersions(props: {
+  model: MemoryModel;
+  note: INote;
+  rendermime: IRenderMimeRegistry;
+}): JSX.Element {
   const { model, note } = props;
   const trans = model.trans;
   const [versions, setVersions] = React.useState<INote[] | null>(null);
@@ -56,7 +65,9 @@ export function EarlierVersions(props: { model: MemoryModel; note: INote }): JSX
               .filter(Boolean)
               .join(' · ')}
           </div>
-          <div className="nbm-VersionText">{v.text}</div>
+          <div className="nbm-VersionText">
+            <NoteMarkdown text={v.text} rendermime={props.rendermime} />
+          </div>
         </li>
       ))}
     </ol>

@@ -218,7 +218,7 @@ def test_filters_narrow_the_list(page, lab):
 
 
 def test_edit_writes_a_new_version(page, lab):
-    note = lab.remember("the retry limit is 3", tags="config")
+    note = lab.remember("the retry limit is **3**", tags="config")
     refresh(page)
     shown = card_of(page, note)
     shown.locator(".nbm-Edit").click()
@@ -234,11 +234,12 @@ def test_edit_writes_a_new_version(page, lab):
     assert detail["note"]["text"] == "the retry limit is 5 since v2.3"
     assert [e["type"] for e in detail["history"]] == ["created", "edited"]
     assert [v["text"] for v in detail["versions"]] == [
-        "the retry limit is 3", "the retry limit is 5 since v2.3"]
-    # What it said before: the version badge opens the earlier versions.
+        "the retry limit is **3**", "the retry limit is 5 since v2.3"]
+    # What it said before: the version badge opens the earlier versions, rendered as notes are.
     edited.get_by_role("button", name=f"Earlier versions of #{note['id']}").click()
     earlier = edited.get_by_role("list", name=f"Earlier versions of #{note['id']}")
     expect(earlier.locator(".nbm-VersionText")).to_have_text(["the retry limit is 3"])
+    expect(earlier.locator(".nbm-VersionText strong")).to_have_text("3")
     expect(earlier.locator(".nbm-VersionHead")).to_contain_text("v1 · ")
     expect(earlier.locator(".nbm-VersionHead")).to_contain_text("tags: config")
 
