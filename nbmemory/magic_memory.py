@@ -52,18 +52,24 @@ class MemoryCommands:
         print(f"Reinstated {', '.join(f'#{n.id}' for n in notes)}.")
 
     def _memory_insert(self, rest: str):
-        ids = parse_ids(rest)
+        words = rest.split()
+        printing = "--print" in words
+        ids = parse_ids(" ".join(w for w in words if w != "--print"))
         if len(ids) != 1:
-            raise UsageError("Give one note id: %memory insert 12")
+            raise UsageError("Give one note id: %memory insert 12 (--print: print the code "
+                             "instead)")
         note = self.mem.get(ids[0])
         code = procedures.procedure_code(note.text)
         if code is None:
             raise UsageError(f"Note #{note.id} is a {note.kind} with no code block; only "
                              "procedures (%remember --procedure) can be inserted as code.")
-        if type(self.shell).__name__ == "TerminalInteractiveShell":
+        if printing or type(self.shell).__name__ == "TerminalInteractiveShell":
             print(code)
         else:
+            # Some front ends (Colab, VS Code, nbclient) ignore a next input without a word.
             self.shell.set_next_input(code, replace=False)
+            print(f"Put #{note.id}'s code into a new cell below (none there? "
+                  f"'%memory insert --print {note.id}' prints it).")
 
     def _memory_confirm(self, rest: str):
         note_id, reason = _id_and_text(rest, "confirm")

@@ -418,7 +418,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         %memory history ID          every event of a note
         %memory reinstate ID        undo %forget
         %memory confirm ID [reason] / refute ID reason / reopen ID   resolve a question
-        %memory insert ID           put a procedure's code into a new cell
+        %memory insert [--print] ID   put a procedure's code into a new cell (or print it)
         %memory stale [-n N] [--offset K]   notes whose files, data, variables or cells changed
         %memory verify ID           you checked note ID still holds: re-take its fingerprints
         %memory check [ID ...]      re-run the notes' checks here (NbMemory.check_budget each)

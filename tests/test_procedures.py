@@ -25,11 +25,17 @@ def test_only_successful_cells_are_captured_and_insert_round_trips(ip):  # noqa:
     # What it is for comes before the code: a list of notes shows the start of a note.
     assert note.text.startswith("Procedure: sum-rows\nhow to total the rows\n\n```python\n")
     ip.rl_next_input = None
-    run(ip, f"memory insert {note.id}")
+    _, out = run(ip, f"memory insert {note.id}")
     assert ip.rl_next_input == procedure_code(note.text)
+    # Colab, VS Code and nbclient ignore a next input: the way to the code is said.
+    assert out.stdout == (f"Put #{note.id}'s code into a new cell below (none there? "
+                          f"'%memory insert --print {note.id}' prints it).\n")
     namespace = {}
     exec(ip.rl_next_input, namespace)
     assert namespace["total"] == pytest.approx(6 * 3.141592653589793)
+    ip.rl_next_input = None
+    _, out = run(ip, f"memory insert --print {note.id}")
+    assert out.stdout == procedure_code(note.text) + "\n" and ip.rl_next_input is None
 
 
 @pytest.mark.parametrize("line, message", [
