@@ -366,6 +366,14 @@ _FILLER = {"see", "look", "at", "in", "on", "line", "lines", "check", "cf", "cf.
 _UNSPACED = re.compile(UNSPACED + "{4}")
 
 
+def own_anchor(item: Any) -> bool:
+    """A check or a cell's output: what a note's text was checked against or read from, not
+    what it is about (a note that supersedes another keeps the other's files beside them)."""
+    kind = item.kind if isinstance(item, Anchor) else (
+        item.get("kind") if isinstance(item, dict) else None)
+    return kind in ("check", "evidence")
+
+
 def pointer_only(text: str) -> bool:
     """True for a note that is only a location (``see resolver.rs:214``), not a finding."""
     words = [w.strip("`'\"()[],;.!?") for w in text.split()]

@@ -224,6 +224,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         if args.from_output or args.output_of is not None:
             about.append(evidence(self.shell, before=self.shell.execution_count,
                                   count=args.output_of))
+        about = about or None  # none given: a note it supersedes lends its own
         with usage_errors():
             options = dict(kind=args.kind, priority=args.priority, tags=args.tags,
                            provenance=provenance, author=provenance.author, about=about,

@@ -269,3 +269,19 @@ def test_verify_of_a_note_whose_notebook_moved_talks_about_the_notebook(ip, ws):
         "(the notebook it was written in; renamed or moved?). The notebook "
         "analysis/Untitled.ipynb is gone: the note no longer watches the cell it came from.")
     assert "variable" not in out
+
+
+def test_a_correction_keeps_what_the_note_it_replaces_was_about(ip, ws):
+    """%remember --supersedes without --about dropped the old note's files, so the correction
+    never went stale: the magic always sent an empty list, not "none given"."""
+    run(ip, "remember --about ../data/orders.csv the orders file has an amount column")
+    _, out = run(ip, "remember --supersedes 1 the orders file has an amount column, in cents")
+    assert "replacing #1\nAbout: data/orders.csv" in out
+    ip.user_ns["rows"] = pd.DataFrame({"amount": [1000, 2500]})
+    # A check given with it is the new text's own: the files come along beside it.
+    run(ip, "remember --supersedes 2 --check 'len(rows) == 2' two orders, amounts in cents")
+    assert not run(ip, "recall --stale amounts in cents")[0].notes  # nothing changed yet
+    (ws / "data" / "orders.csv").write_text("id,amount,discount\n1,1000,0\n2,2500,5\n")
+    [hit] = run(ip, "recall --stale amounts in cents")[0]
+    assert hit.note.id == 3 and {a.kind for a in hit.note.anchors} >= {"data", "check"}
+    assert "schema_changed data/orders.csv (added discount)" in run(ip, "memory stale")[1]

@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from ..anchors import own_anchor
 from ..errors import Command, Conflict, InvalidInput, NbMemoryError, NotFound, StoreUnavailable
 from ..models import Note, Provenance, utcnow
 from .part import Part, Progress
@@ -43,12 +44,10 @@ class Writes(Part):
 
         ``about``: paths, directories or globs to anchor the note to (fingerprinted here,
         where staleness is checked), and ready variable anchors (fingerprinted in the
-        kernel, which has the variables). Paths the text mentions are anchored too.
-        """
-        result = self.remember_batch([dict(text=text, kind=kind, priority=priority, tags=tags,
-                                           author=author, provenance=provenance,
-                                           request_id=request_id, supersedes=supersedes,
-                                           about=about)])[0]
+        kernel, which has the variables). Paths the text mentions are anchored too."""
+        result = self.remember_batch([dict(
+            text=text, kind=kind, priority=priority, tags=tags, author=author, about=about,
+            provenance=provenance, request_id=request_id, supersedes=supersedes)])[0]
         if isinstance(result, BaseException):
             raise result
         return result
@@ -278,9 +277,11 @@ class Writes(Part):
                   author: str | None = None, provenance: Provenance | dict | None = None,
                   about: Sequence[Any] | None = None, request_id: str | None = None) -> Note:
         """Write ``text`` as a new note that replaces ``note_id`` (kept in its history); kind,
-        priority, tags and the files it is about left out are the old note's (``carried``)."""
+        priority, tags and the files it is about left out are the old note's (``carried``; a
+        check or a cell's output given alone, the new text's own, joins them)."""
         old = self.engine.reads.get(note_id)
-        about = self.engine.checker.carried(old.anchors) if about is None else about
+        if about is None or (about and all(map(own_anchor, about))):
+            about = [*self.engine.checker.carried(old.anchors), *(about or [])]
         return self.remember(text, supersedes=note_id, kind=kind or old.kind, about=about,
                              priority=priority or old.priority, provenance=provenance,
                              tags=old.tags if tags is None else tags, author=author,
