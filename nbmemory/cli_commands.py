@@ -11,7 +11,7 @@ import textwrap
 from typing import Any, Sequence
 
 from . import syntax
-from .cli_args import EXIT_ERROR, EXIT_OK, CommandError, author_of
+from .cli_args import EXIT_ERROR, EXIT_OK, CommandError, author_of, require_store
 from .config import configured_model
 from .progress import progress_bar
 from .options import QUERY_ONLY, filters_said, given, stale_wanted
@@ -458,9 +458,10 @@ def cmd_serve(args) -> int:
     from .service import serve
     from .service.protocol import default_idle_timeout
 
+    idle = default_idle_timeout() if args.idle_timeout is None else args.idle_timeout
+    require_store(args.store)  # an owner of a mistyped --store would make an empty store there
     location = locate_store(args.store)
     print(f"nbmemory: starting the owner of {location} (Ctrl-C to stop)", file=sys.stderr)
-    idle = default_idle_timeout() if args.idle_timeout is None else args.idle_timeout
     serve(location.path, model=configured_model(args.model), idle_timeout=idle)
     return EXIT_OK
 

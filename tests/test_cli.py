@@ -1035,6 +1035,15 @@ def test_serve_runs_an_owner_in_the_foreground(store_dir):
     from nbmemory.service import owner_info
 
     environ = {**os.environ, "NBMEMORY_MODEL": "hash:64", "HF_HUB_OFFLINE": "1"}
+    # A store that is not there is refused (a mistyped --store would get an empty one).
+    r = shell("--store", str(store_dir), "serve")
+    assert (r.code, one_line(r.err)) == (3, f"nbmemory: No store at {store_dir} (given "
+                                            "explicitly): nothing was remembered there yet. "
+                                            "Check --store and NBMEMORY_HOME; 'nbmemory "
+                                            "remember TEXT' (or import) creates it.")
+    assert not store_dir.exists()
+    with Memory.open(store_dir, embedder=HashEmbedder(), settings=None) as mem:
+        mem.remember("made before the owner is served")
     server = subprocess.Popen([ENTRY, "--store", str(store_dir), "serve", "--idle-timeout", "0"],
                               env=environ, stderr=subprocess.PIPE, text=True)
     try:
