@@ -26,7 +26,7 @@ import os
 import sys
 import time
 from collections import OrderedDict, deque
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,7 +34,7 @@ from typing import Any, Iterable, Sequence
 
 from .anchors import glob_match
 from .audit import install_hook, start_recording, stop_recording
-from .errors import StoreDamaged, StoreLocked, StoreTooNew, StoreUnavailable
+from .errors import NbMemoryError, StoreDamaged, StoreLocked, StoreTooNew, StoreUnavailable
 
 MAX_CELLS = 1000  # cells whose last matches are remembered (for "not twice in a row")
 RECENT_CELLS = 20  # a note shown under a cell is not shown again under the next ones
@@ -307,7 +307,7 @@ class Ambient:
         self.counts["cells"] += 1
         targets = self._targets()
         if targets is None:
-            self.last_decision = "no store yet"
+            self.last_decision = "there was no store yet when it ran"
             return
         shell = self.magics.shell
         code = getattr(info, "transformed_cell", None)
@@ -502,17 +502,17 @@ class Ambient:
                  "a gotcha note describes",
                  f"  gate: {self.gate().describe()}"]
         t = self.targets
+        if t is None and not self.problem:  # a store made since the last cell ran
+            with suppress(NbMemoryError):
+                t = self._targets()
         if t is not None:
             lines.append(f"  notes are about {_n(len(t.paths), 'path')}, {_n(len(t.globs), 'glob')}, "
                          f"{_n(len(t.variables), 'variable')} here and "
                          f"{_n(len(t.terms), 'file name')} in their text; "
                          f"{_n(t.gotchas, 'gotcha')} (journal position {t.position})")
         c = self.counts
-        if self.timings:
-            timing = (f"; overhead per cell p50 {_percentile(self.timings, 0.5):.2f} ms, "
-                      f"p95 {_percentile(self.timings, 0.95):.2f} ms")
-        else:
-            timing = ""
+        timing = (f"; overhead per cell p50 {_percentile(self.timings, 0.5):.2f} ms, p95 "
+                  f"{_percentile(self.timings, 0.95):.2f} ms") if self.timings else ""
         lines.append(f"  this kernel: {c['cells']} cells checked, {c['triggered']} touched "
                      f"something with notes, {_n(c['shown'], 'line')} shown, {c['repeats']} "
                      f"repeats held back, {c['quiet']} kept quiet{timing}")

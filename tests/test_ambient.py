@@ -393,6 +393,12 @@ def test_everything_shown_is_escaped(shell, workspace):
 def test_a_store_that_does_not_exist_is_not_created(ip, tmp_path):  # noqa: F811
     assert cell(ip, "x = 1")[0] == []
     assert not (tmp_path / "store").exists()
+    # Once a note makes it, status says what it knows, and which cell found no store.
+    (tmp_path / "notes.txt").write_text("x")
+    run(ip, f"remember --about {tmp_path / 'notes.txt'} a note made after the cell")
+    text = run(ip, "memory ambient status")[1].stdout
+    assert "notes are about 1 path, 0 globs, 0 variables here" in text
+    assert "last cell: there was no store yet when it ran" in text
 
 
 def test_a_failure_is_said_once_and_pauses_it(shell):
