@@ -45,6 +45,8 @@ show the held-out folds' metrics pooled beside the option chosen on all queries.
 3. The context from the note written before (``ranking.with_context``; eval/'s notes are
    written in file order, so each chat message follows the one before it): CONTEXT
    weights, judged as the feedback is, against none.
+4. A trusted keyword match's place (``keyword_places.keep_places``): how many places below
+   its place by keywords alone it may fall, or any (None), judged as the feedback is.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import run  # noqa: E402  (eval/run.py)
 from nbmemory.engine import PRIORITY_BONUS  # noqa: E402
+from nbmemory.keyword_places import KEYWORD_SLACK  # noqa: E402
 from nbmemory.lexical import LexicalIndex  # noqa: E402
 from nbmemory.ranking import FEEDBACK as CURRENT_FEEDBACK  # noqa: E402
 from nbmemory.ranking import FUSION as CURRENT_FUSION  # noqa: E402
@@ -78,6 +81,7 @@ MRR_SLACK = 0.005
 FEEDBACK = [None] + list(itertools.product((2, 3, 5), (5, 10, 15, 20),
                                            (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)))
 CONTEXT = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)
+SLACKS = (None, 2, 3, 5, 7, 9)
 LIFT = (None, 1, 2, 3, 4, 5, 6, 8)
 BM25_B = (0.1, 0.2, 0.3, 0.5, 0.75)
 CONDITIONS = ("one store", "one store, dense weakened", "a store per source",
@@ -156,14 +160,17 @@ PARTS = (*run.SLICES, "chat")
 
 
 def hybrid_scorer(fusion=CURRENT_FUSION, feedback=CURRENT_FEEDBACK,
-                  context: float = CONTEXT_WEIGHT, lift: int | None = LIFT_BELOW):
+                  context: float = CONTEXT_WEIGHT, lift: int | None = LIFT_BELOW,
+                  slack: int | None = KEYWORD_SLACK):
     """Hybrid as recall ranks it (``ranking.hybrid``), with the fusion of ``fusion`` (weight,
     start, full), keyword feedback of ``feedback`` (notes, terms, weight) or none, context
-    from the note before at weight ``context``, and below the start keywords lifting notes
-    under the cosine's ``lift`` best (None: not at all)."""
+    from the note before at weight ``context``, below the start keywords lifting notes
+    under the cosine's ``lift`` best (None: not at all), and from it a trusted keyword
+    match kept within ``slack`` places of its place by keywords (None: not kept)."""
     def score(r):
         return hybrid(r["query"], r["index"], r["sid"], r["lexical"], r["dense"], r["before"],
-                      fusion=fusion, feedback=feedback, context=context, lift=lift)[0]
+                      fusion=fusion, feedback=feedback, context=context, lift=lift,
+                      slack=slack)[0]
     return score
 
 
@@ -341,6 +348,10 @@ def main() -> None:
     ByRecall("3. context from the note before (weight), by recall@10 at no cost in MRR",
              list(CONTEXT), lambda option: hybrid_scorer(context=option),
              CONTEXT_WEIGHT, conditions, fold, baseline=0.0).report()
+    ByRecall("4. a trusted keyword match's place (how far below its place by keywords it may "
+             "fall; None: any), by recall@10 at no cost in MRR", list(SLACKS),
+             lambda option: hybrid_scorer(slack=option), KEYWORD_SLACK, conditions, fold,
+             baseline=None).report()
 
 
 if __name__ == "__main__":

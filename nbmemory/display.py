@@ -11,7 +11,8 @@ from typing import Any, Iterable, Sequence
 
 from .models import CHANGES, Event, Hit, Hits, Note, Snapshot, SnapshotDiff
 from .columns import ljust, shorten, width, wrap
-from .wording import _from, _short_path, age, anchors_line, local, printable, stale_marker
+from .wording import (_from, _short_path, age, anchors_line, fusion_line, local, printable,
+                      stale_marker)
 
 # JupyterLab right-aligns table cells with a more specific rule (.jp-RenderedHTMLCommon
 # td): ours must be at least as specific. Only the last column (the note) wraps.
@@ -121,27 +122,6 @@ def _note_header(note: Note, score: float | None = None) -> str:
     header = "  ".join(bits)
     marker = stale_marker(note)
     return f"{header}  {marker}" if marker else header
-
-
-def fusion_line(fusion: dict[str, float]) -> str:
-    """How a hybrid recall's scores were made, in words (explain mode)."""
-    w, bonus, below = fusion["weight"], fusion["priority"], fusion.get("below", 0)
-    covers = f"the best keyword match covers {fusion['covered']:.0%} of the query's weighted words"
-    priority = f"(+{bonus:g} high priority, -{bonus:g} low)"
-    fed = " Lexical includes the words of the best notes, fed back." if w > 0 else ""
-    if "short_terms" in fusion:  # not sent by an owner running older code
-        asks = (f", one that ends asking too ({fusion['asking_floor']:.0%} if it only asks)"
-                if "asking_floor" in fusion else "")
-        fed += (f" Dense is a note's cosine; a note of fewer than {fusion['short_terms']:g} "
-                f"keyword terms keeps part of it ({fusion['short_floor']:.0%} at none){asks}.")
-    if below:
-        return (f"score = dense for the {below} notes closest in meaning; for the others "
-                f"dense + {w / (1 - w):.2f} x lexical, kept below those {below} {priority}. "
-                f"Keyword weight {w:.2f}: {covers}, under the {fusion['from']:.0%} from which "
-                f"keywords are mixed in (fully from {fusion['full']:.0%}).{fed}")
-    formula = f"{1 - w:.2f} x dense + {w:.2f} x lexical" if w > 0 else "dense"
-    return (f"score = {formula} {priority}. Keyword weight {w:.2f}: {covers} (keywords count "
-            f"from {fusion['from']:.0%}, fully from {fusion['full']:.0%}).{fed}")
 
 
 def _clamped_text(text: str, show: str = "") -> str:

@@ -120,7 +120,8 @@ at 100k notes, all linked: 0.16 ms a recall when measured; the followers are now
 the query's keyword matches (0.05 ms).
 
 How much of its cosine a note keeps by its form (a note of few words, one that ends asking):
-see dense_weight.py.
+see dense_weight.py. How far below its place by keywords alone a trusted keyword match may
+fall: see keyword_places.py.
 """
 
 from __future__ import annotations
@@ -131,6 +132,7 @@ import numpy as np
 
 from .dense_search import beside, nearest
 from .dense_weight import asking_weight, short_note_weight
+from .keyword_places import KEYWORD_SLACK, keep_places
 from .lexical import LexicalIndex, top_positions
 from .tokenizer import tokenize
 from .vectors import VectorIndex
@@ -163,9 +165,10 @@ class Scored(NamedTuple):
 
 class Ranked(NamedTuple):
     """The candidates of one query and their scores, one array each, in id order; in hybrid
-    mode also the query's keyword weight, how much of it its best keyword match covers, and
-    how many notes closest in meaning kept their places while keywords lifted the others
-    (:func:`lifted`; 0: the mix ranked them all)."""
+    mode also the query's keyword weight, how much of it its best keyword match covers, how
+    many notes closest in meaning kept their places while keywords lifted the others
+    (:func:`lifted`; 0: the mix ranked them all), and how many keyword matches were moved up
+    to keep a place near their place by keywords (:mod:`.keyword_places`)."""
 
     ids: np.ndarray
     score: np.ndarray
@@ -174,6 +177,7 @@ class Ranked(NamedTuple):
     weight: float = 0.0
     covered: float = 0.0
     kept: int = 0
+    placed: int = 0
 
     def rows(self) -> list[Scored]:
         return [Scored(int(i), float(s), float(lx), float(d))
@@ -390,10 +394,10 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         lex = np.minimum(lex / scale, 1.0)
     if mode != "hybrid":
         return Ranked(union, {"lexical": lex, "dense": dense}[mode], lex, dense)
-    score, lex, weight, covered, kept = hybrid(
+    score, lex, weight, covered, kept, placed = hybrid(
         query, lexical, union, lex, dense, neighbours.before if neighbours is not None else None,
         drop, feedback=FEEDBACK if feedback else None)
-    return Ranked(union, score, lex, dense, weight, covered, kept)
+    return Ranked(union, score, lex, dense, weight, covered, kept, placed)
 
 
 def _keyword_pool(matched: np.ndarray, bm25: np.ndarray, pool: int,
@@ -415,15 +419,20 @@ def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarr
            dense: np.ndarray, before: np.ndarray | None = None, drop: Container[int] = (), *,
            fusion: tuple[float, float, float] = FUSION,
            feedback: tuple[int, int, float] | None = FEEDBACK,
-           context: float = CONTEXT_WEIGHT,
-           lift: int | None = LIFT_BELOW) -> tuple[np.ndarray, np.ndarray, float, float, int]:
+           context: float = CONTEXT_WEIGHT, lift: int | None = LIFT_BELOW,
+           slack: int | None = KEYWORD_SLACK
+           ) -> tuple[np.ndarray, np.ndarray, float, float, int, int]:
     """Hybrid scores of the candidates ``ids`` (ascending) from their keyword shares and
     cosines, their keyword shares as fused, the keyword weight, the best share it was set by,
-    and how many notes kept their places while keywords lifted the others (0: none): context
+    how many notes kept their places while keywords lifted the others (0: none), and how many
+    keyword matches were moved up to keep theirs (:mod:`.keyword_places`): context
     from the note before (``before``; None: none), the fusion (:func:`fuse`'s weight, start,
     full), then keyword feedback (notes, terms, weight; None: none); below the start,
     keywords lift notes under the cosine's ``lift`` best (:func:`lifted`; None: they do not
-    count). eval/tune.py varies the constants."""
+    count); from it, a note's own keyword match keeps a place within ``slack`` of its place
+    by keywords alone (:func:`~.keyword_places.keep_places`; None: it does not). eval/tune.py
+    varies the constants."""
+    own = keyword
     if before is not None and context:
         keyword = with_context(ids, keyword, before, drop, context)
     # The notes that can be shown set the weight and keep their places: a forgotten or
@@ -436,7 +445,11 @@ def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarr
         gone = ~shown
         fused[0][gone] = _fused(query, lexical, ids, keyword, dense, drop, fusion, feedback,
                                 lift, np.arange(len(ids)))[0][gone]
-    return fused
+    if slack is None:
+        return (*fused, 0)
+    placed, moved = keep_places(fused[0], own, dense, ids, fusion[1],
+                                np.flatnonzero(shown) if shown is not None else None, slack)
+    return (placed, *fused[1:], moved)
 
 
 def _fused(query, lexical, ids, keyword, dense, drop, fusion, feedback, lift, active):

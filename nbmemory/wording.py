@@ -231,3 +231,27 @@ def verified_text(note: Note, event: Event, here: str | None = None) -> str:
     if any(r.reason in ("check_failed", "check_error") for r in note.stale):
         still += " (a check's flag clears when the check passes again, not by a verify)"
     return text + "." + (f" Still {still}" if still else "")
+
+
+def fusion_line(fusion: dict[str, float]) -> str:
+    """How a hybrid recall's scores were made, in words (explain mode)."""
+    w, bonus, below = fusion["weight"], fusion["priority"], fusion.get("below", 0)
+    covers = f"the best keyword match covers {fusion['covered']:.0%} of the query's weighted words"
+    priority = f"(+{bonus:g} high priority, -{bonus:g} low)"
+    fed = " Lexical includes the words of the best notes, fed back." if w > 0 else ""
+    if "short_terms" in fusion:  # not sent by an owner running older code
+        asks = (f", one that ends asking too ({fusion['asking_floor']:.0%} if it only asks)"
+                if "asking_floor" in fusion else "")
+        fed += (f" Dense is a note's cosine; a note of fewer than {fusion['short_terms']:g} "
+                f"keyword terms keeps part of it ({fusion['short_floor']:.0%} at none){asks}.")
+    if below:
+        return (f"score = dense for the {below} notes closest in meaning; for the others "
+                f"dense + {w / (1 - w):.2f} x lexical, kept below those {below} {priority}. "
+                f"Keyword weight {w:.2f}: {covers}, under the {fusion['from']:.0%} from which "
+                f"keywords are mixed in (fully from {fusion['full']:.0%}).{fed}")
+    formula = f"{1 - w:.2f} x dense + {w:.2f} x lexical" if w > 0 else "dense"
+    if fusion.get("placed"):  # keyword_places.py
+        fed += (f" {fusion['placed']} keyword match(es) covering {fusion['from']:.0%} moved up "
+                f"to {fusion['slack']} places below their place by lexical alone.")
+    return (f"score = {formula} {priority}. Keyword weight {w:.2f}: {covers} (keywords count "
+            f"from {fusion['from']:.0%}, fully from {fusion['full']:.0%}).{fed}")

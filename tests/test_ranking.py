@@ -349,3 +349,45 @@ def test_a_note_that_ends_asking_keeps_part_of_its_cosine():
     found = rank_arrays("whales trip", None, lexical, rows, candidates=None, pool=10,
                         exact_below=100, mode="lexical")
     assert found.ids[np.argmax(found.score)] == 1  # keywords find the question as before
+
+
+def test_a_trusted_keyword_match_keeps_a_place_near_its_place_by_keywords():
+    """Twelve notes close in meaning pushed the best keyword match (a conversation's answer
+    sharing a name and a word with the question) out of the first ten."""
+    from nbmemory.keyword_places import KEYWORD_SLACK, keep_places
+
+    ids = np.arange(14)
+    score = np.linspace(0.9, 0.5, 14).astype(np.float32)  # fused: 0 best, 13 last
+    dense = np.full(14, 0.6, np.float32)
+    keyword = np.zeros(14, np.float32)
+    keyword[[13, 12]] = [0.4, 0.38]  # the best two by keywords, the last two by the fusion
+    placed, moved = keep_places(score, keyword, dense, ids, TRUST_FROM)
+    assert moved == 2
+    order = np.lexsort((ids, -placed)).tolist()
+    assert order.index(13) == KEYWORD_SLACK and order.index(12) == KEYWORD_SLACK + 1
+    assert [i for i in order if i < 12] == list(range(12))  # the others keep their order
+    assert placed[:12].tolist() == score[:12].tolist()  # and their scores
+    # Each between the two notes it now sits between.
+    assert score[KEYWORD_SLACK - 1] > placed[13] > placed[12] > score[KEYWORD_SLACK]
+    # Under the fusion's start, or far from the query in meaning, a match keeps its place.
+    assert keep_places(score, keyword * 0.8, dense, ids, TRUST_FROM)[0].tolist() == score.tolist()
+    far = dense.copy()
+    far[[12, 13]] = 0.29  # under half the best cosine
+    assert keep_places(score, keyword, far, ids, TRUST_FROM) == (score, 0)
+    # Only the notes that can be shown count as places: forgotten ones do not take them.
+    shown = np.arange(2, 14)
+    order = np.lexsort((ids, -keep_places(score, keyword, dense, ids, TRUST_FROM, shown)[0]))
+    assert [i for i in order.tolist() if i >= 2].index(13) == KEYWORD_SLACK
+
+
+def test_explain_says_how_many_keyword_matches_kept_their_places():
+    """Their scores were raised between their new neighbours': the formula alone no longer
+    gives them, so explain says why."""
+    from nbmemory.wording import fusion_line
+
+    fusion = {"weight": 0.28, "covered": 0.39, "from": TRUST_FROM, "full": TRUST_FULL,
+              "most": KEYWORD_WEIGHT, "below": 0, "priority": 0.02, "placed": 2, "slack": 5}
+    assert fusion_line(fusion).endswith(
+        "fed back. 2 keyword match(es) covering 35% moved up to 5 places below their place by "
+        "lexical alone.")
+    assert "moved up" not in fusion_line({**fusion, "placed": 0})

@@ -16,6 +16,7 @@ from ..errors import Command, InvalidInput, StoreUnreachable
 from ..history import PastView
 from ..lexical import LexicalIndex
 from ..models import MODES, PRIORITIES, Hit, Hits, Note, utcnow
+from ..keyword_places import KEYWORD_SLACK
 from ..ranking import KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL, rank_arrays
 from ..store import Filters, Store
 from ..dense_rows import DenseRows
@@ -41,7 +42,7 @@ def _fusion(ranked) -> dict[str, float] | None:
             "from": TRUST_FROM, "full": TRUST_FULL, "most": KEYWORD_WEIGHT,
             "below": ranked.kept, "priority": PRIORITY_BONUS["high"],
             "short_terms": SHORT_NOTE_TERMS, "short_floor": SHORT_NOTE_FLOOR,
-            "asking_floor": ASKING_FLOOR}
+            "asking_floor": ASKING_FLOOR, "placed": ranked.placed, "slack": KEYWORD_SLACK}
 
 
 @dataclass(frozen=True)
