@@ -839,6 +839,27 @@ def test_an_export_never_replaces_a_device_or_a_fifo_and_leaves_no_partial_copy(
     assert oct(os.stat(tmp_path / "all.jsonl").st_mode & 0o777) == "0o600"
 
 
+def test_an_export_into_the_stores_own_directory_is_refused(memory, store_dir, tmp_path,
+                                                              monkeypatch):
+    """Renamed over memory.duckdb.wal (or the database), an export made DuckDB drop every
+    write since: a crash later, the store reopened empty and doctor said all was well."""
+    for i in range(3):
+        memory.remember(f"finding {i} about the orders table")
+    (tmp_path / "link").symlink_to(store_dir)
+    monkeypatch.chdir(store_dir)
+    for target in (store_dir / "memory.duckdb.wal", store_dir / "memory.duckdb",
+                   store_dir / "sub" / "all.jsonl", "notes.jsonl", tmp_path / "link" / "x.jsonl"):
+        with pytest.raises(InvalidInput, match=r"^Cannot export to .*: it is inside the store's "
+                                               r"own directory \(.*\), beside its database and "
+                                               r"indexes\. Give a path outside it\.$"):
+            memory.export_jsonl(target)
+    assert not (store_dir / "notes.jsonl").exists()
+    memory.remember("written after the refused exports")
+    assert memory.status()["notes"] == 4
+    memory.export_jsonl(tmp_path / "beside.jsonl")  # beside the store is fine
+    assert (tmp_path / "beside.jsonl").is_file()
+
+
 def test_a_file_saved_with_a_byte_order_mark_imports(memory, tmp_path):
     """Windows editors save UTF-8 with a BOM: it is not part of the first line."""
     memory.remember("exports are gzipped")

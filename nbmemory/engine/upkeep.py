@@ -3,6 +3,8 @@ and re-embedding every note with another model."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Sequence
 
 import duckdb
@@ -44,6 +46,12 @@ class Upkeep(Part):
                      ids: Sequence[int] | None = None) -> dict[str, int]:
         """Write the whole store, losslessly, to a JSON Lines file at ``path``; or only the
         notes ``ids`` (with their history and vectors), e.g. to share them."""
+        inside = Path(os.path.realpath(self.engine.directory))
+        if inside in Path(os.path.realpath(os.path.abspath(path))).parents:
+            # Renamed over memory.duckdb or its log, it drops every write since (and after).
+            raise InvalidInput(f"Cannot export to {path}: it is inside the store's own "
+                               f"directory ({self.engine.directory}), beside its database "
+                               "and indexes. Give a path outside it.")
         if ids is not None:
             ids = [note_id(i) for i in ids]
             if not ids:
