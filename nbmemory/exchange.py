@@ -16,6 +16,7 @@ import base64
 import json
 import os
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -28,6 +29,7 @@ from .export_rows import check_notes
 from .models import STATUSES
 from .sharing import Subset
 from .store import SCHEMA_VERSION, Store
+from .store.rows import decode_vector
 
 FORMAT = "nbmemory-export"
 # 2: vectors in half precision (store/rows.py); version 1 files still import.
@@ -130,6 +132,30 @@ class Export:
 
     def table(self, name: str) -> list[dict[str, Any]]:
         return self.rows.get(name, [])
+
+    def keep_vectors(self, model: str, dims: int) -> int:
+        """Leave out the vectors that are not ``dims`` long for ``model`` (or, for another
+        model, not as long as most of its): a file damaged or edited by hand, or made by a
+        model of that name with other dimensions. Their texts are embedded again; a vector
+        of another length kept would stop the store's index from being built. How many."""
+        rows = self.table("embeddings")
+        lengths = [_length(row.get("vector")) for row in rows]
+        counted: dict[Any, Counter] = {}
+        for row, length in zip(rows, lengths):
+            counted.setdefault(row.get("model"), Counter())[length] += 1
+        usual = {m: c.most_common(1)[0][0] for m, c in counted.items()} | {model: dims}
+        kept = [row for row, length in zip(rows, lengths) if length == usual[row.get("model")]]
+        if len(kept) < len(rows):
+            self.rows["embeddings"] = kept
+        return len(rows) - len(kept)
+
+
+def _length(value: Any) -> int:
+    """How many numbers a vector as exported holds (-1: it cannot be read)."""
+    try:
+        return len(decode_vector(base64.b64decode(value, validate=True)))
+    except (TypeError, ValueError):
+        return -1
 
 
 MAX_LINE = 16 << 20  # characters: the longest line (one row) an export can hold

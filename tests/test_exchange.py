@@ -860,6 +860,38 @@ def test_an_export_into_the_stores_own_directory_is_refused(memory, store_dir, t
     assert (tmp_path / "beside.jsonl").is_file()
 
 
+def test_a_vector_of_another_length_is_embedded_again_not_imported(tmp_path):
+    """A damaged or hand-edited export with one short vector, or one made by a model of the
+    same name with other dimensions, was half imported, then no command could open the
+    store (its index could not be built): such vectors are left out and their texts
+    embedded again."""
+    import base64
+    import json
+
+    with Memory.open(tmp_path / "source", embedder=HashEmbedder()) as source:
+        source.remember_many([f"vendor v{i} ships on day {i}" for i in range(20)])
+        source.export_jsonl(tmp_path / "all.jsonl")
+    lines = (tmp_path / "all.jsonl").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"table": "embeddings"' in line)
+    record = json.loads(lines[at])
+    record["row"]["vector"] = base64.b64encode(
+        base64.b64decode(record["row"]["vector"])[:36]).decode()  # 16 numbers, not 64
+    lines[at] = json.dumps(record)
+    (tmp_path / "short.jsonl").write_text("\n".join(lines) + "\n")
+    with Memory.open(tmp_path / "small", embedder=HashEmbedder(dims=32)) as small:
+        small.remember("cron c1 runs nightly")
+        small.export_jsonl(tmp_path / "dims32.jsonl")
+    for name, file, embedded in (("here", "short.jsonl", 1), ("other", "dims32.jsonl", 1)):
+        with Memory.open(tmp_path / name, embedder=HashEmbedder()) as mem:
+            mem.remember("cron c2 runs at noon")
+            assert mem.import_jsonl(tmp_path / file)["embedded"] == embedded
+            assert mem.status()["vectors"] == mem.status()["notes"]
+        with Memory.open(tmp_path / name, embedder=HashEmbedder()) as mem:  # and it opens
+            assert mem.status()["model"] == "hash:64"
+            assert mem.recall("cron c1 runs nightly" if name == "other" else "vendor v3",
+                              mode="dense", k=1)
+
+
 def test_a_file_saved_with_a_byte_order_mark_imports(memory, tmp_path):
     """Windows editors save UTF-8 with a BOM: it is not part of the first line."""
     memory.remember("exports are gzipped")

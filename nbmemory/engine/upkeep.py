@@ -87,6 +87,8 @@ class Upkeep(Part):
         export = exchange.read_export(path)  # outside the lock: reads and checks the file
         if self.store.shared:
             _refuse_nul(export)
+        here = self._identity()
+        export.keep_vectors(self.engine.embedder.name, int(here.rsplit(":", 1)[1]))
         ahead = self._embed_ahead(export, progress)
         with self.lock:
             if (done := self._import_done(request_id, progress)) is not None:
@@ -104,10 +106,10 @@ class Upkeep(Part):
                         summary = exchange.merge(self.store, export, policy=on_conflict,
                                                  actor=default_author(actor), now=utcnow(),
                                                  journal=entry)
-                    model = export.header.get("model")  # its vectors came with the rows
-                    if (model and model_name(model) == self.engine.embedder.name
-                            and (empty or not self.engine.stored_identity)):
-                        self.engine.set_identity(model)
+                    # Its vectors came with the rows (those of another length were left out).
+                    if export.header.get("model") == here and (
+                            empty or not self.engine.stored_identity):
+                        self.engine.set_identity(here)
                     summary["embedding"] = self._put_ahead(ahead)
                     if request_id:
                         self.store.record_request(request_id, summary)
@@ -122,6 +124,13 @@ class Upkeep(Part):
                     "Nothing was imported.") from exc
             return self._embed_imported(summary, request_id, progress,
                                         since=None if empty else before)
+
+    def _identity(self) -> str:
+        """``name:dims`` of the vectors this store keeps for its configured model."""
+        stored, name = self.engine.stored_identity, self.engine.embedder.name
+        if stored and model_name(stored) == name:
+            return stored
+        return f"{name}:{self.engine.embedder.dims}"
 
     def _embed_ahead(self, export: exchange.Export,
                      progress: Progress | None) -> dict[str, np.ndarray]:
