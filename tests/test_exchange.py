@@ -839,10 +839,11 @@ def test_an_export_never_replaces_a_device_or_a_fifo_and_leaves_no_partial_copy(
     assert oct(os.stat(tmp_path / "all.jsonl").st_mode & 0o777) == "0o600"
 
 
-def test_an_export_into_the_stores_own_directory_is_refused(memory, store_dir, tmp_path,
-                                                              monkeypatch):
+def test_an_export_into_the_stores_own_directory_is_refused(memory, tmp_path, monkeypatch):
     """Renamed over memory.duckdb.wal (or the database), an export made DuckDB drop every
-    write since: a crash later, the store reopened empty and doctor said all was well."""
+    write since: a crash later, the store reopened empty and doctor said all was well. (A
+    team store's directory holds this machine's copy and indexes.)"""
+    store_dir = memory.location.path
     for i in range(3):
         memory.remember(f"finding {i} about the orders table")
     (tmp_path / "link").symlink_to(store_dir)
