@@ -10,6 +10,7 @@ cannot be.
 from __future__ import annotations
 
 import threading
+import zlib
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -31,6 +32,10 @@ from .journal import Change
 
 Progress = Callable[[int, int], None]
 KEYWORDS_FILENAME = "keywords.index"
+# What a damaged index file raises beyond its own error (a header of another shape, a field
+# of another type): it is rebuilt from the store, as a missing one is.
+_ODD_FILE = (ValueError, TypeError, AttributeError, KeyError, IndexError, OverflowError,
+             zlib.error)
 CARDS_FILENAME = "cards.index"
 
 
@@ -95,7 +100,7 @@ class Keywords(SavedFile):
             if rebuild:
                 raise LexicalIndexError("asked to rebuild")
             return self._load(ids)
-        except LexicalIndexError as exc:
+        except (LexicalIndexError, *_ODD_FILE) as exc:
             rows = self.store.index_rows(INDEXED)
             self.rebuild(rows)
             self.save(force=True)
@@ -193,7 +198,7 @@ class NoteCards(SavedFile):
             if rebuild:
                 raise CardsFileError("asked to rebuild")
             return self._load()
-        except CardsFileError as exc:
+        except (CardsFileError, *_ODD_FILE) as exc:
             self.cards = Cards()
             ids, lines = self.store.note_lines(None, BLOCK)
             self.cards.write(ids, lines, ())
@@ -336,7 +341,7 @@ class Dense(SavedFile):
             if rebuild:
                 raise VectorIndexError("asked to rebuild")
             return self._load(ids)
-        except VectorIndexError as exc:
+        except (VectorIndexError, *_ODD_FILE, MemoryError, RuntimeError) as exc:
             self._rebuild(progress)
             return f"rebuilt ({exc})"
 
