@@ -1,7 +1,9 @@
-"""Writing a file so that a crash leaves either the old file or the new one, never half."""
+"""Writing a file so that a crash leaves either the old file or the new one, never half; and
+telling a full disk from other write errors."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import time
@@ -65,3 +67,21 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+def disk_full(exc: BaseException) -> str | None:
+    """The words of a "disk full" error anywhere in ``exc``'s chain (DuckDB says it in its
+    message, Python in errno), or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in FULL:
+            return exc.strerror or str(exc)
+        for words in ("No space left on device", "Disk quota exceeded"):
+            if words in str(exc):
+                return words
+        exc = exc.__cause__ or exc.__context__
+    return None

@@ -656,6 +656,24 @@ def fill(disk):
     return filler
 
 
+def test_an_import_on_a_full_disk_blames_the_disk_not_the_file(small_disk, tmp_path):
+    """It said the file had a row the store could not take, "damaged or edited by hand":
+    a user would throw away a good export."""
+    with Memory.open(tmp_path / "source", embedder=HashEmbedder()) as source:
+        source.remember_many([f"imported finding {i} " + "z" * 500 for i in range(300)])
+        source.export_jsonl(tmp_path / "all.jsonl")
+    store = small_disk / "store"
+    with Memory.open(store, model=HASH, mode="service") as memory:
+        memory.remember("here before the import")
+        filler = fill(small_disk)
+        with pytest.raises(StoreUnavailable, match=r"failed because the disk holding the store "
+                                                   r".* is full \(No space left on device\)"):
+            memory.import_jsonl(tmp_path / "all.jsonl")
+        filler.unlink()
+        assert [n.text for n in memory.notes().notes] == ["here before the import"]
+        assert memory.import_jsonl(tmp_path / "all.jsonl")["added"] == 300
+
+
 def test_a_full_disk_is_reported_as_such_and_nothing_acknowledged_is_lost(small_disk):
     store = small_disk / "store"
     acknowledged = []

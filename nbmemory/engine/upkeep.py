@@ -14,6 +14,7 @@ from .. import exchange, markdown
 from ..config import find_git_root
 from ..embed import model_name
 from ..errors import InvalidInput, NotFound
+from ..files import disk_full
 from ..models import utcnow
 from ..repos import identity
 from ..store import Filters
@@ -115,6 +116,8 @@ class Upkeep(Part):
                         self.store.record_request(request_id, summary)
             except (duckdb.Error, KeyError, TypeError, ValueError,
                     *getattr(self.store, "data_errors", ())) as exc:
+                if disk_full(exc):  # the file is not to blame: said as a full disk
+                    raise
                 # A well-framed file with a row the schema refuses (edited by hand, or
                 # damaged inside a line): the transaction rolled back every row.
                 raise InvalidInput(

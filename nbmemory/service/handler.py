@@ -8,7 +8,6 @@ connected when a client asks for another model (:meth:`Owner.others_connected`).
 
 from __future__ import annotations
 
-import errno
 import http.server
 import json
 import os
@@ -22,6 +21,7 @@ from typing import Any
 from .. import __version__
 from ..embed import DEFAULT_ALIASES
 from ..errors import Command, EmbedderMismatch, NbMemoryError, StoreUnavailable
+from ..files import disk_full
 from . import codec, transport as transports
 from .log import log
 from .protocol import HEADER_CLIENT, HEADER_MODEL, PROTOCOL, STATUS_BY_ERROR, OwnerGone
@@ -32,7 +32,6 @@ CALL_ROUTE = re.compile(r"/v(\d+)/call")  # fullmatch: any protocol number, then
 # Operations that switch the store to the client's model: a client asking for one may
 # replace the owner even while others use it (they follow the store's new model).
 SWITCHES_MODEL = ("reembed", "reindex")
-FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 UNPROVEN_TIMEOUT_S = 30  # a TCP connection's wait for its first request with the secret
 
 
@@ -67,21 +66,6 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         socketserver.TCPServer.server_bind(self)
         port = self.server_address[1] if isinstance(self.server_address, tuple) else 0
         self.server_name, self.server_port = "nbmemory", port
-
-
-def disk_full(exc: BaseException) -> str | None:
-    """The words of a "disk full" error anywhere in ``exc``'s chain (DuckDB says it in its
-    message, Python in errno), or None."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in FULL:
-            return exc.strerror or str(exc)
-        for words in ("No space left on device", "Disk quota exceeded"):
-            if words in str(exc):
-                return words
-        exc = exc.__cause__ or exc.__context__
-    return None
 
 
 class Handler(http.server.BaseHTTPRequestHandler):

@@ -24,12 +24,12 @@ from typing import Any
 from .. import __version__
 from ..config import Settings
 from ..errors import NbMemoryError, StoreLocked
-from ..files import code_stamp, identity
+from ..files import code_stamp, disk_full, identity
 from ..lock import OwnerLock, locking_name, prepare_directory, read_owner_pid
 from ..operations import operation as lookup
 from . import transport as transports
 from .batcher import RememberBatcher
-from .handler import Server, disk_full
+from .handler import Server
 from .log import log
 from .protocol import (DEFAULT_IDLE_TIMEOUT, ERROR_NAME, HEADER_PROTOCOL, HEADER_MODEL,
                        HEADER_VERSION, INFO_NAME, LOG_NAME, PROTOCOL, OwnerGone, read_info,
