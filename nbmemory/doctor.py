@@ -349,8 +349,9 @@ def check_contents(con, directory: Path, model_name, model: str, opt: str) -> It
     position = con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
     path = directory / VECTOR_FILENAME
     rebuild = f"Rebuild it from the database: nbmemory reindex{opt}"
-    if not path.exists():
-        yield Check("index", "fail", f"{path.name} is missing ({len(ids)} notes need vectors)", rebuild)
+    if not path.exists():  # an owner stopped while it was still building it, or deleted
+        yield Check("index", "warn", f"{path.name} is missing ({len(ids)} notes need vectors): "
+                                     "the next open rebuilds it", rebuild)
         return
     try:
         from .vectors import Index, read_meta  # usearch, loaded as dense_rows.py says

@@ -819,17 +819,19 @@ def test_doctor_on_a_missing_store_only_warns(nbm, store_dir):
 
 
 def test_doctor_finds_a_missing_index_file(nbm, store_dir):
+    """A warning, not a failure: the next open rebuilds it (an owner stopped while it was
+    still building a large one leaves none, and doctor said the store had a problem)."""
     nbm("remember", "a finding")
     assert nbm("stop").code == 0
     (store_dir / VECTOR_FILENAME).unlink()
     r, checks = doctor(nbm)
-    assert r.code == 1 and r.json["ok"] is False
-    assert checks["index"] == {"name": "index", "status": "fail",
-                               "detail": "vectors.usearch is missing (1 notes need vectors)",
+    assert r.code == 0
+    assert checks["index"] == {"name": "index", "status": "warn",
+                               "detail": "vectors.usearch is missing (1 notes need vectors): "
+                                         "the next open rebuilds it",
                                "fix": f"Rebuild it from the database: nbmemory reindex --store {store_dir}"}
     r = nbm("doctor", "--skip", "jupyter")
-    assert "FAIL  index" in r.out and f"-> Rebuild it from the database: nbmemory reindex --store {store_dir}" in r.out
-    assert r.out.strip().endswith("1 problem found.")
+    assert "WARN  index" in r.out and f"-> Rebuild it from the database: nbmemory reindex --store {store_dir}" in r.out
     assert not (store_dir / VECTOR_FILENAME).exists()  # doctor repairs nothing itself
     assert nbm("reindex").code == 0
     assert doctor(nbm)[0].code == 0
