@@ -229,6 +229,10 @@ class StaleChecker:
         except Unreadable as exc:
             raise InvalidInput(f"{{0}}: {exc}. The note was not stored.",
                                Command("about", (str(item),))) from None
+        except OSError as exc:  # a name too long for any file system, and the like
+            shown = str(item) if len(str(item)) <= 200 else f"{str(item)[:200]}…"
+            raise InvalidInput(f"{{0}}: {exc.strerror or exc}. Check the path. The note was "
+                               "not stored.", Command("about", (shown,))) from None
         if anchor is None:
             what = "matches" if is_glob(str(item)) else "exists"
             looked = ("" if os.path.isabs(os.path.expanduser(str(item))) else

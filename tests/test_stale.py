@@ -319,6 +319,10 @@ def test_about_something_that_does_not_exist_is_refused_and_nothing_stored(ws, m
         mem.remember("about a pasted path", about=["data/a\x00b.csv"])
     assert str(caught.value) == ("about='data/a\\x00b.csv': a path cannot hold a NUL character "
                                  "(U+0000); remove it. The note was not stored.")
+    with pytest.raises(InvalidInput) as caught:  # the owner failed with a bare OSError
+        mem.remember("about a path too long", about=["data/" + "a" * 100_000])
+    assert str(caught.value) == (f"about='data/{'a' * 195}…': File name too long. Check the "
+                                 "path. The note was not stored.")
     assert mem.notes().total == 1
 
 
