@@ -200,6 +200,18 @@ def test_retried_write_is_applied_once(memory):
     assert memory.notes().total == 1
 
 
+def test_a_resent_edit_answers_with_the_version_it_wrote(memory):
+    """An edit resent after its owner died answered with the note as it was now: two
+    writers were each told their edit was version 3, one of them someone else's."""
+    note = memory.remember("the export runs at 01:00")
+    mine = memory.edit(note.id, text="the export runs at 02:00", request_id="edit-1")
+    theirs = memory.edit(note.id, text="the export runs at 03:00", request_id="edit-2")
+    again = memory.edit(note.id, text="the export runs at 02:00", request_id="edit-1")
+    assert (mine.version, theirs.version) == (2, 3)
+    assert (again.version, again.text) == (2, "the export runs at 02:00")
+    assert memory.get(note.id).version == 3  # nothing written again
+
+
 def test_an_edit_to_the_same_text_typed_another_way_writes_no_version(memory):
     """The same words with é as e and a combining accent (NFD, as a Mac may send them) were
     a new version whose text looked exactly like the old one's."""

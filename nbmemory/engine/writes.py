@@ -239,8 +239,7 @@ class Writes(Part):
         """Embed (one call) and write (one transaction) the new notes, by request index.
 
         Embedding in a helper thread while the rows are inserted gained nothing here: at
-        batch sizes like 4 the encode is bound by Python overhead under the GIL.
-        """
+        batch sizes like 4 the encode is bound by Python overhead under the GIL."""
         texts = list(dict.fromkeys(p["text"] for _, p in fresh))
         # While the owner loads the model, a store that has vectors already takes the notes
         # now and embeds them once it is loaded (Engine.embed_pending). Not a team store:
@@ -319,8 +318,9 @@ class Writes(Part):
                                                ("tags", new_tags, old.tags)) if a != b]
             if not changed:
                 return old
-            if request_id and self.store.request_note(request_id) is not None:
-                return self.engine.reads.get(note_id)
+            if request_id and (done := self.store.request_event(request_id)) is not None:
+                return next((v for v in self.store.versions(note_id) if v.updated_at == done.at),
+                            old)  # the version that request wrote, not a later edit's
             digest = content_hash(new_text)
             model = self.engine.embedder.name
             vector = None
