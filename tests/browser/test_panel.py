@@ -240,6 +240,10 @@ def test_edit_writes_a_new_version(page, lab):
     earlier = edited.get_by_role("list", name=f"Earlier versions of #{note['id']}")
     expect(earlier.locator(".nbm-VersionText")).to_have_text(["the retry limit is 3"])
     expect(earlier.locator(".nbm-VersionText strong")).to_have_text("3")
+    # Dimmed as the list is, not in the current note's colour.
+    list_color, text_color = earlier.evaluate(
+        "l => [getComputedStyle(l).color, getComputedStyle(l.querySelector('.nbm-VersionText p')).color]")
+    assert text_color == list_color
     expect(earlier.locator(".nbm-VersionHead")).to_contain_text("v1 · ")
     expect(earlier.locator(".nbm-VersionHead")).to_contain_text("tags: config")
 
