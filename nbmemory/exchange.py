@@ -133,17 +133,20 @@ class Export:
     def table(self, name: str) -> list[dict[str, Any]]:
         return self.rows.get(name, [])
 
-    def keep_vectors(self, model: str, dims: int) -> int:
+    def keep_vectors(self, model: str, dims: int | None) -> int:
         """Leave out the vectors that are not ``dims`` long for ``model`` (or, for another
-        model, not as long as most of its): a file damaged or edited by hand, or made by a
-        model of that name with other dimensions. Their texts are embedded again; a vector
-        of another length kept would stop the store's index from being built. How many."""
+        model or with ``dims`` None, not as long as most of its): a file damaged or edited by
+        hand, or made by a model of that name with other dimensions. Their texts are
+        embedded again; a vector of another length kept would stop the store's index from
+        being built. How many."""
         rows = self.table("embeddings")
         lengths = [_length(row.get("vector")) for row in rows]
         counted: dict[Any, Counter] = {}
         for row, length in zip(rows, lengths):
             counted.setdefault(row.get("model"), Counter())[length] += 1
-        usual = {m: c.most_common(1)[0][0] for m, c in counted.items()} | {model: dims}
+        usual = {m: c.most_common(1)[0][0] for m, c in counted.items()}
+        if dims is not None:
+            usual[model] = dims
         kept = [row for row, length in zip(rows, lengths) if length == usual[row.get("model")]]
         if len(kept) < len(rows):
             self.rows["embeddings"] = kept

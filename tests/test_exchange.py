@@ -839,7 +839,7 @@ def test_an_export_never_replaces_a_device_or_a_fifo_and_leaves_no_partial_copy(
     assert oct(os.stat(tmp_path / "all.jsonl").st_mode & 0o777) == "0o600"
 
 
-def test_an_export_into_the_stores_own_directory_is_refused(memory, tmp_path, monkeypatch):
+def test_an_export_over_the_stores_own_files_is_refused(memory, tmp_path, monkeypatch):
     """Renamed over memory.duckdb.wal (or the database), an export made DuckDB drop every
     write since: a crash later, the store reopened empty and doctor said all was well. (A
     team store's directory holds this machine's copy and indexes.)"""
@@ -849,16 +849,17 @@ def test_an_export_into_the_stores_own_directory_is_refused(memory, tmp_path, mo
     (tmp_path / "link").symlink_to(store_dir)
     monkeypatch.chdir(store_dir)
     for target in (store_dir / "memory.duckdb.wal", store_dir / "memory.duckdb",
-                   store_dir / "sub" / "all.jsonl", "notes.jsonl", tmp_path / "link" / "x.jsonl"):
-        with pytest.raises(InvalidInput, match=r"^Cannot export to .*: it is inside the store's "
-                                               r"own directory \(.*\), beside its database and "
-                                               r"indexes\. Give a path outside it\.$"):
+                   "vectors.usearch", tmp_path / "link" / "keywords.index"):
+        with pytest.raises(InvalidInput, match=r"^Cannot export to .*: the store keeps its "
+                                               r"database and indexes in that directory \(.*\), "
+                                               r"and an export there must not take one's place\. "
+                                               r"Name it \*\.jsonl, or give a path outside it\.$"):
             memory.export_jsonl(target)
-    assert not (store_dir / "notes.jsonl").exists()
     memory.remember("written after the refused exports")
     assert memory.status()["notes"] == 4
-    memory.export_jsonl(tmp_path / "beside.jsonl")  # beside the store is fine
-    assert (tmp_path / "beside.jsonl").is_file()
+    memory.export_jsonl("backup.jsonl")  # a store kept in a project's folder (--store .)
+    memory.export_jsonl(tmp_path / "beside.jsonl")
+    assert (store_dir / "backup.jsonl").is_file() and (tmp_path / "beside.jsonl").is_file()
 
 
 def test_a_vector_of_another_length_is_embedded_again_not_imported(tmp_path):
@@ -891,6 +892,30 @@ def test_a_vector_of_another_length_is_embedded_again_not_imported(tmp_path):
             assert mem.status()["model"] == "hash:64"
             assert mem.recall("cron c1 runs nightly" if name == "other" else "vendor v3",
                               mode="dense", k=1)
+
+
+def test_a_restore_that_brings_every_vector_needs_no_model(tmp_path):
+    """Checking the file's vector lengths loaded the model first: a restore on a machine
+    without it failed, where the file brings every vector it needs."""
+    from nbmemory.errors import ModelUnavailable
+
+    class NotHere(HashEmbedder):
+        loaded = False
+
+        @property
+        def dims(self):
+            raise ModelUnavailable("the model acme is not on this machine")
+
+        def encode(self, texts):
+            raise ModelUnavailable("the model acme is not on this machine")
+
+    with Memory.open(tmp_path / "source", embedder=HashEmbedder(name="acme")) as source:
+        source.remember_many([f"vendor v{i} ships on day {i}" for i in range(5)])
+        source.export_jsonl(tmp_path / "all.jsonl")
+    with Memory.open(tmp_path / "restored", embedder=NotHere(name="acme")) as mem:
+        assert mem.import_jsonl(tmp_path / "all.jsonl") == {
+            "restored": 5, "snapshots": 0, "embedded": 0}
+        assert mem.status()["vectors"] == 5
 
 
 def test_a_file_saved_with_a_byte_order_mark_imports(memory, tmp_path):

@@ -47,12 +47,15 @@ class Upkeep(Part):
                      ids: Sequence[int] | None = None) -> dict[str, int]:
         """Write the whole store, losslessly, to a JSON Lines file at ``path``; or only the
         notes ``ids`` (with their history and vectors), e.g. to share them."""
-        inside = Path(os.path.realpath(self.engine.directory))
-        if inside in Path(os.path.realpath(os.path.abspath(path))).parents:
-            # Renamed over memory.duckdb or its log, it drops every write since (and after).
-            raise InvalidInput(f"Cannot export to {path}: it is inside the store's own "
-                               f"directory ({self.engine.directory}), beside its database "
-                               "and indexes. Give a path outside it.")
+        target = Path(os.path.realpath(os.path.abspath(path)))
+        if (target.parent == Path(os.path.realpath(self.engine.directory))
+                and target.suffix != ".jsonl"):
+            # Renamed over memory.duckdb or its log, it drops every write since (and after);
+            # none of the store's own files ends in .jsonl.
+            raise InvalidInput(f"Cannot export to {path}: the store keeps its database and "
+                               f"indexes in that directory ({self.engine.directory}), and an "
+                               "export there must not take one's place. Name it *.jsonl, or "
+                               "give a path outside it.")
         if ids is not None:
             ids = [note_id(i) for i in ids]
             if not ids:
@@ -88,8 +91,9 @@ class Upkeep(Part):
         export = exchange.read_export(path)  # outside the lock: reads and checks the file
         if self.store.shared:
             _refuse_nul(export)
-        here = self._identity()
-        export.keep_vectors(self.engine.embedder.name, int(here.rsplit(":", 1)[1]))
+        here = self._identity(export)
+        export.keep_vectors(self.engine.embedder.name,
+                            int(here.rsplit(":", 1)[1]) if here else None)
         ahead = self._embed_ahead(export, progress)
         with self.lock:
             if (done := self._import_done(request_id, progress)) is not None:
@@ -128,12 +132,17 @@ class Upkeep(Part):
             return self._embed_imported(summary, request_id, progress,
                                         since=None if empty else before)
 
-    def _identity(self) -> str:
-        """``name:dims`` of the vectors this store keeps for its configured model."""
+    def _identity(self, export: exchange.Export) -> str | None:
+        """``name:dims`` of the vectors this store keeps for its configured model, as the
+        store says, else the model if loaded, else the file if made with a model of that
+        name: a restore whose file brings every vector needs no model. None: unknown."""
         stored, name = self.engine.stored_identity, self.engine.embedder.name
         if stored and model_name(stored) == name:
             return stored
-        return f"{name}:{self.engine.embedder.dims}"
+        if getattr(self.engine.embedder, "loaded", True):
+            return f"{name}:{self.engine.embedder.dims}"
+        made_with = export.header.get("model")
+        return made_with if isinstance(made_with, str) and model_name(made_with) == name else None
 
     def _embed_ahead(self, export: exchange.Export,
                      progress: Progress | None) -> dict[str, np.ndarray]:
