@@ -391,12 +391,13 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         at = np.minimum(np.searchsorted(matched, union), len(matched) - 1)
         found = matched[at] == union
         lex[found] = bm25[at[found]]
-        lex = np.minimum(lex / scale, 1.0)
+        lex /= scale
+    uncapped, lex = lex, np.minimum(lex, 1.0)
     if mode != "hybrid":
         return Ranked(union, {"lexical": lex, "dense": dense}[mode], lex, dense)
     score, lex, weight, covered, kept, placed = hybrid(
         query, lexical, union, lex, dense, neighbours.before if neighbours is not None else None,
-        drop, feedback=FEEDBACK if feedback else None)
+        drop, feedback=FEEDBACK if feedback else None, uncapped=uncapped)
     return Ranked(union, score, lex, dense, weight, covered, kept, placed)
 
 
@@ -420,7 +421,7 @@ def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarr
            fusion: tuple[float, float, float] = FUSION,
            feedback: tuple[int, int, float] | None = FEEDBACK,
            context: float = CONTEXT_WEIGHT, lift: int | None = LIFT_BELOW,
-           slack: int | None = KEYWORD_SLACK
+           slack: int | None = KEYWORD_SLACK, uncapped: np.ndarray | None = None
            ) -> tuple[np.ndarray, np.ndarray, float, float, int, int]:
     """Hybrid scores of the candidates ``ids`` (ascending) from their keyword shares and
     cosines, their keyword shares as fused, the keyword weight, the best share it was set by,
@@ -430,8 +431,8 @@ def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarr
     full), then keyword feedback (notes, terms, weight; None: none); below the start,
     keywords lift notes under the cosine's ``lift`` best (:func:`lifted`; None: they do not
     count); from it, a note's own keyword match keeps a place within ``slack`` of its place
-    by keywords alone (:func:`~.keyword_places.keep_places`; None: it does not). eval/tune.py
-    varies the constants."""
+    by keywords alone (:func:`~.keyword_places.keep_places`, by the ``uncapped`` shares if
+    given; None: it does not). eval/tune.py varies the constants."""
     own = keyword
     if before is not None and context:
         keyword = with_context(ids, keyword, before, drop, context)
@@ -448,7 +449,8 @@ def hybrid(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarr
     if slack is None:
         return (*fused, 0)
     placed, moved = keep_places(fused[0], own, dense, ids, fusion[1],
-                                np.flatnonzero(shown) if shown is not None else None, slack)
+                                np.flatnonzero(shown) if shown is not None else None, slack,
+                                uncapped)
     return (placed, *fused[1:], moved)
 
 

@@ -391,3 +391,29 @@ def test_explain_says_how_many_keyword_matches_kept_their_places():
         "fed back. 2 keyword match(es) covering 35% moved up to 5 places below their place by "
         "lexical alone.")
     assert "moved up" not in fusion_line({**fusion, "placed": 0})
+
+
+def test_keyword_ties_are_placed_by_the_fusion_not_by_age():
+    """Short notes holding a one-word query all share 1: ranked among themselves by id, the
+    oldest took places 4 to 10 with scores they never had, and -k 20 showed another ten."""
+    from nbmemory.keyword_places import keep_places
+
+    ids = np.arange(12)
+    score = np.linspace(0.5, 0.95, 12).astype(np.float32)  # the newest best by the fusion
+    keyword, dense = np.ones(12, np.float32), np.full(12, 0.6, np.float32)
+    assert keep_places(score, keyword, dense, ids, TRUST_FROM) == (score, 0)
+    # Uncapped, the shares say which match is best by keywords; ties still by the fusion.
+    uncapped = np.where(ids == 2, 1.4, 1.0).astype(np.float32)
+    placed, moved = keep_places(score, keyword, dense, ids, TRUST_FROM, bm25=uncapped)
+    assert moved == 1 and np.lexsort((ids, -placed)).tolist().index(2) == 3
+
+
+def test_a_match_already_within_its_places_keeps_its_score():
+    """It was counted as moved (explain said so) and scored between its neighbours, which
+    could put it under min_score."""
+    from nbmemory.keyword_places import keep_places
+
+    ids = np.arange(6)
+    score = np.array([0.9, 0.8, 0.22, 0.21, 0.10, 0.05], np.float32)
+    keyword = np.array([0, 0, 0, 0.4, 0, 0], np.float32)  # 4th: within three of first
+    assert keep_places(score, keyword, np.full(6, 0.6, np.float32), ids, TRUST_FROM) == (score, 0)
