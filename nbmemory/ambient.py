@@ -502,7 +502,7 @@ class Ambient:
                  "a gotcha note describes",
                  f"  gate: {self.gate().describe()}"]
         t = self.targets
-        if t is None and not self.problem:  # a store made since the last cell ran
+        if t is None and magics.ambient and not self.problem:  # a store made since
             with suppress(NbMemoryError):
                 t = self._targets()
         if t is not None:
