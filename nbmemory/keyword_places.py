@@ -13,8 +13,7 @@ the fused score: many short notes that hold a one-word query share 1, and taken 
 oldest filled the places from the fourth on (and ``-k 20``, whose pool holds more of them,
 showed another first ten).
 
-Measured with ``eval/run.py``, before -> after (recall@1 unchanged everywhere, MRR within
-+0.002):
+Measured with ``eval/run.py``, before -> after (recall@1 and MRR within 0.002 everywhere):
 
 - a set written in LoCoMo's style afresh outside the repo (4 conversations, 1,140 messages,
   323 questions, a fifth of them naming the wrong speaker; ``--set DIR --stores``): recall@10
@@ -29,14 +28,15 @@ Measured with ``eval/run.py``, before -> after (recall@1 unchanged everywhere, M
 
 ``eval/tune.py`` (stage 4: none, or 2, 3, 5, 7, 9 places) chose 3 on all queries; its folds
 chose 9, 3, 3, 2 and 2 (recall@10 in its worst condition, one store with the cosines
-weakened: 0.689 at 3, 0.687 at 5). Chosen on the same candidates (scripts outside the repo): with no cosine
-condition the weakened conditions gained more (the LoCoMo-style set at sd 0.15: 0.716), but
-one store's natural questions outside the chats lost (0.861 -> 0.854): there the best keyword
-matches of a pandas or a team question were often notes of another project sharing its
-words, at cosines of 0.08-0.28 where the best was about 0.5. A floor of 0.4 of the best
-cosine cost 0.005 of them, half 0.002. The floor of keyword share is the fusion's own start:
-at its full point (0.45) the gains vanished (they come from matches covering 0.35-0.45, where
-the keyword weight is small), and from 0.3 a paraphrase lost its note.
+weakened: 0.689 at 3, 0.687 at 5). Chosen on the same candidates (scripts outside the
+repo): with no cosine condition the weakened conditions gained more (the LoCoMo-style set
+at sd 0.15: 0.716), but one store's natural questions outside the chats lost (0.861 ->
+0.854): there the best keyword matches of a pandas or a team question were often notes of
+another project sharing its words, at cosines of 0.08-0.28 where the best was about 0.5. A
+floor of 0.4 of the best cosine cost 0.005 of them, half 0.002. The floor of keyword share
+is the fusion's own start: at its full point (0.45) the gains vanished (they come from
+matches covering 0.35-0.45, where the keyword weight is small), and from 0.3 a paraphrase
+lost its note.
 """
 
 from __future__ import annotations
