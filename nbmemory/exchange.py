@@ -153,6 +153,14 @@ class Export:
         return len(rows) - len(kept)
 
 
+    def dims(self, model: str) -> int | None:
+        """How long the file's vectors for ``model`` are (after :meth:`keep_vectors`, all
+        alike), or None: it brings none."""
+        lengths = Counter(_length(row.get("vector")) for row in self.table("embeddings")
+                          if row.get("model") == model)
+        return lengths.most_common(1)[0][0] if lengths else None
+
+
 def _length(value: Any) -> int:
     """How many numbers a vector as exported holds (-1: it cannot be read)."""
     try:

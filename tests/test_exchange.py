@@ -674,6 +674,27 @@ def test_import_into_another_model_embeds_the_texts(tmp_path):
         assert dst.status()["model"] == "other:32"
 
 
+def test_a_restore_from_a_store_that_switched_models_is_recalled_with_this_ones(tmp_path):
+    """The file of a store that was re-embedded with another model brings vectors of both.
+    Restored where the first model is configured, nothing was left to embed, so the store
+    never learnt which vectors it uses: no vector index, recall found nothing (keywords
+    included), and reindex said the store had no notes."""
+    with Memory.open(tmp_path / "src", embedder=HashEmbedder(64)) as src:
+        src.remember("orders.amount is in cents before 2021")
+        src.remember("the ledger closes on the 3rd working day")
+    with Memory.open(tmp_path / "src", embedder=HashEmbedder(32, name="other")) as src:
+        src.reembed()
+        src.export_jsonl(tmp_path / "x.jsonl")
+    with Memory.open(tmp_path / "dst", embedder=HashEmbedder(64)) as dst:
+        summary = dst.import_jsonl(tmp_path / "x.jsonl")
+        assert (summary["restored"], summary["embedded"]) == (2, 0)
+        status = dst.status()
+        assert (status["model"], status["vectors"], status["mismatch"]) == ("hash:64", 2, False)
+        assert dst.recall("cents")[0].note.text == "orders.amount is in cents before 2021"
+        assert dst.recall("ledger", mode="dense")[0].note.id == 2
+        assert dst.reindex()["action"] == "rebuilt"
+
+
 def test_recalls_and_writes_go_on_while_an_import_embeds(tmp_path):
     """An import held the engine's lock while it embedded the texts it brought (minutes for
     a large file): every recall and write of every kernel waited. It embeds them first now,

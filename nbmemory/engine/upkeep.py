@@ -116,6 +116,11 @@ class Upkeep(Part):
                             empty or not self.engine.stored_identity):
                         self.engine.set_identity(here)
                     summary["embedding"] = self._put_ahead(ahead)
+                    name = self.engine.embedder.name
+                    if not self.engine.stored_identity and (dims := export.dims(name)):
+                        # A file made after a switch to another model, which also brings this
+                        # one's vectors: nothing to embed, and no identity else (no index).
+                        self.engine.set_identity(f"{name}:{dims}")
                     if request_id:
                         self.store.record_request(request_id, summary)
             except (duckdb.Error, KeyError, TypeError, ValueError,
