@@ -113,6 +113,11 @@ class StoreUnavailable(NbMemoryError):
     """The store cannot be opened or used right now."""
 
 
+class OutcomeUnknown(StoreUnavailable):
+    """The owner stopped or went silent after a write was sent: it may or may not have
+    been applied."""
+
+
 class StoreLocked(StoreUnavailable):
     """Another process owns the store."""
 

@@ -31,7 +31,7 @@ from .anchors import pointer_only
 from .config import configured_model
 from .display import LONG_NOTE, long_note_hint
 from .wording import pointer_hint
-from .errors import InvalidInput, NbMemoryError, NotFound
+from .errors import InvalidInput, NbMemoryError, NotFound, OutcomeUnknown
 
 ANCHOR_WORDS = {"data": "data file", "dir": "directory"}  # "data data/orders.csv" read as a typo
 Kind = Literal["finding", "gotcha", "decision", "question", "reference", "procedure"]
@@ -100,7 +100,9 @@ def tool_errors() -> Iterator[None]:
     """nbmemory's errors reach the agent as the tool's error message, nothing else.
 
     The engine validates a request completely before it writes, so a refused call
-    changed nothing; the message says so, so the agent does not need to check.
+    changed nothing; the message says so, so the agent does not need to check. Not when
+    the owner stopped or went silent with a write: then it may have been applied, and an
+    agent told otherwise sends it again.
     """
     try:
         yield
@@ -108,7 +110,8 @@ def tool_errors() -> Iterator[None]:
         message = syntax.message(exc, syntax.MCP).rstrip()
         message = message.removesuffix(" The note was not stored.")  # said below
         end = "" if message.endswith((".", "!", "?")) else "."
-        raise ToolError(f"{message}{end} Nothing was changed.") from None
+        unchanged = "" if isinstance(exc, OutcomeUnknown) else " Nothing was changed."
+        raise ToolError(f"{message}{end}{unchanged}") from None
 
 
 def _excerpt(text: str, whole: str) -> tuple[str, str | None]:

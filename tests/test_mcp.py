@@ -557,9 +557,11 @@ def test_a_stuck_owner_is_a_tool_error_the_agent_can_read(store_dir, tmp_path):
             text = await error(client, "recall", query="orders amount")
             assert text.startswith("The store's owner did not answer within 2 s. It may be "
                                    "stuck: see "), text
+            assert text.endswith("Nothing was changed.")  # a read
             text = await error(client, "remember", text="exports run at 02:00")
-            assert "What it was asked (remember) may or may not have been applied: check " \
-                   "before sending it again." in text
+            assert text.endswith("What it was asked (remember) may or may not have been "
+                                 "applied: check before sending it again."), text
+            assert "Nothing was changed" not in text  # an agent told so sends it again
             hold.unlink()
     try:
         run(body)

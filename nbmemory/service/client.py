@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .. import __version__, errors
-from ..errors import (ModelUnavailable, NbMemoryError, StoreLocked, StoreTooNew,
-                      StoreUnavailable, StoreUnreachable)
+from ..errors import (ModelUnavailable, NbMemoryError, OutcomeUnknown, StoreLocked,
+                      StoreTooNew, StoreUnavailable, StoreUnreachable)
 from ..lock import open_private, prepare_directory, try_lock, unlock
 from ..operations import QUICK_TIMEOUT_S, operation as lookup
 from . import codec, transport as transports
@@ -188,7 +188,7 @@ class ServiceBackend:
             except TimeoutError:
                 applied = "" if op.read else (f" What it was asked ({op.words}) may or may not "
                                               "have been applied: check before sending it again.")
-                raise StoreUnavailable(
+                raise (StoreUnavailable if op.read else OutcomeUnknown)(
                     f"The store's owner did not answer within {timeout:g} s. It may be stuck: "
                     f"see {self.directory / LOG_NAME}, or stop it (nbmemory stop --store "
                     f"{self.directory}).{applied}") from None
@@ -200,7 +200,7 @@ class ServiceBackend:
                         raise refusal from None
                 if isinstance(exc, Lost):
                     if not resend_safe:
-                        raise StoreUnavailable(
+                        raise OutcomeUnknown(
                             f"The store's owner stopped while handling {op.words} ({exc}); "
                             f"it may or may not have been applied. Check, then try again. "
                             f"Owner log: {self.directory / LOG_NAME}") from None
@@ -252,7 +252,7 @@ class ServiceBackend:
         (once: ``told``) that this call waits. Returns whether the user was told."""
         if time.monotonic() > deadline and (lost or tries > 2):
             if lost:
-                raise StoreUnavailable(
+                raise OutcomeUnknown(
                     f"The store's owner stopped {lost} time(s) while handling "
                     f"{lookup(operation).words}, "
                     f"over {self.resend_timeout:g} s of sending it again; it may or may not "
