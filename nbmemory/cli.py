@@ -18,7 +18,7 @@ from . import syntax
 from .cli_args import (EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError,
                        build_parser, require_store)
 from .cli_commands import (CREATING_COMMANDS, OTHER_COMMANDS, STORE_COMMANDS, emit_json,
-                           open_memory, utf8)
+                           open_memory, read_text, utf8)
 from .errors import InvalidInput, ModelUnavailable, NbMemoryError, StoreUnavailable
 from .wording import printable
 
@@ -55,10 +55,29 @@ def run(argv: Sequence[str] | None = None) -> int:
             setattr(args, name, default)
     if args.command in OTHER_COMMANDS:
         return OTHER_COMMANDS[args.command](args)
+    if args.command in CREATING_COMMANDS:
+        check_before_creating(args)
     require_store(args.store, creating=args.command in CREATING_COMMANDS)
     with open_memory(args.store, args.model) as mem, _printable_stdout():
         STORE_COMMANDS[args.command](mem, args)
     return EXIT_OK
+
+
+def check_before_creating(args) -> None:
+    """Refuse a note or a file the store would refuse before the store named is made: a
+    mistyped --store was left holding an empty store, and an owner, for a refused call."""
+    if args.command == "remember":
+        from .engine.validate import check_kind, check_priority, check_text
+
+        args.text = read_text(args.text)  # stdin is read once
+        check_text(args.text)
+        for given, check in ((args.kind, check_kind), (args.priority, check_priority)):
+            if given is not None:
+                check(given)
+    elif args.command == "import":
+        from .exchange import check_export
+
+        check_export(os.path.abspath(args.path))
 
 
 def _known_before_the_command(parser, argv: list[str]) -> None:

@@ -121,7 +121,7 @@ def provenance():
 
 
 def cmd_remember(mem, args) -> None:
-    text = read_text(args.text)
+    text = args.text if isinstance(args.text, str) else read_text(args.text)
     options = dict(kind=args.kind, priority=args.priority, tags=args.tags, provenance=provenance(),
                    about=args.about)
     note, similar = mem.remember_with_similar(text, supersedes=args.supersedes, **options)

@@ -31,6 +31,7 @@ from .anchors import pointer_only
 from .config import configured_model
 from .display import LONG_NOTE, long_note_hint
 from .wording import pointer_hint
+from .engine.validate import check_text
 from .errors import InvalidInput, NbMemoryError, NotFound, OutcomeUnknown
 
 ANCHOR_WORDS = {"data": "data file", "dir": "directory"}  # "data data/orders.csv" read as a typo
@@ -72,14 +73,16 @@ class LazyMemory:
                                            model=configured_model(self.model))
             return self._memory
 
-    def none_yet(self) -> str | None:
+    def none_yet(self, named: bool = False) -> str | None:
         """Where the project's store will be, when none was made there yet (the first
-        remember makes it), else None. Not for a store named by --store or NBMEMORY_HOME:
-        reading one that is not there is a mistyped configuration, and says so."""
+        remember makes it), else None. Not for a store named by --store or NBMEMORY_HOME
+        unless ``named`` (a remember creating it): reading one that is not there is a
+        mistyped configuration, and says so."""
         from .config import locate_store
         from .store import DB_FILENAME, lost_database
 
-        if self._memory is not None or self.store or os.environ.get("NBMEMORY_HOME"):
+        if self._memory is not None or not named and (self.store or
+                                                      os.environ.get("NBMEMORY_HOME")):
             return None
         location = locate_store(self.store or None)
         path = location.path
@@ -229,7 +232,8 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
                                                              "text are anchored too")] = None,
     ) -> list[TextContent]:
         with tool_errors():
-            created = memory.none_yet()
+            check_text(text)  # before a store that does not exist yet is made for it
+            created = memory.none_yet(named=True)
             mem = memory.get(creating=True)
             options = dict(kind=kind, priority=priority, tags=tags, provenance=provenance(),
                            about=about)

@@ -669,6 +669,26 @@ def test_errors_are_one_line_with_an_exit_code(store_dir, argv, code, message):
     assert r.out == ""
 
 
+def test_a_write_the_store_would_refuse_makes_no_store_where_store_points(tmp_path,
+                                                                          monkeypatch):
+    """A refused remember or import made an empty store (and started its owner) at a
+    mistyped --store: from then on reading it said "No active notes", not "No store"."""
+    monkeypatch.chdir(tmp_path)
+    typo = tmp_path / "typo"
+    (tmp_path / "notes.jsonl").write_text('{"a": 1}\n')
+    for argv, message in ((["remember", "-k", "bogus", "x"], "nbmemory: Unknown kind 'bogus'; "
+                           "use one of: finding, gotcha, decision, question, reference, procedure"),
+                          (["remember", "-p", "urgent", "x"], "Unknown priority 'urgent'"),
+                          (["remember", "-"], "nbmemory: The note is empty"),
+                          (["import", "missing.jsonl"], f"nbmemory: No file {tmp_path}/missing"),
+                          (["import", "notes.jsonl"], "notes.jsonl is not an nbmemory export")):
+        r = shell("--store", str(typo), *argv, stdin="")
+        assert (r.code, message in one_line(r.err)) == (2, True), r.err
+        assert not typo.exists()
+    r = shell("--store", str(typo), "list")
+    assert r.code == 3 and "No store at" in r.err
+
+
 def test_a_mistyped_store_is_refused_not_created_empty(tmp_path, monkeypatch):
     """Reading a store that is not there would create an empty one and answer "No active
     notes." (the notes seem gone); a store is only created where its parent exists."""
@@ -732,7 +752,7 @@ def test_remember_dash_and_words_refuses_rather_than_drop_the_piped_note(nbm):
     assert r.code == 2 and one_line(r.err) == (
         "nbmemory: - reads the note from stdin and takes nothing after it (got 'extra words'); "
         "for a note that starts with a dash, quote it: nbmemory remember -- '- extra words'")
-    assert nbm("list", "--json").json["total"] == 0
+    assert "No store at" in nbm("list").err  # nothing stored, nor a store made for it
 
 
 def test_json_errors_are_json_on_stdout(store_dir):

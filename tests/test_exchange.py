@@ -964,9 +964,9 @@ def test_an_export_from_before_tags_were_composed_still_imports(memory, tmp_path
 
 
 def test_a_huge_line_or_binary_file_is_refused_without_reading_it_whole(memory, tmp_path, monkeypatch):
-    from nbmemory import exchange
+    from nbmemory import export_file
 
-    monkeypatch.setattr(exchange, "MAX_LINE", 1000)
+    monkeypatch.setattr(export_file, "MAX_LINE", 1000)
     long_line = tmp_path / "one-line.jsonl"
     long_line.write_text("x" * 5000)  # no newline at all
     with pytest.raises(InvalidInput, match=r"line 1 is longer than 1,000 characters"):
@@ -977,7 +977,7 @@ def test_a_huge_line_or_binary_file_is_refused_without_reading_it_whole(memory, 
         memory.import_jsonl(binary)
     deep = tmp_path / "deep.jsonl"
     deep.write_text("[" * 200_000 + "\n")
-    monkeypatch.setattr(exchange, "MAX_LINE", 1 << 20)
+    monkeypatch.setattr(export_file, "MAX_LINE", 1 << 20)
     with pytest.raises(InvalidInput, match="line 1 is not JSON"):
         memory.import_jsonl(deep)
     assert memory.status()["journal_position"] == 0

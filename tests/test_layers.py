@@ -14,7 +14,7 @@ LAYERS = {  # module (or package) -> layer; higher layers may import lower ones 
               "procedures", "progress", "__main__", "__init__"],
     "facade": ["memory", "about_here", "checks_here"],
     "service": ["service"],
-    "engine": ["engine", "ranking", "dense_search", "stale", "history", "exchange", "exchange_replace", "export_rows", "sharing"],
+    "engine": ["engine", "ranking", "dense_search", "stale", "history", "exchange", "exchange_replace", "export_file", "export_rows", "sharing"],
     "store": ["store"],
     "leaves": ["errors", "files", "arrays", "dense_weight", "keyword_places", "models", "config", "lexical", "lexical_segment", "tokenizer", "spellings", "values", "vectors", "dense_rows", "cards", "embed", "onnx_model", "anchors", "mentions", "events",
                "operations", "address", "repos", "wording", "columns", "markdown", "when", "_version", "lock", "syntax", "display", "checks",
