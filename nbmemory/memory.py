@@ -353,6 +353,10 @@ class Memory:
             except NotFound as exc:
                 raise NotFound(str(exc).replace("Nothing was exported.", "Nothing was shared.")
                                ) from None
+            purged = [i for i in dict.fromkeys(ids) if self.get(i).status == "purged"]
+            if purged:  # it would arrive as a note with no text
+                raise InvalidInput(f"Note #{purged[0]} was purged: its text is erased, so there "
+                                   "is nothing to share. Nothing was shared.")
             with Memory.open(to, **open_options) as other:
                 return other.import_jsonl(path, merge=True,
                                           on_conflict="replace" if replace else "skip")

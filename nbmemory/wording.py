@@ -106,7 +106,7 @@ def shared_text(ids, summary: dict[str, int], to: str) -> str:
                      f"(--replace sends this one)")
     if summary.get("replaced"):
         parts.append(f"{summary['replaced']} replaced")
-    return f"Shared {counted(len(ids), 'note')} with {to}: {', '.join(parts)}."
+    return f"Shared {counted(len(set(ids)), 'note')} with {to}: {', '.join(parts)}."
 
 
 def stale_marker(note: Note) -> str:

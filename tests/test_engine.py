@@ -257,6 +257,11 @@ def test_a_replaced_note_comes_back_once_its_replacement_is_purged_or_forgotten(
         memory.forget(old.id)
     memory.snapshot("corrected")
     memory.purge(new.id)
+    # Not "correct #new" (purged: it cannot be superseded) but bring the old one back.
+    with pytest.raises(Conflict, match=rf"Cannot edit note #{old.id}: it is superseded by "
+                                       rf"#{new.id}, which was purged; bring it back first with "
+                                       rf"Memory.reinstate\({old.id}\)\.$"):
+        memory.edit(old.id, text="the churn window is 30 days, checked")
     back = memory.reinstate(old.id)
     assert (back.status, back.stale) == ("active", ())
     assert [h.note.id for h in memory.recall("churn window")] == [old.id]

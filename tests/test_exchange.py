@@ -385,7 +385,15 @@ def test_sharing_with_this_store_or_a_note_it_has_not_is_refused_as_a_share(tmp_
             a.share([1], tmp_path / "a")
         with pytest.raises(NotFound, match=r"^No note #9\b.* Nothing was shared\.$"):
             a.share([9], tmp_path / "b", embedder=HashEmbedder())
+        # A purged note arrived as a note with no text, and was said as "0 added".
+        a.purge(a.remember("a secret pasted by mistake").id)
+        with pytest.raises(InvalidInput, match=r"^Note #2 was purged: its text is erased, so "
+                                               r"there is nothing to share\. Nothing was "
+                                               r"shared\.$"):
+            a.share([1, 2], tmp_path / "b", embedder=HashEmbedder())
     assert not (tmp_path / "b").exists()
+    from nbmemory.wording import shared_text  # an id given twice is one note shared
+    assert shared_text([1, 1], {"added": 1}, "team") == "Shared 1 note with team: 1 added."
 
 
 @pytest.mark.parametrize("first", ["newer", "older"])

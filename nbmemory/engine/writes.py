@@ -12,9 +12,8 @@ from ..anchors import own_anchor
 from ..errors import Command, Conflict, InvalidInput, NbMemoryError, NotFound, StoreUnavailable
 from ..models import Note, Provenance, utcnow
 from .part import Part, Progress
-from .validate import (check_kind, check_priority, check_text, content_hash,
-                       default_author, each_once, no_note, normalise_tags, unicode_text)
-from .validate import note_id as valid_id
+from .validate import (check_kind, check_priority, check_text, content_hash, default_author,
+                       each_once, no_note, normalise_tags, note_id as valid_id, unicode_text)
 
 # What a note of remember_many may hold: remember's arguments (Writes._prepare's).
 _REMEMBERS = ("text", "kind", "priority", "tags", "author", "provenance", "about",
@@ -372,12 +371,14 @@ class Writes(Part):
             raise Conflict(f"Note #{note_id} is already forgotten; {{0}} brings it back.",
                            Command("reinstate", (note_id,)))
         by = self.store.superseded_by(note_id) if note.status == "superseded" else None
+        gone = by and {"revoked": "forgotten", "purged": "purged"}.get(self.store.status_of(by))
         why, then = {"revoked": ("is forgotten (revoked); reinstate it first with {0}",
                                  Command("reinstate", (note_id,))),
-                     "superseded": (f"is superseded by #{by}, the note to correct: {{0}}",
-                                    Command("supersede", (by,))) if by else
-                                   ("is superseded; correct the note that superseded it instead",
-                                    None),
+                     "superseded": (f"is superseded by #{by}, which was {gone}; bring it back "
+                                    "first with {0}", Command("reinstate", (note_id,))) if gone
+                     else (f"is superseded by #{by}, the note to correct: {{0}}",
+                           Command("supersede", (by,))) if by else
+                     ("is superseded; correct the note that superseded it instead", None),
                      "purged": ("was purged: its text is erased for good" if action != "reinstate"
                                 else "was purged and cannot come back", None),
                      "refuted": ("is refuted; reopen it first with {0}",
@@ -456,8 +457,7 @@ class Writes(Part):
                             raise Conflict(f"Cannot reinstate #{replaced} and #{one} together: "
                                            f"#{one} replaced #{replaced}. Reinstate the one you "
                                            f"believe.")
-                    entry.append_each("reinstated", ids, actor=actor, at=at,
-                                      request_id=request_id)
+                    entry.append_each("reinstated", ids, actor=actor, at=at, request_id=request_id)
             known = self.store.get_notes(ids)
             notes = self.engine.staleness.with_stale([known[one] for one in ids])
             return notes[0] if single else notes
