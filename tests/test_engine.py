@@ -1397,3 +1397,44 @@ def test_a_note_follows_its_authors_previous_one_whether_written_now_or_read_on_
     later.created(2, "ana", start + timedelta(seconds=NEIGHBOUR_GAP_S))
     later.created(3, "ana", start + timedelta(seconds=2 * NEIGHBOUR_GAP_S + 1))
     assert later.before[1:4].tolist() == [-1, 1, -1]
+
+
+def test_recalls_and_writes_go_on_while_a_bulk_remember_embeds(tmp_path):
+    """remember_many embedded each chunk holding the engine's lock, and took the lock back
+    at once after each: a 5,000-note load kept the panel's status waiting 37 s and a
+    kernel's recall past its 30 s notice. It embeds each chunk before taking the lock."""
+    embedding, go_on = threading.Event(), threading.Event()
+
+    class Held(HashEmbedder):
+        def encode(self, texts):
+            if len(texts) > 1:  # a chunk, not a query or one note
+                embedding.set()
+                assert go_on.wait(30)
+            return super().encode(texts)
+
+    with Memory.open(tmp_path / "store", embedder=Held()) as mem:
+        mem.remember("the nightly export lands at 02:00")
+        written, answers = [], {}
+        loading = threading.Thread(target=lambda: written.extend(mem.remember_many(
+            [f"finding {i} about module m{i}" for i in range(40)])))
+        loading.start()
+        assert embedding.wait(30)
+
+        def meanwhile():
+            answers["recalled"] = [h.note.text for h in mem.recall("nightly export")]
+            answers["remembered"] = mem.remember("written while the bulk load embeds").id
+            answers["notes"] = mem.status()["notes"]
+
+        beside = threading.Thread(target=meanwhile)
+        beside.start()
+        beside.join(30)
+        waited = beside.is_alive()
+        go_on.set()
+        loading.join(30)
+        beside.join(30)
+        assert not waited, "the recall, the write and the status waited for the bulk load"
+        assert answers == {"recalled": ["the nightly export lands at 02:00"], "remembered": 2,
+                           "notes": 2}
+        assert [n.id for n in written] == list(range(3, 43))
+        assert mem.recall("finding 7 about module m7")[0].note.id == 10
+        assert mem.status()["vectors"] == 42

@@ -11,13 +11,11 @@ from typing import Any, Iterable, Sequence
 from ..anchors import own_anchor
 from ..errors import Command, Conflict, InvalidInput, NbMemoryError, NotFound, StoreUnavailable
 from ..models import Note, Provenance, utcnow
+from .bulk import prepare_many
 from .part import Part, Progress
 from .validate import (check_kind, check_priority, check_text, content_hash, default_author,
                        each_once, no_note, normalise_tags, note_id as valid_id, unicode_text)
 
-# What a note of remember_many may hold: remember's arguments (Writes._prepare's).
-_REMEMBERS = ("text", "kind", "priority", "tags", "author", "provenance", "about",
-              "supersedes", "request_id")
 # remember_many's batch: at the model's full speed, and the engine lock is free between them.
 BULK_CHUNK = 256
 # Meta: a purge is committed and the files that may hold its text are not yet rewritten.
@@ -83,46 +81,19 @@ class Writes(Part):
         ``notes`` holds one dict of :meth:`remember`'s keyword arguments per note. Every
         note is checked before any is written: one bad note raises :class:`InvalidInput`
         naming it, and nothing is stored. They are then embedded and written in chunks of
-        ``BULK_CHUNK`` (one embedding call and one transaction each; other calls run in
-        between), reporting ``progress(done, total)``. Note ``i`` gets the request id
+        ``BULK_CHUNK`` (one embedding call, made before the engine's lock is taken, and one
+        transaction each: other calls run meanwhile), reporting ``progress(done, total)``. Note ``i`` gets the request id
         ``{request_id}/{i}`` unless it has its own, so a resent call writes each note once.
         """
-        if isinstance(notes, (str, dict)) or not isinstance(notes, Sequence):
-            raise InvalidInput("remember_many takes a list of notes, each a text or a dict "
-                               "of remember's arguments, e.g. [{'text': '...', 'tags': 'a,b'}]")
-        prepared, problems = [], []
-        for i, note in enumerate(notes):
-            try:
-                if isinstance(note, str):  # the text alone, with remember's defaults
-                    note = {"text": note}
-                if not isinstance(note, dict):
-                    raise InvalidInput(f"expected a dict of remember's arguments or a text, "
-                                       f"got {type(note).__name__}")
-                note = dict(note)
-                if unknown := sorted(set(note) - set(_REMEMBERS), key=str):
-                    raise InvalidInput(f"no argument {', '.join(map(repr, unknown))}"
-                                       f"{'' if 'text' in note else ' (and no text)'}; a note "
-                                       f"takes {', '.join(_REMEMBERS)}")
-                if "text" not in note:
-                    raise InvalidInput("no text")
-                if request_id and not note.get("request_id"):
-                    note["request_id"] = f"{request_id}/{i}"
-                prepared.append((i, self._prepare(**note)))
-            except (TypeError, NbMemoryError) as exc:
-                problems.append(f"note {i}: {exc}")
-        if not problems:
-            problems = self._cannot_supersede_any(prepared)
-        if problems:
-            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-            raise InvalidInput(f"{len(problems)} of {len(notes)} notes cannot be remembered, "
-                               f"so none was: {'; '.join(problems[:3])}{more}")
+        prepared = prepare_many(self, notes, request_id)
         results: list[Note] = []
         total = len(prepared)
         for start in range(0, total, BULK_CHUNK):
             chunk = prepared[start:start + BULK_CHUNK]
+            ahead = self._embed_ahead(list(dict.fromkeys(p["text"] for _, p in chunk)))
             with self.lock:
                 answers = self._remember_locked([(i - start, p) for i, p in chunk], {}, {},
-                                                len(chunk))
+                                                len(chunk), ahead)
             failed = [(start + i, a) for i, a in enumerate(answers)
                       if isinstance(a, NbMemoryError)]
             results += [a for a in answers if not isinstance(a, NbMemoryError)]
@@ -137,24 +108,16 @@ class Writes(Part):
                 progress(min(start + BULK_CHUNK, total), total)
         return results
 
-    def _cannot_supersede_any(self, prepared: list[tuple[int, dict[str, Any]]]) -> list[str]:
-        """What the store says against the notes' ``supersedes`` (a note missing, not active
-        or replaced twice), before any note is written; notes already written (a resent
-        call) are not asked again."""
-        if all(p["supersedes"] is None for _, p in prepared):
-            return []
+    def _embed_ahead(self, texts: list[str]) -> dict[str, Any]:
+        """Vectors of a chunk's ``texts``, made before its write takes the engine's lock:
+        embedded inside it, a bulk write held it nearly all along, and a recall or a status
+        from another kernel or the panel waited for most of the run. None while the model
+        loads (the notes are then taken now and embedded later)."""
         with self.lock:
-            done = self.store.request_notes([p["request_id"] for _, p in prepared
-                                             if p["request_id"]])
-            problems, replaced = [], set()
-            for i, p in prepared:
-                old = p["supersedes"]
-                if old is None or p["request_id"] in done:
-                    continue
-                if problem := self._cannot_supersede(old, replaced):
-                    problems.append(f"note {i}: {problem}")
-                replaced.add(old)
-            return problems
+            self.engine.check_embedder()
+            if self.engine.model_loading:
+                return {}
+        return dict(zip(texts, self.engine.embedder.encode(texts)))
 
     def _prepare(self, text: str, *, kind: str = "finding", priority: str = "medium",
                  tags: str | Iterable[str] | None = None, author: str | None = None,
@@ -180,9 +143,9 @@ class Writes(Part):
 
     def _remember_locked(self, prepared: list[tuple[int, dict[str, Any]]],
                          retried: dict[int, str], failed: dict[int, NbMemoryError],
-                         count: int) -> list[Note | NbMemoryError]:
-        """Sort the requests (resent, repeated, refused, new), write the new ones, and
-        answer each in order (engine lock held)."""
+                         count: int, ahead: dict | None = None) -> list[Note | NbMemoryError]:
+        """Sort the requests (resent, repeated, refused, new), write the new ones (with the
+        vectors made ``ahead``), and answer each in order (engine lock held)."""
         batch = _Batch({}, {}, {}, dict(failed))
         done = self.store.request_notes(
             [p["request_id"] for _, p in prepared if p["request_id"]] + list(retried.values()))
@@ -208,7 +171,7 @@ class Writes(Part):
                 fresh.append((i, p))
         if fresh:
             try:
-                batch.written = self._write_new(fresh)
+                batch.written = self._write_new(fresh, ahead or {})
             except NbMemoryError as exc:
                 batch.failed.update({i: exc for i, _ in fresh})
         # Notes written before (resent requests) are read back; new ones are as written.
@@ -234,7 +197,8 @@ class Writes(Part):
             return Conflict(f"Cannot supersede note #{old} twice at once.")
         return None
 
-    def _write_new(self, fresh: list[tuple[int, dict[str, Any]]]) -> dict[int, Note]:
+    def _write_new(self, fresh: list[tuple[int, dict[str, Any]]],
+                   ahead: dict[str, Any]) -> dict[int, Note]:
         """Embed (one call) and write (one transaction) the new notes, by request index.
 
         Embedding in a helper thread while the rows are inserted gained nothing here: at
@@ -245,7 +209,8 @@ class Writes(Part):
         # its other members would not hear of vectors added after the notes.
         later = (self.engine.model_loading and self.engine.stored_identity is not None
                  and not self.store.shared)
-        vectors = {} if later else dict(zip(texts, self.engine.embed(texts)))
+        vectors = {} if later else {t: ahead[t] for t in texts} if set(texts) <= set(ahead) \
+            else dict(zip(texts, self.engine.embed(texts)))
         with self.engine.writing(None if later else len(vectors[texts[0]])) as entry:
             note_ids, seqs = self.store.allocate(len(fresh))
             rows = [{**p, "note_id": note_id, "seq": seq, "at": utcnow()}
