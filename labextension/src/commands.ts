@@ -4,7 +4,13 @@
  */
 
 import { JupyterFrontEnd } from '@jupyterlab/application';
-import { Dialog, InputDialog, Notification, showDialog } from '@jupyterlab/apputils';
+import {
+  Clipboard,
+  Dialog,
+  InputDialog,
+  Notification,
+  showDialog
+} from '@jupyterlab/apputils';
 import { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
@@ -136,15 +142,20 @@ export function addNoteCommands(
       return;
     }
     // The cell form: the finding is the body, whatever its quotes, dashes or lines.
+    // Not written: what was typed is kept on the clipboard, not lost with the dialog.
+    const notWritten = (why: string) => {
+      Clipboard.copyToSystem(text);
+      model.say(`${why} ${trans.__('Your finding is on the clipboard.')}`, 'error');
+    };
     let run: IKernelRun;
     try {
       run = await runInKernel(kernel, `%%remember --output-of ${count}\n${text}`);
     } catch (error) {
-      model.say(messageOf(error), 'error');
+      notWritten(messageOf(error));
       return;
     }
     if (!run.ok) {
-      model.say(kernelProblem(run, path, why => why, trans), 'error');
+      notWritten(kernelProblem(run, path, why => why, trans));
       return;
     }
     const id = /Remembered #(\d+)/.exec(run.text)?.[1];

@@ -70,7 +70,8 @@ export function kernelProblem(
 ): string {
   // IPython prints a missing magic's UsageError (no error message on iopub).
   const said = `${run.error}\n${run.text}`;
-  if (/UsageError: (Line|Cell) magic function .* not found/i.test(said)) {
+  // IPython 8 says "Cell magic function `%%remember` not found", IPython 9 without "function".
+  if (/UsageError: (Line|Cell) magic (function )?.* not found/i.test(said)) {
     return trans.__(
       'nbmemory is not loaded in the kernel of %1: run %load_ext nbmemory there.',
       path

@@ -385,6 +385,12 @@ def test_copy_recall_snippet_and_insert_into_notebook(page, lab):
     expect(toast(page, "Copied: %recall -k 3 why are there duplicate ids in orders")
            ).to_be_visible()
     expect(toast(page, "ids in orders?")).to_have_count(0)
+    # Words that start with a dash would be read as %recall's options: they follow a --.
+    lab.remember("--about is how anchors are declared")
+    refresh(page)
+    card(page, "is how anchors are declared").locator(".nbm-Copy").click()
+    expect(toast(page, "Copied: %recall -k 3 -- --about is how anchors are declared")
+           ).to_be_visible()
     shown.locator(".nbm-Insert").click()
     cell = page.locator(".jp-NotebookPanel .jp-MarkdownCell", has_text="insert me into the notebook")
     expect(cell).to_be_visible()

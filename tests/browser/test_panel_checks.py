@@ -209,4 +209,19 @@ def test_recheck_in_a_kernel_without_nbmemory_says_to_load_it(page, lab):
     # IPython prints a missing magic's UsageError: the panel reads it and says what to do.
     expect(toast(page, "nbmemory is not loaded in the kernel of not-loaded.ipynb: run "
                        "%load_ext nbmemory there.")).to_be_visible(timeout=30_000)
+    # Remember Output there: IPython 9 words the missing cell magic without "function", and
+    # the raw UsageError was shown while the finding typed in the dialog was lost.
+    before = lab.api("notes")[1]["total"]
+    page.locator(".jp-NotebookPanel .jp-Cell").first.locator(".jp-InputPrompt").click(
+        button="right")
+    context_menu_item(page, "Remember Output…").click()
+    page.locator(".jp-Dialog input").fill("x is one after the first cell")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    expect(toast(page, "nbmemory is not loaded in the kernel of not-loaded.ipynb: run "
+                       "%load_ext nbmemory there. Your finding is on the clipboard.")
+           ).to_be_visible(timeout=30_000)
+    assert page.evaluate("() => Promise.race([navigator.clipboard.readText(), new Promise("
+                         "r => setTimeout(() => r('(clipboard unreadable)'), 5000))])") == \
+        "x is one after the first cell"
+    assert lab.api("notes")[1]["total"] == before
     close_notebook(page)
