@@ -311,7 +311,7 @@ export class MemoryModel extends MemoryState {
           'edit'
         );
         this._notices.close(this._notices.seq, false);
-        this.say(this.trans.__('Saved #%1 as version %2.', note.id, note.version), 'success');
+        this.say(this._saved(note, now.version), 'success');
       } catch (error) {
         // A version written in between: read it again. Not a note forgotten meanwhile
         // (also a 409): saying that once is enough.
@@ -378,8 +378,19 @@ export class MemoryModel extends MemoryState {
   async edit(id: number, fields: EditFields): Promise<boolean> {
     return this._act(async () => {
       const note = await this._request<INote>(`notes/${id}`, json('PATCH', fields), 'edit');
-      this.say(this.trans.__('Saved #%1 as version %2.', note.id, note.version), 'success');
+      this.say(this._saved(note), 'success');
     });
+  }
+
+  /** What a save did: a new version, or nothing; a stale flag stays until verified. */
+  private _saved(note: INote, before?: number): string {
+    if (note.version === before) {
+      return this.trans.__('Nothing to save: #%1 is as it was.', note.id);
+    }
+    const saved = this.trans.__('Saved #%1 as version %2.', note.id, note.version);
+    return note.stale.length
+      ? `${saved} ${this.trans.__('It stays flagged stale until you verify it.')}`
+      : saved;
   }
 
   /** Forget (revoke) a note; the notice offers Undo for a while. */

@@ -299,6 +299,18 @@ def test_stale_badge_and_verify(page, lab):
     expect(shown.locator(".nbm-StaleReason")).to_contain_text("inputs/regions.csv")
     page.locator(f"{PANEL} .nbm-StaleFilter").select_option("stale")
     expect(page.locator(f"{PANEL} .nbm-Note")).to_have_count(1)
+    # A correction does not clear the flag (the file changed, not the note): the save says so.
+    shown.locator(".nbm-Edit").click()
+    shown.locator(".nbm-EditText").fill("region codes come from inputs/regions.csv (2 now)")
+    shown.locator(".nbm-Save").click()
+    expect(toast(page, f"Saved #{note['id']} as version 2. It stays flagged stale until you "
+                       "verify it.")).to_be_visible()
+    expect(shown.locator(".nbm-StaleBadge")).to_be_visible()
+    shown.locator(".nbm-Edit").click()  # a zero-width space added, which the store drops
+    shown.locator(".nbm-EditText").fill("region codes come from inputs/regions.csv (2 now)\u200b")
+    shown.locator(".nbm-Save").click()
+    expect(toast(page, f"Nothing to save: #{note['id']} is as it was.")).to_be_visible()
+    assert lab.api(f"notes/{note['id']}")[1]["note"]["version"] == 2
     # A slow machine: the refreshed list may be committed frames after the verify answers
     # (focus was left on the page's body in 4 of 6 tries at this rate, and once in CI).
     cdp = page.context.new_cdp_session(page)
