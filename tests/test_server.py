@@ -16,6 +16,7 @@ import tornado.web
 from jupyter_server.auth.authorizer import Authorizer
 from jupyter_server.auth.identity import IdentityProvider, User
 
+from nbmemory.ranking import KEYWORD_WEIGHT
 from nbmemory import __version__
 from nbmemory.server.handlers import NbMemoryHandler, http_status, lab_path
 from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, ModelUnavailable,
@@ -220,7 +221,8 @@ async def test_recall_finds_notes_and_applies_filters(api):
     assert all(h["note"]["tags"] == ["orders"] for h in hits["hits"])
     assert hits["fusion"] is None
     code, hits = await api("recall", query="acquire_lock", explain="true")
-    assert hits["hits"][0]["lexical"] > 0 and hits["fusion"]["weight"] == 0.7
+    assert hits["hits"][0]["lexical"] > 0
+    assert hits["fusion"]["weight"] == hits["fusion"]["most"] == KEYWORD_WEIGHT
 
 
 async def test_stale_listing_and_verify(api, store_dir):
@@ -383,6 +385,11 @@ BAD_REQUESTS = [
      "not under the Jupyter server's root"),
     ("notes", "POST", {"text": "ok", "provenance": {"cell_id": "abc"}}, {},
      "names a cell but not its notebook"),
+    # A CSV or a folder as the notebook: its cell was looked for there, and the panel's
+    # source link opened it as a notebook.
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "data/orders.csv",
+                                                    "cell_id": "abc"}}, {},
+     "Provenance field 'notebook' must name a notebook (*.ipynb), not 'data/orders.csv'."),
     ("notes", "POST", {"text": "ok", "provenance": {"notebook": "a.ipynb",
                                                     "execution_count": "3"}}, {},
      "'execution_count' must be a whole number"),
@@ -397,8 +404,8 @@ BAD_REQUESTS = [
     ("notes", "POST", {"text": "ok", "provenance": {"notebook": "a.ipynb",
                                                     "execution_count": -5}}, {},
      "'execution_count' must be a whole number from 0"),
-    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "d/" * 3000}}, {},
-     "Provenance field 'notebook' has 6,000 characters; at most 4,096."),
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "d/" * 3000 + ".ipynb"}}, {},
+     "Provenance field 'notebook' has 6,006 characters; at most 4,096."),
     ("notes", "POST", "[" * 200_000 + "]" * 200_000, {}, "not valid JSON"),
     ("notes", "POST", {"text": "ok", "tags": ["a,b"]}, {}, "Tag 'a,b' contains a comma"),
     ("snapshots", "POST", {"name": "nul\u0001x"}, {}, "without spaces, quotes or control"),

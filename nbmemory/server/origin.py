@@ -46,6 +46,9 @@ def provenance_fields(value: Any, root: str | None) -> dict[str, Any]:
                            "from 0 (a cell's [N]).")
     fields = {k: v for k, v in value.items() if v not in (None, "")}
     if "notebook" in fields:
+        if not fields["notebook"].lower().endswith(".ipynb"):  # its cell would be looked for
+            raise InvalidInput(f"Provenance field 'notebook' must name a notebook (*.ipynb), "
+                               f"not {fields['notebook']!r}.")
         fields["notebook"] = server_path(fields["notebook"], root)
     elif "cell_id" in fields or "cell_source" in fields:
         raise InvalidInput("Provenance names a cell but not its notebook; add 'notebook'.")
