@@ -45,26 +45,8 @@ paraphrases 0.622 -> 0.612: one query), a store per source 0.873 -> 0.886 (chats
 0.852); with the cosines weakened (tune.py) 0.738 -> 0.779 and 0.745 -> 0.786 (the chats, one
 store each: 0.686 -> 0.747; BM25 alone 0.757).
 
-Below the start (:func:`lifted`). Where a query's best keyword match covers less than
-``TRUST_FROM`` of it, keywords are not mixed in, but no longer ignored: the ``LIFT_BELOW`` notes
-closest in meaning keep their places and cosines, and every other note scores its cosine plus
-w / (1 - w) times its keyword share after feedback (w rising from 0 to ``KEYWORD_WEIGHT`` as
-the best share goes from 0 to the start: the order the mix itself would give), eased to stay
-under the sixth best cosine (:func:`ease_under`). A paraphrase's wrong keyword matches can then
-only fill the places below those six, while a conversational question's answer, sharing a word
-or two with it where the cosine is weak, comes up into the top ten; the feedback's words (from
-the best notes of the first pass) bring up some answers in other words too. Measured on
-``eval/tune.py``'s candidates, paired: recall@1 unchanged everywhere; recall@10 a store per
-source, chats 0.852 -> 0.886 [+0.018, +0.052], paraphrases 0.724 -> 0.755, other natural
-questions 0.920 -> 0.927, all 0.886 -> 0.904; one store, chats 0.866 -> 0.879 [+0.003, +0.024],
-paraphrases 0.612 -> 0.617, all 0.851 -> 0.857; with the cosines weakened, the chats in their
-own stores 0.747 -> 0.799 [+0.030, +0.076], where keywords alone score 0.757 and hybrid had
-trailed them. MRR moves by +0.001 to +0.008. ``eval/tune.py`` (stage 1b: none, or 1-8 kept)
-chose 6 on all queries; its folds chose 3, 6, 5, 6 and none, as the one-store paraphrases sit
-at the rule's edge (one query under dense): with 4 kept, chats gained more (+3.7 a store per
-source, +6.6 weakened) but the one-store paraphrases lost 1.5 queries more (2.5 under dense). The
-threshold hides what it did: ``min_score`` 0.2, none of 1,277 relevant top-10 hits in one store
-and 6 of 1,355 a store per source, none at rank 1.
+Below the start, and while the keyword weight rises from it to full, keywords lift notes under
+the ones kept in their places: see keyword_lift.py.
 
 Keyword feedback (:func:`with_feedback`). Where keywords count (w > 0), the ``FEEDBACK_TERMS``
 words that best characterise the ``FEEDBACK_NOTES`` best notes of that first pass (their
@@ -132,13 +114,14 @@ import numpy as np
 
 from .dense_search import beside, nearest
 from .dense_weight import asking_weight, short_note_weight
+from .keyword_lift import LIFT_BELOW, LIFT_EASE, ease_under, lift  # noqa: F401
 from .keyword_places import KEYWORD_SLACK, keep_places
 from .lexical import LexicalIndex, top_positions
 from .tokenizer import tokenize
 from .vectors import VectorIndex
 
 # Chosen by eval/tune.py (cross-validated on eval/; see the module docstring).
-KEYWORD_WEIGHT = 0.7
+KEYWORD_WEIGHT = 0.6
 TRUST_FROM = 0.35
 TRUST_FULL = 0.45
 # Keyword feedback from the first pass's best notes (see the module docstring).
@@ -147,10 +130,6 @@ FEEDBACK_TERMS = 15
 FEEDBACK_WEIGHT = 0.4
 FUSION = (KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL)
 FEEDBACK = (FEEDBACK_NOTES, FEEDBACK_TERMS, FEEDBACK_WEIGHT)
-# Below the start, keywords lift notes to just under the cosine's LIFT_BELOW best (see the
-# module docstring); within LIFT_EASE of that cosine a lifted score slows, so order is kept.
-LIFT_BELOW = 6
-LIFT_EASE = 0.05
 # Context from the note written just before (see the module docstring; the gap that makes
 # two notes neighbours is store.filters.NEIGHBOUR_GAP_S).
 CONTEXT_WEIGHT = 0.35
@@ -464,44 +443,27 @@ def _fused(query, lexical, ids, keyword, dense, drop, fusion, feedback, lift, ac
         w = weight * min(1.0, covered / start) if start > 0 else weight
         return (*lifted(query, lexical, ids, keyword, dense, w, lift, drop, feedback, active),
                 w, covered, lift)
-    score = mix(keyword, dense, w)
+    score, own = mix(keyword, dense, w), keyword
     if w > 0 and feedback is not None:
         notes, terms, weight = feedback
         keyword = with_feedback(query, lexical, ids, score, keyword, drop, notes, terms, weight)
         score = mix(keyword, dense, w)
+    if 0 < w < fusion[0] and lift and len(active) > lift:  # the rise from the start to full
+        score = lifted(query, lexical, ids, own, dense, fusion[0], lift, drop, feedback, active,
+                       first=score, scale=1.0 - w)[0]
+        return score, keyword, w, covered, lift
     return score, keyword, w, covered, 0
 
 
 def lifted(query: str, lexical: LexicalIndex, ids: np.ndarray, keyword: np.ndarray,
            dense: np.ndarray, w: float, below: int, drop: Container[int] = (),
            feedback: tuple[int, int, float] | None = FEEDBACK,
-           active: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Scores and keyword shares where the query's best keyword match covers too little of it
-    for keywords to be trusted: the ``below`` notes closest in meaning (among the positions
-    ``active``, default all) score their cosine and keep their places; every other note
-    scores its cosine plus ``w / (1 - w)`` times its keyword share (after feedback: the order
-    of the mix at weight ``w``), eased to stay under the ``below``-th best cosine
-    (:func:`ease_under`)."""
-    cosine = np.clip(np.asarray(dense, np.float32), 0.0, 1.0)
+           active: np.ndarray | None = None, first: np.ndarray | None = None,
+           scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~.keyword_lift.lift` of the keyword shares after feedback (its first pass the
+    mix at weight ``w``), and those shares."""
     if feedback is not None:
         notes, terms, weight = feedback
         keyword = with_feedback(query, lexical, ids, mix(keyword, dense, w), keyword, drop,
                                 notes, terms, weight)
-    active = np.arange(len(ids)) if active is None else active
-    kept = active[top_positions(cosine[active], below)]
-    score = ease_under(cosine + w / (1.0 - w) * np.asarray(keyword, np.float32),
-                       float(cosine[kept[-1]]))
-    score[kept] = cosine[kept]
-    return score, keyword
-
-
-def ease_under(scores: np.ndarray, cap: float, ease: float = LIFT_EASE) -> np.ndarray:
-    """``scores`` as they are up to ``cap - ease``, then rising ever more slowly towards
-    ``cap`` without reaching it: the order is kept, and nothing passes ``cap``."""
-    knee = cap - ease
-    over = scores > knee
-    out = scores.astype(np.float32, copy=True)
-    # Hyperbolic rather than exponential: 3 over the knee still ends 0.0008 under the cap,
-    # where float32 would round an exponential onto it.
-    out[over] = cap - ease / (1.0 + (scores[over] - knee) / ease)
-    return out
+    return lift(keyword, dense, w, below, active, first, scale), keyword

@@ -244,14 +244,21 @@ def fusion_line(fusion: dict[str, float]) -> str:
                 if "asking_floor" in fusion else "")
         fed += (f" Dense is a note's cosine; a note of fewer than {fusion['short_terms']:g} "
                 f"keyword terms keeps part of it ({fusion['short_floor']:.0%} at none){asks}.")
+    if fusion.get("placed"):  # keyword_places.py
+        fed += (f" {fusion['placed']} keyword match(es) covering {fusion['from']:.0%} moved up "
+                f"to {fusion['slack']} places below their place by lexical alone.")
+    if below and fusion["covered"] >= fusion["from"]:  # ranking._fused: the weight rising
+        most = fusion["most"]
+        return (f"score = {1 - w:.2f} x dense + {w:.2f} x lexical for the {below} best by it; "
+                f"for the others dense + {most / (1 - most):.2f} x lexical, kept below those "
+                f"{below} {priority}. Keyword weight {w:.2f}: {covers}, between the "
+                f"{fusion['from']:.0%} from which keywords are mixed in and the "
+                f"{fusion['full']:.0%} from which fully.{fed}")
     if below:
         return (f"score = dense for the {below} notes closest in meaning; for the others "
                 f"dense + {w / (1 - w):.2f} x lexical, kept below those {below} {priority}. "
                 f"Keyword weight {w:.2f}: {covers}, under the {fusion['from']:.0%} from which "
                 f"keywords are mixed in (fully from {fusion['full']:.0%}).{fed}")
     formula = f"{1 - w:.2f} x dense + {w:.2f} x lexical" if w > 0 else "dense"
-    if fusion.get("placed"):  # keyword_places.py
-        fed += (f" {fusion['placed']} keyword match(es) covering {fusion['from']:.0%} moved up "
-                f"to {fusion['slack']} places below their place by lexical alone.")
     return (f"score = {formula} {priority}. Keyword weight {w:.2f}: {covers} (keywords count "
             f"from {fusion['from']:.0%}, fully from {fusion['full']:.0%}).{fed}")

@@ -19,7 +19,7 @@ from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, ModelUnav
 from nbmemory.display import hits_text, status_display
 from nbmemory.memory import Memory
 from nbmemory.models import PRIORITIES, Provenance
-from nbmemory.ranking import LIFT_BELOW
+from nbmemory.ranking import KEYWORD_WEIGHT, LIFT_BELOW
 from nbmemory.store import Filters, Store
 from nbmemory.store.rows import as_stored
 
@@ -342,14 +342,15 @@ def test_explain_says_how_each_score_was_made(memory):
     hits = memory.recall("when did the nightly export move to Airflow", explain=True,
                          min_score=-1)
     fusion = hits.fusion
-    assert fusion["covered"] > 0.45 and fusion["weight"] == 0.7
+    assert fusion["covered"] > 0.45 and fusion["weight"] == pytest.approx(KEYWORD_WEIGHT)
     bonus = {"high": fusion["priority"], "medium": 0.0, "low": -fusion["priority"]}
     for hit in hits:
         made = ((1 - fusion["weight"]) * max(hit.dense, 0.0) + fusion["weight"] * hit.lexical
                 + bonus[hit.note.priority])
         assert abs(hit.score - made) < 1e-3, (hit, fusion)
-    assert "score = 0.30 x dense + 0.70 x lexical (+0.02 high priority, -0.02 low). Keyword " \
-        "weight 0.70: the best keyword match covers" in hits_text(hits)
+    w = KEYWORD_WEIGHT
+    assert (f"score = {1 - w:.2f} x dense + {w:.2f} x lexical (+0.02 high priority, -0.02 low). "
+            f"Keyword weight {w:.2f}: the best keyword match covers") in hits_text(hits)
     quiet = memory.recall("penguins that wander", explain=True, min_score=-1)
     assert quiet.fusion["weight"] == 0.0 and "score = dense (+0.02" in hits_text(quiet)
     assert all(abs(h.score - max(h.dense, 0.0) - bonus[h.note.priority]) < 1e-3 for h in quiet)

@@ -16,7 +16,7 @@ LAYERS = {  # module (or package) -> layer; higher layers may import lower ones 
     "service": ["service"],
     "engine": ["engine", "ranking", "dense_search", "stale", "history", "exchange", "exchange_replace", "export_file", "export_rows", "sharing"],
     "store": ["store"],
-    "leaves": ["errors", "files", "arrays", "dense_weight", "keyword_places", "models", "config", "lexical", "lexical_segment", "tokenizer", "spellings", "values", "vectors", "dense_rows", "cards", "embed", "onnx_model", "anchors", "mentions", "events",
+    "leaves": ["errors", "files", "arrays", "dense_weight", "keyword_lift", "keyword_places", "models", "config", "lexical", "lexical_segment", "tokenizer", "spellings", "values", "vectors", "dense_rows", "cards", "embed", "onnx_model", "anchors", "mentions", "events",
                "operations", "address", "repos", "wording", "columns", "markdown", "when", "_version", "lock", "syntax", "display", "checks",
                "provenance"],
 }

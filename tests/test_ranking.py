@@ -45,6 +45,32 @@ def test_below_the_start_the_closest_in_meaning_keep_their_places():
     assert score[4] == pytest.approx(0.3)  # no keyword, not near the cap: its cosine
 
 
+def test_keywords_lift_notes_as_much_just_over_the_start_as_just_under_it():
+    """A best keyword match covering a hair over the start mixed keywords in at a weight of
+    almost nothing, where a hair under it lifted keyword matches under the six best: a note
+    sharing the question's one telling word fell from third to last as the best match grew.
+    While the weight rises, the notes under the mix's best are lifted as at the start."""
+    from nbmemory.ranking import hybrid
+
+    dense = np.array([0.9, 0.8, 0.5, 0.45, 0.2], np.float32)
+    orders = []
+    for best in (TRUST_FROM - 0.005, TRUST_FROM + 0.005, TRUST_FULL - 0.005):
+        keyword = np.array([best, 0.0, 0.0, 0.0, 0.3], np.float32)
+        score, shares, w, covered, kept, _ = hybrid("q", None, np.arange(5), keyword, dense,
+                                                    feedback=None, lift=2, slack=None)
+        assert kept == 2 and covered == pytest.approx(best) and shares.tolist() == keyword.tolist()
+        assert score[4] < min(score[:2])  # under the two kept
+        orders.append(np.argsort(-score).tolist())
+        if best > TRUST_FROM:
+            assert 0 < w < KEYWORD_WEIGHT
+            assert score[:2] == pytest.approx(fuse(keyword, dense)[:2])  # the mix's best keep it
+    assert orders == [[0, 1, 4, 2, 3]] * 3
+    keyword = np.array([TRUST_FULL + 0.05, 0.0, 0.0, 0.0, 0.3], np.float32)  # the mix alone
+    score, _, w, _, kept, _ = hybrid("q", None, np.arange(5), keyword, dense, feedback=None,
+                                     lift=2, slack=None)
+    assert (w, kept) == (KEYWORD_WEIGHT, 0) and score == pytest.approx(fuse(keyword, dense))
+
+
 def test_a_full_keyword_match_lifts_a_note_but_cosine_still_orders_ties():
     fused = fuse(np.array([1.0, 1.0, 0.0]), np.array([0.1, 0.5, 0.9]))
     assert fused[0] > fused[2] and fused[1] > fused[0]
@@ -391,6 +417,19 @@ def test_explain_says_how_many_keyword_matches_kept_their_places():
         "fed back. 2 keyword match(es) covering 35% moved up to 5 places below their place by "
         "lexical alone.")
     assert "moved up" not in fusion_line({**fusion, "placed": 0})
+
+
+def test_explain_says_how_keywords_lift_notes_while_their_weight_rises():
+    from nbmemory.wording import fusion_line
+
+    fusion = {"weight": 0.28, "covered": 0.39, "from": 0.35, "full": 0.45, "most": 0.7,
+              "below": 6, "priority": 0.02, "placed": 0, "slack": 3}
+    assert fusion_line(fusion) == (
+        "score = 0.72 x dense + 0.28 x lexical for the 6 best by it; for the others dense + "
+        "2.33 x lexical, kept below those 6 (+0.02 high priority, -0.02 low). Keyword weight "
+        "0.28: the best keyword match covers 39% of the query's weighted words, between the "
+        "35% from which keywords are mixed in and the 45% from which fully. Lexical includes "
+        "the words of the best notes, fed back.")
 
 
 def test_keyword_ties_are_placed_by_the_fusion_not_by_age():
