@@ -333,7 +333,7 @@ def require_store(store: str | None, *, creating: bool = False,
     """Refuse to read a local store that does not exist, rather than create an empty one
     where a mistyped ``--store`` points ("No active notes." would say the notes are gone);
     a store is created only in a directory that exists."""
-    from .config import locate_store
+    from .config import STORE_DIRNAME, locate_store
     from .errors import StoreDamaged, StoreUnavailable
     from .store import DB_FILENAME, lost_database
 
@@ -347,6 +347,12 @@ def require_store(store: str | None, *, creating: bool = False,
     if path.exists() and not path.is_dir():
         raise CommandError(f"{path} is a file, not a store: give the directory that holds "
                            f"{DB_FILENAME} (or where one should be created).", EXIT_USAGE)
+    inner = path / STORE_DIRNAME
+    if not (path / DB_FILENAME).exists() and (inner / DB_FILENAME).exists():
+        # A second store would be made among the project's files (and the folder made private).
+        raise CommandError(f"{path} is a project folder whose store is {inner}: give --store "
+                           f"{inner}, or leave --store out when working in that project.",
+                           EXIT_USAGE)
     if creating:
         if not path.exists() and not path.parent.is_dir():
             why = "is a file" if path.parent.exists() else "does not exist"

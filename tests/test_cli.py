@@ -689,6 +689,23 @@ def test_a_write_the_store_would_refuse_makes_no_store_where_store_points(tmp_pa
     assert r.code == 3 and "No store at" in r.err
 
 
+def test_a_project_folder_given_as_the_store_names_its_store(tmp_path, monkeypatch):
+    """--store PROJECT where PROJECT/.nbmemory is the store: reading said "No store at
+    PROJECT", and a remember made a second store among the project's files and made the
+    folder owner-only (755 -> 700)."""
+    project = tmp_path / "project"
+    project.mkdir(mode=0o755)
+    Memory.open(project / ".nbmemory", embedder=HashEmbedder()).close()
+    message = (f"nbmemory: {project} is a project folder whose store is {project}/.nbmemory: "
+               f"give --store {project}/.nbmemory, or leave --store out when working in that "
+               "project.")
+    for argv in (["list"], ["remember", "meant for the project's store"]):
+        r = shell("--store", str(project), *argv)
+        assert (r.code, one_line(r.err)) == (2, message)
+    assert sorted(p.name for p in project.iterdir()) == [".nbmemory"]
+    assert project.stat().st_mode & 0o777 == 0o755
+
+
 def test_a_mistyped_store_is_refused_not_created_empty(tmp_path, monkeypatch):
     """Reading a store that is not there would create an empty one and answer "No active
     notes." (the notes seem gone); a store is only created where its parent exists."""
