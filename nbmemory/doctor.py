@@ -72,7 +72,7 @@ def check_model(model: str) -> Check:
 def check_store(store: str | None, model: str) -> Iterator[Check]:
     from .config import locate_store
     from .embed import model_name
-    from .lock import LOCK_FILENAME, OwnerLock, read_owner_pid, world_writable
+    from .lock import LOCK_FILENAME, OwnerLock, read_owner, world_writable
     from .store import DB_FILENAME, lost_database
 
     location = locate_store(store)
@@ -118,11 +118,13 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
             yield Check("owner", "warn", f"an owner (pid {info['pid']}) is starting",
                         "Run doctor again in a moment.")
             return
-        pid = read_owner_pid(directory)
+        pid, service = read_owner(directory)
+        # nbmemory stop refuses a process that opened the store in-process: not advised then.
         yield Check("owner", "warn", f"the store is open in process {pid}; the database checks "
                                      "need it closed",
-                    f"Close that process (a script that opened it in-process), or run: "
-                    f"nbmemory stop{opt}; then run doctor again.")
+                    f"Close that process (a script or kernel that opened it in-process); then "
+                    f"run doctor again." if not service else
+                    f"Run: nbmemory stop{opt}; then run doctor again.")
         return
     try:
         if not lock.held:

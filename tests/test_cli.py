@@ -789,6 +789,9 @@ def test_a_store_owned_by_another_process_exits_3(store_dir):
         checks = {c["name"]: c for c in r.json["checks"]}
         assert checks["owner"]["status"] == "warn"
         assert f"open in process {os.getpid()}" in checks["owner"]["detail"]
+        # Not "nbmemory stop", which refuses a process that opened the store in-process.
+        assert checks["owner"]["fix"] == ("Close that process (a script or kernel that opened "
+                                          "it in-process); then run doctor again.")
         assert "database" not in checks
         assert r.code == 0  # a busy store is not a broken one
 
