@@ -213,7 +213,8 @@ def build_parser() -> Parser:
     fresh.add_argument("--fresh", action="store_true", help="only notes that are not stale")
     fresh.add_argument("--stale", action="store_true", help="only stale notes")
     authors(p)
-    p.add_argument("query", nargs="*", help="what you want to know, in any words")
+    p.add_argument("query", nargs="*", help="what you want to know, in any words; - reads it "
+                                            "from stdin")
 
     p = command("edit", "change a note's text, tags, kind or priority: a new version, the old "
                         "one stays in its history",

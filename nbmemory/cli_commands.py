@@ -137,7 +137,8 @@ def cmd_remember(mem, args) -> None:
 
 
 def cmd_recall(mem, args) -> None:
-    query = " ".join(args.query)
+    # - reads the question from stdin, as remember and edit read a note.
+    query = " ".join(read_stdin().split() if args.query == ["-"] else args.query)
     stale = stale_wanted(args)
     if args.open and args.kind not in (None, "question"):  # with a query or without
         raise CommandError("--open searches the open questions: leave --kind out")

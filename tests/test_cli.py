@@ -88,6 +88,8 @@ def test_remember_and_recall_json_and_text(nbm):
     hits = r.json["hits"]
     assert hits[0]["note"]["id"] == 1 and hits[0]["score"] > 0
     assert r.json["query"] == "orders.amount"
+    r = nbm("recall", "--json", "-", stdin="what races\nacquire_lock?\n")  # as remember reads
+    assert r.json["query"] == "what races acquire_lock?" and r.json["hits"][0]["note"]["id"] == 2
 
     r = nbm("recall", "--provenance", "watcher", "acquire_lock")
     assert r.out.startswith("#2  ") and "not from a notebook (cli)" in r.out
