@@ -254,7 +254,9 @@ def build_parser() -> Parser:
     authors(p)
     p.add_argument("-n", "--limit", type=positive, default=20, help="how many (default 20)")
     p.add_argument("--offset", type=int, default=0, help="skip this many")
-    p.add_argument("--order", choices=("newest", "oldest", "priority"), default="newest")
+    p.add_argument("--order", choices=("newest", "oldest", "priority"), default="newest",
+                   help="newest: last written or edited first (default); oldest: in the order "
+                        "they were written; priority: high first")
 
     p = command("show", "one note in full: text, tags, status, stale reasons, provenance")
     p.add_argument("id", type=note_id, metavar="ID")
