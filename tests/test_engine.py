@@ -1439,3 +1439,56 @@ def test_recalls_and_writes_go_on_while_a_bulk_remember_embeds(tmp_path):
         assert [n.id for n in written] == list(range(3, 43))
         assert mem.recall("finding 7 about module m7")[0].note.id == 10
         assert mem.status()["vectors"] == 42
+
+
+def test_a_resent_bulk_remember_embeds_nothing_again(tmp_path):
+    """A resent remember_many (the client sends a write again after its owner died) embedded
+    every note of it again before finding them written: minutes of CPU for a large load."""
+    encoded = []
+
+    class Counting(HashEmbedder):
+        def encode(self, texts):
+            encoded.extend(texts)
+            return super().encode(texts)
+
+    notes = [f"finding {i} about module m{i}" for i in range(300)]
+    with Memory.open(tmp_path / "store", embedder=Counting()) as mem:
+        first = mem.remember_many(notes, request_id="load-1")
+        assert len(encoded) == 300
+        again = mem.remember_many(notes, request_id="load-1")
+        assert [n.id for n in again] == [n.id for n in first] and len(encoded) == 300
+
+
+def test_a_store_closed_during_a_bulk_remember_says_how_far_it_got(tmp_path):
+    """The lock is free while a chunk is embedded, so a close may come meanwhile: the call
+    then failed with DuckDB's "Connection already closed!"."""
+    embedding, go_on = threading.Event(), threading.Event()
+
+    class Held(HashEmbedder):
+        def encode(self, texts):
+            if len(texts) > 1:
+                embedding.set()
+                assert go_on.wait(30)
+            return super().encode(texts)
+
+    mem = Memory.open(tmp_path / "store", embedder=Held(), mode="local")
+    mem.remember("written before")
+    failed = []
+
+    def load():
+        try:
+            mem.remember_many([f"note {i}" for i in range(10)])
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            failed.append(exc)
+
+    loading = threading.Thread(target=load)
+    loading.start()
+    assert embedding.wait(30)
+    mem.close()
+    go_on.set()
+    loading.join(30)
+    assert [str(e) for e in failed] == ["The store was closed during a bulk remember: 0 of 10 "
+                                        "notes were remembered."]
+    assert isinstance(failed[0], StoreUnavailable)
+    with Memory.open(tmp_path / "store", embedder=HashEmbedder()) as again:
+        assert again.status()["notes"] == 1

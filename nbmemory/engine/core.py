@@ -206,6 +206,11 @@ class Engine:
 
     # -- lifecycle ----------------------------------------------------------------------
 
+    @property
+    def is_open(self) -> bool:
+        """Not closed yet (a bulk remember embeds with the lock free, so a close may come)."""
+        return self._owner.held
+
     def close(self) -> None:
         with self.lock:
             if self._owner.held:
@@ -496,25 +501,20 @@ class Engine:
             stats = self.store.recall_stats()
             return {
                 "store": self.store.address.url if self.store.shared else str(self.directory),
-                "notes": counts.get("active", 0),
-                "by_status": counts,
+                "notes": counts.get("active", 0), "by_status": counts,
                 "snapshots": len(self.store.snapshots()),
                 "model": self.stored_identity or self.embedder.name,
                 "configured_model": self.embedder.name,
                 "model_loaded": bool(getattr(self.embedder, "loaded", True)),
-                "model_loading": self.model_loading,
-                "unembedded": len(self.unembedded),
+                "model_loading": self.model_loading, "unembedded": len(self.unembedded),
                 "mismatch": bool(self.mismatch),
                 "index": self.index_state,
                 "vectors": len(self.vectors) if self.vectors is not None else 0,
                 "lexical_docs": len(self.lexical),
-                "keywords": self.keywords_state,
-                "cards": self.cards_state,
+                "keywords": self.keywords_state, "cards": self.cards_state,
                 "journal_position": self.store.position(),
                 "read_only": bool(getattr(self.store, "read_only", False)),
-                "schema_version": SCHEMA_VERSION,
-                "version": __version__,
-                "pid": os.getpid(),
+                "schema_version": SCHEMA_VERSION, "version": __version__, "pid": os.getpid(),
                 "uptime_s": round(time.time() - self.started, 1),
                 **stats,
             }

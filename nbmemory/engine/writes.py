@@ -90,8 +90,12 @@ class Writes(Part):
         total = len(prepared)
         for start in range(0, total, BULK_CHUNK):
             chunk = prepared[start:start + BULK_CHUNK]
-            ahead = self._embed_ahead(list(dict.fromkeys(p["text"] for _, p in chunk)))
+            closed = StoreUnavailable(f"The store was closed during a bulk remember: "
+                                      f"{len(results)} of {total} notes were remembered.")
+            ahead = self._embed_ahead([p for _, p in chunk], closed)
             with self.lock:
+                if not self.engine.is_open:  # closed while the chunk was embedded
+                    raise closed
                 answers = self._remember_locked([(i - start, p) for i, p in chunk], {}, {},
                                                 len(chunk), ahead)
             failed = [(start + i, a) for i, a in enumerate(answers)
@@ -108,15 +112,20 @@ class Writes(Part):
                 progress(min(start + BULK_CHUNK, total), total)
         return results
 
-    def _embed_ahead(self, texts: list[str]) -> dict[str, Any]:
-        """Vectors of a chunk's ``texts``, made before its write takes the engine's lock:
-        embedded inside it, a bulk write held it nearly all along, and a recall or a status
-        from another kernel or the panel waited for most of the run. None while the model
-        loads (the notes are then taken now and embedded later)."""
+    def _embed_ahead(self, chunk: list[dict[str, Any]], closed: Exception) -> dict[str, Any]:
+        """Vectors of the texts of a chunk's notes not written yet (a resent call's are),
+        made before its write takes the engine's lock: embedded inside it, a bulk write held
+        it nearly all along, and a recall or a status from another kernel or the panel
+        waited for most of the run. None while the model loads (the notes are then taken
+        now and embedded later)."""
         with self.lock:
-            self.engine.check_embedder()
-            if self.engine.model_loading:
+            if not self.engine.is_open:
+                raise closed
+            done = self.store.request_notes([p["request_id"] for p in chunk if p["request_id"]])
+            texts = list(dict.fromkeys(p["text"] for p in chunk if p["request_id"] not in done))
+            if not texts or self.engine.model_loading:
                 return {}
+            self.engine.check_embedder()
         return dict(zip(texts, self.engine.embedder.encode(texts)))
 
     def _prepare(self, text: str, *, kind: str = "finding", priority: str = "medium",
