@@ -222,9 +222,10 @@ def test_a_call_gives_up_at_its_resend_deadline_and_says_so(store, hold):
         if caller.poll() is None:
             caller.kill()
     assert caller.returncode == 1 and len(killed) >= 2
-    assert "StoreUnavailable: The store's owner stopped" in err
-    assert "time(s) while handling remember, over 3 s of sending it again; it may or may " \
-           "not have been applied (sending it again is safe: it is applied once)" in err
+    assert "OutcomeUnknown: The store's owner stopped" in err
+    # Not "sending it again is safe": a new call is a new request, and would store it twice.
+    assert "time(s) while handling remember, over 3 s of sending it again: it may or may " \
+           "not have been applied, check before sending it again. See " in err
     hold.unlink()
     stop(store)
     assert local_notes(store) == []

@@ -26,6 +26,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 import nbmemory
+from nbmemory.ranking import KEYWORD_WEIGHT
 from nbmemory.embed import HashEmbedder
 from nbmemory.errors import (Conflict, EmbedderMismatch, InvalidInput, NotFound, StoreLocked,
                              StoreTooNew, StoreUnavailable)
@@ -207,7 +208,7 @@ def test_every_call_works_through_the_owner(mem, store):
     hits = mem.recall("orders.amount cents", explain=True, since=datetime(2020, 1, 1,
                                                                          tzinfo=timezone.utc))
     assert isinstance(hits, Hits) and hits[0].note == note and hits[0].lexical is not None
-    assert hits.fusion["weight"] == 0.7  # how the score was made reaches a kernel too
+    assert hits.fusion["weight"] == KEYWORD_WEIGHT  # how the score was made reaches a kernel
     other = mem.remember("orders.amount is in cents before 2021 and in euros after")
     assert [h.note.id for h in mem.similar(other.id, k=3)] == [note.id]
     edited = mem.edit(note.id, text="orders.amount is in cents before March 2021")

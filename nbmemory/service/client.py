@@ -251,13 +251,16 @@ class ServiceBackend:
         (after two tries at least). Once an owner was lost with the request, say on stderr
         (once: ``told``) that this call waits. Returns whether the user was told."""
         if time.monotonic() > deadline and (lost or tries > 2):
+            op = lookup(operation)
             if lost:
-                raise OutcomeUnknown(
-                    f"The store's owner stopped {lost} time(s) while handling "
-                    f"{lookup(operation).words}, "
-                    f"over {self.resend_timeout:g} s of sending it again; it may or may not "
-                    f"have been applied (sending it again is safe: it is applied once). See "
-                    f"{self.directory / LOG_NAME}, then try again.")
+                # Sent again by this call with one request id, it is applied once at most; a
+                # new call is a new request, so the caller must check before sending it.
+                applied = "" if op.read else (": it may or may not have been applied, check "
+                                              "before sending it again")
+                raise (StoreUnavailable if op.read else OutcomeUnknown)(
+                    f"The store's owner stopped {lost} time(s) while handling {op.words}, "
+                    f"over {self.resend_timeout:g} s of sending it again{applied}. See "
+                    f"{self.directory / LOG_NAME}.")
             raise StoreUnavailable(f"Could not reach the owner of {self.directory} within "
                                    f"{self.resend_timeout:g} s; see {self.directory / LOG_NAME}")
         if lost and not told:
