@@ -29,9 +29,10 @@ export function noteAsMarkdown(note: INote, trans?: TranslationBundle): string {
 /** A `%recall` line that finds this note again. */
 export function recallSnippet(note: INote): string {
   const words = note.text.replace(/\s+/g, ' ').trim().split(' ').slice(0, 12).join(' ');
-  // IPython reads a line ending in ? as a request for help, not as the magic; words that
-  // start with a dash ("--about is how...") would be read as %recall's options.
-  return `%recall -k 3 ${words.startsWith('-') ? '-- ' : ''}${words.replace(/[\s?]+$/, '')}`;
+  // IPython reads a line ending in ? as a request for help, not as the magic; a word that
+  // starts with a dash ("--about is how...", "with --kind gotcha") would be read as an option.
+  const dashed = words.split(' ').some(word => word.startsWith('-'));
+  return `%recall -k 3 ${dashed ? '-- ' : ''}${words.replace(/[\s?]+$/, '')}`;
 }
 
 /** The panel's actions on this JupyterLab's notebooks (those it has, if any). */

@@ -388,9 +388,21 @@ export class MemoryModel extends MemoryState {
       return this.trans.__('Nothing to save: #%1 is as it was.', note.id);
     }
     const saved = this.trans.__('Saved #%1 as version %2.', note.id, note.version);
-    return note.stale.length
-      ? `${saved} ${this.trans.__('It stays flagged stale until you verify it.')}`
-      : saved;
+    if (!note.stale.length) {
+      return saved;
+    }
+    // A failed check's flag goes when the check passes again, not when it is verified.
+    const check = (r: { reason: string }) => ['check_failed', 'check_error'].includes(r.reason);
+    const checks = note.stale.filter(check).length;
+    return `${saved} ${
+      checks === note.stale.length
+        ? this.trans.__('It stays flagged stale until its check passes again.')
+        : checks
+          ? this.trans.__(
+              'It stays flagged stale until you verify it and its check passes again.'
+            )
+          : this.trans.__('It stays flagged stale until you verify it.')
+    }`;
   }
 
   /** Forget (revoke) a note; the notice offers Undo for a while. */

@@ -399,9 +399,13 @@ def test_copy_recall_snippet_and_insert_into_notebook(page, lab):
     expect(toast(page, "ids in orders?")).to_have_count(0)
     # Words that start with a dash would be read as %recall's options: they follow a --.
     lab.remember("--about is how anchors are declared")
+    lab.remember("filter by kind with --kind gotcha when listing")
     refresh(page)
     card(page, "is how anchors are declared").locator(".nbm-Copy").click()
     expect(toast(page, "Copied: %recall -k 3 -- --about is how anchors are declared")
+           ).to_be_visible()
+    card(page, "filter by kind with").locator(".nbm-Copy").click()
+    expect(toast(page, "Copied: %recall -k 3 -- filter by kind with --kind gotcha when listing")
            ).to_be_visible()
     shown.locator(".nbm-Insert").click()
     cell = page.locator(".jp-NotebookPanel .jp-MarkdownCell", has_text="insert me into the notebook")
