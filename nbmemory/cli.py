@@ -74,6 +74,15 @@ def check_before_creating(args) -> None:
         for given, check in ((args.kind, check_kind), (args.priority, check_priority)):
             if given is not None:
                 check(given)
+        if args.supersedes is not None:  # a store not made yet has no note to replace
+            from .config import locate_store
+            from .store import DB_FILENAME
+
+            location = locate_store(args.store)
+            if location.address is None and not (location.path / DB_FILENAME).exists():
+                raise StoreUnavailable(f"No store at {location}: there is no note "
+                                       f"#{args.supersedes} to supersede. Check --store and "
+                                       "NBMEMORY_HOME.")
     elif args.command == "import":
         from .exchange import check_export
 

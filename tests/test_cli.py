@@ -687,6 +687,11 @@ def test_a_write_the_store_would_refuse_makes_no_store_where_store_points(tmp_pa
         r = shell("--store", str(typo), *argv, stdin="")
         assert (r.code, message in one_line(r.err)) == (2, True), r.err
         assert not typo.exists()
+    r = shell("--store", str(typo), "remember", "--supersedes", "3", "a correction")
+    assert (r.code, one_line(r.err)) == (3, f"nbmemory: No store at {typo} (given explicitly): "
+                                            "there is no note #3 to supersede. Check --store "
+                                            "and NBMEMORY_HOME.")
+    assert not typo.exists()
     r = shell("--store", str(typo), "list")
     assert r.code == 3 and "No store at" in r.err
 
