@@ -164,7 +164,7 @@ class Settings:
     expansion_add: int = 128
     expansion_search: int = 96
     # Fused scores below this are dropped (and counted as filtered out). A score is 0..1:
-    # the cosine for a query no note matches by keywords, up to 0.3 cosine + 0.7 keyword
+    # the cosine for a query no note matches by keywords, up to 0.4 cosine + 0.6 keyword
     # share for one a note matches well (ranking.fuse). 0.2 hid 1 of 828 relevant hits in
     # the top 10 on eval/ and 137 of 6,182 others.
     min_score: float = 0.2

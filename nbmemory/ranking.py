@@ -449,9 +449,11 @@ def _fused(query, lexical, ids, keyword, dense, drop, fusion, feedback, lift, ac
         keyword = with_feedback(query, lexical, ids, score, keyword, drop, notes, terms, weight)
         score = mix(keyword, dense, w)
     if 0 < w < fusion[0] and lift and len(active) > lift:  # the rise from the start to full
-        score = lifted(query, lexical, ids, own, dense, fusion[0], lift, drop, feedback, active,
-                       first=score, scale=1.0 - w)[0]
-        return score, keyword, w, covered, lift
+        kept = active[top_positions(score[active], lift)]
+        score, shares = lifted(query, lexical, ids, own, dense, fusion[0], lift, drop, feedback,
+                               active, first=score, scale=1.0 - w)
+        shares[kept] = keyword[kept]  # the shares each score was made of, for explain
+        return score, shares, w, covered, lift
     return score, keyword, w, covered, 0
 
 

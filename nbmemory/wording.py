@@ -250,8 +250,8 @@ def fusion_line(fusion: dict[str, float]) -> str:
     if below and fusion["covered"] >= fusion["from"]:  # ranking._fused: the weight rising
         most = fusion["most"]
         return (f"score = {1 - w:.2f} x dense + {w:.2f} x lexical for the {below} best by it; "
-                f"for the others dense + {most / (1 - most):.2f} x lexical, kept below those "
-                f"{below} {priority}. Keyword weight {w:.2f}: {covers}, between the "
+                f"for the others {1 - w:.2f} x (dense + {most / (1 - most):.2f} x lexical), kept "
+                f"below those {below} {priority}. Keyword weight {w:.2f}: {covers}, between the "
                 f"{fusion['from']:.0%} from which keywords are mixed in and the "
                 f"{fusion['full']:.0%} from which fully.{fed}")
     if below:

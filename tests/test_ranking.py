@@ -425,11 +425,40 @@ def test_explain_says_how_keywords_lift_notes_while_their_weight_rises():
     fusion = {"weight": 0.28, "covered": 0.39, "from": 0.35, "full": 0.45, "most": 0.7,
               "below": 6, "priority": 0.02, "placed": 0, "slack": 3}
     assert fusion_line(fusion) == (
-        "score = 0.72 x dense + 0.28 x lexical for the 6 best by it; for the others dense + "
-        "2.33 x lexical, kept below those 6 (+0.02 high priority, -0.02 low). Keyword weight "
-        "0.28: the best keyword match covers 39% of the query's weighted words, between the "
-        "35% from which keywords are mixed in and the 45% from which fully. Lexical includes "
-        "the words of the best notes, fed back.")
+        "score = 0.72 x dense + 0.28 x lexical for the 6 best by it; for the others 0.72 x "
+        "(dense + 2.33 x lexical), kept below those 6 (+0.02 high priority, -0.02 low). "
+        "Keyword weight 0.28: the best keyword match covers 39% of the query's weighted words, "
+        "between the 35% from which keywords are mixed in and the 45% from which fully. Lexical "
+        "includes the words of the best notes, fed back.")
+
+
+def test_explain_rebuilds_each_score_while_the_weight_rises():
+    """The lexical share shown is the one each score was made of: the lifted notes' shares
+    come from a feedback pass of their own, and showing the mix's misled (review)."""
+    from nbmemory.lexical import LexicalIndex
+    from nbmemory.ranking import hybrid
+
+    texts = ["moved the nightly export from cron to the airflow scheduler",
+             "the airflow scheduler retries a failed dag three times",
+             "the export of invoices runs weekly", "export to csv is slow for wide tables",
+             "nightly backups are kept for a week", "penguin bill length by species",
+             "the nightly build moved to a bigger runner",
+             "export the notebook as html for the review"]
+    lexical = LexicalIndex.build(enumerate(texts, 1))
+    ids = np.arange(1, 9)
+    keyword = np.array([0.4, 0.1, 0.3, 0.2, 0.0, 0.05, 0.25, 0.15], np.float32)
+    dense = np.array([0.5, 0.45, 0.4, 0.35, 0.3, 0.28, 0.2, 0.1], np.float32)
+    score, shares, w, _, kept, _ = hybrid("nightly export airflow", lexical, ids, keyword,
+                                          dense, lift=2, slack=None)
+    assert 0 < w < KEYWORD_WEIGHT and kept == 2
+    order = np.argsort(-score)
+    ratio, cap = KEYWORD_WEIGHT / (1 - KEYWORD_WEIGHT), score[order[1]]
+    for at in order[:2]:
+        assert score[at] == pytest.approx((1 - w) * dense[at] + w * shares[at], abs=1e-6)
+    for at in order[2:]:
+        made = (1 - w) * (dense[at] + ratio * shares[at])
+        assert score[at] < cap
+        assert score[at] == pytest.approx(made, abs=1e-6) or made > cap - LIFT_EASE  # eased
 
 
 def test_keyword_ties_are_placed_by_the_fusion_not_by_age():
