@@ -22,6 +22,7 @@ from nbmemory.models import PRIORITIES, Provenance
 from nbmemory.ranking import KEYWORD_WEIGHT, LIFT_BELOW
 from nbmemory.store import Filters, Store
 from nbmemory.store.rows import as_stored
+from waiting import ran_while_held
 
 
 def snapshot_of(store_dir):
@@ -1426,14 +1427,8 @@ def test_recalls_and_writes_go_on_while_a_bulk_remember_embeds(tmp_path):
             answers["remembered"] = mem.remember("written while the bulk load embeds").id
             answers["notes"] = mem.status()["notes"]
 
-        beside = threading.Thread(target=meanwhile)
-        beside.start()
-        beside.join(30)
-        waited = beside.is_alive()
-        go_on.set()
-        loading.join(30)
-        beside.join(30)
-        assert not waited, "the recall, the write and the status waited for the bulk load"
+        assert ran_while_held(meanwhile, go_on, loading), \
+            "the recall, the write and the status waited for the bulk load"
         assert answers == {"recalled": ["the nightly export lands at 02:00"], "remembered": 2,
                            "notes": 2}
         assert [n.id for n in written] == list(range(3, 43))

@@ -15,6 +15,7 @@ from nbmemory import exchange
 from nbmemory.embed import HashEmbedder
 from nbmemory.errors import Conflict, InvalidInput
 from nbmemory.memory import Memory
+from waiting import ran_while_held
 
 ORDERS = "id,amount\n1,1000\n2,2500\n"
 QUERIES = ["lock watcher", "orders amount", "parquet partition day", "retry", "cache 17"]
@@ -731,14 +732,8 @@ def test_recalls_and_writes_go_on_while_an_import_embeds(tmp_path):
             answers["recalled"] = [h.note.text for h in mem.recall("nightly export")]
             answers["remembered"] = mem.remember("written while the import embeds").id
 
-        beside = threading.Thread(target=meanwhile)
-        beside.start()
-        beside.join(30)
-        waited = beside.is_alive()
-        go_on.set()
-        importing.join(30)
-        beside.join(30)
-        assert not waited, "the recall and the write waited for the import to embed"
+        assert ran_while_held(meanwhile, go_on, importing), \
+            "the recall and the write waited for the import to embed"
         assert answers == {"recalled": ["the nightly export lands at 02:00"], "remembered": 2}
         assert (summary["added"], summary["embedded"]) == (40, 40)
         assert mem.recall("finding 7 about module m7")[0].note.text == "finding 7 about module m7"
