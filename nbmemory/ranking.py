@@ -452,6 +452,7 @@ def _fused(query, lexical, ids, keyword, dense, drop, fusion, feedback, lift, ac
         kept = active[top_positions(score[active], lift)]
         score, shares = lifted(query, lexical, ids, own, dense, fusion[0], lift, drop, feedback,
                                active, first=score, scale=1.0 - w)
+        shares = shares.copy()  # may be the caller's own array (no feedback words found)
         shares[kept] = keyword[kept]  # the shares each score was made of, for explain
         return score, shares, w, covered, lift
     return score, keyword, w, covered, 0
