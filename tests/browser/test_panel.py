@@ -306,6 +306,7 @@ def test_stale_badge_and_verify(page, lab):
     expect(toast(page, f"Saved #{note['id']} as version 2. It stays flagged stale until you "
                        "verify it.")).to_be_visible()
     expect(shown.locator(".nbm-StaleBadge")).to_be_visible()
+    expect(shown.locator(".nbm-Version")).to_have_text("v2")  # the card holds the new version
     shown.locator(".nbm-Edit").click()  # a zero-width space added, which the store drops
     shown.locator(".nbm-EditText").fill("region codes come from inputs/regions.csv (2 now)\u200b")
     shown.locator(".nbm-Save").click()
