@@ -28,6 +28,21 @@ def about_here(items) -> list | None:
             if isinstance(i, (str, os.PathLike)) else i for i in items]
 
 
+def check_before_creating(store, about, provenance) -> None:
+    """``about`` refused (InvalidInput) as the store not made yet at ``store`` would refuse
+    it, before it is made: a refused note left an empty store, and its owner, where a
+    mistyped store points."""
+    from .config import locate_store, workspace_of
+    from .stale import StaleChecker
+
+    path = locate_store(store).path
+    checker = StaleChecker(workspace_of(path), exclude=[path])
+    try:
+        checker.build("", about_here(about), provenance)
+    finally:
+        checker.close()
+
+
 def with_check(about: list | None, check: str | None, namespace: Mapping[str, Any] | None,
                 budget: float) -> list | None:
     """``about`` and, given a check, the anchor of that check if it holds in ``namespace``

@@ -18,7 +18,7 @@ from . import syntax
 from .cli_args import (EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CommandError,
                        build_parser, require_store)
 from .cli_commands import (CREATING_COMMANDS, OTHER_COMMANDS, STORE_COMMANDS, emit_json,
-                           open_memory, read_text, utf8)
+                           open_memory, provenance, read_text, utf8)
 from .errors import InvalidInput, ModelUnavailable, NbMemoryError, StoreUnavailable
 from .wording import printable
 
@@ -55,17 +55,17 @@ def run(argv: Sequence[str] | None = None) -> int:
             setattr(args, name, default)
     if args.command in OTHER_COMMANDS:
         return OTHER_COMMANDS[args.command](args)
+    new = require_store(args.store, creating=args.command in CREATING_COMMANDS)
     if args.command in CREATING_COMMANDS:
-        check_before_creating(args)
-    require_store(args.store, creating=args.command in CREATING_COMMANDS)
+        check_before_creating(args, new)
     with open_memory(args.store, args.model) as mem, _printable_stdout():
         STORE_COMMANDS[args.command](mem, args)
     return EXIT_OK
 
 
-def check_before_creating(args) -> None:
-    """Refuse a note or a file the store would refuse before the store named is made: a
-    mistyped --store was left holding an empty store, and an owner, for a refused call."""
+def check_before_creating(args, new: bool) -> None:
+    """Refuse a note or a file the store would refuse before the store named is made (``new``):
+    a mistyped --store was left holding an empty store, and an owner, for a refused call."""
     if args.command == "remember":
         from .engine.validate import check_kind, check_priority, check_text
 
@@ -74,15 +74,16 @@ def check_before_creating(args) -> None:
         for given, check in ((args.kind, check_kind), (args.priority, check_priority)):
             if given is not None:
                 check(given)
-        if args.supersedes is not None:  # a store not made yet has no note to replace
+        if new and args.supersedes is not None:  # a store not made yet has no note to replace
             from .config import locate_store
-            from .store import DB_FILENAME
 
-            location = locate_store(args.store)
-            if location.address is None and not (location.path / DB_FILENAME).exists():
-                raise StoreUnavailable(f"No store at {location}: there is no note "
-                                       f"#{args.supersedes} to supersede. Check --store and "
-                                       "NBMEMORY_HOME.")
+            raise StoreUnavailable(f"No store at {locate_store(args.store)}: there is no note "
+                                   f"#{args.supersedes} to supersede. Check --store and "
+                                   "NBMEMORY_HOME.")
+        if new and args.about:
+            from .about_here import check_before_creating as check_about
+
+            check_about(args.store, args.about, provenance())
     elif args.command == "import":
         from .exchange import check_export
 

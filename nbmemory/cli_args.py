@@ -332,10 +332,10 @@ def build_parser() -> Parser:
 
 
 def require_store(store: str | None, *, creating: bool = False,
-                  how: str = "'nbmemory remember TEXT' (or import)") -> None:
+                  how: str = "'nbmemory remember TEXT' (or import)") -> bool:
     """Refuse to read a local store that does not exist, rather than create an empty one
     where a mistyped ``--store`` points ("No active notes." would say the notes are gone);
-    a store is created only in a directory that exists."""
+    a store is created only in a directory that exists. True: the call would create it."""
     from .config import STORE_DIRNAME, locate_store
     from .errors import StoreDamaged, StoreUnavailable
     from .store import DB_FILENAME, lost_database
@@ -346,7 +346,7 @@ def require_store(store: str | None, *, creating: bool = False,
     location = locate_store(store)
     path = location.path
     if location.address is not None:
-        return
+        return False
     if path.exists() and not path.is_dir():
         raise CommandError(f"{path} is a file, not a store: give the directory that holds "
                            f"{DB_FILENAME} (or where one should be created).", EXIT_USAGE)
@@ -362,9 +362,11 @@ def require_store(store: str | None, *, creating: bool = False,
             raise CommandError(f"Cannot create the store {location}: {path.parent} {why}. "
                                "Check --store and NBMEMORY_HOME, or make the directory "
                                "first.", EXIT_USAGE)
-    elif not (path / DB_FILENAME).exists():
+        return not (path / DB_FILENAME).exists()
+    if not (path / DB_FILENAME).exists():
         if lost := lost_database(path, 0):
             raise StoreDamaged(lost)
         raise StoreUnavailable(
             f"No store at {location}: nothing was remembered there yet. Check --store and "
             f"NBMEMORY_HOME; {how} creates it.")
+    return False

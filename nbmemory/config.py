@@ -64,6 +64,13 @@ def find_git_root(start: Path) -> Path | None:
     return None
 
 
+def workspace_of(directory: Path) -> Path:
+    """Where a local store's anchored paths are relative to: the git root above the store,
+    or the store's parent (never a process's cwd: the owner may run elsewhere)."""
+    parent = Path(directory).parent.resolve()
+    return find_git_root(parent) or parent
+
+
 def locate_store(explicit: str | os.PathLike | None = None, *, cwd: Path | None = None,
                  environ: dict | None = None) -> StoreLocation:
     """Explicit path > ``NBMEMORY_HOME`` > nearest ``.nbmemory/`` above cwd > git root > cwd.

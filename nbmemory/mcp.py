@@ -234,6 +234,10 @@ def build_server(store: str | None = None, model: str | None = None, *, hint_tok
         with tool_errors():
             check_text(text)  # before a store that does not exist yet is made for it
             created = memory.none_yet(named=True)
+            if created and about:
+                from .about_here import check_before_creating as check_about
+
+                check_about(memory.store or None, about, provenance())
             mem = memory.get(creating=True)
             options = dict(kind=kind, priority=priority, tags=tags, provenance=provenance(),
                            about=about)

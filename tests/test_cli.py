@@ -682,6 +682,9 @@ def test_a_write_the_store_would_refuse_makes_no_store_where_store_points(tmp_pa
                            "use one of: finding, gotcha, decision, question, reference, procedure"),
                           (["remember", "-p", "urgent", "x"], "Unknown priority 'urgent'"),
                           (["remember", "-"], "nbmemory: The note is empty"),
+                          (["remember", "--about", "missing.csv", "x"],
+                           f"nbmemory: --about missing.csv: nothing exists there (looked in "
+                           f"{tmp_path}). Check the path. The note was not stored."),
                           (["import", "missing.jsonl"], f"nbmemory: No file {tmp_path}/missing"),
                           (["import", "notes.jsonl"], "notes.jsonl is not an nbmemory export")):
         r = shell("--store", str(typo), *argv, stdin="")

@@ -137,6 +137,10 @@ def test_a_store_not_there_is_said_to_the_agent_and_made_only_by_remember(tmp_pa
             assert not store.exists()
             text = await error(client, "remember", text="   ")  # refused: no store made
             assert text.startswith("The note is empty") and not store.exists()
+            text = await error(client, "remember", text=LONG_NOTE, about=["missing.csv"])
+            assert text == (f"about='missing.csv': nothing exists there (looked in "
+                            f"{os.getcwd()}, {tmp_path}). Check the path. Nothing was changed.")
+            assert not store.exists()
             data, _ = await call(client, "remember", text=LONG_NOTE)
             assert data["created_store"] == f"{store} (given explicitly)"  # as mcp.md says
             data, _ = await call(client, "recall", query="what unit is orders.amount in")
