@@ -1095,6 +1095,9 @@ def test_same_model_name_with_other_dims_is_a_mismatch(store_dir):
     with Memory.open(store_dir, embedder=HashEmbedder(32)) as mem:
         with pytest.raises(EmbedderMismatch, match="made with hash:64, but the configured model is 'hash:32'"):
             mem.recall("x")
+        status = mem.status()  # both as name:dims ("hash" alone named neither)
+        assert (status["model"], status["configured_model"], status["mismatch"]) == (
+            "hash:64", "hash:32", True)
 
 
 def test_a_model_this_machine_lacks_is_not_advised_to_reembed_with(store_dir):

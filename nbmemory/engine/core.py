@@ -20,7 +20,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from .. import __version__
-from ..config import Settings, find_git_root
+from ..config import Settings, workspace_of
 from ..embed import Embedder, lacks_model, make_embedder, model_name
 from ..errors import (Command, EmbedderMismatch, ModelUnavailable, StoreDamaged,
                       StoreUnavailable, StoreUnreachable)
@@ -117,12 +117,9 @@ class Engine:
             self._owner.release()
             raise
         self.away, self.shared = isinstance(self.store, AwayStore), self.store.shared
-        # Anchored paths are relative to the workspace: the git root above the store, or
-        # the store's parent (never this process's cwd: the owner may run elsewhere). A
-        # team store's directory is a cache: its paths are relative to the home directory.
+        # A team store's directory is a cache: its paths are relative to the home directory.
         self.workspace = (Path.home().resolve() if self.store.shared else
-                          find_git_root(self.directory.parent.resolve())
-                          or self.directory.parent.resolve())
+                          workspace_of(self.directory))
         self.checker = StaleChecker(
             self.workspace, exclude=[self.directory],
             repositories=Repositories(self.directory / REPOSITORIES_FILENAME)
@@ -499,13 +496,15 @@ class Engine:
             self.recalls.flush_log()
             counts = self.store.counts()
             stats = self.store.recall_stats()
+            loaded = bool(getattr(self.embedder, "loaded", True))
             return {
                 "store": self.store.address.url if self.store.shared else str(self.directory),
                 "notes": counts.get("active", 0), "by_status": counts,
                 "snapshots": len(self.store.snapshots()),
                 "model": self.stored_identity or self.embedder.name,
-                "configured_model": self.embedder.name,
-                "model_loaded": bool(getattr(self.embedder, "loaded", True)),
+                # As "model" reads (name:dims) once the dims are known, i.e. loaded.
+                "configured_model": self.embedder.identity if loaded else self.embedder.name,
+                "model_loaded": loaded,
                 "model_loading": self.model_loading, "unembedded": len(self.unembedded),
                 "mismatch": bool(self.mismatch),
                 "index": self.index_state,
