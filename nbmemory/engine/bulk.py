@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from ..errors import InvalidInput, NbMemoryError
 
-# What a note of remember_many may hold: remember's arguments (Writes._prepare's).
+# What a note of remember_many may hold: remember's arguments (Writes.prepare's).
 REMEMBERS = ("text", "kind", "priority", "tags", "author", "provenance", "about",
              "supersedes", "request_id")
 
@@ -37,7 +37,7 @@ def prepare_many(writes, notes: Sequence[Any], request_id: str | None
                 raise InvalidInput("no text")
             if request_id and not note.get("request_id"):
                 note["request_id"] = f"{request_id}/{i}"
-            prepared.append((i, writes._prepare(**note)))
+            prepared.append((i, writes.prepare(**note)))
         except (TypeError, NbMemoryError) as exc:
             problems.append(f"note {i}: {exc}")
     if not problems:
@@ -63,7 +63,7 @@ def cannot_supersede_any(writes, prepared: list[tuple[int, dict[str, Any]]]) -> 
             old = p["supersedes"]
             if old is None or p["request_id"] in done:
                 continue
-            if problem := writes._cannot_supersede(old, replaced):
+            if problem := writes.cannot_supersede(old, replaced):
                 problems.append(f"note {i}: {problem}")
             replaced.add(old)
         return problems

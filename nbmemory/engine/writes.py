@@ -61,7 +61,7 @@ class Writes(Part):
         failed: dict[int, NbMemoryError] = {}
         for i, request in enumerate(requests):
             try:
-                prepared.append((i, self._prepare(**request)))
+                prepared.append((i, self.prepare(**request)))
             except NbMemoryError as exc:
                 failed[i] = exc
             except TypeError as exc:
@@ -128,11 +128,11 @@ class Writes(Part):
             self.engine.check_embedder()
         return dict(zip(texts, self.engine.embedder.encode(texts)))
 
-    def _prepare(self, text: str, *, kind: str = "finding", priority: str = "medium",
-                 tags: str | Iterable[str] | None = None, author: str | None = None,
-                 provenance: Provenance | dict | None = None, request_id: str | None = None,
-                 supersedes: int | None = None,
-                 about: Sequence[Any] | None = None) -> dict[str, Any]:
+    def prepare(self, text: str, *, kind: str = "finding", priority: str = "medium",
+                tags: str | Iterable[str] | None = None, author: str | None = None,
+                provenance: Provenance | dict | None = None, request_id: str | None = None,
+                supersedes: int | None = None,
+                about: Sequence[Any] | None = None) -> dict[str, Any]:
         """Validate one remember request and fingerprint its anchors (no engine lock:
         hashing a big file must not block other calls)."""
         text = check_text(text)
@@ -170,7 +170,7 @@ class Writes(Part):
                 batch.earlier[i] = done[rid]
             elif rid and rid in first:
                 batch.same_as[i] = first[rid]
-            elif old is not None and (problem := self._cannot_supersede(old, replaced)):
+            elif old is not None and (problem := self.cannot_supersede(old, replaced)):
                 batch.failed[i] = problem
             else:
                 if old is not None:
@@ -197,7 +197,7 @@ class Writes(Part):
                                      else batch.written[i].id])
         return answers
 
-    def _cannot_supersede(self, old: int, replaced: set[int]) -> NbMemoryError | None:
+    def cannot_supersede(self, old: int, replaced: set[int]) -> NbMemoryError | None:
         try:
             self.require_status(old, "active", "supersede")
         except NbMemoryError as exc:
