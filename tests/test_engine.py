@@ -22,7 +22,7 @@ from nbmemory.models import PRIORITIES, Provenance
 from nbmemory.ranking import KEYWORD_WEIGHT, LIFT_BELOW
 from nbmemory.store import Filters, Store
 from nbmemory.store.rows import as_stored
-from waiting import ran_while_held
+from waiting import holding_chunks, ran_while_held
 
 
 def snapshot_of(store_dir):
@@ -1023,6 +1023,30 @@ def test_model_change_is_detected_and_reembed_switches(store_dir):
         assert mem.status()["model"] == "other:32"
 
 
+def test_a_reembed_leaves_the_store_answering_while_it_embeds(store_dir):
+    """A re-embed held the engine's lock from the first text to the last: on a large store
+    the panel's status and lists, and every other call, waited for minutes."""
+    with Memory.open(store_dir, embedder=HashEmbedder(64)) as mem:
+        mem.remember_many([f"finding {i} about module m{i}" for i in range(40)])
+    embedding, go_on = threading.Event(), threading.Event()
+    Held = holding_chunks(HashEmbedder, embedding, go_on)
+    with Memory.open(store_dir, embedder=Held(32, name="other")) as mem:
+        results, answers = [], {}
+        switching = threading.Thread(target=lambda: results.append(mem.reembed()))
+        switching.start()
+        assert embedding.wait(30)
+
+        def meanwhile():
+            status = mem.status()
+            answers["status"] = (status["notes"], status["model"], status["mismatch"])
+            answers["listed"] = mem.notes(limit=1).notes[0].id
+
+        assert ran_while_held(meanwhile, go_on, switching), "the status waited for the re-embed"
+        assert answers == {"status": (40, "hash:64", True), "listed": 40}
+        assert results == [{"from": "hash:64", "to": "other:32", "embedded": 40}]
+        assert mem.recall("finding 7 about module m7")[0].note.id == 8
+
+
 def test_store_from_a_newer_version_is_refused_untouched(store_dir):
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         mem.remember("keep me")
@@ -1409,14 +1433,7 @@ def test_recalls_and_writes_go_on_while_a_bulk_remember_embeds(tmp_path):
     at once after each: a 5,000-note load kept the panel's status waiting 37 s and a
     kernel's recall past its 30 s notice. It embeds each chunk before taking the lock."""
     embedding, go_on = threading.Event(), threading.Event()
-
-    class Held(HashEmbedder):
-        def encode(self, texts):
-            if len(texts) > 1:  # a chunk, not a query or one note
-                embedding.set()
-                assert go_on.wait(30)
-            return super().encode(texts)
-
+    Held = holding_chunks(HashEmbedder, embedding, go_on)
     with Memory.open(tmp_path / "store", embedder=Held()) as mem:
         mem.remember("the nightly export lands at 02:00")
         written, answers = [], {}
@@ -1457,36 +1474,36 @@ def test_a_resent_bulk_remember_embeds_nothing_again(tmp_path):
         assert [n.id for n in again] == [n.id for n in first] and len(encoded) == 300
 
 
-def test_a_store_closed_during_a_bulk_remember_says_how_far_it_got(tmp_path):
+@pytest.mark.parametrize("model, call, said", [
+    ({}, lambda mem: mem.remember_many([f"note {i}" for i in range(10)]),
+     "The store was closed during a bulk remember: 0 of 10 notes were remembered."),
+    ({"dims": 32, "name": "other"}, lambda mem: mem.reembed(),
+     "The store was closed while its notes were embedded: 0 of 2 texts were embedded and "
+     "kept; run it again to finish."),
+])
+def test_a_store_closed_while_a_call_embeds_says_how_far_it_got(tmp_path, model, call, said):
     """The lock is free while a chunk is embedded, so a close may come meanwhile: the call
     then failed with DuckDB's "Connection already closed!"."""
+    with Memory.open(tmp_path / "store", embedder=HashEmbedder(64)) as mem:
+        mem.remember_many(["written before", "and this"])
     embedding, go_on = threading.Event(), threading.Event()
-
-    class Held(HashEmbedder):
-        def encode(self, texts):
-            if len(texts) > 1:
-                embedding.set()
-                assert go_on.wait(30)
-            return super().encode(texts)
-
-    mem = Memory.open(tmp_path / "store", embedder=Held(), mode="local")
-    mem.remember("written before")
+    Held = holding_chunks(HashEmbedder, embedding, go_on)
+    mem = Memory.open(tmp_path / "store", embedder=Held(**model), mode="local")
     failed = []
 
-    def load():
+    def work():
         try:
-            mem.remember_many([f"note {i}" for i in range(10)])
+            call(mem)
         except Exception as exc:  # noqa: BLE001 - asserted below
             failed.append(exc)
 
-    loading = threading.Thread(target=load)
-    loading.start()
+    working = threading.Thread(target=work)
+    working.start()
     assert embedding.wait(30)
     mem.close()
     go_on.set()
-    loading.join(30)
-    assert [str(e) for e in failed] == ["The store was closed during a bulk remember: 0 of 10 "
-                                        "notes were remembered."]
+    working.join(30)
+    assert [str(e) for e in failed] == [said]
     assert isinstance(failed[0], StoreUnavailable)
-    with Memory.open(tmp_path / "store", embedder=HashEmbedder()) as again:
-        assert again.status()["notes"] == 1
+    with Memory.open(tmp_path / "store", embedder=HashEmbedder(64)) as again:
+        assert again.status()["notes"] == 2

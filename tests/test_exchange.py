@@ -15,7 +15,7 @@ from nbmemory import exchange
 from nbmemory.embed import HashEmbedder
 from nbmemory.errors import Conflict, InvalidInput
 from nbmemory.memory import Memory
-from waiting import ran_while_held
+from waiting import holding_chunks, ran_while_held
 
 ORDERS = "id,amount\n1,1000\n2,2500\n"
 QUERIES = ["lock watcher", "orders amount", "parquet partition day", "retry", "cache 17"]
@@ -712,14 +712,7 @@ def test_recalls_and_writes_go_on_while_an_import_embeds(tmp_path):
         src.remember_many([{"text": f"finding {i} about module m{i}"} for i in range(40)])
         src.export_jsonl(tmp_path / "all.jsonl")
     embedding, go_on = threading.Event(), threading.Event()
-
-    class Held(HashEmbedder):
-        def encode(self, texts):
-            if len(texts) > 1:  # the import's chunk, not a query or one note
-                embedding.set()
-                assert go_on.wait(30)
-            return super().encode(texts)
-
+    Held = holding_chunks(HashEmbedder, embedding, go_on)
     with Memory.open(tmp_path / "dst", embedder=Held()) as mem:
         mem.remember("the nightly export lands at 02:00")
         summary, answers = {}, {}

@@ -47,6 +47,20 @@ def served(store):
             re.findall(r"nbmemory owner (\d+): serving .*?idle timeout (\S+) s\)", log)]
 
 
+def holding_chunks(embedder_class, embedding, go_on):
+    """``embedder_class`` whose encodes of more than one text (a chunk of a bulk remember,
+    an import or a re-embed; not a query or one note) set the event ``embedding``, then
+    wait for ``go_on``."""
+    class Held(embedder_class):
+        def encode(self, texts):
+            if len(texts) > 1:
+                embedding.set()
+                assert go_on.wait(30)
+            return super().encode(texts)
+
+    return Held
+
+
 def ran_while_held(work, release, *held) -> bool:
     """Run ``work`` on a thread while the threads ``held`` wait for the event ``release``,
     then release them: whether ``work`` finished within 30 s, not waiting for them."""

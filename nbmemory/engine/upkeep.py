@@ -4,6 +4,7 @@ and re-embedding every note with another model."""
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -13,7 +14,7 @@ import numpy as np
 from .. import exchange, markdown
 from ..config import find_git_root
 from ..embed import model_name
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput, NotFound, StoreUnavailable
 from ..files import disk_full
 from ..models import utcnow
 from ..repos import identity
@@ -28,12 +29,17 @@ class Upkeep(Part):
                 request_id: str | None = None) -> dict[str, Any]:
         """Embed every note with the configured model and switch the store to it.
 
-        Doing it again changes nothing; a repeated ``request_id`` returns the first answer
-        (``embedded`` counts what that one embedded)."""
+        Each chunk is embedded with the engine's lock free (a large store's re-embed held
+        it for minutes: status, lists and the panel waited); recall and writes refuse the
+        other model until the switch, as they did. Doing it again changes nothing; a
+        repeated ``request_id`` returns the first answer (``embedded`` counts what that
+        one embedded)."""
         with self.lock:
             if request_id and (done := self.store.request_result(request_id)) is not None:
                 return done
-            embedded = self.embed_missing(progress)
+        embedded = self.embed_missing(progress, unlocked=True)
+        with self.lock:
+            embedded += self.embed_missing()  # texts written meanwhile (not by the switch)
             previous = self.engine.stored_identity
             self.engine.set_identity(self.engine.embedder.identity)
             self.engine.open_indexes(None, rebuild=True)
@@ -217,23 +223,33 @@ class Upkeep(Part):
             self.store.record_request(request_id, result)
         return result
 
-    def embed_missing(self, progress: Progress | None = None, *, on_chunk=None) -> int:
+    def embed_missing(self, progress: Progress | None = None, *, on_chunk=None,
+                      unlocked: bool = False) -> int:
         """Embed every kept text that has no vector for the configured model (vectors are
         data derived from texts: no event). ``on_chunk(done)`` runs in each chunk's
-        transaction."""
-        todo = self.store.texts_missing_embedding(self.engine.embedder.name)
+        transaction. ``unlocked``: called without the engine's lock, which is then taken
+        only to read the texts and to write each chunk's vectors."""
+        hold = self.lock if unlocked else nullcontext()
+        name = self.engine.embedder.name
+        with hold:
+            todo = self.store.texts_missing_embedding(name)
         for start in range(0, len(todo), BULK_CHUNK):
             chunk = todo[start:start + BULK_CHUNK]
             vectors = self.engine.embedder.encode([t for _, t in chunk])
-            with self.store.transaction():
-                self.store.put_embeddings(self.engine.embedder.name,
-                                          [(h, v) for (h, _), v in zip(chunk, vectors)])
-                if on_chunk:
-                    on_chunk(start + len(chunk))
+            with hold:
+                if not self.engine.is_open:  # closed while the chunk was embedded
+                    raise StoreUnavailable(f"The store was closed while its notes were "
+                                           f"embedded: {start} of {len(todo)} texts were "
+                                           "embedded and kept; run it again to finish.")
+                with self.store.transaction():
+                    self.store.put_embeddings(name, [(h, v) for (h, _), v in zip(chunk, vectors)])
+                    if on_chunk:
+                        on_chunk(start + len(chunk))
             if progress:
                 progress(min(start + BULK_CHUNK, len(todo)), len(todo))
-        if todo and not self.engine.stored_identity:
-            self.engine.set_identity(f"{self.engine.embedder.name}:{len(vectors[0])}")
+        with hold:
+            if todo and not self.engine.stored_identity:
+                self.engine.set_identity(f"{name}:{len(vectors[0])}")
         return len(todo)
 
     def export_markdown(self, directory: str, *, by: str = "tag") -> list[str]:
@@ -250,9 +266,11 @@ class Upkeep(Part):
         with self.lock:
             if request_id and (done := self.store.request_result(request_id)) is not None:
                 return done
-            if self.engine.mismatch:
-                result = {"action": "reembedded", **self.reembed(progress)}
-            else:
+            mismatch = self.engine.mismatch
+        if mismatch:  # embedded with the lock free, as reembed is
+            result = {"action": "reembedded", **self.reembed(progress)}
+        with self.lock:
+            if not mismatch:
                 self.engine.open_indexes(progress, rebuild=True)
                 self.engine.index_state = "rebuilt (reindex)"
                 result = {"action": "rebuilt", "model": self.engine.stored_identity,
