@@ -336,7 +336,17 @@ class LexicalIndex:
             return np.zeros(len(ids), np.float32)
         average = self._total_len / len(self)
         norm = self.k1 * (1.0 - self.b + self.b * self.lengths(ids) / average)
-        tfs = np.zeros((len(terms), len(ids)), np.float32)  # by term and document
+        tfs = self.counts_at(terms, ids)
+        factor = (np.array([weights[t] for t in terms], np.float64) * self.idfs(terms))[:, None]
+        return (factor * tfs * (self.k1 + 1.0) / (tfs + norm)).sum(axis=0).astype(np.float32)
+
+    def counts_at(self, terms: list[str], ids: np.ndarray) -> np.ndarray:
+        """How often each of ``terms`` occurs in each of ``ids`` (at most TF_CAP), by term
+        and document; 0 for a document not indexed."""
+        ids = np.asarray(ids, np.int64)
+        tfs = np.zeros((len(terms), len(ids)), np.float32)
+        if not len(self) or not len(ids) or not terms:
+            return tfs
         seg = self._seg
         inside = ids < len(self._alive)
         at = np.flatnonzero(inside)
@@ -358,8 +368,7 @@ class LexicalIndex:
                 counts = self._doc_terms.get(doc_id)
                 if counts:
                     tfs[:, column] = [counts.get(t, 0) for t in terms]
-        factor = (np.array([weights[t] for t in terms], np.float64) * self.idfs(terms))[:, None]
-        return (factor * tfs * (self.k1 + 1.0) / (tfs + norm)).sum(axis=0).astype(np.float32)
+        return tfs
 
     def max_score(self, query: str) -> float:
         """The score of a document of average length holding each query term once.

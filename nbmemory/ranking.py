@@ -361,7 +361,8 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
     if qvec is not None:  # a note whose vector an index update failed to add scores 0
         held = vectors.holds(union)
         dense[held] = vectors.similarities(qvec, union[held])
-        dense *= short_note_weight(lexical.lengths(union)) * asking_weight(lexical.asking(union))
+        dense *= short_note_weight(own_terms(query, lexical, union)) * \
+            asking_weight(lexical.asking(union))
     lex = np.zeros(len(union), np.float32)
     scale = lexical.max_score(query)
     if scale > 0 and len(matched):
@@ -378,6 +379,12 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
         query, lexical, union, lex, dense, neighbours.before if neighbours is not None else None,
         drop, feedback=FEEDBACK if feedback else None, uncapped=uncapped)
     return Ranked(union, score, lex, dense, weight, covered, kept, placed)
+
+
+def own_terms(query: str, lexical: LexicalIndex, ids: np.ndarray) -> np.ndarray:
+    """Each note's number of terms but those it shares with the query."""
+    shared = lexical.counts_at(sorted(query_terms(query)), ids).sum(axis=0)
+    return np.maximum(lexical.lengths(ids) - shared, 0.0)
 
 
 def _keyword_pool(matched: np.ndarray, bm25: np.ndarray, pool: int,

@@ -243,7 +243,8 @@ def fusion_line(fusion: dict[str, float]) -> str:
         asks = (f", one that ends asking too ({fusion['asking_floor']:.0%} if it only asks)"
                 if "asking_floor" in fusion else "")
         fed += (f" Dense is a note's cosine; a note of fewer than {fusion['short_terms']:g} "
-                f"keyword terms keeps part of it ({fusion['short_floor']:.0%} at none){asks}.")
+                f"keyword terms of its own (not the query's) keeps part of it "
+                f"({fusion['short_floor']:.0%} at none){asks}.")
     if fusion.get("placed"):  # keyword_places.py
         fed += (f" {fusion['placed']} keyword match(es) covering {fusion['from']:.0%} moved up "
                 f"to {fusion['slack']} places below their place by lexical alone.")

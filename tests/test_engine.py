@@ -396,10 +396,11 @@ def test_explain_says_a_short_or_asking_notes_dense_score_is_part_of_its_cosine(
     short = next(h for h in hits if h.note.text == "Theo: What?")
     query, note = HashEmbedder().encode(["what did Theo say", "Theo: What?"])
     cosine = float(np.dot(query, note))
-    # 1 term (theo), and it only asks
-    assert short.dense == pytest.approx(cosine * (0.5 + 0.125 * 1) * 0.5, abs=1e-3)
-    assert ("Dense is a note's cosine; a note of fewer than 4 keyword terms keeps part of it "
-            "(50% at none), one that ends asking too (50% if it only asks).") in hits_text(hits)
+    # 1 term (theo), the query's: none of its own; and it only asks
+    assert short.dense == pytest.approx(cosine * 0.5 * 0.5, abs=1e-3)
+    assert ("Dense is a note's cosine; a note of fewer than 4 keyword terms of its own (not the "
+            "query's) keeps part of it (50% at none), one that ends asking too (50% if it only "
+            "asks).") in hits_text(hits)
 
 
 @pytest.mark.parametrize("gone", ["superseded", "forgotten"])

@@ -313,7 +313,9 @@ def test_forgotten_notes_do_not_take_the_keyword_channels_places():
 
 def test_a_note_of_a_few_words_keeps_part_of_its_cosine():
     """'Theo: What?' sat close to every question naming Theo and filled the top of chats'
-    rankings by meaning; a note of four keyword terms or more keeps all of its cosine."""
+    rankings by meaning; a note of four keyword terms or more keeps all of its cosine. The
+    terms it shares with the question are not its own: 'Whoa! That's amazing, Priya.' sat
+    close to every question naming Priya (keywords count that match already)."""
     from nbmemory.dense_rows import DenseRows
     from nbmemory.dense_weight import short_note_weight
     from nbmemory.lexical import LexicalIndex
@@ -329,7 +331,11 @@ def test_a_note_of_a_few_words_keeps_part_of_its_cosine():
     rows = DenseRows.from_matrix(np.array([1, 2]), vectors)
     got = rank_arrays("when did theo lose his job", query, lexical, rows, candidates=None,
                       pool=10, exact_below=100, mode="dense")
-    assert lexical.length(1) == 2
+    assert lexical.length(1) == 2  # "theo" and "okay": one of them its own
+    assert dict(zip(got.ids.tolist(), got.score.tolist())) == pytest.approx({1: 0.9 * 0.625,
+                                                                              2: 0.7})
+    got = rank_arrays("what did she say", query, lexical, rows, candidates=None, pool=10,
+                      exact_below=100, mode="dense")  # both terms its own
     assert dict(zip(got.ids.tolist(), got.score.tolist())) == pytest.approx({1: 0.9 * 0.75,
                                                                               2: 0.7})
 
@@ -371,7 +377,8 @@ def test_a_note_that_ends_asking_keeps_part_of_its_cosine():
     assert got.ids[np.argsort(-got.score)].tolist() == [2, 3, 1]
     asks = 7 / 15  # "Did you go out on a boat?" of the fifteen words
     assert dict(zip(got.ids.tolist(), got.dense.tolist())) == pytest.approx(
-        {1: 0.8 * 0.5, 2: 0.6, 3: 0.7 * (1 - 0.5 * asks)})
+        {1: 0.8 * 0.5 * 0.75, 2: 0.6, 3: 0.7 * (1 - 0.5 * asks)})  # 1: see, whales and
+    # trip are the question's, two terms its own (jonah, any): as short as a note of two
     found = rank_arrays("whales trip", None, lexical, rows, candidates=None, pool=10,
                         exact_below=100, mode="lexical")
     assert found.ids[np.argmax(found.score)] == 1  # keywords find the question as before
