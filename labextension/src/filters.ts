@@ -3,7 +3,7 @@
  * parameters they become, and a saved set read back (no requests, no state).
  */
 
-import { IFilters } from './types';
+import { IFilters, ORDERS, Order } from './types';
 
 export const EMPTY_FILTERS: IFilters = {
   tags: '',
@@ -11,7 +11,8 @@ export const EMPTY_FILTERS: IFilters = {
   priority: '',
   stale: '',
   mine: false,
-  author: ''
+  author: '',
+  order: 'newest'
 };
 
 /** The comma-separated tags of a filter box, trimmed, without empties or repeats. */
@@ -47,6 +48,11 @@ export function filterParams(filters: IFilters): string[] {
   return params;
 }
 
+/** The list's `order=` parameter: none for the server's default (newest). */
+export function orderParams(filters: IFilters): string[] {
+  return filters.order === 'newest' ? [] : [`order=${filters.order}`];
+}
+
 /** Filters saved before a reload, read back field by field (whatever was stored). */
 export function restoredFilters(f: Partial<IFilters>): IFilters {
   return {
@@ -55,6 +61,7 @@ export function restoredFilters(f: Partial<IFilters>): IFilters {
     priority: typeof f.priority === 'string' ? f.priority : '',
     stale: f.stale === 'stale' || f.stale === 'fresh' ? f.stale : '',
     mine: f.mine === true,
-    author: typeof f.author === 'string' ? f.author : ''
+    author: typeof f.author === 'string' ? f.author : '',
+    order: ORDERS.includes(f.order as Order) ? (f.order as Order) : 'newest'
   };
 }

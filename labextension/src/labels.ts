@@ -1,6 +1,6 @@
 /**
- * The panel's words for the store's values: a note's kind, priority and status, and a
- * snapshot diff's kinds of change.
+ * The panel's words for the store's values: a note's kind, priority and status, the list's
+ * orders, and a snapshot diff's kinds of change.
  */
 
 import { TranslationBundle } from '@jupyterlab/translation';
@@ -35,6 +35,25 @@ export function priorityLabel(priority: string, trans: TranslationBundle): strin
     low: trans.__('low')
   };
   return labels[priority] ?? priority;
+}
+
+/** An order of the list as the sort select names it, and what it sorts by (its title). */
+export function orderLabel(order: string, trans: TranslationBundle): [string, string] {
+  const labels: Record<string, [string, string]> = {
+    newest: [
+      trans.__('Newest first'),
+      trans.__('The last written or edited first: an edit brings a note to the top')
+    ],
+    oldest: [
+      trans.__('Oldest first'),
+      trans.__('In the order they were first written: edits do not move a note')
+    ],
+    priority: [
+      trans.__('Highest priority first'),
+      trans.__('High, then medium, then low; within each, the newest note first (edits do not move it)')
+    ]
+  };
+  return labels[order] ?? [order, order];
 }
 
 export function changeLabel(kind: string, trans: TranslationBundle): string {

@@ -11,7 +11,14 @@ import { thenFocus } from './focus';
 import { statusLabel } from './labels';
 import { MAX_HITS, MemoryModel } from './model';
 import { IPanelProps } from './props';
-import { AuthorChip, Filters, MineToggle, SearchBox, describeFilters } from './search';
+import {
+  AuthorChip,
+  Filters,
+  MineToggle,
+  OrderSelect,
+  SearchBox,
+  describeFilters
+} from './search';
 import { PhaseAndError } from './status';
 import { IHit, INote } from './types';
 
@@ -85,40 +92,46 @@ export function NotesView(props: IPanelProps): JSX.Element {
       ) : null}
       <PhaseAndError model={model} />
       {model.draft ? <NewNote model={model} draft={model.draft} /> : null}
-      <div className="nbm-Summary" role="status">
-        {/* Nothing until the first page is in: "0 notes" flashed while it loaded. */}
-        {model.loaded && (items.length || !empty) && !(model.error && !items.length)
-          ? searching
-            ? trans._n(
-                '%1 recalled for “%2”',
-                '%1 recalled for “%2”',
-                items.length,
-                model.hitsQuery || model.query.trim()
-              )
-            : trans._n('%1 note', '%1 notes', model.total)
-          : ''}
-        {empty && (searching || filtered) ? (
-          // Shown above the controls' empty state; said here, where a change is announced.
-          <span className="nbm-SrOnly">{nothing}</span>
-        ) : null}
-        {searching && model.filteredOut ? (
-          <>
-            {' ' +
-              (items.length
-                ? trans.__('(%1 more below the score threshold:', model.filteredOut)
-                : trans.__('%1 below the score threshold:', model.filteredOut)) +
-              ' '}
-            <button
-              className="nbm-LinkButton nbm-ShowBelow"
-              onClick={event => {
-                const next = `.nbm-NoteList > .nbm-Note:nth-of-type(${items.length + 1})`;
-                thenFocus(event.currentTarget, model.showBelow(), next, '.nbm-Search');
-              }}
-            >
-              {trans.__('show them')}
-            </button>
-            {items.length ? ')' : ''}
-          </>
+      {/* The order beside the count, not in the filters: they stay one row at 250 px. */}
+      <div className="nbm-SummaryRow">
+        <div className="nbm-Summary" role="status">
+          {/* Nothing until the first page is in: "0 notes" flashed while it loaded. */}
+          {model.loaded && (items.length || !empty) && !(model.error && !items.length)
+            ? searching
+              ? trans._n(
+                  '%1 recalled for “%2”',
+                  '%1 recalled for “%2”',
+                  items.length,
+                  model.hitsQuery || model.query.trim()
+                )
+              : trans._n('%1 note', '%1 notes', model.total)
+            : ''}
+          {empty && (searching || filtered) ? (
+            // Shown above the controls' empty state; said here, where a change is announced.
+            <span className="nbm-SrOnly">{nothing}</span>
+          ) : null}
+          {searching && model.filteredOut ? (
+            <>
+              {' ' +
+                (items.length
+                  ? trans.__('(%1 more below the score threshold:', model.filteredOut)
+                  : trans.__('%1 below the score threshold:', model.filteredOut)) +
+                ' '}
+              <button
+                className="nbm-LinkButton nbm-ShowBelow"
+                onClick={event => {
+                  const next = `.nbm-NoteList > .nbm-Note:nth-of-type(${items.length + 1})`;
+                  thenFocus(event.currentTarget, model.showBelow(), next, '.nbm-Search');
+                }}
+              >
+                {trans.__('show them')}
+              </button>
+              {items.length ? ')' : ''}
+            </>
+          ) : null}
+        </div>
+        {model.loaded && items.length ? (
+          <OrderSelect model={model} searching={searching} />
         ) : null}
       </div>
       {model.behind ? (
@@ -214,6 +227,13 @@ function Pager(props: { model: MemoryModel }): JSX.Element {
   const trans = model.trans;
   const last = Math.min(model.offset + model.pageSize, model.total);
   const pager = React.useRef<HTMLDivElement>(null);
+  // The buttons keep their classes (focus moves by them); their words follow the order.
+  const [back, next] =
+    model.filters.order === 'oldest'
+      ? [trans.__('‹ Older'), trans.__('Newer ›')]
+      : model.filters.order === 'priority'
+        ? [trans.__('‹ Previous'), trans.__('Next ›')]
+        : [trans.__('‹ Newer'), trans.__('Older ›')];
   // Another page starts at its top, not where the last one was scrolled to.
   const turn = (offset: number, pressed: string) => {
     const list = pager.current?.closest('.nbm-NoteList');
@@ -236,7 +256,7 @@ function Pager(props: { model: MemoryModel }): JSX.Element {
         disabled={model.offset === 0}
         onClick={() => turn(model.offset - model.pageSize, '.nbm-Newer')}
       >
-        {trans.__('‹ Newer')}
+        {back}
       </button>
       <span>{trans.__('%1–%2 of %3', model.offset + 1, last, model.total)}</span>
       <button
@@ -244,7 +264,7 @@ function Pager(props: { model: MemoryModel }): JSX.Element {
         disabled={last >= model.total}
         onClick={() => turn(model.offset + model.pageSize, '.nbm-Older')}
       >
-        {trans.__('Older ›')}
+        {next}
       </button>
     </div>
   );

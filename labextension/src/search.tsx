@@ -1,6 +1,6 @@
 /**
- * The controls above the notes: the recall box, the Mine and author toggles, the tag,
- * kind, priority and staleness filters, and the filters in words.
+ * The controls of the notes: the recall box, the Mine and author toggles, the tag, kind,
+ * priority and staleness filters, the list's order, and the filters in words.
  */
 
 import { TranslationBundle } from '@jupyterlab/translation';
@@ -8,9 +8,9 @@ import * as React from 'react';
 
 import { tagList } from './filters';
 import { thenFocus } from './focus';
-import { kindLabel, priorityLabel } from './labels';
+import { kindLabel, orderLabel, priorityLabel } from './labels';
 import { MemoryModel } from './model';
-import { KINDS, PRIORITIES } from './types';
+import { KINDS, ORDERS, Order, PRIORITIES } from './types';
 
 /** How long typing waits before the search and tag boxes apply. */
 const TYPING_MS = 400;
@@ -185,6 +185,49 @@ export function Filters(props: { model: MemoryModel }): JSX.Element {
         </select>
       </span>
     </div>
+  );
+}
+
+/**
+ * How the list is sorted, beside its count. A search ranks by score instead: then this
+ * says so (not a control), and the order chosen comes back with the list.
+ */
+export function OrderSelect(props: { model: MemoryModel; searching: boolean }): JSX.Element {
+  const { model } = props;
+  const trans = model.trans;
+  const order = model.filters.order;
+  if (props.searching) {
+    return (
+      <span
+        className="nbm-Ranked"
+        title={trans.__(
+          'Search results are ranked by how well they match; clear the search to see the list sorted again (%1)',
+          orderLabel(order, trans)[0]
+        )}
+      >
+        {trans.__('Best match first')}
+      </span>
+    );
+  }
+  return (
+    <span className="nbm-Select nbm-Order">
+      <select
+        className="nbm-OrderFilter"
+        aria-label={trans.__('Sort order')}
+        title={orderLabel(order, trans)[1]}
+        value={order}
+        onChange={event => model.setFilters({ order: event.target.value as Order })}
+      >
+        {ORDERS.map(value => {
+          const [label, title] = orderLabel(value, trans);
+          return (
+            <option key={value} value={value} title={title}>
+              {label}
+            </option>
+          );
+        })}
+      </select>
+    </span>
   );
 }
 

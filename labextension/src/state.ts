@@ -9,7 +9,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { isTeamStore } from './address';
 import { isUnreachable, wordsOf } from './describe';
 import { IDraft, IEdit } from './drafts';
-import { EMPTY_FILTERS, filterParams, restoredFilters } from './filters';
+import { EMPTY_FILTERS, filterParams, orderParams, restoredFilters } from './filters';
 import { Notices } from './notices';
 import { EMBEDS, Phase, PhaseWatch } from './phase';
 import { ApiError, requestAPI } from './request';
@@ -382,6 +382,7 @@ export class MemoryState {
     if (this.filters.stale) {
       params.push(`stale=${this.filters.stale}`);
     }
+    params.push(...orderParams(this.filters)); // on every page: paging keeps the order
     const at = (offset: number) =>
       `notes?${[...params, `offset=${offset}`, `limit=${this.pageSize}`].join('&')}`;
     let page = await this._request<IPage>(at(this.offset));

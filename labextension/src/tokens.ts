@@ -1,7 +1,7 @@
 import { Token } from '@lumino/coreutils';
 import { ISignal } from '@lumino/signaling';
 
-import { IHits, INote, IPage } from './types';
+import { IHits, INote, IPage, Order } from './types';
 
 /** Where a note written through the panel or another extension comes from. */
 export interface INoteSource {
@@ -44,6 +44,8 @@ export interface INotesOptions {
   author?: string;
   /** Only notes written by the Jupyter user making the request. */
   mine?: boolean;
+  /** Newest (the default: last written or edited first), oldest or priority first. */
+  order?: Order;
 }
 
 /**
@@ -61,7 +63,7 @@ export interface INbMemory {
   recall(query: string, options?: IRecallOptions): Promise<IHits>;
   /** Store a finding; the panel shows it at once. */
   remember(text: string, options?: IRememberOptions): Promise<INote>;
-  /** A page of notes, newest first. */
+  /** A page of notes, newest first unless `order` says. */
   notes(options?: INotesOptions): Promise<IPage>;
   /** Open the panel with a new note started (text and source filled in). */
   draft(text: string, options?: IRememberOptions): void;

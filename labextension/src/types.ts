@@ -159,7 +159,17 @@ export interface IFilters {
   mine: boolean;
   /** Only the notes written by this member (`author=NAME`); '' for everyone's. */
   author: string;
+  /** How the list is sorted (not recall: it ranks by score). */
+  order: Order;
 }
+
+/**
+ * The list's sort orders (`GET notes?order=`): `newest` by the last write (an edit moves
+ * a note up), `oldest` by when it was first written, `priority` high to low, then by
+ * when first written, newest first.
+ */
+export type Order = 'newest' | 'oldest' | 'priority';
+export const ORDERS: Order[] = ['newest', 'oldest', 'priority'];
 
 export const KINDS = [
   'finding',
