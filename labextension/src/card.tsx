@@ -1,6 +1,6 @@
 /**
- * A note's card: its header, tags, text (or the editor while it is edited), details and
- * actions.
+ * A note's card: its header, tags, text (or the editor while it is edited), what it is
+ * about, details and actions.
  */
 
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
@@ -15,7 +15,7 @@ import {
 } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { describeStale } from './describe';
+import { aboutList, describeStale } from './describe';
 import { CheckLine, EarlierVersions, Provenance } from './details';
 import { clashes } from './drafts';
 import { NoteEditor, conflictOf } from './editor';
@@ -26,7 +26,7 @@ import { kindLabel, priorityLabel } from './labels';
 import { NoteMarkdown } from './markdown';
 import { IPanelProps } from './props';
 import { ActionButton, Toolbar } from './toolbar';
-import { INote } from './types';
+import { IAnchor, INote } from './types';
 
 /** A long note is shown clamped; a click (or Show more) opens it, Show less closes it. */
 function ClampedText(props: { text: string; rendermime: IRenderMimeRegistry; trans: TranslationBundle }): JSX.Element {
@@ -66,6 +66,29 @@ function ClampedText(props: { text: string; rendermime: IRenderMimeRegistry; tra
       {overflows || open ? (
         <ExpandButton open={open} onToggle={() => setOpen(!open)} trans={trans} />
       ) : null}
+    </div>
+  );
+}
+
+/**
+ * What a note is about (its files, data, variables...), muted under its text, so that what
+ * it depends on shows before it goes stale. A long list shows its first items; the
+ * title holds them all.
+ */
+function AboutLine(props: {
+  note: INote;
+  skip: (anchor: IAnchor) => boolean;
+  trans: TranslationBundle;
+}): JSX.Element | null {
+  const { trans } = props;
+  const { shown, more, all } = aboutList(props.note.anchors, trans, props.skip);
+  if (!shown.length) {
+    return null;
+  }
+  const items = more ? [...shown, trans.__('+%1 more', more)] : shown;
+  return (
+    <div className="nbm-About" title={more ? all.join(', ') : undefined}>
+      {trans.__('About: %1', items.join(', '))}
     </div>
   );
 }
@@ -219,6 +242,12 @@ export function NoteCard(
       ) : (
         <ClampedText text={note.text} rendermime={props.rendermime} trans={trans} />
       )}
+      <AboutLine
+        note={note}
+        // Its check has a line of its own below (with when it last held): said once.
+        skip={a => a.kind === 'check' && a.target === check?.expression}
+        trans={trans}
+      />
       {showVersions ? <EarlierVersions model={model} note={note} rendermime={props.rendermime} /> : null}
       {check ? <CheckLine check={check} note={note} trans={trans} /> : null}
       <Provenance

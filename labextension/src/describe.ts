@@ -1,11 +1,12 @@
 /**
- * Errors, stale reasons and ages in the panel's words (pure functions of what the server
- * said).
+ * Errors, stale reasons, what a note is about and ages in the panel's words (pure
+ * functions of what the server said).
  */
 
 import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 
 import { ApiError } from './request';
+import { IAnchor } from './types';
 
 /** No answer at all from Jupyter's server (stopped, or the network is down). */
 export function isUnreachable(error: unknown): boolean {
@@ -45,6 +46,42 @@ export function describeStale(
   const name = names[reason.reason] ?? reason.reason.replace(/_/g, ' ');
   const text = `${name} ${reason.target}`.trim();
   return reason.detail ? `${text} (${reason.detail})` : text;
+}
+
+/**
+ * An anchor as the magics' "About:" line names it (`wording.anchor_label`), without what
+ * its fingerprint holds (columns, rows, a variable's type): a card's line stays short.
+ */
+export function anchorLabel(anchor: IAnchor, trans?: TranslationBundle): string {
+  const t = trans ?? nullTranslator.load('nbmemory');
+  switch (anchor.kind) {
+    case 'check':
+      return t.__('check %1', anchor.target);
+    case 'evidence':
+      return t.__('evidence %1', anchor.target);
+    case 'dir':
+      return anchor.target.replace(/\/+$/, '') + '/';
+    default:
+      return anchor.target;
+  }
+}
+
+/**
+ * What a card's "About:" line lists: every anchor but its cell (provenance, shown below
+ * the note) and those `skip` leaves out, the first `cap` of them and how many more.
+ */
+export function aboutList(
+  anchors: IAnchor[] | undefined,
+  trans?: TranslationBundle,
+  skip: (anchor: IAnchor) => boolean = () => false,
+  cap = 3
+): { shown: string[]; more: number; all: string[] } {
+  const all = (anchors ?? [])
+    .filter(a => a.kind !== 'cell' && !skip(a))
+    .map(a => anchorLabel(a, trans));
+  // Never "+1 more": the one item takes no more room than those words.
+  const shown = all.length > cap + 1 ? all.slice(0, cap) : all;
+  return { shown, more: all.length - shown.length, all };
 }
 
 /** "3 min", "2 d", like the magics' age column. */

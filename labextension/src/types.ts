@@ -19,6 +19,16 @@ export interface IStaleReason {
   detail: string;
 }
 
+/** One thing a note is about, as `wording.anchor_label` names it in the magics. */
+export interface IAnchor {
+  /** file, dir, glob, data, variable, cell, check, evidence... */
+  kind: string;
+  target: string;
+  fingerprint?: Record<string, unknown>;
+  /** about (named), text (a path the text mentions), check... */
+  origin?: string;
+}
+
 export interface INote {
   id: number;
   text: string;
@@ -33,7 +43,7 @@ export interface INote {
   provenance: IProvenance;
   stale: IStaleReason[];
   /** What it is about (files, data, variables, its cell, a check). */
-  anchors?: { kind: string; target: string }[];
+  anchors?: IAnchor[];
   /** The notebook's path relative to the server root, when the server can tell. */
   lab_path?: string | null;
 }

@@ -1,13 +1,18 @@
 """The list's sort order (newest, oldest, priority first), kept across a reload and left out
-of recall, which ranks by score."""
+of recall, which ranks by score; and a card's "About:" line, which names what a note is
+about (files, directories, variables, a check) while it is still fresh."""
 
 from __future__ import annotations
 
 import pytest
 from playwright.sync_api import expect
 
+from nbmemory.memory import Memory
+from nbmemory.models import Anchor
+from nbmemory.values import variable_fingerprint
+
 from .conftest import open_lab, start_lab, stop_lab, wait_for
-from .test_panel import PANEL
+from .test_panel import PANEL, card_of, refresh
 from .test_panel_conventions import saved_state
 
 CARDS = f"{PANEL} .nbm-NoteList > .nbm-Note"
@@ -113,3 +118,46 @@ def test_each_order_sorts_the_list_pages_and_survives_a_reload_but_not_recall(
     finally:
         page.close()
 
+
+def test_a_fresh_card_says_what_it_is_about(page, lab):
+    work = lab.store.parent  # the store's workspace in these tests
+    (work / "data" / "raw").mkdir(parents=True)
+    (work / "data" / "orders.csv").write_text("amount\n120\n")
+    for name in ("a.csv", "b.csv", "c.csv", "d.csv"):
+        (work / "data" / name).write_text("x\n1\n")
+    df = [120, 80]
+    with Memory.open(lab.store, mode="service") as memory:
+        about = memory.remember(
+            "orders.amount is in cents in data/orders.csv",
+            about=[str(work / "data" / "raw"), Anchor("variable", "df", variable_fingerprint(df))],
+            check="len(df) > 0", namespace={"df": df})
+        many = memory.remember("the four extracts agree",
+                               about=[str(work / "data" / n)
+                                      for n in ("a.csv", "b.csv", "c.csv", "d.csv")]
+                               + [str(work / "data" / "orders.csv")])
+    plain = lab.remember("a note about nothing in particular")
+    # The list answers with the anchors of fresh notes too.
+    listed = {n["id"]: n for n in lab.api("notes")[1]["notes"]}
+    assert listed[about.id]["stale"] == []
+    assert {(a["kind"], a["target"]) for a in listed[about.id]["anchors"]} == {
+        ("data", "data/orders.csv"), ("dir", "data/raw"), ("variable", "df"),
+        ("check", "len(df) > 0")}
+    refresh(page)
+    shown = card_of(page, {"id": about.id})
+    expect(shown.locator(".nbm-StaleBadge")).to_have_count(0)
+    # The check has its own line (and when it last held), so About does not repeat it.
+    expect(shown.locator(".nbm-CheckExpr")).to_have_text("len(df) > 0")
+    line = shown.locator(".nbm-About")
+    expect(line).to_have_text("About: data/raw/, df, data/orders.csv")
+    assert line.get_attribute("title") is None
+    # Five things: the first three, then how many more; the title names them all.
+    long = card_of(page, {"id": many.id}).locator(".nbm-About")
+    expect(long).to_have_text("About: data/a.csv, data/b.csv, data/c.csv, +2 more")
+    expect(long).to_have_attribute(
+        "title", "data/a.csv, data/b.csv, data/c.csv, data/d.csv, data/orders.csv")
+    expect(card_of(page, plain).locator(".nbm-About")).to_have_count(0)
+    # Still said once the note is stale, beside why.
+    (work / "data" / "orders.csv").write_text("amount\n120\n80\n")
+    refresh(page)
+    expect(shown.locator(".nbm-StaleReason")).to_contain_text("data/orders.csv")
+    expect(line).to_have_text("About: data/raw/, df, data/orders.csv")
