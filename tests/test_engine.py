@@ -370,12 +370,12 @@ def test_below_the_start_keywords_lift_notes_under_the_closest_in_meaning(memory
     n = LIFT_BELOW
     for i in range(n + 2):
         memory.remember(f"what did they do about the car on the way home {i}")
-    memory.remember("the lighthouse keeper did retire")
+    memory.remember("what they did about the old lighthouse keeper")
     query = "what did they say about the lighthouse on the hill"
     hits = memory.recall(query, explain=True, min_score=-1, k=n + 3)
     fusion = hits.fusion
     assert fusion["covered"] < fusion["from"] and fusion["below"] == n and fusion["weight"] > 0
-    assert hits[n].note.text == "the lighthouse keeper did retire"
+    assert hits[n].note.text == "what they did about the old lighthouse keeper"
     assert all(abs(h.score - h.dense) < 1e-6 for h in hits[:n])  # as by meaning alone
     assert hits[n - 1].score > hits[n].score > hits[n + 1].score
     assert hits[n].dense == min(h.dense for h in hits)  # last by meaning
@@ -828,6 +828,11 @@ def test_the_copy_of_the_rows_survives_duckdb_refusing_to_let_go_of_its_pages(st
         assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "488.2 MiB"
 
 
+def cosine(query: str, text: str) -> float:
+    """The test embedder's cosine of two texts."""
+    return float(np.dot(*HashEmbedder().encode([query, text])))
+
+
 class LoadingEmbedder(HashEmbedder):
     """A model that takes until ``ready`` is set to load, as the real one takes seconds."""
 
@@ -902,7 +907,9 @@ def test_notes_written_while_the_model_loads_are_embedded_once_it_has(store_dir)
         warming.join(60)
         assert (mem.status()["unembedded"], mem.status()["vectors"]) == (0, 2)
         hit = mem.recall("wombat census", explain=True)[0]
-        assert hit.note.id == 2 and hit.dense > 0.5
+        # Embedded: its cosine (wombat and census are the query's: 2 terms its own, 0.75 of it)
+        assert hit.note.id == 2 and hit.dense == pytest.approx(0.75 * cosine(
+            "wombat census", "the wombat census runs on Tuesdays"), abs=1e-3)
         # Written while loading, then a crash before the model came: embedded after reopening.
         model = LoadingEmbedder()
         engine.embedder = model
@@ -913,7 +920,8 @@ def test_notes_written_while_the_model_loads_are_embedded_once_it_has(store_dir)
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         assert (mem.status()["unembedded"], mem.status()["vectors"]) == (1, 2)
         hit = mem.recall("platypus survey", explain=True)[0]
-        assert hit.note.id == 3 and hit.dense > 0.5
+        assert hit.note.id == 3 and hit.dense == pytest.approx(0.75 * cosine(
+            "platypus survey", "the platypus survey moved to Fridays"), abs=1e-3)
         assert (mem.status()["unembedded"], mem.status()["vectors"]) == (0, 3)
     with Memory.open(store_dir, embedder=HashEmbedder()) as mem:
         assert mem.status()["index"] == "loaded" and mem.status()["vectors"] == 3
@@ -931,7 +939,10 @@ def test_a_note_edited_before_its_first_vector_keeps_the_vector_of_its_new_text(
         mem.edit(note.id, text="kittens like to sleep in cardboard boxes")
         engine.model_loading = False
         hits = mem.recall("kittens sleep in cardboard boxes", mode="dense", explain=True)
-        assert hits[0].note.id == note.id and hits[0].dense > 0.5
+        # kitten, sleep, cardboard and box are the query's: 1 term its own, 0.625 of its cosine
+        assert hits[0].note.id == note.id and hits[0].dense == pytest.approx(0.625 * cosine(
+            "kittens sleep in cardboard boxes", "kittens like to sleep in cardboard boxes"),
+            abs=1e-3)
         old = mem.recall("orders.amount is stored in cents before 2021", mode="dense",
                          explain=True)
         assert [h.dense for h in old if h.note.id == note.id] < [0.5]
