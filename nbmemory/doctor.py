@@ -74,6 +74,7 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
     from .embed import model_name
     from .lock import LOCK_FILENAME, OwnerLock, read_owner, world_writable
     from .store import DB_FILENAME, lost_database
+    from .store.schema import unreadable_advice
 
     location = locate_store(store)
     directory = location.path
@@ -146,8 +147,7 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
             con = duckdb.connect(str(database), read_only=True)
         except duckdb.Error as exc:
             yield Check("database", "fail", f"{database} is unreadable ({' '.join(str(exc).split())})",
-                        "Use the nbmemory (and DuckDB) version that wrote it, or move the file "
-                        "away to start a new store.")
+                        unreadable_advice(database, str(exc)))
             return
         try:
             yield Check("database", "ok", f"{database} opens read-only (DuckDB {duckdb.__version__})")

@@ -963,7 +963,10 @@ def test_doctor_on_an_unreadable_database(nbm, store_dir):
     r, checks = doctor(nbm)
     assert r.code == 1
     assert checks["database"]["status"] == "fail" and "is unreadable" in checks["database"]["detail"]
-    assert "move the file away" in checks["database"]["fix"]
+    assert checks["database"]["fix"] == (
+        "It may be damaged or written by another DuckDB version: use the nbmemory version that "
+        "wrote it, or move memory.duckdb and memory.duckdb.wal away together to start a new "
+        "store.")
 
 
 def test_doctor_on_a_truncated_database_and_on_a_file(nbm, store_dir, tmp_path, capsys):

@@ -391,6 +391,46 @@ def test_a_deleted_database_beside_its_index_is_refused_not_started_afresh(tmp_p
     assert "memory.duckdb is missing from" in doctor.stdout and doctor.returncode != 0
 
 
+def test_a_torn_write_ahead_log_is_said_with_advice_that_keeps_its_notes(tmp_path):
+    """A log whose last entry fails its checksum (a power loss, not a kill) stops DuckDB
+    opening the store. The advice was to move the database away to start a new store: the
+    new store's first open deleted the log, and every note since the last checkpoint."""
+    store = tmp_path / "store"
+    nbmemory = str(Path(sys.executable).parent / "nbmemory")
+    crash = textwrap.dedent(f"""
+        import os
+        from nbmemory.memory import Memory
+        memory = Memory.open({str(store)!r}, model={HASH!r}, mode="local")
+        for i in range(20):
+            memory.remember(f"acknowledged finding {{i}}")
+        os._exit(0)  # no close, no checkpoint: every note is in the log alone
+    """)
+    subprocess.run([sys.executable, "-c", crash], check=True, timeout=120)
+    log = store / "memory.duckdb.wal"
+    torn = bytearray(log.read_bytes())
+    torn[-100] ^= 0xFF
+    log.write_bytes(bytes(torn))
+    cli = subprocess.run([nbmemory, "--store", str(store), "list"], capture_output=True, text=True)
+    said = " ".join(cli.stderr.split())
+    assert cli.returncode == 3 and "Its write-ahead log memory.duckdb.wal is damaged at its end" \
+        in said and "moving memory.duckdb away alone loses every note the log holds" in said, said
+    cut = re.search(r"os\.truncate\(r'(.+?)', (\d+)\)", said)
+    assert cut and cut.group(1) == str(log)
+    os.truncate(cut.group(1), int(cut.group(2)))  # as advised: all but the torn entry
+    with Memory.open(store, model=HASH, mode="local") as memory:
+        assert memory.notes().total == 19
+    # The database moved away from its log: refused, and the log kept, not replaced.
+    (store / "memory.duckdb").rename(tmp_path / "moved.duckdb")
+    (store / "memory.duckdb.wal").write_bytes(bytes(torn))
+    cli = subprocess.run([nbmemory, "--store", str(store), "remember", "a new note"],
+                         capture_output=True, text=True)
+    assert cli.returncode == 3 and (
+        f"The store {store} has lost its database: memory.duckdb is missing, and its "
+        "write-ahead log memory.duckdb.wal, which may hold every note since its last "
+        "checkpoint, is still there. Nothing was changed.") in " ".join(cli.stderr.split())
+    assert log.read_bytes() == bytes(torn) and not (store / "memory.duckdb").exists()
+
+
 def test_a_store_directory_that_cannot_be_written_is_said_in_words(tmp_path):
     store = tmp_path / "store"
     with Memory.open(store, model=HASH, mode="local") as memory:

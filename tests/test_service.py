@@ -632,7 +632,8 @@ def make_unreadable(store):
                               r"migration m999_from_the_future; .*\)\. Upgrade nbmemory \(pip "
                               r"install -U nbmemory\); the store was not touched\."),
     (make_unreadable, StoreUnavailable, r"The store {db} is unreadable \(.*\)\. It may be "
-                                        r"damaged .*move the file away to start a new store\."),
+                                        r"damaged .*move memory\.duckdb and memory\.duckdb\.wal "
+                                        r"away together to start a new store\."),
 ])
 def test_owner_that_cannot_start_says_why_in_one_line(store, make, error, says):
     make(store)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -41,7 +42,14 @@ def indexed_position(directory: Path) -> int:
 
 def lost_database(directory: Path, position: int) -> str | None:
     """Why the store in ``directory`` must not be used as if new, or None: its database
-    (at journal ``position``) holds less than its vector index saw."""
+    (at journal ``position``) holds less than its vector index saw, or is missing beside
+    its write-ahead log (which DuckDB would delete on making a new one)."""
+    log = Path(directory) / f"{DB_FILENAME}.wal"
+    if not (Path(directory) / DB_FILENAME).exists() and log.is_file() and log.stat().st_size:
+        return (f"The store {directory} has lost its database: {DB_FILENAME} is missing, and "
+                f"its write-ahead log {log.name}, which may hold every note since its last "
+                f"checkpoint, is still there. Nothing was changed. Put {DB_FILENAME} back "
+                f"beside it; or, to start an empty store here, move {log.name} away first.")
     seen = indexed_position(directory)
     if seen <= position:
         return None
@@ -64,9 +72,26 @@ def cannot_open(path: Path, exc: Exception) -> str:
     if "Read-only file system" in said or "Permission denied" in said:
         return (f"The store {path} cannot be opened for writing ({exc}). Make it and its "
                 f"folder writable by this user, or use a store elsewhere.")
-    return (f"The store {path} is unreadable ({exc}). It may be damaged or written by another "
-            "DuckDB version: use the nbmemory version that wrote it, or move the file away "
-            "to start a new store.")
+    return f"The store {path} is unreadable ({exc}). {unreadable_advice(path, said)}"
+
+
+def unreadable_advice(path: Path, said: str) -> str:
+    """What to do about the database ``path`` DuckDB will not open (its error ``said``):
+    never to move the database away from its write-ahead log, which holds every write since
+    the last checkpoint (a new store's first open deletes a log left behind)."""
+    log = path.with_name(f"{path.name}.wal")
+    if "WAL" not in said:
+        return (f"It may be damaged or written by another DuckDB version: use the nbmemory "
+                f"version that wrote it, or move {path.name} and {log.name} away together to "
+                "start a new store.")
+    at = re.search(r"byte position (\d+)", said)
+    cut = (f" DuckDB names where the damage starts: cutting the log there keeps every write "
+           f"before it (python -c \"import os; os.truncate(r'{log}', {at.group(1)})\"), then "
+           f"open the store again." if at else "")
+    return (f"Its write-ahead log {log.name} is damaged at its end (a write torn by a power "
+            f"loss or a disk error). Nothing was changed. First copy {path.name} and {log.name} "
+            f"somewhere safe, together: moving {path.name} away alone loses every note the log "
+            f"holds.{cut}")
 
 
 MIGRATIONS: list[tuple[str, str]] = [
