@@ -19,7 +19,7 @@ from . import checks as evaluation
 from .about_here import about_here as _about, with_check as _with_check
 from .config import Settings, StoreLocation, current_user, locate_store
 from .display import ShownHits
-from .errors import InvalidInput, NotFound, StoreUnavailable
+from .errors import InvalidInput, NotFound, OutcomeUnknown, StoreUnavailable
 from .operations import operation as lookup
 from .when import parse_since, parse_until
 from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
@@ -252,8 +252,16 @@ class Memory:
         if not isinstance(notes, (str, bytes, dict)) and hasattr(notes, "__iter__"):
             notes = [dict(n, about=_about(n.get("about"))) if isinstance(n, dict)
                      and "about" in n else n for n in notes]
-        return self._call("remember_many", notes=notes, progress=progress,
-                          request_id=request_id)
+        mine = request_id or uuid.uuid4().hex
+        try:
+            return self._call("remember_many", notes=notes, progress=progress, request_id=mine)
+        except StoreUnavailable as exc:  # an owner lost past its resend window, a full disk
+            if request_id or type(exc) not in (StoreUnavailable, OutcomeUnknown):
+                raise
+            # Chunks written before it stay: sent again as a new call, they were stored twice.
+            raise type(exc)(f"{exc} Some of the notes may have been written before it: to "
+                            f"write only those missing, send the call again with "
+                            f"request_id={mine!r}.") from None
 
     def supersede(self, note_id: int, text: str, *, kind: str | None = None,
                   priority: str | None = None, tags: str | Iterable[str] | None = None,
