@@ -290,11 +290,16 @@ class OwnerLock:
 
     def acquire(self) -> None:
         if not self.try_acquire():
-            pid = read_owner_pid(self.path.parent)
+            pid, service = read_owner(self.path.parent)
             if pid == os.getpid():
                 raise StoreLocked(
                     f"The store {self.path.parent} is already open in this process: use the "
                     "Memory opened first, or close it before opening the store again.", pid=pid)
+            if not service:  # a script's: it serves nobody, and nbmemory stop refuses it
+                raise StoreLocked(
+                    f"The store {self.path.parent} is open in-process by another program (pid "
+                    f"{pid}), which serves no other process: close that program (or its "
+                    "Memory), then try again.", pid=pid)
             raise StoreLocked(
                 f"The store {self.path.parent} is owned by another process (pid {pid}). "
                 "Use it through that owner (the default for magics, CLI and server), "

@@ -446,6 +446,20 @@ def test_in_process_mode_names_the_running_owner(mem, store):
         Memory.open(store, embedder=HashEmbedder())
 
 
+def test_a_second_script_is_told_to_close_the_first_not_to_stop_an_owner(store):
+    """A script holding the store in-process serves nobody, and nbmemory stop refuses it:
+    "use it through that owner, or stop it first" could not be followed."""
+    opening = ("import sys; from nbmemory import Memory; from nbmemory.embed import HashEmbedder; "
+               "Memory.open(sys.argv[1], embedder=HashEmbedder(), mode='local')")
+    with Memory.open(store, embedder=HashEmbedder(), mode="local"):
+        second = subprocess.run([sys.executable, "-c", opening, str(store)], capture_output=True,
+                                text=True, timeout=120)
+    assert second.stderr.strip().splitlines()[-1] == (
+        f"nbmemory.errors.StoreLocked: The store {store} is open in-process by another program "
+        f"(pid {os.getpid()}), which serves no other process: close that program (or its "
+        "Memory), then try again.")
+
+
 def test_service_client_fails_fast_when_a_script_holds_the_store(store):
     with Memory.open(store, embedder=HashEmbedder(), mode="local"):
         started = time.monotonic()
