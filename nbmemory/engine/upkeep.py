@@ -4,6 +4,7 @@ and re-embedding every note with another model."""
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Sequence
@@ -25,6 +26,12 @@ from .writes import BULK_CHUNK
 
 
 class Upkeep(Part):
+    def __init__(self, engine):
+        super().__init__(engine)
+        # One re-embed at a time: a second, asked for while the first embeds with the
+        # engine's lock free (the store still says the model differs), waits for it.
+        self._reembedding = threading.Lock()
+
     def reembed(self, progress: Progress | None = None, *,
                 request_id: str | None = None) -> dict[str, Any]:
         """Embed every note with the configured model and switch the store to it.
@@ -34,12 +41,19 @@ class Upkeep(Part):
         other model until the switch, as they did. Doing it again changes nothing; a
         repeated ``request_id`` returns the first answer (``embedded`` counts what that
         one embedded)."""
+        with self._reembedding:
+            with self.lock:
+                if request_id and (done := self.store.request_result(request_id)) is not None:
+                    return done
+            embedded = self.embed_missing(progress, unlocked=True)
+            return self._switch(embedded, request_id)
+
+    def _switch(self, embedded: int, request_id: str | None) -> dict[str, Any]:
+        """Switch the store to the configured model, its texts embedded (but those written
+        meanwhile, embedded now)."""
         with self.lock:
-            if request_id and (done := self.store.request_result(request_id)) is not None:
-                return done
-        embedded = self.embed_missing(progress, unlocked=True)
-        with self.lock:
-            embedded += self.embed_missing()  # texts written meanwhile (not by the switch)
+            self._still_open(f"{embedded} texts were embedded and kept")
+            embedded += self.embed_missing()
             previous = self.engine.stored_identity
             self.engine.set_identity(self.engine.embedder.identity)
             self.engine.open_indexes(None, rebuild=True)
@@ -237,20 +251,29 @@ class Upkeep(Part):
             chunk = todo[start:start + BULK_CHUNK]
             vectors = self.engine.embedder.encode([t for _, t in chunk])
             with hold:
-                if not self.engine.is_open:  # closed while the chunk was embedded
-                    raise StoreUnavailable(f"The store was closed while its notes were "
-                                           f"embedded: {start} of {len(todo)} texts were "
-                                           "embedded and kept; run it again to finish.")
+                self._still_open(f"{start} of {len(todo)} texts were embedded and kept")
+                pairs = [(h, v) for (h, _), v in zip(chunk, vectors)]
+                if unlocked:  # a note purged meanwhile must not get a vector back
+                    kept = self.store.kept_hashes([h for h, _ in pairs])
+                    pairs = [(h, v) for h, v in pairs if h in kept]
                 with self.store.transaction():
-                    self.store.put_embeddings(name, [(h, v) for (h, _), v in zip(chunk, vectors)])
+                    self.store.put_embeddings(name, pairs)
                     if on_chunk:
                         on_chunk(start + len(chunk))
             if progress:
                 progress(min(start + BULK_CHUNK, len(todo)), len(todo))
         with hold:
+            self._still_open(f"all {len(todo)} texts were embedded and kept")
             if todo and not self.engine.stored_identity:
                 self.engine.set_identity(f"{name}:{len(vectors[0])}")
         return len(todo)
+
+    def _still_open(self, done: str) -> None:
+        """StoreUnavailable once the store was closed while texts were embedded with the
+        engine's lock free (the caller holds it now)."""
+        if not self.engine.is_open:
+            raise StoreUnavailable(f"The store was closed while its notes were embedded: "
+                                   f"{done}; run it again to finish.")
 
     def export_markdown(self, directory: str, *, by: str = "tag") -> list[str]:
         """Readable Markdown pages of the active notes, one per tag (or kind)."""

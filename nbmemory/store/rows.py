@@ -65,6 +65,16 @@ class Rows:
                 f"({', '.join('?' * len(chunk))})", chunk).fetchall()
         return [row[1:] for row in rows if row[0] == model]
 
+    def kept_hashes(self, hashes: Sequence[str]) -> set[str]:
+        """Those of ``hashes`` a kept version of a note holds (a purged note's hold none)."""
+        hashes, kept = list(dict.fromkeys(hashes)), set()
+        for start in range(0, len(hashes), 500):
+            chunk = hashes[start:start + 500]
+            kept.update(h for (h,) in self.con.execute(
+                f"SELECT DISTINCT content_hash FROM note_versions WHERE content_hash IN "
+                f"({', '.join('?' * len(chunk))})", chunk).fetchall())
+        return kept
+
     def vectors_by_hash(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self._by_hash("content_hash, vector", model, hashes)
         return {h: decode_vector(v) for h, v in rows}
