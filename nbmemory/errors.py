@@ -118,6 +118,11 @@ class OutcomeUnknown(StoreUnavailable):
     been applied."""
 
 
+class DiskFull(StoreUnavailable):
+    """The disk holding the store is full: what was acknowledged is kept, the call failed
+    (a bulk one after writing part of it, perhaps)."""
+
+
 class StoreLocked(StoreUnavailable):
     """Another process owns the store."""
 

@@ -13,40 +13,19 @@ import tempfile
 import uuid
 from contextlib import contextmanager
 from datetime import date, datetime
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import checks as evaluation
 from .about_here import about_here as _about, with_check as _with_check
 from .config import Settings, StoreLocation, current_user, locate_store
 from .display import ShownHits
-from .errors import InvalidInput, NotFound, OutcomeUnknown, StoreUnavailable
+from .errors import DiskFull, InvalidInput, NbMemoryError, NotFound, OutcomeUnknown, from_dict
+from .backends import Backend, LocalBackend
 from .operations import operation as lookup
 from .when import parse_since, parse_until
 from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
 
 Progress = Callable[[int, int], None]
-
-
-class Backend(Protocol):
-    def call(self, operation: str, **arguments: Any) -> Any: ...
-
-    def close(self) -> None: ...
-
-
-class LocalBackend:
-    """Runs operations on an :class:`~nbmemory.engine.Engine` owned by this process."""
-
-    def __init__(self, engine):
-        self.engine, self.closed = engine, False
-
-    def call(self, operation: str, **arguments: Any) -> Any:
-        if self.closed:  # (recall would answer from the indexes still in memory)
-            raise StoreUnavailable("This Memory is closed; open the store again.")
-        return getattr(self.engine, operation)(**arguments)
-
-    def close(self) -> None:
-        self.closed = True
-        self.engine.close()
 
 
 def _local_time(when, *, end: bool = False):
@@ -252,15 +231,22 @@ class Memory:
         if not isinstance(notes, (str, bytes, dict)) and hasattr(notes, "__iter__"):
             notes = [dict(n, about=_about(n.get("about"))) if isinstance(n, dict)
                      and "about" in n else n for n in notes]
-        mine = request_id or uuid.uuid4().hex
+        mine, done = request_id or uuid.uuid4().hex, [0]
+
+        def told(n: int, total: int) -> None:
+            done[0] = max(done[0], n)
+            if progress:
+                progress(n, total)
+
         try:
-            return self._call("remember_many", notes=notes, progress=progress, request_id=mine)
-        except StoreUnavailable as exc:  # an owner lost past its resend window, a full disk
-            if request_id or type(exc) not in (StoreUnavailable, OutcomeUnknown):
-                raise
+            return self._call("remember_many", notes=notes, progress=told, request_id=mine)
+        except NbMemoryError as exc:  # an owner lost past its resend window, a full disk...
             # Chunks written before it stay: sent again as a new call, they were stored twice.
-            raise type(exc)(f"{exc} Some of the notes may have been written before it: to "
-                            f"write only those missing, send the call again with "
+            if request_id or "request_id=" in str(exc) or not (
+                    done[0] or isinstance(exc, (OutcomeUnknown, DiskFull))):
+                raise
+            raise from_dict(exc.to_dict(), f"Some of the notes may have been written before "
+                            f"it: to write only those missing, send the call again with "
                             f"request_id={mine!r}.") from None
 
     def supersede(self, note_id: int, text: str, *, kind: str | None = None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import InvalidInput
+from .errors import DiskFull, InvalidInput
 
 
 @dataclass(frozen=True)
@@ -108,3 +108,11 @@ def operation(name: object) -> Operation:
     if op is None:
         raise InvalidInput(f"Unknown operation {name!r}; see docs/service-protocol.md")
     return op
+
+
+def disk_full_error(name: str, directory, reason: str) -> DiskFull:
+    """Why the operation ``name`` failed when the disk holding the store ``directory`` is
+    full (``reason``: files.disk_full's words), in the user's words."""
+    return DiskFull(f"{operation(name).words} failed because the disk holding the store "
+                    f"{directory} is full ({reason}). Free some space, then try again; "
+                    "nothing that was acknowledged is lost.")

@@ -12,7 +12,7 @@ PANEL = PACKAGE.parent / "labextension" / "src"  # the JupyterLab panel's TypeSc
 LAYERS = {  # module (or package) -> layer; higher layers may import lower ones only
     "front": ["magics", "magic_args", "magic_memory", "magic_checks", "magic_recall", "options", "cli", "cli_args", "cli_commands", "mcp", "mcp_calls", "mcp_wire", "server", "browse", "ambient", "audit", "doctor", "namespace",
               "procedures", "progress", "__main__", "__init__"],
-    "facade": ["memory", "about_here", "checks_here"],
+    "facade": ["memory", "backends", "about_here", "checks_here"],
     "service": ["service"],
     "engine": ["engine", "ranking", "dense_search", "stale", "history", "exchange", "exchange_replace", "export_file", "export_rows", "sharing"],
     "store": ["store"],

@@ -744,6 +744,28 @@ def test_an_import_on_a_full_disk_blames_the_disk_not_the_file(small_disk, tmp_p
         assert memory.import_jsonl(tmp_path / "all.jsonl")["added"] == 300
 
 
+def test_a_bulk_remember_on_a_full_disk_says_how_to_send_it_again(small_disk):
+    """In a script (the store open in-process) a full disk came as DuckDB's own IOException,
+    and the chunks written before it stayed: sent again, they were stored twice."""
+    store = small_disk / "store"
+    texts = [f"bulk finding {i} " + "w" * 1500 for i in range(600)]
+    with Memory.open(store, model=HASH, mode="local") as memory:
+        memory.remember("here before the load")
+        filler = fill(small_disk)
+        with pytest.raises(StoreUnavailable) as caught:
+            memory.remember_many(texts)
+        said = re.fullmatch(r"a bulk remember failed because the disk holding the store .* is "
+                            r"full \(No space left on device\)\. Free some space, then try "
+                            r"again; nothing that was acknowledged is lost\. Some of the notes "
+                            r"may have been written before it: to write only those missing, "
+                            r"send the call again with request_id='([0-9a-f]{32})'\.",
+                            str(caught.value))
+        assert said, str(caught.value)
+        filler.unlink()
+        memory.remember_many(texts, request_id=said.group(1))
+        assert memory.notes(limit=1).total == 601  # each once
+
+
 def test_a_full_disk_is_reported_as_such_and_nothing_acknowledged_is_lost(small_disk):
     store = small_disk / "store"
     acknowledged = []

@@ -22,6 +22,7 @@ from .. import __version__
 from ..embed import DEFAULT_ALIASES
 from ..errors import Command, EmbedderMismatch, NbMemoryError, StoreUnavailable
 from ..files import disk_full
+from ..operations import disk_full_error
 from . import codec, transport as transports
 from .log import log
 from .protocol import HEADER_CLIENT, HEADER_MODEL, PROTOCOL, STATUS_BY_ERROR, OwnerGone
@@ -211,9 +212,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
             log(f"{operation} failed:\n{traceback.format_exc()}")
             full = disk_full(exc)
             if full:
-                error = StoreUnavailable(
-                    f"{operation} failed because the disk holding the store {owner.directory} "
-                    f"is full ({full}). Free some space, then try again; nothing that was "
-                    f"acknowledged is lost.")
+                error = disk_full_error(operation, owner.directory, full)
                 return 503, {"error": {**error.to_dict(), "pid": os.getpid()}}
             return 500, {"error": {"type": type(exc).__name__, "message": str(exc)}}
