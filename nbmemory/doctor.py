@@ -158,8 +158,9 @@ def check_store(store: str | None, model: str) -> Iterator[Check]:
             yield from check_contents(con, directory, model_name, model, opt)
         except duckdb.Error as exc:  # opens, then a read fails: a truncated or damaged file
             yield Check("database", "fail", f"{database} is damaged ({str(exc).splitlines()[0]})",
-                        f"Restore {DB_FILENAME} from a backup, or move it away to start a new "
-                        "store (nbmemory import brings back an export).")
+                        f"Restore {DB_FILENAME} from a backup, or move it and {DB_FILENAME}.wal "
+                        "away together to start a new store (nbmemory import brings back an "
+                        "export).")
         finally:
             con.close()
     finally:

@@ -295,7 +295,9 @@ class OwnerLock:
                 raise StoreLocked(
                     f"The store {self.path.parent} is already open in this process: use the "
                     "Memory opened first, or close it before opening the store again.", pid=pid)
-            if not service:  # a script's: it serves nobody, and nbmemory stop refuses it
+            # A script's serves nobody, and nbmemory stop refuses it (no pid yet: perhaps an
+            # owner that is starting).
+            if pid is not None and not service:
                 raise StoreLocked(
                     f"The store {self.path.parent} is open in-process by another program (pid "
                     f"{pid}), which serves no other process: close that program (or its "

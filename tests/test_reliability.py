@@ -443,7 +443,7 @@ def test_a_torn_write_ahead_log_is_said_with_advice_that_keeps_its_notes(tmp_pat
     said = " ".join(cli.stderr.split())
     assert cli.returncode == 3 and "Its write-ahead log memory.duckdb.wal is damaged at its end" \
         in said and "moving memory.duckdb away alone loses every note the log holds" in said, said
-    cut = re.search(r"os\.truncate\(r'(.+?)', (\d+)\)", said)
+    cut = re.search(r"os\.truncate\('(.+?)', (\d+)\)", said)
     assert cut and cut.group(1) == str(log)
     os.truncate(cut.group(1), int(cut.group(2)))  # as advised: all but the torn entry
     with Memory.open(store, model=HASH, mode="local") as memory:

@@ -85,9 +85,9 @@ def unreadable_advice(path: Path, said: str) -> str:
                 f"version that wrote it, or move {path.name} and {log.name} away together to "
                 "start a new store.")
     at = re.search(r"byte position (\d+)", said)
+    command = f"import os; os.truncate({str(log)!r}, {at.group(1)})" if at else ""
     cut = (f" DuckDB names where the damage starts: cutting the log there keeps every write "
-           f"before it (python -c \"import os; os.truncate(r'{log}', {at.group(1)})\"), then "
-           f"open the store again." if at else "")
+           f"before it (python -c \"{command}\"), then open the store again." if at else "")
     return (f"Its write-ahead log {log.name} is damaged at its end (a write torn by a power "
             f"loss or a disk error). Nothing was changed. First copy {path.name} and {log.name} "
             f"somewhere safe, together: moving {path.name} away alone loses every note the log "
