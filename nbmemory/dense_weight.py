@@ -15,20 +15,23 @@ untouched, so a short note that shares the question's words is still found. Reca
 (analysts' notes on Jinja2 and sklearn's datasets, 300 notes, 170 questions) unchanged: their
 notes have four terms or more. A gentler floor (0.7, a tenth a term) moved nothing.
 
-The terms a short note shares with the question are not its own (ranking.own_terms): with
-the messages' names stripped, "Whoa! That's amazing, Priya." and "Tomás! I have a question for
-you." sat closest in meaning to every question naming Priya or Tomás, the name alone making
-their vectors close, and held the first places of the full model's rankings over the
-answers. Keywords count that shared name already; by meaning such a note says only its other
-words. Recall@10 before -> after, ``eval/run.py --stores --bare`` with the full model on four
-LoCoMo-style sets written outside the repo (set #4, its questions rewritten tersely, set #5, and
-a fresh set #6 of three chats, 1,294 messages, 324 questions): 0.760 -> 0.775, 0.708 -> 0.716,
-0.744 -> 0.773, 0.595 -> 0.613 (recall@1 0.433 -> 0.471, 0.396 -> 0.418, 0.403 -> 0.430,
-0.358 -> 0.370); with the weaker model 0.763 -> 0.770, 0.743 -> 0.754, 0.741 -> 0.739, 0.655
--> 0.668 (dense alone there 0.541 -> 0.509 on set #6, level or up on the others). eval/, and
-the sets with their ``[date] Name:`` prefixes, do not move: their notes have four terms of their
-own or more. Counting the shared terms at half moved less. Counting them costs 0.07 ms a
-recall (175 candidates, ``LexicalIndex.counts_at``).
+The terms a short note shares with the question are not its own, in hybrid recall
+(ranking.own_terms): with the messages' names stripped, "Whoa! That's amazing, Priya." and
+"Tomás! I have a question for you." sat closest in meaning to every question naming Priya or
+Tomás, the name alone making their vectors close, and held the first places of the full
+model's rankings over the answers. Keywords count that shared name already; by meaning such a
+note says only its other words. An identifier's terms stay its own ("orders.amount: cents"
+names what "what unit is orders.amount stored in" asks about, and fell below a longer note
+when they did not), and ``mode="dense"``, which has no keywords to count them, weighs the
+note's terms as before. Recall@10 before -> after, ``eval/run.py --stores --bare`` with the
+full model on four LoCoMo-style sets written outside the repo (set #4, its questions
+rewritten tersely, set #5, and a fresh set #6 of three chats, 1,294 messages, 324
+questions): 0.760 -> 0.775, 0.708 -> 0.716, 0.744 -> 0.773, 0.595 -> 0.613 (recall@1 0.433
+-> 0.471, 0.396 -> 0.418, 0.403 -> 0.430, 0.358 -> 0.370); with the weaker model 0.763 ->
+0.770, 0.743 -> 0.754, 0.741 -> 0.739, 0.655 -> 0.668. eval/, and the sets with their
+``[date] Name:`` prefixes, do not move: their notes have four terms of their own or more.
+Counting the shared terms at half, or at most one of them, moved less. Counting them costs
+0.07 ms a recall (175 candidates, ``LexicalIndex.counts_at``).
 
 Notes that end asking (:func:`asking`, :func:`asking_weight`). In a conversation the message
 closest in meaning to a question about it is often the same question, asked at the time ("Did

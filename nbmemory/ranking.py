@@ -108,6 +108,7 @@ fall: see keyword_places.py.
 
 from __future__ import annotations
 
+import re
 from typing import Container, NamedTuple, Sequence
 
 import numpy as np
@@ -130,6 +131,9 @@ FEEDBACK_TERMS = 15
 FEEDBACK_WEIGHT = 0.4
 FUSION = (KEYWORD_WEIGHT, TRUST_FROM, TRUST_FULL)
 FEEDBACK = (FEEDBACK_NOTES, FEEDBACK_TERMS, FEEDBACK_WEIGHT)
+# A query word that names a thing (orders.amount, df_2021, data/raw): its terms are not plain
+# words a note shares by chance (own_terms).
+_IDENTIFIER = re.compile(r"\w[._/]\w|\d")
 # Context from the note written just before (see the module docstring; the gap that makes
 # two notes neighbours is store.filters.NEIGHBOUR_GAP_S).
 CONTEXT_WEIGHT = 0.35
@@ -361,8 +365,9 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
     if qvec is not None:  # a note whose vector an index update failed to add scores 0
         held = vectors.holds(union)
         dense[held] = vectors.similarities(qvec, union[held])
-        dense *= short_note_weight(own_terms(query, lexical, union)) * \
-            asking_weight(lexical.asking(union))
+        # Hybrid: the terms a note shares with the query count by its keyword match.
+        terms = own_terms(query, lexical, union) if mode == "hybrid" else lexical.lengths(union)
+        dense *= short_note_weight(terms) * asking_weight(lexical.asking(union))
     lex = np.zeros(len(union), np.float32)
     scale = lexical.max_score(query)
     if scale > 0 and len(matched):
@@ -382,8 +387,11 @@ def rank_arrays(query: str, qvec: np.ndarray | None, lexical: LexicalIndex,
 
 
 def own_terms(query: str, lexical: LexicalIndex, ids: np.ndarray) -> np.ndarray:
-    """Each note's number of terms but those it shares with the query."""
-    shared = lexical.counts_at(sorted(query_terms(query)), ids).sum(axis=0)
+    """Each note's number of terms but the query's words it holds; not an identifier's
+    terms (orders.amount, 2021-03: a note naming the same thing is about it)."""
+    named = {term for word in query.split() if _IDENTIFIER.search(word)
+             for term in tokenize(word, document=True)}
+    shared = lexical.counts_at(sorted(query_terms(query) - named), ids).sum(axis=0)
     return np.maximum(lexical.lengths(ids) - shared, 0.0)
 
 

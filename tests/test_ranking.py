@@ -319,7 +319,7 @@ def test_a_note_of_a_few_words_keeps_part_of_its_cosine():
     from nbmemory.dense_rows import DenseRows
     from nbmemory.dense_weight import short_note_weight
     from nbmemory.lexical import LexicalIndex
-    from nbmemory.ranking import rank_arrays
+    from nbmemory.ranking import own_terms, rank_arrays
 
     assert short_note_weight(np.array([0, 1, 2, 3, 4, 9])).tolist() == [
         0.5, 0.625, 0.75, 0.875, 1.0, 1.0]
@@ -331,13 +331,18 @@ def test_a_note_of_a_few_words_keeps_part_of_its_cosine():
     rows = DenseRows.from_matrix(np.array([1, 2]), vectors)
     got = rank_arrays("when did theo lose his job", query, lexical, rows, candidates=None,
                       pool=10, exact_below=100, mode="dense")
-    assert lexical.length(1) == 2  # "theo" and "okay": one of them its own
-    assert dict(zip(got.ids.tolist(), got.score.tolist())) == pytest.approx({1: 0.9 * 0.625,
-                                                                              2: 0.7})
-    got = rank_arrays("what did she say", query, lexical, rows, candidates=None, pool=10,
-                      exact_below=100, mode="dense")  # both terms its own
+    assert lexical.length(1) == 2
     assert dict(zip(got.ids.tolist(), got.score.tolist())) == pytest.approx({1: 0.9 * 0.75,
                                                                               2: 0.7})
+    # In hybrid mode the note's terms the question holds are not its own (keywords count
+    # them): "theo" is the question's, one term its own. An identifier's are its own.
+    got = rank_arrays("when did theo lose his job", query, lexical, rows, candidates=None,
+                      pool=10, exact_below=100, mode="hybrid")
+    assert dict(zip(got.ids.tolist(), got.dense.tolist())) == pytest.approx({1: 0.9 * 0.625,
+                                                                              2: 0.7})
+    named = LexicalIndex.build([(1, "orders.amount: cents"), (2, "Theo: Okay.")])
+    assert own_terms("what unit is orders.amount stored in", named, np.array([1])).tolist() == [4]
+    assert own_terms("what did Theo say", named, np.array([2])).tolist() == [1]
 
 
 @pytest.mark.parametrize("text, share", [
@@ -377,8 +382,7 @@ def test_a_note_that_ends_asking_keeps_part_of_its_cosine():
     assert got.ids[np.argsort(-got.score)].tolist() == [2, 3, 1]
     asks = 7 / 15  # "Did you go out on a boat?" of the fifteen words
     assert dict(zip(got.ids.tolist(), got.dense.tolist())) == pytest.approx(
-        {1: 0.8 * 0.5 * 0.75, 2: 0.6, 3: 0.7 * (1 - 0.5 * asks)})  # 1: see, whales and
-    # trip are the question's, two terms its own (jonah, any): as short as a note of two
+        {1: 0.8 * 0.5, 2: 0.6, 3: 0.7 * (1 - 0.5 * asks)})
     found = rank_arrays("whales trip", None, lexical, rows, candidates=None, pool=10,
                         exact_below=100, mode="lexical")
     assert found.ids[np.argmax(found.score)] == 1  # keywords find the question as before
