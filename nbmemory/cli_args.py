@@ -336,6 +336,7 @@ def require_store(store: str | None, *, creating: bool = False,
     """Refuse to read a local store that does not exist, rather than create an empty one
     where a mistyped ``--store`` points ("No active notes." would say the notes are gone);
     a store is created only in a directory that exists. True: the call would create it."""
+    from .address import ADDRESS_FILENAME
     from .config import STORE_DIRNAME, locate_store
     from .errors import StoreDamaged, StoreUnavailable
     from .store import DB_FILENAME, lost_database
@@ -345,7 +346,7 @@ def require_store(store: str | None, *, creating: bool = False,
                            "address, or leave --store out for the default.", EXIT_USAGE)
     location = locate_store(store)
     path = location.path
-    if location.address is not None:
+    if location.address is not None or (path / ADDRESS_FILENAME).is_file():  # a team store
         return False
     if path.exists() and not path.is_dir():
         raise CommandError(f"{path} is a file, not a store: give the directory that holds "

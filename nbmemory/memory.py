@@ -17,10 +17,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import checks as evaluation
 from .about_here import about_here as _about, with_check as _with_check
+from .backends import Backend, LocalBackend
 from .config import Settings, StoreLocation, current_user, locate_store
 from .display import ShownHits
 from .errors import DiskFull, InvalidInput, NbMemoryError, NotFound, OutcomeUnknown, from_dict
-from .backends import Backend, LocalBackend
 from .operations import operation as lookup
 from .when import parse_since, parse_until
 from .models import Anchor, Event, Hit, Hits, Note, Provenance, Snapshot, SnapshotDiff
