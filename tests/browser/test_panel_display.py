@@ -163,7 +163,16 @@ def test_a_renamed_notebook_gets_a_clear_message_not_a_404_and_a_ghost_tab(page,
     expect(active).to_contain_text("sales.groupby('region').sum()")
     close_notebook(page)
     # Removed while its session still held it, JupyterLab reloaded it and showed a "File Load
-    # Error" dialog over the panel (once in CI, on a loaded machine): wait for the session.
+    # Error" dialog over the panel (once in CI, on a loaded machine): end the session, and
+    # wait until the server says so (the running list is polled, and lagged 30 s once).
+    page.evaluate("""async () => {
+        const sessions = window.jupyterapp.serviceManager.sessions;
+        await sessions.refreshRunning();
+        for (const s of [...sessions.running()].filter(s => s.path.includes('sales-notes'))) {
+            await sessions.shutdown(s.id).catch(() => undefined);  // ended meanwhile
+        }
+        await sessions.refreshRunning();
+    }""")
     page.wait_for_function("() => ![...window.jupyterapp.serviceManager.sessions.running()]"
                            ".some(s => s.path.includes('sales-notes'))")
     # Gone for good: said so, nothing opened.
