@@ -262,10 +262,15 @@ def _plain_head(head: str, common: Path) -> bool:
 
 
 def _git(root: Path, timeout: float, *args: str) -> str | None:
-    """``git -C root ARGS``'s output, or None if git fails, is missing or is slow."""
+    """``git -C root ARGS``'s output, or None if git fails, is missing or is slow.
+
+    A repository's own config may name a program for ``git status`` to run: its file
+    monitor is turned off. (Its clean filters cannot be; the server asks for no dirty flag.)
+    """
     try:
-        result = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                                text=True, **GIT_TEXT, **NO_CONSOLE, timeout=timeout,
+        result = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", str(root), *args],
+                                capture_output=True, text=True, **GIT_TEXT, **NO_CONSOLE,
+                                timeout=timeout,
                                 env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
     except (OSError, subprocess.SubprocessError):
         return None
@@ -327,8 +332,10 @@ def author(environ: Mapping[str, str] | None = None) -> str:
 
 
 def capture(shell=None, *, environ: Mapping[str, str] | None = None,
-            cwd: str | os.PathLike | None = None, source: str | None = None) -> Provenance:
-    """The provenance of a note written now from ``shell`` (an IPython shell, or None)."""
+            cwd: str | os.PathLike | None = None, source: str | None = None,
+            dirty: bool = True) -> Provenance:
+    """The provenance of a note written now from ``shell`` (an IPython shell, or None);
+    ``dirty=False`` leaves out the worktree's dirty flag (no ``git status``)."""
     environ = os.environ if environ is None else environ
     cwd = Path(cwd or os.getcwd())
     fields: dict[str, Any] = {
@@ -337,7 +344,7 @@ def capture(shell=None, *, environ: Mapping[str, str] | None = None,
         "captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     try:
-        fields.update(git_info(cwd))
+        fields.update(git_info(cwd, dirty=dirty))
     except Exception:
         pass
     if shell is None:

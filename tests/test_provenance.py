@@ -55,6 +55,16 @@ def test_git_commit_branch_and_dirty_state(repo):
     assert "git_branch" not in info and info["git_commit"] == head
 
 
+def test_git_status_runs_no_file_monitor_the_repository_names(repo, tmp_path):
+    """A folder's .git/config can name a program for git status to run (core.fsmonitor):
+    writing a note about a notebook in an unpacked archive ran it."""
+    ran = tmp_path / "ran"
+    git(repo, "config", "core.fsmonitor", f"touch {ran}; false")
+    (repo / "data" / "orders.csv").write_text("changed\n")
+    assert git_info(repo)["git_dirty"] is True
+    assert not ran.exists()
+
+
 def test_git_worktree_is_followed(repo, tmp_path):
     git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "side"))
     info = git_info(tmp_path / "side")
@@ -80,6 +90,8 @@ import json, sys
 args = sys.argv[1:]
 with open({log!r}, "a") as log:
     log.write(json.dumps(args) + "\\n")
+if args[:2] == ["-c", "core.fsmonitor=false"]:
+    args = args[2:]
 if args[:1] == ["-C"]:
     args = args[2:]
 if args == ["symbolic-ref", "-q", "HEAD"]:
@@ -110,8 +122,8 @@ def test_git_provenance_in_a_reftable_repository_asks_git(tmp_path, monkeypatch,
         expected["git_branch"] = "feature/units"
     assert info == expected  # never the stub's '.invalid'
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert all(call[:2] == ["-C", str(root)] for call in calls)
-    assert [c[2] for c in calls] == ["symbolic-ref", "rev-parse", "status"]
+    assert all(call[:4] == ["-c", "core.fsmonitor=false", "-C", str(root)] for call in calls)
+    assert [c[4] for c in calls] == ["symbolic-ref", "rev-parse", "status"]
 
 
 def test_a_reftable_repository_without_git_records_no_branch(tmp_path, monkeypatch):

@@ -743,6 +743,31 @@ async def test_a_note_from_a_notebook_cell_keeps_its_provenance(api, jp_root_dir
     assert note["lab_path"] == "work/ledger.ipynb"
 
 
+async def test_a_note_from_the_panel_runs_no_program_its_folders_repository_names(
+        api, jp_root_dir, tmp_path):
+    """git status runs a repository's file monitor and clean filters, which its own
+    .git/config names: a note written in the panel about a notebook in an unpacked archive
+    ran them on the server. Its provenance keeps the branch and commit, not the dirty flag."""
+    ran = tmp_path / "ran"
+    folder = jp_root_dir / "unpacked"
+    folder.mkdir()
+    run = ["git", "-c", "user.email=t@example.com", "-c", "user.name=T", "-C", str(folder)]
+    subprocess.run([*run, "init", "-q", "-b", "main"], check=True)
+    (folder / ".gitattributes").write_text("*.csv filter=evil\n")
+    (folder / "a.csv").write_text("x\n")
+    subprocess.run([*run, "add", "-A"], check=True)
+    subprocess.run([*run, "commit", "-qm", "one"], check=True)
+    for key, value in (("core.fsmonitor", f"touch {ran}; false"),
+                       ("filter.evil.clean", f"touch {ran}; cat")):
+        subprocess.run([*run, "config", key, value], check=True)
+    (folder / "a.csv").write_text("y\n")
+    code, note = await api("notes", "POST", {"text": "the ledger closes at 02:00 UTC",
+                                             "provenance": {"notebook": "unpacked/x.ipynb"}})
+    assert code == 201, note
+    assert not ran.exists()
+    assert note["provenance"]["git_branch"] == "main" and "git_dirty" not in note["provenance"]
+
+
 async def test_a_notebook_in_a_linked_folder_under_the_root_keeps_its_lab_path(
         api, jp_root_dir, tmp_path):
     """root/data -> ../shared: JupyterLab lists and opens data/x.ipynb, so the panel may name

@@ -88,7 +88,11 @@ def server_path(lab: str, root: str | None) -> str:
 
 def panel_provenance(where: dict[str, Any], author: str | None, root: str | None) -> Provenance:
     """Provenance of a note written in the panel: git state of the notebook's folder
-    (or the server root), the user, and the notebook cell when the panel names one."""
+    (or the server root), the user, and the notebook cell when the panel names one.
+
+    Without the dirty flag: ``git status`` runs a clean filter a folder's ``.git/config``
+    and ``.gitattributes`` name, and a request must not run a folder's programs on the
+    server (a user allowed to write notes may not be allowed to run code)."""
     from ..provenance import MAX_SOURCE, capture, source_hash
 
     notebook = where.get("notebook")
@@ -98,7 +102,7 @@ def panel_provenance(where: dict[str, Any], author: str | None, root: str | None
         usable = cwd.is_dir()
     except OSError:  # a path longer than the system takes
         usable = False
-    fields = capture(None, cwd=cwd if usable else root, source="panel").to_dict()
+    fields = capture(None, cwd=cwd if usable else root, source="panel", dirty=False).to_dict()
     fields.update({k: v for k, v in where.items() if k != "cell_source"})
     source = where.get("cell_source")
     if source and source.strip():
