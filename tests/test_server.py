@@ -407,6 +407,10 @@ BAD_REQUESTS = [
     ("notes", "POST", {"text": "ok", "provenance": {"notebook": "d/" * 3000 + ".ipynb"}}, {},
      "Provenance field 'notebook' has 6,006 characters; at most 4,096."),
     ("notes", "POST", "[" * 200_000 + "]" * 200_000, {}, "not valid JSON"),
+    # A cell's source of 40 MB: read whole, it took 1.6 GB of the server's memory.
+    ("notes", "POST", {"text": "ok", "provenance": {"notebook": "a.ipynb",
+                                                    "cell_source": "x" * 40 * 2**20}}, {},
+     "The request body is 40 MB; nbmemory takes at most 8 MB"),
     ("notes", "POST", {"text": "ok", "tags": ["a,b"]}, {}, "Tag 'a,b' contains a comma"),
     ("snapshots", "POST", {"name": "nul\u0001x"}, {}, "without spaces, quotes or control"),
     ("snapshots", "POST", {"name": "nul\u0000x"}, {}, "contains a NUL character (U+0000)"),

@@ -17,6 +17,9 @@ STRING_FIELDS = ("text", "kind", "priority", "name", "message", "query")
 
 
 AUTH_ARGS = {"token", "_xsrf"}  # read by jupyter_server itself
+# A note holds at most 100,000 characters; a body many times that is refused before it is
+# parsed (parsing holds several copies of it).
+MAX_BODY_BYTES = 8 * 2**20
 
 
 class RequestParsing:
@@ -25,6 +28,10 @@ class RequestParsing:
     def body(self, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, Any]:
         """The JSON object in the body, with only ``allowed`` keys and all ``required`` ones."""
         raw = self.request.body or b"{}"
+        if len(raw) > MAX_BODY_BYTES:
+            raise InvalidInput(f"The request body is {len(raw) / 2**20:.0f} MB; nbmemory takes "
+                               f"at most {MAX_BODY_BYTES // 2**20} MB (a note holds at most "
+                               "100,000 characters). Nothing was changed.")
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError, RecursionError):  # nested past Python's stack
