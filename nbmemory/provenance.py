@@ -13,7 +13,8 @@ How the notebook and the cell are found, in order:
   session: an absolute path, or an API path relative to the server root), ipykernel's
   ``__session__``, VS Code's ``__vsc_ipynb_file__``; failing those (nbclient, nbconvert,
   papermill set nothing), the one notebook in the working directory that has a code cell
-  whose source is exactly the cell being run.
+  whose source is exactly the cell being run (of several, the one the program that started
+  the kernel names, or the original of copies: :func:`find_cell`).
 - cell: the ``cellId`` JupyterLab and Notebook 7 put in the execute request's metadata;
   failing that, the id of that matching cell in the notebook file.
 """
@@ -100,10 +101,15 @@ def find_cell(source: str, directory: Path, notebook: str | None = None) -> tupl
     """(notebook, cell id) of the one code cell whose source is ``source``.
 
     Looks in ``notebook`` if given, else in the notebooks of ``directory``. None when no
-    cell or more than one matches (a guess would be worse than nothing), except copies of
-    one notebook: the same cell (same id) in ``orders.ipynb`` and in the
-    ``orders.nbconvert.ipynb`` or ``orders-out.ipynb`` an execution wrote beside it is the
-    original's, the notebook whose name starts the others'.
+    cell or more than one matches (a guess would be worse than nothing), except:
+
+    - the notebook the program that started this kernel names (``jupyter nbconvert
+      --execute orders.ipynb``, ``papermill orders.ipynb out.ipynb``), when that notebook
+      has the cell once: a report copied beside it, or another notebook with the same
+      line, made Run All write every note again;
+    - copies of one notebook (the same cell, same id, in each): the one whose name starts
+      the others' (``orders.ipynb`` beside ``orders.nbconvert.ipynb``), else the oldest
+      file (the copies were written after it).
     """
     wanted = source_hash(source)
     if notebook:
@@ -118,12 +124,48 @@ def find_cell(source: str, directory: Path, notebook: str | None = None) -> tupl
         for cell_id, (kind, cell_source) in (notebook_cells(path) or {}).items():
             if kind == "code" and source_hash(cell_source) == wanted:
                 found.append((str(path.resolve()), cell_id))
+    if len(found) < 2:
+        return found[0] if found else None
+    for named in runner_notebooks():
+        here = [match for match in found if match[0] == named]
+        if here:
+            return here[0] if len(here) == 1 else None
     if len({cell_id for _, cell_id in found}) == 1:
         stems = sorted(found, key=lambda match: len(Path(match[0]).stem))
         original = Path(stems[0][0]).stem
         if all(Path(path).stem.startswith(original) for path, _ in stems[1:]):
             return stems[0]
-    return found[0] if len(found) == 1 else None
+        return min(found, key=lambda match: _modified(match[0]))
+    return None
+
+
+def _modified(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return float("inf")
+
+
+_RUNNER: list[tuple[str, ...]] = []
+
+
+def runner_notebooks() -> tuple[str, ...]:
+    """The notebooks (resolved paths) named on the command line of the program that
+    started this kernel, in its order; none if it names none or cannot be read."""
+    if not _RUNNER:
+        named: tuple[str, ...] = ()
+        try:  # psutil comes with ipykernel; imported late to keep a kernel's start light
+            import psutil
+
+            parent = psutil.Process().parent()
+            if parent is not None:
+                cwd = Path(parent.cwd())
+                named = tuple(str((cwd / arg).resolve()) for arg in parent.cmdline()
+                              if arg.endswith(".ipynb"))
+        except Exception:  # noqa: BLE001 - gone, not allowed to read it, no psutil
+            pass
+        _RUNNER.append(named)
+    return _RUNNER[0]
 
 
 # -- the running cell --------------------------------------------------------------------

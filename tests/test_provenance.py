@@ -179,6 +179,10 @@ def test_find_cell_needs_exactly_one_match(tmp_path):
     # A copy an execution wrote beside it (nbconvert's a.nbconvert.ipynb): the original.
     (tmp_path / "a.nbconvert.ipynb").write_bytes((tmp_path / "a.ipynb").read_bytes())
     assert find_cell("%remember one\n", tmp_path) == found
+    # A copy under another name (a dated report a scheduled run writes): the older file.
+    (tmp_path / "report-0612.ipynb").write_bytes((tmp_path / "a.ipynb").read_bytes())
+    os.utime(tmp_path / "a.ipynb", (1_700_000_000, 1_700_000_000))
+    assert find_cell("%remember one\n", tmp_path) == found
     (tmp_path / "b.ipynb").unlink()
     assert find_cell("x = 1", tmp_path) == (str(tmp_path / "a.ipynb"), cells[0].id)
 
@@ -285,6 +289,32 @@ def test_running_a_notebook_again_finds_the_notes_its_cells_wrote(repo):
     stop(store)
     with Memory.open(store, embedder=HashEmbedder()) as mem:
         assert [n.id for n in mem.notes(status=("active", "revoked")).notes] == [5, 4, 3, 2, 1]
+
+
+@pytest.mark.timeout(300)
+def test_a_notebook_run_by_nbconvert_beside_its_reports_finds_the_notes_it_wrote(repo):
+    """jupyter nbconvert --execute orders.ipynb --output report-N.ipynb, as a scheduled run
+    does: the reports beside it, and another notebook with the same line, hold the cell
+    too, nbconvert tells the kernel no notebook, and each run wrote every note again."""
+    store = repo / ".nbmemory"
+    folder = repo / "analysis"
+    cells = [NOTEBOOK_CELLS[0].format(store=str(store)), "%remember orders.amount is in cents"]
+    for name in ("orders.ipynb", "other.ipynb"):  # the same lines, other cell ids
+        nbformat.write(nbformat.v4.new_notebook(
+            cells=[nbformat.v4.new_code_cell(c) for c in cells]), folder / name)
+    jupyter = Path(sys.executable).parent / "jupyter"
+    for day in (1, 2):
+        subprocess.run([str(jupyter), "nbconvert", "--to", "notebook", "--execute",
+                        "orders.ipynb", "--output", f"report-{day}.ipynb"],
+                       cwd=folder, check=True, capture_output=True)
+    first, second = (nbformat.read(folder / f"report-{day}.ipynb", as_version=4)
+                     for day in (1, 2))
+    assert shown(first, 1).startswith("Remembered #1 (finding, medium)")
+    assert shown(second, 1).startswith("Already remembered as #1 by this cell")
+    stop(store)
+    with Memory.open(store, embedder=HashEmbedder()) as mem:
+        assert mem.notes().total == 1
+        assert mem.get(1).provenance.notebook == str(folder / "orders.ipynb")
 
 
 @pytest.mark.timeout(300)
