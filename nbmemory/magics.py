@@ -203,7 +203,7 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         shows it. The note goes stale when what it is about changes (%memory stale).
         """
         from .anchors import pointer_only
-        from .provenance import cell_request_ids
+        from .provenance import cell_request_ids, same_run
         from .wording import pointer_hint
 
         args, text = split_options(self.remember.parser, line, self._expand, ("--check",))
@@ -238,7 +238,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
             note.id, f"%remember --supersedes {note.id} <the finding>")
         edited = next((h.note.id for h in similar if provenance.cell_id and args.supersedes is None
                        and (h.note.provenance.cell_id, h.note.provenance.notebook)
-                       == (provenance.cell_id, provenance.notebook)), None)
+                       == (provenance.cell_id, provenance.notebook)
+                       and not same_run(h.note.provenance, provenance)), None)
         hint = hint or edited and (f"this cell wrote #{edited} before it was edited: "
                                    f"%forget {edited} if this note replaces it")
         display(show.remembered_display(note, similar, hint=hint or None))

@@ -418,6 +418,13 @@ def capture(shell=None, *, environ: Mapping[str, str] | None = None,
     return Provenance(**{k: v for k, v in fields.items() if v is not None})
 
 
+def same_run(one: Provenance, other: Provenance) -> bool:
+    """Whether two notes were written by one run of a cell (two %remember lines in it)."""
+    return (one.kernel_session is not None and one.execution_count is not None
+            and (one.kernel_session, one.execution_count)
+            == (other.kernel_session, other.execution_count))
+
+
 def cell_request_ids(provenance: Provenance, line: str, cell: str | None,
                      text: str) -> tuple[str, ...]:
     """A ``%remember``'s request id, made from the cell that runs it and the note it writes:

@@ -260,12 +260,17 @@ def test_running_a_notebook_again_finds_the_notes_its_cells_wrote(repo):
     cells = [NOTEBOOK_CELLS[0].format(store=str(store)),
              "%remember -t churn the churn window is 30 days",
              "%remember the export runs nightly",
-             "rows = 3\n%remember --check 'rows > 0' the table has rows"]
+             "rows = 3\n%remember --check 'rows > 0' the table has rows",
+             "%remember refunds are stored as negative amounts\n"
+             "%remember refunds are stored as negative amounts in the ledger too"]
     nbformat.write(nbformat.v4.new_notebook(
         cells=[nbformat.v4.new_code_cell(c) for c in cells]), nb_path)
 
     first = run_notebook(nb_path)
     assert shown(first, 1).startswith("Remembered #1 (finding, medium) [churn]")
+    # Two notes of one cell, written by one run of it: not an edit of the cell.
+    assert "Remembered #5" in shown(first, 4) and "Similar (not merged): #4" in shown(first, 4)
+    assert "Hint" not in shown(first, 4)
     stop(store)
     with Memory.open(store, embedder=HashEmbedder()) as mem:
         mem.forget(2)
@@ -281,14 +286,15 @@ def test_running_a_notebook_again_finds_the_notes_its_cells_wrote(repo):
     nbformat.write(changed, nb_path)
     third = run_notebook(nb_path)
     # An edited line is a new note; the one it wrote before is still there, and said so.
-    assert shown(third, 1).startswith("Remembered #4 (finding, medium) [churn]")
+    assert shown(third, 1).startswith("Remembered #6 (finding, medium) [churn]")
     assert "Hint: this cell wrote #1 before it was edited: %forget 1 if this note replaces " \
         "it" in shown(third, 1)
-    assert shown(third, 2).startswith("Remembered #5 (finding, medium)")
+    assert shown(third, 2).startswith("Remembered #7 (finding, medium)")
     assert "Hint" not in shown(third, 2)  # #2 was forgotten
     stop(store)
     with Memory.open(store, embedder=HashEmbedder()) as mem:
-        assert [n.id for n in mem.notes(status=("active", "revoked")).notes] == [5, 4, 3, 2, 1]
+        assert [n.id for n in mem.notes(status=("active", "revoked")).notes] == [
+            7, 6, 5, 4, 3, 2, 1]
 
 
 @pytest.mark.timeout(300)
