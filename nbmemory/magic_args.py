@@ -12,7 +12,7 @@ from IPython.core.error import StdinNotImplementedError, UsageError
 
 from . import syntax
 from .errors import NbMemoryError
-from .models import KINDS
+from .models import KINDS, PRIORITIES
 from .options import one_dash
 
 _OPTION = re.compile(r"\s*(--?[A-Za-z][\w-]*)(?:=(\"[^\"]*\"|'[^']*'|\S+))?")
@@ -20,14 +20,16 @@ _VALUE = re.compile(r"\s+(\"[^\"]*\"|'[^']*'|\S+)")
 
 
 def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = (),
-                  late_options: bool = True):
+                  late_options: bool = True, trailing: bool = False):
     """Parse leading options with ``parser``; return (namespace, the rest verbatim).
 
     ``--`` ends the options explicitly, for text that itself starts with a dash. ``expand``
     fills ``{expr}`` and ``$name`` into option values as IPython fills in a magic's line
     (``--about {DATA}/orders.csv``), except for the options in ``verbatim``; the rest, a
     note or a query, is never expanded. Without ``late_options``, an option of ``parser``
-    in the rest (``%recall gadgets -k 2``) is refused, not searched for as a word.
+    in the rest (``%recall gadgets -k 2``) is refused, not searched for as a word. With
+    ``trailing``, options that end the rest with a value they take (``%remember the table
+    lags -p high -t refunds``: :func:`trailing_options`) are refused, not kept as its words.
     """
     takes_value, kept, single = {}, set(), {}
     for action in parser._actions:
@@ -38,14 +40,14 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
         if set(action.option_strings) & set(verbatim):
             kept |= set(action.option_strings)
     given: set[str] = set()
-    tokens, rest = [], line
+    tokens, rest, ended = [], line, False
     while True:
         match = _OPTION.match(rest)
         if not match:
             break
         option, inline = match.group(1), match.group(2)
         if option == "--":
-            rest, late_options = rest[match.end():], True
+            rest, late_options, ended = rest[match.end():], True, True
             break
         if option not in takes_value and (long := one_dash(option, takes_value)):
             raise UsageError(f"Unknown option {option}: {long} takes two dashes (or write "
@@ -88,16 +90,38 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
             else:
                 tokens.append(value)
     if rest.strip().startswith("-- "):
-        rest, late_options = rest.strip()[3:], True
+        rest, late_options, ended = rest.strip()[3:], True, True
     late = [word for word in rest.split() if word.split("=")[0] in takes_value]
     if late and not late_options:
         raise UsageError(f"Options go before the query: {late[0]} came after it, where it would "
                          f"be searched for as a word. Put it first (%{parser.prog} {late[0]} "
                          f"... QUERY), or -- before a query that holds it.")
+    ending = trailing_options(rest) if trailing and not ended else []
+    if ending:
+        typed = " ".join(rest.split()[-2 * len(ending):])
+        raise UsageError(f"Options go before the note: {typed} came after it, where it would be "
+                         f"stored as its words. Put them first (%{parser.prog} {typed} ...), or "
+                         f"-- before a note that ends with them; nothing was stored.")
     for option, value in zip(tokens, tokens[1:]):  # %remember's -k is a kind, %recall's not
         if option == "-k" and value in KINDS and single.get("-k") != single.get("--kind"):
             raise UsageError(f"-k is how many notes to show; for a kind: --kind {value}")
     return parser.parse_args(tokens), rest.strip()
+
+
+_TAG = re.compile(r"[^\s,-][^\s]*")
+_TAKES = {"-p": PRIORITIES.__contains__, "--priority": PRIORITIES.__contains__,
+          "-k": KINDS.__contains__, "--kind": KINDS.__contains__,
+          "-t": _TAG.fullmatch, "--tags": _TAG.fullmatch}
+
+
+def trailing_options(text: str) -> list[str]:
+    """The options of %remember that end ``text``, each with a value it takes (``-p high -t
+    refunds``, not ``git log -p`` or ``pytest -k slow``)."""
+    words, found = text.split(), []
+    while len(words) >= 2 and (valid := _TAKES.get(words[-2])) and valid(words[-1]):
+        found.insert(0, words[-2])
+        words = words[:-2]
+    return found
 
 
 def about_anchors(specs, namespace, scope: str, text: str = "") -> list:

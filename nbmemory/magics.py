@@ -206,7 +206,8 @@ class NbMemory(MemoryCommands, RecallCommands, CheckCommands, Magics):
         from .provenance import cell_request_ids, same_run
         from .wording import pointer_hint
 
-        args, text = split_options(self.remember.parser, line, self._expand, ("--check",))
+        args, text = split_options(self.remember.parser, line, self._expand, ("--check",),
+                                   trailing=True)
         check_whole(line, args.check, text)
         if cell is not None:
             text = cell if not text else f"{text}\n{cell}"

@@ -374,6 +374,27 @@ def test_an_option_given_twice_is_refused_not_half_kept(ip):
         evaluate("1 == 1", {}, budget=1e12)
 
 
+def test_options_typed_after_a_note_are_refused_not_stored_as_its_words(ip):
+    """'%remember the refunds table lags by one day -p high -t refunds' stored the options
+    as the note's last words, at medium priority and with no tag."""
+    with pytest.raises(UsageError, match=r"^Options go before the note: -p high -t refunds came "
+                                         r"after it, where it would be stored as its words\. Put "
+                                         r"them first \(%remember -p high -t refunds \.\.\.\), or "
+                                         r"-- before a note that ends with them; nothing was "
+                                         r"stored\.$"):
+        run(ip, "remember the refunds table lags by one day -p high -t refunds")
+    with pytest.raises(UsageError, match=r"^Options go before the note: --kind gotcha came"):
+        run(ip, "remember -t wal the loader drops late rows --kind gotcha")
+    # A note that ends in a command's own flags, or after --, is kept as typed.
+    for line in ("remember the diff of a commit: git log -p",
+                 "remember run the slow tests with pytest -k slow",
+                 "remember -- the refunds table lags -p high"):
+        run(ip, line)
+    texts = [n.text for n in ip.magics_manager.registry["NbMemory"].mem.notes().notes]
+    assert texts == ["the refunds table lags -p high", "run the slow tests with pytest -k slow",
+                     "the diff of a commit: git log -p"]
+
+
 def test_snapshot_diff_and_recall_as_of(ip):
     run(ip, "remember -k gotcha -t cache the cache is never invalidated")
     run(ip, "snapshot before")
