@@ -97,6 +97,11 @@ def test_forget_hides_and_reinstate_restores(memory):
         memory.forget(a.id)
     memory.reinstate(a.id)
     assert memory.recall("watcher acquire_lock")[0].note.id == a.id
+    # Forgotten, then written again as it was: believed, not "previously believed".
+    memory.forget(a.id)
+    again = memory.remember("the watcher races acquire_lock")
+    hits = memory.recall("watcher acquire_lock")
+    assert [h.note.id for h in hits][:1] == [again.id] and list(hits.previously) == []
 
 
 def test_a_store_duckdb_cannot_open_is_called_damaged_only_when_nothing_else_explains_it(

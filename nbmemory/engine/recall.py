@@ -186,6 +186,10 @@ class Recall(Part):
             found = (self.engine.staleness.with_stale(found, variables) if as_of is None
                      else self.engine.seals.as_sealed(found, self.engine.seals.named(as_of)))
             by_id = {n.id: n for n in found}
+            believed = {by_id[i].text for i, _, _ in hits if i in by_id}
+            # A forgotten note written again as it was is believed, not "previously".
+            previously = [row for row in previously if row[0] in by_id
+                          and by_id[row[0]].text not in believed]
 
             def make(rows):
                 # A channel the recall did not use (no query vector in lexical mode) has no
