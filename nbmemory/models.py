@@ -276,11 +276,15 @@ class Hits(list):
         )
 
     def to_dataframe(self):
-        """The hits as a pandas DataFrame, one row per note (pandas is imported here)."""
+        """The hits as a pandas DataFrame, one row per note (pandas is imported here); the
+        channels' scores (``lexical``, ``dense``) only when recalled with ``explain``."""
         import pandas as pd
 
-        return pd.DataFrame([{"id": h.note.id, "score": h.score, "lexical": h.lexical,
-                              "dense": h.dense, **_note_row(h.note, HIT_COLUMNS)} for h in self])
+        scores = ("lexical", "dense") if self.explain else ()
+        return pd.DataFrame([{"id": h.note.id, "score": h.score,
+                              **{name: getattr(h, name) for name in scores},
+                              **_note_row(h.note, HIT_COLUMNS)} for h in self],
+                            columns=["id", "score", *scores, *HIT_COLUMNS])
 
 
 @dataclass(frozen=True)

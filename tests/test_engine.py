@@ -483,6 +483,12 @@ def test_hits_convert_to_a_dataframe(memory):
     memory.remember("one finding", tags="a")
     frame = memory.recall("finding").to_dataframe()
     assert list(frame["id"]) == [1] and frame.loc[0, "tags"] == ["a"]
+    # The channels' scores only when asked for (they were columns of None).
+    assert "dense" not in frame.columns
+    frame = memory.recall("finding", explain=True).to_dataframe()
+    assert frame.loc[0, "lexical"] > 0 and frame.loc[0, "dense"] > 0
+    assert memory.recall("nothing like it", min_score=1).to_dataframe().columns[:2].tolist() == [
+        "id", "score"]
 
 
 def test_a_page_of_notes_converts_to_a_dataframe(memory):
