@@ -54,7 +54,12 @@ if [ "$(uname -s)" = Linux ] && "$VENV/bin/python" -c "import urllib.request as 
     u.urlopen('https://download.pytorch.org/whl/cpu/', timeout=5)" > /dev/null 2>&1; then
   TORCH_INDEX=(--extra-index-url https://download.pytorch.org/whl/cpu)
 fi
-echo "==> installing $TORCH (CPU)"
+if [ "$(uname -s)" = Linux ] && [ ${#TORCH_INDEX[@]} -eq 0 ]; then
+  echo "==> installing $TORCH from pip's own index (download.pytorch.org did not answer: where"
+  echo "    no CPU wheel of it is at hand, PyPI's is the CUDA build of several GB)"
+else
+  echo "==> installing $TORCH (CPU)"
+fi
 "${PIP[@]}" install ${TORCH_INDEX[@]+"${TORCH_INDEX[@]}"} "$TORCH"
 # The panel is served through a symlink into the source tree (below); remove it first so
 # that pip never writes or deletes files through it.
