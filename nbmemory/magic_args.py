@@ -96,9 +96,8 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
         raise UsageError(f"Options go before the query: {late[0]} came after it, where it would "
                          f"be searched for as a word. Put it first (%{parser.prog} {late[0]} "
                          f"... QUERY), or -- before a query that holds it.")
-    ending = trailing_options(rest) if trailing and not ended else []
-    if ending:
-        typed = " ".join(rest.split()[-2 * len(ending):])
+    typed = trailing_options(rest) if trailing and not ended else ""
+    if typed:
         raise UsageError(f"Options go before the note: {typed} came after it, where it would be "
                          f"stored as its words. Put them first (%{parser.prog} {typed} ...), or "
                          f"-- before a note that ends with them; nothing was stored.")
@@ -108,20 +107,37 @@ def split_options(parser, line: str, expand=None, verbatim: tuple[str, ...] = ()
     return parser.parse_args(tokens), rest.strip()
 
 
-_TAG = re.compile(r"[^\s,-][^\s]*")
-_TAKES = {"-p": PRIORITIES.__contains__, "--priority": PRIORITIES.__contains__,
-          "-k": KINDS.__contains__, "--kind": KINDS.__contains__,
-          "-t": _TAG.fullmatch, "--tags": _TAG.fullmatch}
+_WORD = re.compile(r"\"[^\"]*\"|'[^']*'|\S+")
+_ANY = re.compile(r"[^-].*", re.S).fullmatch
+_TAG = re.compile(r"[^\s,-]\S*").fullmatch
+_NUMBER = re.compile(r"#?\d+").fullmatch
+_TRAILING = {  # each option of %remember: what its value looks like (None: a flag)
+    "-p": lambda v: v.lower() in PRIORITIES, "-k": lambda v: v.lower() in KINDS, "-t": _TAG,
+    "--supersedes": _NUMBER, "--output-of": _NUMBER, "--cells": re.compile(r"[\d,-]+").fullmatch,
+    "--about": _ANY, "--check": _ANY, "--procedure": _ANY, "--from-output": None}
+_TRAILING.update({"--priority": _TRAILING["-p"], "--kind": _TRAILING["-k"], "--tags": _TAG})
 
 
-def trailing_options(text: str) -> list[str]:
-    """The options of %remember that end ``text``, each with a value it takes (``-p high -t
-    refunds``, not ``git log -p`` or ``pytest -k slow``)."""
-    words, found = text.split(), []
-    while len(words) >= 2 and (valid := _TAKES.get(words[-2])) and valid(words[-1]):
-        found.insert(0, words[-2])
-        words = words[:-2]
-    return found
+def trailing_options(text: str) -> str:
+    """The options of %remember that end ``text``, as typed, each with a value it takes
+    (``-p high -t refunds``, ``--supersedes 3``, ``--priority=high``; not ``git log -p`` or
+    ``pytest -k slow``); empty if none does."""
+    words = list(_WORD.finditer(text))
+    start = len(text)
+    while words:
+        last = words[-1].group()
+        option, _, inline = last.partition("=")
+        if option in _TRAILING and _TRAILING[option] and inline and _TRAILING[option](inline):
+            taken = 1
+        elif last in _TRAILING and _TRAILING[last] is None:
+            taken = 1
+        elif len(words) >= 2 and (valid := _TRAILING.get(words[-2].group())) and valid(last):
+            taken = 2
+        else:
+            break
+        start = words[-taken].start()
+        del words[-taken:]
+    return text[start:].strip()
 
 
 def about_anchors(specs, namespace, scope: str, text: str = "") -> list:

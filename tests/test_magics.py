@@ -383,8 +383,16 @@ def test_options_typed_after_a_note_are_refused_not_stored_as_its_words(ip):
                                          r"-- before a note that ends with them; nothing was "
                                          r"stored\.$"):
         run(ip, "remember the refunds table lags by one day -p high -t refunds")
-    with pytest.raises(UsageError, match=r"^Options go before the note: --kind gotcha came"):
-        run(ip, "remember -t wal the loader drops late rows --kind gotcha")
+    for typed in ("--kind gotcha", "--supersedes 1", "--priority=high --tags=wal",
+                  "--about data/orders.csv", "--check 'rows > 0'", "-p HIGH"):
+        with pytest.raises(UsageError, match=f"^Options go before the note: {re.escape(typed)} "
+                                             "came after it"):
+            run(ip, f"remember -t wal the loader drops late rows {typed}")
+    # Every option of %remember is known there, with what its value looks like.
+    from nbmemory.magic_args import _TRAILING
+    options = {o for a in ip.magics_manager.registry["NbMemory"].remember.parser._actions
+               for o in a.option_strings} - {"-h", "--help"}
+    assert options == set(_TRAILING)
     # A note that ends in a command's own flags, or after --, is kept as typed.
     for line in ("remember the diff of a commit: git log -p",
                  "remember run the slow tests with pytest -k slow",
