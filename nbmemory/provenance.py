@@ -103,15 +103,16 @@ def find_cell(source: str, directory: Path, notebook: str | None = None) -> tupl
     Looks in ``notebook`` if given, else in the notebooks of ``directory``. None when no
     cell or more than one matches (a guess would be worse than nothing), except:
 
-    - the notebook the program that started this kernel names (``jupyter nbconvert
-      --execute orders.ipynb``, ``papermill orders.ipynb out.ipynb``), when that notebook
-      has the cell once: a report copied beside it, or another notebook with the same
-      line, made Run All write every note again;
+    - the notebook the program that started this kernel runs (``jupyter nbconvert --execute
+      orders.ipynb``, ``papermill orders.ipynb out.ipynb``: :func:`runner_notebooks`),
+      when it runs one and that one has the cell once: a report copied beside it, or
+      another notebook with the same line, made Run All write every note again;
     - copies of one notebook (the same cell, same id, in each): the one whose name starts
       the others' (``orders.ipynb`` beside ``orders.nbconvert.ipynb``), else the oldest
       file (the copies were written after it).
     """
     wanted = source_hash(source)
+    named = runner_notebooks()
     if notebook:
         paths = [Path(notebook)]
     else:
@@ -119,17 +120,18 @@ def find_cell(source: str, directory: Path, notebook: str | None = None) -> tupl
             paths = sorted(directory.glob("*.ipynb"))[:MAX_SEARCHED_NOTEBOOKS]
         except OSError:
             return None
+        # papermill's kernel runs in papermill's folder, not the notebook's
+        searched = {path.resolve() for path in paths}
+        paths += [Path(path) for path in named if Path(path) not in searched]
     found = []
     for path in paths:
         for cell_id, (kind, cell_source) in (notebook_cells(path) or {}).items():
             if kind == "code" and source_hash(cell_source) == wanted:
                 found.append((str(path.resolve()), cell_id))
+    if len(named) == 1 and (here := [match for match in found if match[0] == named[0]]):
+        return here[0] if len(here) == 1 else None
     if len(found) < 2:
         return found[0] if found else None
-    for named in runner_notebooks():
-        here = [match for match in found if match[0] == named]
-        if here:
-            return here[0] if len(here) == 1 else None
     if len({cell_id for _, cell_id in found}) == 1:
         stems = sorted(found, key=lambda match: len(Path(match[0]).stem))
         original = Path(stems[0][0]).stem
@@ -147,11 +149,15 @@ def _modified(path: str) -> float:
 
 
 _RUNNER: list[tuple[str, ...]] = []
+# Programs that run the notebooks they name; a server names one to open, not each kernel's.
+RUNNERS = {"jupyter-nbconvert", "nbconvert", "jupyter-execute", "papermill"}
+_OUTPUT_OPTIONS = {"--output", "-o", "--output-dir"}
 
 
 def runner_notebooks() -> tuple[str, ...]:
-    """The notebooks (resolved paths) named on the command line of the program that
-    started this kernel, in its order; none if it names none or cannot be read."""
+    """The notebooks (resolved paths) the program that started this kernel runs, as its
+    command line names them (papermill: its input, not where it writes); none when another
+    program started it or its command line cannot be read."""
     if not _RUNNER:
         named: tuple[str, ...] = ()
         try:  # psutil comes with ipykernel; imported late to keep a kernel's start light
@@ -159,13 +165,24 @@ def runner_notebooks() -> tuple[str, ...]:
 
             parent = psutil.Process().parent()
             if parent is not None:
-                cwd = Path(parent.cwd())
-                named = tuple(str((cwd / arg).resolve()) for arg in parent.cmdline()
-                              if arg.endswith(".ipynb"))
+                named = notebooks_run_by(parent.cmdline(), Path(parent.cwd()))
         except Exception:  # noqa: BLE001 - gone, not allowed to read it, no psutil
             pass
         _RUNNER.append(named)
     return _RUNNER[0]
+
+
+def notebooks_run_by(args: list[str], cwd: Path) -> tuple[str, ...]:
+    """The notebooks a command line (``args``, run in ``cwd``) runs: see runner_notebooks."""
+    program = next((Path(arg).stem for arg in args[:3] if Path(arg).stem in RUNNERS), None)
+    if program is None:
+        return ()
+    named, value = [], False
+    for arg in args[1:]:
+        if not value and arg.endswith(".ipynb") and not arg.startswith("-"):
+            named.append(str((cwd / arg).resolve()))
+        value = arg in _OUTPUT_OPTIONS
+    return tuple(named[:1] if program == "papermill" else named)
 
 
 # -- the running cell --------------------------------------------------------------------
@@ -419,10 +436,11 @@ def capture(shell=None, *, environ: Mapping[str, str] | None = None,
 
 
 def same_run(one: Provenance, other: Provenance) -> bool:
-    """Whether two notes were written by one run of a cell (two %remember lines in it)."""
+    """Whether two notes were written by one run of a cell (two %remember lines in it). The
+    cell's source too: a restarted kernel keeps its id and counts from 1 again."""
     return (one.kernel_session is not None and one.execution_count is not None
-            and (one.kernel_session, one.execution_count)
-            == (other.kernel_session, other.execution_count))
+            and (one.kernel_session, one.execution_count, one.cell_hash)
+            == (other.kernel_session, other.execution_count, other.cell_hash))
 
 
 def cell_request_ids(provenance: Provenance, line: str, cell: str | None,

@@ -187,6 +187,45 @@ def test_find_cell_needs_exactly_one_match(tmp_path):
     assert find_cell("x = 1", tmp_path) == (str(tmp_path / "a.ipynb"), cells[0].id)
 
 
+def test_find_cell_takes_the_notebook_its_runner_runs(tmp_path, monkeypatch):
+    """papermill nb/orders.ipynb out.ipynb, run from the project's root: the kernel runs
+    there, beside the output papermill writes (the same cells), not beside the notebook."""
+    import nbmemory.provenance as provenance
+
+    (tmp_path / "nb").mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%remember one")])
+    nbformat.write(nb, tmp_path / "nb" / "orders.ipynb")
+    nbformat.write(nb, tmp_path / "out.ipynb")
+    os.utime(tmp_path / "nb" / "orders.ipynb", (1_900_000_000, 1_900_000_000))  # newer
+    orders = str((tmp_path / "nb" / "orders.ipynb").resolve())
+    monkeypatch.setattr(provenance, "_RUNNER", [(orders,)])
+    assert find_cell("%remember one", tmp_path) == (orders, nb.cells[0].id)
+    # Two notebooks run by one program (nbconvert --execute a.ipynb b.ipynb): no guess.
+    other = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%remember one")])
+    nbformat.write(other, tmp_path / "b.ipynb")
+    monkeypatch.setattr(provenance, "_RUNNER", [(orders, str(tmp_path / "b.ipynb"))])
+    assert find_cell("%remember one", tmp_path) is None
+
+
+def test_the_notebooks_a_runner_runs_are_read_from_its_command_line(tmp_path):
+    from nbmemory.provenance import notebooks_run_by
+
+    def named(*args):
+        return [Path(p).name for p in notebooks_run_by(list(args), tmp_path)]
+
+    python = "/venv/bin/python"
+    assert named(python, "/venv/bin/jupyter-nbconvert", "--execute", "orders.ipynb",
+                 "--output", "report-1.ipynb") == ["orders.ipynb"]
+    assert named(python, "-m", "nbconvert", "--execute", "a.ipynb", "b.ipynb") == [
+        "a.ipynb", "b.ipynb"]  # two: find_cell uses neither
+    assert named(python, "/venv/bin/papermill", "in.ipynb", "out-3.ipynb") == ["in.ipynb"]
+    assert notebooks_run_by([python, "/venv/bin/papermill", "nb/in.ipynb", "o.ipynb"],
+                            tmp_path) == (str(tmp_path / "nb" / "in.ipynb"),)
+    # A server names a notebook to open, not the one each of its kernels runs.
+    assert named(python, "/venv/bin/jupyter-notebook", "orders.ipynb") == []
+    assert named(python, "/venv/bin/jupyter-lab", "orders.ipynb") == []
+
+
 NOTEBOOK_CELLS = [
     "%load_ext nbmemory\n%config NbMemory.store = {store!r}\n%config NbMemory.model = 'hash:64'",
     "import pandas as pd\ndf = pd.DataFrame({{'id': [1, 2], 'amount': [1000, 2500]}})",
@@ -249,6 +288,19 @@ def test_provenance_from_a_notebook_run_by_nbclient(repo):
     assert [(a.kind, a.target) for a in note.anchors] == [
         ("variable", "df"), ("data", "data/orders.csv"), ("cell", f"analysis/orders.ipynb#{cells[2].id}")]
     assert note.anchors[0].fingerprint["scope"] == str(nb_path)
+
+
+def test_one_run_of_a_cell_is_its_kernel_its_count_and_its_source():
+    """Two %remember lines of one cell are one run (no 'edited' hint between them); after a
+    restart jupyter_server keeps the kernel's id and the counts start again, so an edited
+    cell run as [2] again is another run."""
+    from nbmemory.provenance import same_run
+
+    first = Provenance(kernel_session="k1", execution_count=2, cell_hash="a")
+    assert same_run(first, Provenance(kernel_session="k1", execution_count=2, cell_hash="a"))
+    assert not same_run(first, Provenance(kernel_session="k1", execution_count=2, cell_hash="b"))
+    assert not same_run(first, Provenance(kernel_session="k1", execution_count=3, cell_hash="a"))
+    assert not same_run(Provenance(), Provenance())
 
 
 @pytest.mark.timeout(300)
