@@ -99,7 +99,7 @@ def test_forget_hides_and_reinstate_restores(memory):
     assert memory.recall("watcher acquire_lock")[0].note.id == a.id
     # Forgotten, then written again as it was: believed, not "previously believed".
     memory.forget(a.id)
-    again = memory.remember("the watcher races acquire_lock")
+    again = memory.remember("The watcher races  acquire_lock.")
     hits = memory.recall("watcher acquire_lock")
     assert [h.note.id for h in hits][:1] == [again.id] and list(hits.previously) == []
 

@@ -20,6 +20,11 @@ def test_hypothesis_lifecycle(memory):
     assert q.id not in [h.note.id for h in hits]
     assert [h.note.id for h in hits.previously] == [q.id]
     assert [n.id for n in memory.open_questions()] == [other.id]
+    # Someone writes the refuted text again as a finding: the refutation is still shown.
+    same = memory.remember("are the null amounts caused by the left join on customers?")
+    hits = memory.recall("null amounts left join customers")
+    assert same.id in [h.note.id for h in hits] and [h.note.id for h in hits.previously] == [q.id]
+    memory.forget(same.id)
 
     memory.reopen(q.id)
     assert memory.get(q.id).status == "active" and memory.get(q.id).resolution is None

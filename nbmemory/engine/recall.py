@@ -34,6 +34,11 @@ _BONUS_OF_CODE = np.array([PRIORITY_BONUS[p] for p in PRIORITIES])
 _NO_VECTORS = DenseRows.from_matrix(np.empty(0, np.int64), np.empty((0, 1), np.float32))
 
 
+def _words(text: str) -> str:
+    """A note's text as compared with another's: case, spacing and a closing stop aside."""
+    return " ".join(text.split()).rstrip(".").casefold()
+
+
 def _fusion(ranked) -> dict[str, float] | None:
     """How a hybrid recall's score was made, for explain mode (``Hits.fusion``)."""
     if ranked is None or not len(ranked.ids):
@@ -186,10 +191,11 @@ class Recall(Part):
             found = (self.engine.staleness.with_stale(found, variables) if as_of is None
                      else self.engine.seals.as_sealed(found, self.engine.seals.named(as_of)))
             by_id = {n.id: n for n in found}
-            believed = {by_id[i].text for i, _, _ in hits if i in by_id}
-            # A forgotten note written again as it was is believed, not "previously".
-            previously = [row for row in previously if row[0] in by_id
-                          and by_id[row[0]].text not in believed]
+            believed = {_words(by_id[i].text) for i, _, _ in hits if i in by_id}
+            # A forgotten note written again as it was is believed, not "previously" (a
+            # refuted one is still said to be refuted).
+            previously = [row for row in previously if row[0] in by_id and not (
+                by_id[row[0]].status == "revoked" and _words(by_id[row[0]].text) in believed)]
 
             def make(rows):
                 # A channel the recall did not use (no query vector in lexical mode) has no
