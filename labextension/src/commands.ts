@@ -21,6 +21,10 @@ import { IKernelRun, kernelProblem, runInKernel } from './kernel';
 import { MemoryModel } from './model';
 import { INoteSource } from './tokens';
 
+/** A cell's source longer than this is not sent with a note about it: the server refuses
+ * a request over 8 MB, and keeps only the first 4,096 characters of the source anyway. */
+const MAX_CELL_SOURCE = 1_000_000;
+
 export namespace CommandIDs {
   export const open = 'nbmemory:open';
   export const refresh = 'nbmemory:refresh';
@@ -51,7 +55,7 @@ export function addNoteCommands(
     const code = cell.model.type === 'code';
     const count = code ? (cell.model as ICodeCellModel).executionCount : null;
     const provenance: INoteSource = { notebook: path, cell_id: cell.model.id };
-    if (code) {
+    if (code && source.length <= MAX_CELL_SOURCE) {
       provenance.cell_source = source;
       if (count) {
         provenance.execution_count = count;

@@ -29,9 +29,9 @@ class RequestParsing:
         """The JSON object in the body, with only ``allowed`` keys and all ``required`` ones."""
         raw = self.request.body or b"{}"
         if len(raw) > MAX_BODY_BYTES:
-            raise InvalidInput(f"The request body is {len(raw) / 2**20:.0f} MB; nbmemory takes "
-                               f"at most {MAX_BODY_BYTES // 2**20} MB (a note holds at most "
-                               "100,000 characters). Nothing was changed.")
+            raise InvalidInput(f"The request body has {len(raw):,} bytes; nbmemory takes at "
+                               f"most {MAX_BODY_BYTES:,} (a note holds at most 100,000 "
+                               "characters). Nothing was changed.")
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError, RecursionError):  # nested past Python's stack
